@@ -1,0 +1,77 @@
+import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+
+/**
+ * Secrets from Secrets Manager, fetched once per cold start and refreshed after `ttlMs`, never per
+ * request. A refresh failure keeps serving the last good value. Locally, values come from the environment.
+ */
+let client: SecretsManagerClient | undefined;
+export function secretsClient(): SecretsManagerClient {
+  client ??= new SecretsManagerClient({});
+  return client;
+}
+
+/** For tests: use this client instead of the module's own. */
+export function setSecretsClient(next: SecretsManagerClient): void {
+  client = next;
+}
+
+interface Entry {
+  value: string;
+  fetchedAt: number;
+}
+const cache = new Map<string, Entry>();
+const inflight = new Map<string, Promise<string>>();
+
+export async function getSecretString(secretId: string, ttlMs = 5 * 60_000, now = Date.now()): Promise<string> {
+  const hit = cache.get(secretId);
+  if (hit && now - hit.fetchedAt < ttlMs) return hit.value;
+  let pending = inflight.get(secretId);
+  if (!pending) {
+    pending = fetchSecret(secretId, now, hit).finally(() => inflight.delete(secretId));
+    inflight.set(secretId, pending);
+  }
+  return pending;
+}
+
+async function fetchSecret(secretId: string, now: number, previous: Entry | undefined): Promise<string> {
+  try {
+    const out = await secretsClient().send(new GetSecretValueCommand({ SecretId: secretId }));
+    if (out.SecretString === undefined) throw new Error(`secret ${secretId} has no string value`);
+    cache.set(secretId, { value: out.SecretString, fetchedAt: now });
+    return out.SecretString;
+  } catch (error) {
+    if (previous) return previous.value;
+    throw error;
+  }
+}
+
+export function clearSecretCache(): void {
+  cache.clear();
+}
+
+/** The value CloudFront sends in `x-origin-verify`; undefined where no check applies (local use). */
+export async function originVerifyValue(env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
+  if (env.ORIGIN_VERIFY_SECRET_ARN) return getSecretString(env.ORIGIN_VERIFY_SECRET_ARN, 60 * 60_000);
+  return env.ORIGIN_VERIFY_VALUE || undefined;
+}
+
+/**
+ * The API key for a named upstream credential. In Lambda: the entry of that name in the JSON
+ * upstream-credentials secret. Locally: the environment variable of that name.
+ */
+export async function upstreamCredential(name: string | undefined, env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
+  if (!name) return undefined;
+  if (env.UPSTREAM_SECRET_ARN) {
+    const secret = await getSecretString(env.UPSTREAM_SECRET_ARN);
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(secret);
+    } catch {
+      throw new Error('the upstream-credentials secret is not a JSON object');
+    }
+    const value = (parsed as Record<string, unknown>)[name];
+    if (typeof value !== 'string' || value === '') throw new Error(`the upstream-credentials secret has no entry "${name}"`);
+    return value;
+  }
+  return env[name] || undefined;
+}

@@ -1,0 +1,50 @@
+import { parseTierConfig, singleUpstreamConfig, type TierConfig } from '../core/tiers.js';
+
+/** Everything the completions function reads from its environment, checked once at cold start. */
+export interface CompletionsConfig {
+  tiers: TierConfig;
+  topUpUrl: string;
+  /** SSE comment interval while the upstream has not sent its first chunk. */
+  keepAliveMs: number;
+  /** No response status from the upstream within this: 502. */
+  firstByteTimeoutMs: number;
+  /** No bytes from the upstream within this, mid-stream: the stream ends with an error event. */
+  idleTimeoutMs: number;
+  /** Upper bound on a buffered (non-streaming) upstream body. */
+  maxResponseBytes: number;
+}
+
+export const DEFAULT_TOP_UP_URL = 'https://dashboard.example.com/settings/billing';
+
+function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
+  return value;
+}
+
+export function loadCompletionsConfig(env: NodeJS.ProcessEnv = process.env): CompletionsConfig {
+  let tiers: TierConfig;
+  if (env.TIERS_CONFIG) {
+    let json: unknown;
+    try {
+      json = JSON.parse(env.TIERS_CONFIG);
+    } catch {
+      throw new Error('TIERS_CONFIG is not valid JSON');
+    }
+    tiers = parseTierConfig(json);
+  } else if (env.UPSTREAM_BASE_URL) {
+    tiers = parseTierConfig(singleUpstreamConfig(env.UPSTREAM_BASE_URL, env.UPSTREAM_API_KEY ? 'UPSTREAM_API_KEY' : undefined, env.UPSTREAM_MODELS));
+  } else {
+    throw new Error('no upstream configured: set TIERS_CONFIG or UPSTREAM_BASE_URL');
+  }
+  return {
+    tiers,
+    topUpUrl: env.TOP_UP_URL || DEFAULT_TOP_UP_URL,
+    keepAliveMs: positiveInt(env, 'KEEPALIVE_INTERVAL_MS', 10_000),
+    firstByteTimeoutMs: positiveInt(env, 'UPSTREAM_FIRST_BYTE_TIMEOUT_MS', 30_000),
+    idleTimeoutMs: positiveInt(env, 'UPSTREAM_IDLE_TIMEOUT_MS', 60_000),
+    maxResponseBytes: positiveInt(env, 'UPSTREAM_MAX_RESPONSE_BYTES', 8 * 1024 * 1024),
+  };
+}

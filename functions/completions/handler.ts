@@ -1,0 +1,26 @@
+import middy from '@middy/core';
+import type { Context } from 'aws-lambda';
+import { getStore } from '../adapters/dynamodb.js';
+import { originVerifyValue, upstreamCredential } from '../adapters/secrets.js';
+import { MethodNotAllowedError, NotFoundError } from '../core/errors.js';
+import { type FunctionUrlEvent, type FunctionUrlResult, httpErrorHandler, originVerify, requestIdOf } from '../shared/http.js';
+import { loadCompletionsConfig } from './config.js';
+import { handleCompletion } from './service.js';
+
+/** The completions function: a Function URL in RESPONSE_STREAM mode, behind CloudFront's `/api/v1/chat/completions`. */
+export const PATH = '/api/v1/chat/completions';
+
+// Read and checked once per cold start: a bad configuration fails here, naming the field.
+const config = loadCompletionsConfig();
+
+async function completions(event: FunctionUrlEvent, context: Context): Promise<FunctionUrlResult> {
+  if (event.rawPath !== PATH) throw new NotFoundError(`No such endpoint: ${event.rawPath}`);
+  const method = event.requestContext.http.method;
+  if (method !== 'POST') throw new MethodNotAllowedError(method, ['POST']);
+  return handleCompletion(event, requestIdOf(context), { store: getStore(), config, credential: upstreamCredential });
+}
+
+export const handler = middy<FunctionUrlEvent, FunctionUrlResult>({ streamifyResponse: true })
+  .use(httpErrorHandler())
+  .use(originVerify(originVerifyValue))
+  .handler(completions);

@@ -1,0 +1,208 @@
+import type { Readable } from 'node:stream';
+import type { ChargeEntry, DynamoStore } from '../adapters/dynamodb.js';
+import { openUpstream } from '../adapters/upstream.js';
+import { authorize, type Principal } from '../core/access.js';
+import { hashKey, parseBearerKey } from '../core/auth.js';
+import { UpstreamError } from '../core/errors.js';
+import { newGenerationId } from '../core/ids.js';
+import { nanoToUsd } from '../core/money.js';
+import { priceUsage, type TokenUsage } from '../core/pricing.js';
+import { type ChatRequest, parseChatRequest } from '../core/schemas.js';
+import type { UpstreamTarget } from '../core/tiers.js';
+import { estimatePromptTokens, estimateTextTokens, textOfContent } from '../core/tokens.js';
+import { readUpstreamUsage, usageForClient } from '../core/usage.js';
+import { type FunctionUrlEvent, type FunctionUrlResult, header, jsonResponse, rawBody, SSE_CONTENT_TYPE } from '../shared/http.js';
+import { logger } from '../shared/observability.js';
+import type { CompletionsConfig } from './config.js';
+import { type RelayOutcome, relay } from './relay.js';
+
+export interface CompletionsDeps {
+  store: DynamoStore;
+  config: CompletionsConfig;
+  credential: (name: string | undefined) => Promise<string | undefined>;
+}
+
+/** A generation in progress: what settlement needs to write its ledger entry. */
+interface Generation {
+  id: string;
+  created: number;
+  principal: Principal;
+  request: ChatRequest;
+  target: UpstreamTarget;
+  startedAt: number;
+}
+
+/** POST /api/v1/chat/completions: authenticate, validate, call the upstream, bill, answer. */
+export async function handleCompletion(event: FunctionUrlEvent, requestId: string, deps: CompletionsDeps): Promise<FunctionUrlResult> {
+  const startedAt = Date.now();
+  const key = parseBearerKey(header(event, 'authorization'));
+  const principal = authorize(await deps.store.loadPrincipal(hashKey(key)), {
+    requireCredit: true,
+    topUpUrl: deps.config.topUpUrl,
+  });
+  const request = parseChatRequest(rawBody(event));
+  // Fallback across a tier's targets is issue #5; the first target serves for now.
+  const [target] = deps.config.tiers[request.model];
+  if (!target) throw new UpstreamError();
+  const generation: Generation = {
+    id: newGenerationId(startedAt),
+    created: Math.floor(startedAt / 1000),
+    principal,
+    request,
+    target,
+    startedAt,
+  };
+  const headers = { 'x-request-id': requestId, 'x-generation-id': generation.id };
+  const apiKey = await deps.credential(target.credential);
+  const upstreamBody = toUpstreamBody(request, target);
+  const opened = await openUpstream({ target, apiKey, body: upstreamBody, firstByteTimeoutMs: deps.config.firstByteTimeoutMs });
+  const body = opened.response.body;
+  if (!body) throw new UpstreamError();
+
+  if (!request.stream) {
+    return jsonResponse(200, await completeBuffered(generation, opened.response, deps), headers);
+  }
+  const stream: Readable = relay({
+    body,
+    generationId: generation.id,
+    tier: request.model,
+    created: generation.created,
+    keepAliveMs: deps.config.keepAliveMs,
+    idleTimeoutMs: deps.config.idleTimeoutMs,
+    abortUpstream: opened.abort,
+    settle: (outcome) => settleStream(generation, outcome, deps),
+    onSettleFailure: (error) => logBillingFailure(generation, error),
+  });
+  return {
+    statusCode: 200,
+    headers: { ...headers, 'content-type': SSE_CONTENT_TYPE, 'cache-control': 'no-cache', 'x-accel-buffering': 'no' },
+    body: stream,
+  };
+}
+
+/** What the upstream receives: the client's fields, our upstream model id, and always a usage report. */
+function toUpstreamBody(request: ChatRequest, target: UpstreamTarget): Record<string, unknown> {
+  const body: Record<string, unknown> = { ...request, model: target.model };
+  if (request.stream) body.stream_options = { include_usage: true };
+  else delete body.stream_options;
+  return body;
+}
+
+async function completeBuffered(generation: Generation, response: Response, deps: CompletionsDeps): Promise<unknown> {
+  let text: string;
+  let parsed: { choices?: unknown; usage?: unknown; system_fingerprint?: unknown };
+  try {
+    text = await readBounded(response, deps.config.maxResponseBytes);
+    parsed = JSON.parse(text) as typeof parsed;
+  } catch (cause) {
+    throw new UpstreamError(undefined, { cause });
+  }
+  if (!Array.isArray(parsed.choices)) throw new UpstreamError(undefined, { cause: new Error('upstream body has no choices') });
+  const choices = parsed.choices as { message?: { content?: unknown; refusal?: unknown; tool_calls?: unknown } }[];
+  let usage = readUpstreamUsage(parsed.usage, text);
+  let estimated = false;
+  if (!usage) {
+    const completionText = choices.map((choice) => textOfContent(choice.message?.content) + toolCallText(choice.message?.tool_calls)).join('');
+    usage = await estimateUsage(generation.request, completionText);
+    estimated = true;
+  }
+  const billedNano = await settle(generation, usage, estimated, deps);
+  return {
+    id: generation.id,
+    object: 'chat.completion',
+    created: generation.created,
+    model: generation.request.model,
+    choices,
+    usage: usageForClient(usage, nanoToUsd(billedNano)),
+    ...(typeof parsed.system_fingerprint === 'string' ? { system_fingerprint: parsed.system_fingerprint } : {}),
+  };
+}
+
+async function settleStream(generation: Generation, outcome: RelayOutcome, deps: CompletionsDeps): Promise<unknown> {
+  let usage = outcome.usage;
+  let estimated = false;
+  if (!usage) {
+    usage = await estimateUsage(generation.request, outcome.streamedText);
+    estimated = true;
+  }
+  const billedNano = await settle(generation, usage, estimated, deps);
+  return usageForClient(usage, nanoToUsd(billedNano));
+}
+
+/** One conditional write: the ledger entry under the generation id and the deduction (DESIGN section 4, step 6). */
+async function settle(generation: Generation, usage: TokenUsage, estimated: boolean, deps: CompletionsDeps): Promise<bigint> {
+  const { upstreamFemto, billedNano } = priceUsage(usage, generation.target);
+  const entry: ChargeEntry = {
+    accountId: generation.principal.accountId,
+    generationId: generation.id,
+    keyId: generation.principal.keyId,
+    tier: generation.request.model,
+    upstreamModel: generation.target.model,
+    promptTokens: usage.promptTokens,
+    completionTokens: usage.completionTokens,
+    cachedTokens: usage.cachedTokens,
+    upstreamFemto,
+    billedNano,
+    estimated,
+    createdAt: new Date().toISOString(),
+  };
+  await deps.store.settleCharge(entry);
+  logger.info('generation settled', {
+    accountId: entry.accountId,
+    keyId: entry.keyId,
+    generationId: entry.generationId,
+    tier: entry.tier,
+    promptTokens: entry.promptTokens,
+    completionTokens: entry.completionTokens,
+    cachedTokens: entry.cachedTokens,
+    billedUsd: nanoToUsd(billedNano),
+    estimated,
+    latencyMs: Date.now() - generation.startedAt,
+  });
+  return billedNano;
+}
+
+async function estimateUsage(request: ChatRequest, completionText: string): Promise<TokenUsage> {
+  return {
+    promptTokens: await estimatePromptTokens(request.messages),
+    completionTokens: await estimateTextTokens(completionText),
+    cachedTokens: 0,
+  };
+}
+
+function toolCallText(toolCalls: unknown): string {
+  if (!Array.isArray(toolCalls)) return '';
+  return toolCalls
+    .map((call: { function?: { name?: unknown; arguments?: unknown } }) => `${call.function?.name ?? ''}${call.function?.arguments ?? ''}`)
+    .join('');
+}
+
+function logBillingFailure(generation: Generation, error: unknown): void {
+  logger.error('billing failed', {
+    generationId: generation.id,
+    accountId: generation.principal.accountId,
+    keyId: generation.principal.keyId,
+    tier: generation.request.model,
+    error: error instanceof Error ? error : String(error),
+  });
+}
+
+/** Reads a body up to a byte bound; a larger body is an upstream failure, not a memory problem. */
+async function readBounded(response: Response, maxBytes: number): Promise<string> {
+  if (!response.body) return '';
+  const reader = response.body.getReader();
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel();
+      throw new Error(`upstream body larger than ${maxBytes} bytes`);
+    }
+    parts.push(value);
+  }
+  return Buffer.concat(parts).toString('utf8');
+}
+

@@ -1,0 +1,116 @@
+/**
+ * HTTP errors with the OpenAI error shape `{error: {message, type, param, code}}` (DESIGN section 6),
+ * except 402 which uses the spec's flat body. Every error knows its status and how to serialise itself.
+ */
+export interface OpenAiErrorBody {
+  error: { message: string; type: string; param: string | null; code: string | null };
+}
+
+export class HttpError extends Error {
+  readonly statusCode: number;
+  readonly type: string;
+  readonly param: string | null;
+  readonly code: string | null;
+  readonly headers: Record<string, string>;
+
+  constructor(
+    statusCode: number,
+    message: string,
+    details: { type: string; param?: string | null; code?: string | null; headers?: Record<string, string> },
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+    this.name = 'HttpError';
+    this.statusCode = statusCode;
+    this.type = details.type;
+    this.param = details.param ?? null;
+    this.code = details.code ?? null;
+    this.headers = details.headers ?? {};
+  }
+
+  toBody(): unknown {
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+  }
+}
+
+export class BadRequestError extends HttpError {
+  constructor(message: string, param: string | null = null, code: string | null = 'invalid_request', options?: ErrorOptions) {
+    super(400, message, { type: 'invalid_request_error', param, code }, options);
+    this.name = 'BadRequestError';
+  }
+}
+
+export class AuthenticationError extends HttpError {
+  constructor(message: string, code = 'invalid_api_key') {
+    super(401, message, { type: 'authentication_error', code });
+    this.name = 'AuthenticationError';
+  }
+}
+
+export class PermissionDeniedError extends HttpError {
+  constructor(message: string, code: string) {
+    super(403, message, { type: 'permission_error', code });
+    this.name = 'PermissionDeniedError';
+  }
+}
+
+export class NotFoundError extends HttpError {
+  constructor(message: string) {
+    super(404, message, { type: 'invalid_request_error', code: 'not_found' });
+    this.name = 'NotFoundError';
+  }
+}
+
+export class MethodNotAllowedError extends HttpError {
+  constructor(method: string, allowed: readonly string[]) {
+    super(405, `Method ${method} is not allowed here; use ${allowed.join(', ')}`, {
+      type: 'invalid_request_error',
+      code: 'method_not_allowed',
+      headers: { allow: allowed.join(', ') },
+    });
+    this.name = 'MethodNotAllowedError';
+  }
+}
+
+/** 402 with the spec's flat body `{error, balance, message, topUpUrl}`. */
+export class InsufficientCreditsError extends HttpError {
+  readonly balanceUsd: string;
+  readonly topUpUrl: string;
+
+  constructor(balanceUsd: string, topUpUrl: string) {
+    super(402, `Your credit balance is empty. Buy credits at ${topUpUrl} to continue.`, {
+      type: 'insufficient_credits',
+      code: 'insufficient_credits',
+    });
+    this.name = 'InsufficientCreditsError';
+    this.balanceUsd = balanceUsd;
+    this.topUpUrl = topUpUrl;
+  }
+
+  override toBody(): unknown {
+    // balance is the one money value that becomes a JSON number here, at the edge (spec section 2).
+    return { error: 'Insufficient credits', balance: Number(this.balanceUsd), message: this.message, topUpUrl: this.topUpUrl };
+  }
+}
+
+export class UpstreamError extends HttpError {
+  constructor(message = 'The upstream model provider failed to answer. Retry with exponential backoff.', options?: ErrorOptions) {
+    super(502, message, { type: 'upstream_error', code: 'upstream_error' }, options);
+    this.name = 'UpstreamError';
+  }
+}
+
+export class InternalError extends HttpError {
+  constructor(options?: ErrorOptions) {
+    super(500, 'The server had an error while processing your request. Retry with exponential backoff.', {
+      type: 'server_error',
+      code: 'internal_error',
+    }, options);
+    this.name = 'InternalError';
+  }
+}
+
+/** Anything that is not an HttpError becomes a generic 500; its detail never reaches the client. */
+export function toHttpError(error: unknown): HttpError {
+  return error instanceof HttpError ? error : new InternalError({ cause: error });
+}

@@ -1,0 +1,104 @@
+import { z } from 'zod';
+import { parseDecimal } from './money.js';
+
+/** The three public tiers (spec section 2), in the order the model list shows them. */
+export const TIER_IDS = ['svc-fast', 'svc-pro', 'svc-heavy'] as const;
+export type TierId = (typeof TIER_IDS)[number];
+
+export const TIER_DISPLAY_NAMES: Record<TierId, string> = {
+  'svc-fast': 'SVC Fast',
+  'svc-pro': 'SVC Pro',
+  'svc-heavy': 'SVC Heavy',
+};
+
+export const MODELS_OWNER = 'hosted-model-api';
+/** A fixed creation time for the model objects (OpenAI's schema requires `created`). */
+export const MODELS_CREATED = 1_767_225_600; // 2026-01-01T00:00:00Z
+
+export function isTierId(value: unknown): value is TierId {
+  return typeof value === 'string' && (TIER_IDS as readonly string[]).includes(value);
+}
+
+/** A price in USD per million tokens, as a decimal string with at most 9 decimals (nano-USD precision). */
+const PriceSchema = z
+  .string()
+  .regex(/^\d+(\.\d{1,9})?$/, 'a decimal string of USD per million tokens, at most 9 decimals')
+  .transform((value) => parseDecimal(value, 9));
+
+export const PriceTableSchema = z.object({
+  input: PriceSchema,
+  cachedInput: PriceSchema,
+  output: PriceSchema,
+});
+/** Prices in nano-USD per million tokens. */
+export type PriceTable = z.output<typeof PriceTableSchema>;
+
+export const UpstreamTargetSchema = z.object({
+  /** OpenAI-style base URL: requests go to `${baseUrl}/chat/completions`. */
+  baseUrl: z.url({ protocol: /^https?$/ }).transform((url) => url.replace(/\/+$/, '')),
+  /** The upstream's own model id. */
+  model: z.string().min(1),
+  /** Name of the credential (an entry of the upstream-credentials secret, or an env var locally); none for keyless upstreams. */
+  credential: z.string().min(1).optional(),
+  prices: PriceTableSchema,
+  /** The upstream reports its own cost in `usage.cost` (OpenRouter does); then the price table is a fallback. */
+  reportsCost: z.boolean().default(false),
+});
+export type UpstreamTarget = z.output<typeof UpstreamTargetSchema>;
+
+export const TierConfigSchema = z.object({
+  'svc-fast': z.array(UpstreamTargetSchema).min(1),
+  'svc-pro': z.array(UpstreamTargetSchema).min(1),
+  'svc-heavy': z.array(UpstreamTargetSchema).min(1),
+});
+export type TierConfig = z.output<typeof TierConfigSchema>;
+export type TierConfigInput = z.input<typeof TierConfigSchema>;
+
+export class TierConfigError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'TierConfigError';
+  }
+}
+
+/** Validates a tier configuration; the error names the failing field (for a cold-start failure). */
+export function parseTierConfig(input: unknown): TierConfig {
+  const result = TierConfigSchema.safeParse(input);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const path = issue?.path.join('.') || '(root)';
+    throw new TierConfigError(`invalid tier configuration at ${path}: ${issue?.message ?? 'invalid'}`);
+  }
+  return result.data;
+}
+
+/**
+ * The simulator's price table. Chosen so that the billed rates (x1.3, rounded up per request)
+ * equal the spec's table: e.g. svc-fast input 0.269230769 x 1.3 = 0.3499999997 -> 0.35 USD per
+ * million once rounded. Cached input is 10% of the input rate.
+ */
+export const SIMULATOR_PRICES: Record<TierId, { input: string; cachedInput: string; output: string }> = {
+  'svc-fast': { input: '0.269230769', cachedInput: '0.026923076', output: '1.1' },
+  'svc-pro': { input: '0.553846153', cachedInput: '0.055384615', output: '2.2' },
+  'svc-heavy': { input: '0.6', cachedInput: '0.06', output: '2.5' },
+};
+
+/**
+ * Every tier routed to one OpenAI-compatible base URL (the simulator, or UPSTREAM_BASE_URL).
+ * `models` maps tiers to the upstream's model ids: `svc-fast=gpt-4o-mini,svc-pro=gpt-4o,...`;
+ * a tier it leaves out uses the simulator's id (`sim-fast`, ...).
+ */
+export function singleUpstreamConfig(baseUrl: string, credential?: string, models?: string): TierConfigInput {
+  const modelOf = new Map<string, string>();
+  for (const pair of (models ?? '').split(',')) {
+    const [tier, model] = pair.split('=').map((part) => part.trim());
+    if (tier && model) modelOf.set(tier, model);
+  }
+  const target = (tier: TierId) => ({
+    baseUrl,
+    model: modelOf.get(tier) ?? tier.replace('svc-', 'sim-'),
+    ...(credential ? { credential } : {}),
+    prices: SIMULATOR_PRICES[tier],
+  });
+  return { 'svc-fast': [target('svc-fast')], 'svc-pro': [target('svc-pro')], 'svc-heavy': [target('svc-heavy')] };
+}

@@ -1,0 +1,48 @@
+/**
+ * Token estimates with a real tokenizer (o200k_base), for when an upstream reports no usage.
+ * The tokenizer's tables are large, so they load on first use, never on the hot path of a request
+ * whose upstream reports usage.
+ */
+type Encoder = (text: string) => number;
+let counter: Promise<Encoder> | undefined;
+
+function loadCounter(): Promise<Encoder> {
+  counter ??= import('gpt-tokenizer').then((module) => (text: string) => module.countTokens(text));
+  return counter;
+}
+
+/** Per-message overhead of OpenAI's chat format: 3 tokens per message plus 3 to prime the reply. */
+const PER_MESSAGE = 3;
+const REPLY_PRIMER = 3;
+
+export interface MessageLike {
+  content?: unknown;
+  tool_calls?: readonly { function: { name: string; arguments: string } }[] | undefined;
+}
+
+export function textOfContent(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .map((part: unknown) => {
+      const p = part as { text?: unknown; refusal?: unknown };
+      return typeof p.text === 'string' ? p.text : typeof p.refusal === 'string' ? p.refusal : '';
+    })
+    .join('');
+}
+
+export async function estimatePromptTokens(messages: readonly MessageLike[]): Promise<number> {
+  const countTokens = await loadCounter();
+  let total = REPLY_PRIMER;
+  for (const message of messages) {
+    total += PER_MESSAGE + countTokens(textOfContent(message.content));
+    for (const call of message.tool_calls ?? []) total += countTokens(call.function.name + call.function.arguments);
+  }
+  return total;
+}
+
+export async function estimateTextTokens(text: string): Promise<number> {
+  if (text === '') return 0;
+  const countTokens = await loadCounter();
+  return countTokens(text);
+}
