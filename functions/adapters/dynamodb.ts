@@ -58,7 +58,8 @@ export interface ChargeEntry {
   promptTokens: number;
   completionTokens: number;
   cachedTokens: number;
-  upstreamFemto: bigint;
+  /** Upstream cost as an exact USD decimal string. */
+  upstreamCostUsd: string;
   billedNano: bigint;
   /** The token counts were estimated by the gateway (the upstream reported none). */
   estimated: boolean;
@@ -158,7 +159,7 @@ export class DynamoStore {
                   promptTokens: N(entry.promptTokens),
                   completionTokens: N(entry.completionTokens),
                   cachedTokens: N(entry.cachedTokens),
-                  upstreamFemtoUsd: N(entry.upstreamFemto),
+                  upstreamCostUsd: S(entry.upstreamCostUsd),
                   billedNanoUsd: N(entry.billedNano),
                   estimated: { BOOL: entry.estimated },
                   createdAt: S(entry.createdAt),

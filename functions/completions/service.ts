@@ -5,7 +5,7 @@ import { authorize, type Principal } from '../core/access.js';
 import { hashKey, parseBearerKey } from '../core/auth.js';
 import { UpstreamError } from '../core/errors.js';
 import { newGenerationId } from '../core/ids.js';
-import { nanoToUsd } from '../core/money.js';
+import { costToUsd, nanoToUsd } from '../core/money.js';
 import { priceUsage, type TokenUsage } from '../core/pricing.js';
 import { type ChatRequest, parseChatRequest } from '../core/schemas.js';
 import type { UpstreamTarget } from '../core/tiers.js';
@@ -131,7 +131,7 @@ async function settleStream(generation: Generation, outcome: RelayOutcome, deps:
 
 /** One conditional write: the ledger entry under the generation id and the deduction (DESIGN section 4, step 6). */
 async function settle(generation: Generation, usage: TokenUsage, estimated: boolean, deps: CompletionsDeps): Promise<bigint> {
-  const { upstreamFemto, billedNano } = priceUsage(usage, generation.target);
+  const { upstreamCost, billedNano } = priceUsage(usage, generation.target);
   const entry: ChargeEntry = {
     accountId: generation.principal.accountId,
     generationId: generation.id,
@@ -141,7 +141,7 @@ async function settle(generation: Generation, usage: TokenUsage, estimated: bool
     promptTokens: usage.promptTokens,
     completionTokens: usage.completionTokens,
     cachedTokens: usage.cachedTokens,
-    upstreamFemto,
+    upstreamCostUsd: costToUsd(upstreamCost),
     billedNano,
     estimated,
     createdAt: new Date().toISOString(),

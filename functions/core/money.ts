@@ -3,15 +3,20 @@
  *
  * Units (all bigint):
  * - nano-USD (1e-9 USD): balances, billed costs, ledger entries.
- * - femto-USD (1e-15 USD): upstream costs before rounding. A price of P nano-USD per million tokens
- *   times T tokens is exactly P*T femto-USD, so the price table never rounds.
+ * - prices: femto-USD (1e-15 USD) per million tokens, so a price table entry may have 15 decimals.
+ * - upstream cost units (1e-21 USD): a price of P femto-USD per million tokens times T tokens is
+ *   exactly P*T units, so pricing never rounds before the one rounding below.
  *
  * Rounding rule (the only one): billed = upstream cost x 13/10, rounded UP to the next whole nano-USD.
  * So the billed amount is never below 1.3 x the upstream cost, and at most 1 nano-USD above it.
  */
 
 export const NANO_PER_USD = 1_000_000_000n;
-const FEMTO_PER_NANO = 1_000_000n;
+/** Decimal places of a price (USD per million tokens). */
+export const PRICE_SCALE = 15;
+/** Decimal places of an upstream cost (USD). */
+export const COST_SCALE = 21;
+const COST_UNITS_PER_NANO = 10n ** BigInt(COST_SCALE - 9);
 
 export class InvalidAmountError extends Error {
   constructor(input: string, options?: ErrorOptions) {
@@ -61,8 +66,10 @@ export function formatDecimal(units: bigint, scale: number): string {
 export const usdToNano = (usd: string): bigint => parseDecimal(usd, 9);
 /** nano-USD -> USD decimal string. */
 export const nanoToUsd = (nano: bigint): string => formatDecimal(nano, 9);
-/** USD decimal string -> femto-USD; digits finer than 1e-15 USD round up. */
-export const usdToFemto = (usd: string): bigint => parseDecimal(usd, 15, 'ceil');
+/** USD decimal string -> upstream cost units (1e-21 USD); finer digits round up. */
+export const usdToCost = (usd: string): bigint => parseDecimal(usd, COST_SCALE, 'ceil');
+/** Upstream cost units -> USD decimal string. */
+export const costToUsd = (units: bigint): string => formatDecimal(units, COST_SCALE);
 
 function ceilDiv(numerator: bigint, denominator: bigint): bigint {
   if (numerator <= 0n) return -(-numerator / denominator);
@@ -70,11 +77,6 @@ function ceilDiv(numerator: bigint, denominator: bigint): bigint {
 }
 
 /** The markup rule: upstream cost x 1.3, rounded up to a whole nano-USD. */
-export function billedNanoFromUpstreamFemto(upstreamFemto: bigint): bigint {
-  return ceilDiv(upstreamFemto * 13n, 10n * FEMTO_PER_NANO);
-}
-
-/** An upstream cost in femto-USD rounded up to nano-USD (for display and the ledger's record). */
-export function femtoToNanoCeil(femto: bigint): bigint {
-  return ceilDiv(femto, FEMTO_PER_NANO);
+export function billedNanoFromUpstreamCost(upstreamCost: bigint): bigint {
+  return ceilDiv(upstreamCost * 13n, 10n * COST_UNITS_PER_NANO);
 }

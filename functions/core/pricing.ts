@@ -1,4 +1,4 @@
-import { billedNanoFromUpstreamFemto, usdToFemto } from './money.js';
+import { billedNanoFromUpstreamCost, usdToCost } from './money.js';
 import type { UpstreamTarget } from './tiers.js';
 
 /** Token usage as an OpenAI-compatible upstream reports it. */
@@ -11,7 +11,8 @@ export interface TokenUsage {
 }
 
 export interface Charge {
-  upstreamFemto: bigint;
+  /** In units of 1e-21 USD (money.ts). */
+  upstreamCost: bigint;
   billedNano: bigint;
 }
 
@@ -20,16 +21,16 @@ export interface Charge {
  * (uncached input, cached input, output). Then the single markup rule of money.ts.
  */
 export function priceUsage(usage: TokenUsage, target: Pick<UpstreamTarget, 'prices' | 'reportsCost'>): Charge {
-  let upstreamFemto: bigint;
+  let upstreamCost: bigint;
   if (target.reportsCost && usage.reportedCostUsd !== undefined) {
-    upstreamFemto = usdToFemto(usage.reportedCostUsd);
+    upstreamCost = usdToCost(usage.reportedCostUsd);
   } else {
     const cached = BigInt(Math.min(usage.cachedTokens, usage.promptTokens));
     const uncached = BigInt(usage.promptTokens) - cached;
     const { input, cachedInput, output } = target.prices;
-    // nano-USD per million tokens x tokens = femto-USD, exactly.
-    upstreamFemto = uncached * input + cached * cachedInput + BigInt(usage.completionTokens) * output;
+    // femto-USD per million tokens x tokens = 1e-21 USD units, exactly.
+    upstreamCost = uncached * input + cached * cachedInput + BigInt(usage.completionTokens) * output;
   }
-  if (upstreamFemto < 0n) upstreamFemto = 0n;
-  return { upstreamFemto, billedNano: billedNanoFromUpstreamFemto(upstreamFemto) };
+  if (upstreamCost < 0n) upstreamCost = 0n;
+  return { upstreamCost, billedNano: billedNanoFromUpstreamCost(upstreamCost) };
 }

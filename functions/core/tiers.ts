@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseDecimal } from './money.js';
+import { PRICE_SCALE, parseDecimal } from './money.js';
 
 /** The three public tiers (spec section 2), in the order the model list shows them. */
 export const TIER_IDS = ['svc-fast', 'svc-pro', 'svc-heavy'] as const;
@@ -19,18 +19,18 @@ export function isTierId(value: unknown): value is TierId {
   return typeof value === 'string' && (TIER_IDS as readonly string[]).includes(value);
 }
 
-/** A price in USD per million tokens, as a decimal string with at most 9 decimals (nano-USD precision). */
+/** A price in USD per million tokens, as a decimal string with at most 15 decimals. */
 const PriceSchema = z
   .string()
-  .regex(/^\d+(\.\d{1,9})?$/, 'a decimal string of USD per million tokens, at most 9 decimals')
-  .transform((value) => parseDecimal(value, 9));
+  .regex(/^\d+(\.\d{1,15})?$/, 'a decimal string of USD per million tokens, at most 15 decimals')
+  .transform((value) => parseDecimal(value, PRICE_SCALE));
 
 export const PriceTableSchema = z.object({
   input: PriceSchema,
   cachedInput: PriceSchema,
   output: PriceSchema,
 });
-/** Prices in nano-USD per million tokens. */
+/** Prices in femto-USD per million tokens. */
 export type PriceTable = z.output<typeof PriceTableSchema>;
 
 export const UpstreamTargetSchema = z.object({
@@ -74,12 +74,13 @@ export function parseTierConfig(input: unknown): TierConfig {
 
 /**
  * The simulator's price table. Chosen so that the billed rates (x1.3, rounded up per request)
- * equal the spec's table: e.g. svc-fast input 0.269230769 x 1.3 = 0.3499999997 -> 0.35 USD per
- * million once rounded. Cached input is 10% of the input rate.
+ * equal the spec's table: each is the spec's rate / 1.3, cut after 15 decimals, so x1.3 falls a
+ * hair short and the per-request rounding up lands on the spec's figure (e.g. svc-fast input
+ * 0.269230769230769 x 1.3 = 0.3499999999999997 -> $0.35 per million). Cached input is 10% of input.
  */
 export const SIMULATOR_PRICES: Record<TierId, { input: string; cachedInput: string; output: string }> = {
-  'svc-fast': { input: '0.269230769', cachedInput: '0.026923076', output: '1.1' },
-  'svc-pro': { input: '0.553846153', cachedInput: '0.055384615', output: '2.2' },
+  'svc-fast': { input: '0.269230769230769', cachedInput: '0.026923076923076', output: '1.1' },
+  'svc-pro': { input: '0.553846153846153', cachedInput: '0.055384615384615', output: '2.2' },
   'svc-heavy': { input: '0.6', cachedInput: '0.06', output: '2.5' },
 };
 
@@ -98,7 +99,7 @@ export function singleUpstreamConfig(baseUrl: string, credential?: string, model
     baseUrl,
     model: modelOf.get(tier) ?? tier.replace('svc-', 'sim-'),
     ...(credential ? { credential } : {}),
-    prices: SIMULATOR_PRICES[tier],
+    prices: { ...SIMULATOR_PRICES[tier] },
   });
   return { 'svc-fast': [target('svc-fast')], 'svc-pro': [target('svc-pro')], 'svc-heavy': [target('svc-heavy')] };
 }

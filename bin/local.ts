@@ -1,0 +1,72 @@
+import { createAccount, createKey, getAccount } from '../lib/admin/operations.js';
+import { JavaMissingError } from '../lib/local/dynamodb-local.js';
+import { emulatorPort, localDynamoSettings } from '../lib/local/settings.js';
+import { startLocalStack } from '../lib/local/stack.js';
+
+/**
+ * `npm start`: the service on http://127.0.0.1:8787/api/v1 with DynamoDB Local (data under .data/),
+ * the upstream simulator and the Function URL emulator. Ctrl-C stops everything it started.
+ */
+const DEV_ACCOUNT = 'dev';
+
+async function main(): Promise<void> {
+  const env = process.env;
+  const settings = localDynamoSettings(env);
+  const dynamo = env.DYNAMODB_ENDPOINT ? { endpoint: env.DYNAMODB_ENDPOINT } : await settings.connectOptions();
+  const stack = await startLocalStack({
+    port: emulatorPort(env),
+    ...(dynamo.endpoint
+      ? { dynamoEndpoint: dynamo.endpoint }
+      : { dataDir: settings.dynamoDataDir, dynamoPort: settings.port }),
+    ...(env.UPSTREAM_BASE_URL ? { upstreamBaseUrl: env.UPSTREAM_BASE_URL } : {}),
+    ...(env.UPSTREAM_API_KEY ? { upstreamApiKey: env.UPSTREAM_API_KEY } : {}),
+  });
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    console.log('\nstopping...');
+    await stack.stop();
+    process.exit(0);
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+
+  const ctx = { client: stack.client, tables: stack.tables };
+  console.log(`hosted-model-api listening on ${stack.baseUrl}`);
+  console.log(`  DynamoDB:  ${stack.dynamoEndpoint}${env.DYNAMODB_ENDPOINT ? '' : ` (data in ${settings.dynamoDataDir})`}`);
+  console.log(`  upstream:  ${stack.simulatorUrl ? `simulator at ${stack.simulatorUrl}` : env.UPSTREAM_BASE_URL}`);
+
+  if (!(await getAccount(ctx, DEV_ACCOUNT))) {
+    await createAccount(ctx, DEV_ACCOUNT, '5');
+    const { key } = await createKey(ctx, DEV_ACCOUNT, 'development');
+    console.log(`
+First start: created account "${DEV_ACCOUNT}" with $5.00 of credits and this API key.
+It is shown only this once; keep it (e.g. export SVC_API_KEY=...):
+
+  ${key}
+
+Try it:
+
+  curl ${stack.baseUrl}/chat/completions -H "Authorization: Bearer ${key}" -H "Content-Type: application/json" -d '{"model":"svc-fast","messages":[{"role":"user","content":"Hello"}]}'
+
+Or with the OpenAI SDK (npm install openai):
+
+  import OpenAI from 'openai';
+  const client = new OpenAI({ baseURL: '${stack.baseUrl}', apiKey: process.env.SVC_API_KEY });
+  console.log((await client.chat.completions.create({ model: 'svc-fast', messages: [{ role: 'user', content: 'Hello' }] })).choices[0].message.content);
+`);
+  } else {
+    console.log(`\nAccount "${DEV_ACCOUNT}" exists; make another key with: npm run --silent admin -- key create ${DEV_ACCOUNT} --name <label>`);
+  }
+  console.log('Ctrl-C stops the service and DynamoDB Local.');
+}
+
+main().catch((error: unknown) => {
+  if (error instanceof JavaMissingError) {
+    console.error(error.message);
+  } else {
+    console.error(`failed to start: ${(error as Error).message}`);
+  }
+  process.exit(1);
+});

@@ -1,0 +1,201 @@
+import { parseArgs } from 'node:util';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { tableNamesFromEnv } from '../../functions/adapters/dynamodb.js';
+import { TABLE_ENV } from '../tables.js';
+import { ensureTables, JavaMissingError, localClient } from '../local/dynamodb-local.js';
+import { connectDynamo, localTableNames } from '../local/stack.js';
+import { localDynamoSettings } from '../local/settings.js';
+import {
+  type AdminContext,
+  AdminError,
+  addCredits,
+  checkAccountId,
+  createAccount,
+  createKey,
+  listKeys,
+  revokeKey,
+  setAccountStatus,
+  showAccount,
+} from './operations.js';
+
+export const USAGE = `usage: npm run --silent admin -- <command> [--json]
+
+  account create <accountId> [--credits <usd>]
+  account show <accountId>
+  account suspend <accountId>
+  account ban <accountId>
+  account reinstate <accountId>
+  credits add <accountId> <usd> --ref <reference>
+  key create <accountId> --name <label>
+  key revoke <keyId>
+  key list <accountId>
+
+Environment: DYNAMODB_ENDPOINT (a running DynamoDB), else DynamoDB Local on DYNAMODB_LOCAL_PORT
+(default 8000) with its data under SVC_DATA_DIR (default .data), started for the command if it is
+not running. With KEYS_TABLE, ACCOUNTS_TABLE and LEDGER_TABLE set and no DYNAMODB_ENDPOINT, the
+deployed tables in AWS (credentials and region from the environment).`;
+
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+export interface CliResult {
+  /** The command's result as one JSON object (printed with --json). */
+  json: Record<string, unknown>;
+  /** The same for a person. */
+  text: string;
+}
+
+interface Parsed {
+  positionals: string[];
+  values: { json?: boolean; credits?: string; ref?: string; name?: string; help?: boolean };
+}
+
+export function parseCommandLine(argv: string[]): Parsed {
+  try {
+    const { positionals, values } = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        json: { type: 'boolean' },
+        credits: { type: 'string' },
+        ref: { type: 'string' },
+        name: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+    return { positionals, values };
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+function expectArgs(positionals: string[], count: number, allowed: readonly string[], values: Parsed['values']): void {
+  if (positionals.length !== count) throw new UsageError(`expected ${count - 2} argument(s) after "${positionals.slice(0, 2).join(' ')}"`);
+  for (const [flag, value] of Object.entries(values)) {
+    if (value !== undefined && flag !== 'json' && !allowed.includes(flag)) throw new UsageError(`--${flag} does not apply to "${positionals.slice(0, 2).join(' ')}"`);
+  }
+}
+
+export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<CliResult> {
+  const { positionals: p, values } = parsed;
+  const [group, verb] = p;
+  const arg = p[2] ?? '';
+  const command = `${group ?? ''} ${verb ?? ''}`;
+  switch (command) {
+    case 'account create': {
+      expectArgs(p, 3, ['credits'], values);
+      const account = await createAccount(ctx, arg, values.credits);
+      return { json: { ...account }, text: `created account ${account.accountId} with $${account.creditBalance} of credits` };
+    }
+    case 'account show': {
+      expectArgs(p, 3, [], values);
+      const account = await showAccount(ctx, arg);
+      return { json: { ...account }, text: `${account.accountId}  status=${account.status}  creditBalance=$${account.creditBalance}` };
+    }
+    case 'account suspend':
+    case 'account ban':
+    case 'account reinstate': {
+      expectArgs(p, 3, [], values);
+      const status = verb === 'suspend' ? 'suspended' : verb === 'ban' ? 'banned' : 'active';
+      const account = await setAccountStatus(ctx, checkAccountId(arg), status);
+      return { json: { ...account }, text: `account ${account.accountId} is now ${account.status}` };
+    }
+    case 'credits add': {
+      expectArgs(p, 4, ['ref'], values);
+      if (!values.ref) throw new UsageError('credits add needs --ref <reference> (the payment reference)');
+      const { applied, account } = await addCredits(ctx, arg, p[3] ?? '', values.ref);
+      return {
+        json: { ...account, applied, reference: values.ref },
+        text: applied
+          ? `added $${p[3]} to ${account.accountId} (ref ${values.ref}); creditBalance=$${account.creditBalance}`
+          : `reference ${values.ref} was already applied; nothing added; creditBalance=$${account.creditBalance}`,
+      };
+    }
+    case 'key create': {
+      expectArgs(p, 3, ['name'], values);
+      if (!values.name) throw new UsageError('key create needs --name <label>');
+      const created = await createKey(ctx, arg, values.name);
+      return {
+        json: { ...created },
+        text: `created key ${created.keyId} ("${created.name}") for ${created.accountId}.\nThis is the only time the key is shown; store it now:\n\n  ${created.key}\n`,
+      };
+    }
+    case 'key revoke': {
+      expectArgs(p, 3, [], values);
+      const key = await revokeKey(ctx, arg);
+      return { json: { ...key }, text: `revoked key ${key.keyId}` };
+    }
+    case 'key list': {
+      expectArgs(p, 3, [], values);
+      const keys = await listKeys(ctx, arg);
+      const lines = keys.map((k) => `${k.keyId}  ${k.displayPrefix}  ${k.status.padEnd(7)}  ${k.createdAt}  ${k.name}`);
+      return { json: { accountId: arg, keys }, text: lines.length ? lines.join('\n') : `no keys for ${arg}` };
+    }
+    default:
+      throw new UsageError(group ? `unknown command "${p.join(' ')}"` : 'no command given');
+  }
+}
+
+/** Where the CLI's tables are: the deployed ones, a given endpoint, or DynamoDB Local on the data directory. */
+async function openContext(env: NodeJS.ProcessEnv): Promise<{ ctx: AdminContext; close: () => Promise<void> }> {
+  const deployed = !env.DYNAMODB_ENDPOINT && env[TABLE_ENV.keys] && env[TABLE_ENV.accounts] && env[TABLE_ENV.ledger];
+  if (deployed) {
+    const client = new DynamoDBClient({});
+    return { ctx: { client, tables: tableNamesFromEnv(env) }, close: async () => client.destroy() };
+  }
+  const settings = localDynamoSettings(env);
+  const dynamo = await connectDynamo(
+    env.DYNAMODB_ENDPOINT ? { endpoint: env.DYNAMODB_ENDPOINT } : await settings.connectOptions(),
+  );
+  const client = localClient(dynamo.endpoint);
+  const tables = env[TABLE_ENV.keys] ? tableNamesFromEnv(env) : localTableNames();
+  await ensureTables(client, tables);
+  return {
+    ctx: { client, tables },
+    close: async () => {
+      client.destroy();
+      await dynamo.stop();
+    },
+  };
+}
+
+/** Runs the CLI; returns the exit code. */
+export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  let parsed: Parsed;
+  try {
+    parsed = parseCommandLine(argv);
+    if (parsed.values.help) {
+      console.log(USAGE);
+      return 0;
+    }
+    if (parsed.positionals.length < 2) throw new UsageError('no command given');
+  } catch (error) {
+    console.error(`${(error as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  let opened: Awaited<ReturnType<typeof openContext>> | undefined;
+  try {
+    opened = await openContext(env);
+    const result = await runCommand(opened.ctx, parsed);
+    console.log(parsed.values.json ? JSON.stringify(result.json) : result.text);
+    return 0;
+  } catch (error) {
+    if (error instanceof UsageError) {
+      console.error(`${error.message}\n\n${USAGE}`);
+      return 2;
+    }
+    if (error instanceof AdminError || error instanceof JavaMissingError) {
+      console.error(`error: ${error.message}`);
+      return 1;
+    }
+    console.error(`error: ${(error as Error).message}`);
+    return 1;
+  } finally {
+    await opened?.close();
+  }
+}

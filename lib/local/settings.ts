@@ -1,0 +1,30 @@
+import { join, resolve } from 'node:path';
+import { dynamoAnswers } from './dynamodb-local.js';
+
+/**
+ * The local stack's settings from the environment (README "Configuration"): PORT, SVC_DATA_DIR,
+ * DYNAMODB_LOCAL_PORT. Shared by `npm start` and the operator CLI so both find the same data.
+ */
+export function localDynamoSettings(env: NodeJS.ProcessEnv = process.env) {
+  const dataDir = resolve(env.SVC_DATA_DIR || '.data');
+  const port = Number(env.DYNAMODB_LOCAL_PORT || 8000);
+  if (!Number.isInteger(port) || port <= 0 || port > 65535) throw new Error(`DYNAMODB_LOCAL_PORT must be a port number, got ${env.DYNAMODB_LOCAL_PORT}`);
+  const endpoint = `http://127.0.0.1:${port}`;
+  return {
+    dataDir,
+    dynamoDataDir: join(dataDir, 'dynamodb'),
+    port,
+    endpoint,
+    /** Reuse a DynamoDB Local already serving this port (`npm start` running); else start one on the data directory. */
+    async connectOptions(): Promise<{ endpoint?: string; dataDir?: string; port?: number }> {
+      if (await dynamoAnswers(endpoint, 1_000)) return { endpoint };
+      return { dataDir: join(dataDir, 'dynamodb'), port };
+    },
+  };
+}
+
+export function emulatorPort(env: NodeJS.ProcessEnv = process.env): number {
+  const port = Number(env.PORT || 8787);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`PORT must be a port number, got ${env.PORT}`);
+  return port;
+}

@@ -1,0 +1,126 @@
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { TableNames } from '../../functions/adapters/dynamodb.js';
+import { startSimulator } from '../../functions/simulator/server.js';
+import { LOCAL_TABLE_NAMES, TABLE_ENV } from '../tables.js';
+import { dynamoAnswers, ensureTables, localClient, type RunningDynamo, startDynamoLocal } from './dynamodb-local.js';
+import { type RunningEmulator, startEmulator } from './emulator.js';
+
+/**
+ * The whole service on one machine (DESIGN section 3): DynamoDB Local, the upstream simulator and
+ * the Function URL emulator in front of the same handlers Lambda runs. Used by `npm start`, the
+ * integration and contract tests, and the benchmark.
+ */
+
+export interface LocalStackOptions {
+  /** Emulator port; 0 picks a free one. */
+  port?: number;
+  host?: string;
+  /** Use this DynamoDB instead of starting DynamoDB Local. */
+  dynamoEndpoint?: string;
+  /** Where DynamoDB Local keeps its data; undefined keeps it in memory. */
+  dataDir?: string;
+  dynamoPort?: number;
+  /** Table names; default the local names (or a prefix of them, so test files can share one DynamoDB). */
+  tablePrefix?: string;
+  /** A real upstream instead of the simulator. */
+  upstreamBaseUrl?: string;
+  upstreamApiKey?: string;
+  /** Extra environment for the functions (set before their modules load). */
+  env?: Record<string, string>;
+}
+
+export interface LocalStack {
+  /** `http://127.0.0.1:<port>/api/v1`: what an OpenAI client takes as its base URL. */
+  baseUrl: string;
+  emulator: RunningEmulator;
+  dynamoEndpoint: string;
+  client: DynamoDBClient;
+  tables: TableNames;
+  /** The simulator's base URL when it runs. */
+  simulatorUrl: string | undefined;
+  stop(): Promise<void>;
+}
+
+export function localTableNames(prefix = ''): TableNames {
+  return {
+    keys: `${prefix}${LOCAL_TABLE_NAMES.keys}`,
+    accounts: `${prefix}${LOCAL_TABLE_NAMES.accounts}`,
+    ledger: `${prefix}${LOCAL_TABLE_NAMES.ledger}`,
+  };
+}
+
+/** Connects to the DynamoDB at `endpoint` if one answers there, else starts DynamoDB Local. */
+export async function connectDynamo(opts: { endpoint?: string; dataDir?: string; port?: number }): Promise<RunningDynamo> {
+  if (opts.endpoint) {
+    if (!(await dynamoAnswers(opts.endpoint, 3_000))) throw new Error(`no DynamoDB answers at ${opts.endpoint}`);
+    return { endpoint: opts.endpoint, stop: async () => {} };
+  }
+  return startDynamoLocal({ ...(opts.port !== undefined ? { port: opts.port } : {}), ...(opts.dataDir ? { dataDir: opts.dataDir } : {}) });
+}
+
+export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
+  const stops: (() => Promise<void>)[] = [];
+  const stopAll = async () => {
+    for (const stop of stops.reverse()) await stop().catch(() => {});
+  };
+  try {
+    const dynamo = await connectDynamo({
+      ...(options.dynamoEndpoint ? { endpoint: options.dynamoEndpoint } : {}),
+      ...(options.dataDir ? { dataDir: options.dataDir } : {}),
+      ...(options.dynamoPort !== undefined ? { port: options.dynamoPort } : {}),
+    });
+    stops.push(dynamo.stop);
+    const client = localClient(dynamo.endpoint);
+    stops.push(async () => client.destroy());
+    const tables = localTableNames(options.tablePrefix);
+    await ensureTables(client, tables);
+
+    let upstreamBaseUrl = options.upstreamBaseUrl;
+    let simulatorUrl: string | undefined;
+    if (!upstreamBaseUrl) {
+      const simulator = await startSimulator({ port: 0 });
+      stops.push(simulator.close);
+      simulatorUrl = simulator.url;
+      upstreamBaseUrl = simulator.url;
+    }
+
+    // The functions read their configuration from the environment at cold start, as in Lambda.
+    Object.assign(process.env, {
+      DYNAMODB_ENDPOINT: dynamo.endpoint,
+      [TABLE_ENV.keys]: tables.keys,
+      [TABLE_ENV.accounts]: tables.accounts,
+      [TABLE_ENV.ledger]: tables.ledger,
+      UPSTREAM_BASE_URL: upstreamBaseUrl,
+      ...(options.upstreamApiKey ? { UPSTREAM_API_KEY: options.upstreamApiKey } : {}),
+      ...options.env,
+    });
+
+    const emulator = await startEmulator({
+      port: options.port ?? 0,
+      ...(options.host ? { host: options.host } : {}),
+      routes: [
+        {
+          match: (path) => path === '/api/v1/chat/completions',
+          fn: { name: 'completions', timeoutMs: 300_000, load: async () => (await import('../../functions/completions/handler.js')).handler },
+        },
+        {
+          match: () => true,
+          fn: { name: 'models', timeoutMs: 10_000, load: async () => (await import('../../functions/models/handler.js')).handler },
+        },
+      ],
+    });
+    stops.push(emulator.close);
+    return {
+      baseUrl: `${emulator.url}/api/v1`,
+      emulator,
+      dynamoEndpoint: dynamo.endpoint,
+      client,
+      tables,
+      simulatorUrl,
+      stop: stopAll,
+    };
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}

@@ -1,0 +1,56 @@
+import { randomBytes } from 'node:crypto';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { inject } from 'vitest';
+import { tableNamesFromEnv } from '../../functions/adapters/dynamodb.js';
+import { type AdminContext, createAccount, createKey, getAccount } from '../../lib/admin/operations.js';
+import { type LocalStack, type LocalStackOptions, startLocalStack } from '../../lib/local/stack.js';
+
+/**
+ * What a contract or integration test runs against: by default a local stack it starts itself
+ * (emulator + DynamoDB Local + simulator); with SVC_BASE_URL, a deployed stack, administered
+ * through its tables (KEYS_TABLE, ACCOUNTS_TABLE, LEDGER_TABLE and AWS credentials from the environment).
+ */
+export interface Target {
+  baseUrl: string;
+  admin: AdminContext;
+  /** Present only for the local stack. */
+  local: LocalStack | undefined;
+  stop(): Promise<void>;
+}
+
+export const DEPLOYED = Boolean(process.env.SVC_BASE_URL);
+
+export async function startTarget(options: LocalStackOptions = {}): Promise<Target> {
+  if (process.env.SVC_BASE_URL) {
+    const client = new DynamoDBClient({});
+    return {
+      baseUrl: process.env.SVC_BASE_URL.replace(/\/+$/, ''),
+      admin: { client, tables: tableNamesFromEnv() },
+      local: undefined,
+      stop: async () => client.destroy(),
+    };
+  }
+  const local = await startLocalStack({
+    dynamoEndpoint: inject('dynamoEndpoint'),
+    tablePrefix: `t${randomBytes(4).toString('hex')}-`,
+    ...options,
+  });
+  return { baseUrl: local.baseUrl, admin: { client: local.client, tables: local.tables }, local, stop: local.stop };
+}
+
+let counter = 0;
+/** A fresh account with credits and a key; unique per call so suites never share balances. */
+export async function newAccount(target: Target, credits = '5'): Promise<{ accountId: string; key: string; keyId: string }> {
+  counter += 1;
+  const accountId = `test-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}-${counter}`;
+  await createAccount(target.admin, accountId, credits === '0' ? undefined : credits);
+  const { key, keyId } = await createKey(target.admin, accountId, 'test');
+  return { accountId, key, keyId };
+}
+
+/** The account's balance in nano-USD, read strongly consistently. */
+export async function balanceNano(target: Target, accountId: string): Promise<bigint> {
+  const account = await getAccount(target.admin, accountId);
+  if (!account) throw new Error(`no account ${accountId}`);
+  return account.balanceNano;
+}

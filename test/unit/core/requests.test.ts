@@ -1,0 +1,99 @@
+import { describe, expect, it } from 'vitest';
+import { AuthenticationError, BadRequestError } from '../../../functions/core/errors.js';
+import { generateApiKey, hashKey, KEY_PATTERN, parseBearerKey } from '../../../functions/core/auth.js';
+import { GENERATION_ID_PATTERN, newGenerationId } from '../../../functions/core/ids.js';
+import { parseChatRequest } from '../../../functions/core/schemas.js';
+import { JsonDecimal, stringifyJson } from '../../../functions/core/usage.js';
+
+const base = { model: 'svc-fast', messages: [{ role: 'user', content: 'hi' }] };
+const body = (extra: Record<string, unknown>) => JSON.stringify({ ...base, ...extra });
+
+function badRequest(raw: string): BadRequestError {
+  try {
+    parseChatRequest(raw);
+  } catch (error) {
+    if (error instanceof BadRequestError) return error;
+    throw error;
+  }
+  throw new Error('expected a 400');
+}
+
+describe('parseChatRequest', () => {
+  it('accepts the message shapes OpenAI clients send', () => {
+    const request = parseChatRequest(
+      body({
+        messages: [
+          { role: 'system', content: 'be brief' },
+          { role: 'user', content: [{ type: 'text', text: 'weather?' }] },
+          { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get', arguments: '{}' } }] },
+          { role: 'tool', tool_call_id: 'call_1', content: '{"t":20}' },
+        ],
+        tools: [{ type: 'function', function: { name: 'get', parameters: { type: 'object', properties: {} } } }],
+        tool_choice: 'auto',
+        temperature: 0,
+        max_tokens: 5,
+        stream: true,
+        stream_options: { include_usage: true },
+      }),
+    );
+    expect(request.messages).toHaveLength(4);
+  });
+
+  it.each([
+    [body({ model: 'gpt-4o' }), 'model'],
+    [JSON.stringify({ model: 'svc-fast' }), 'messages'],
+    [body({ temperature: 2.5 }), 'temperature'],
+    [body({ temperature: -0.1 }), 'temperature'],
+    [body({ max_tokens: 0 }), 'max_tokens'],
+    [body({ max_tokens: 1.5 }), 'max_tokens'],
+    [body({ frobnicate: true }), 'frobnicate'],
+    [body({ messages: [{ role: 'robot', content: 'x' }] }), 'messages[0].role'],
+    [body({ messages: [{ role: 'tool', content: 'x' }] }), 'messages[0].tool_call_id'],
+    [body({ messages: [{ role: 'user', content: 'x', colour: 1 }] }), 'messages[0].colour'],
+    [body({ messages: [{ role: 'assistant', content: null }] }), 'messages[0].content'],
+    [body({ tool_choice: 'sometimes' }), 'tool_choice'],
+  ])('rejects %s naming %s', (raw, field) => {
+    const error = badRequest(raw);
+    expect(error.statusCode).toBe(400);
+    expect(error.param).toBe(field);
+    expect(error.message).toContain(field);
+  });
+
+  it('rejects a body that is not JSON or not an object', () => {
+    expect(badRequest('{nope').code).toBe('invalid_json');
+    expect(badRequest('[1]').code).toBe('invalid_json');
+  });
+});
+
+describe('API keys', () => {
+  it('generates keys in the spec format, identified by their hash', () => {
+    const created = generateApiKey();
+    expect(created.key).toMatch(KEY_PATTERN);
+    expect(created.key).toHaveLength('svc_live_'.length + 43);
+    expect(created.keyHash).toBe(hashKey(created.key));
+    expect(created.displayPrefix).not.toContain(created.key.slice(13));
+    expect(generateApiKey().key).not.toBe(created.key);
+  });
+
+  it('parses the bearer header and rejects a missing or malformed key with 401', () => {
+    const { key } = generateApiKey();
+    expect(parseBearerKey(`Bearer ${key}`)).toBe(key);
+    for (const header of [undefined, '', 'Basic abc', `Bearer ${key}x`, 'Bearer svc_live_short', `Bearer ${key.replace('svc_live_', 'svc_test_')}`]) {
+      expect(() => parseBearerKey(header)).toThrow(AuthenticationError);
+    }
+  });
+});
+
+describe('generation ids and exact JSON money', () => {
+  it('formats gen-<unix_seconds>-<suffix>', () => {
+    const id = newGenerationId(1_767_225_600_123);
+    expect(id).toMatch(GENERATION_ID_PATTERN);
+    expect(id.startsWith('gen-1767225600-')).toBe(true);
+    expect(id.length).toBeLessThanOrEqual(36);
+  });
+
+  it('writes a decimal as a bare JSON number with its exact digits', () => {
+    expect(stringifyJson({ cost: new JsonDecimal('0.00000035'), n: 1 })).toBe('{"cost":0.00000035,"n":1}');
+    expect(JSON.parse(stringifyJson({ cost: new JsonDecimal('0.00000035') })).cost).toBe(3.5e-7);
+  });
+});
