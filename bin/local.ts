@@ -12,7 +12,9 @@ const DEV_ACCOUNT = 'dev';
 async function main(): Promise<void> {
   const env = process.env;
   const settings = localDynamoSettings(env);
-  const dynamo = env.DYNAMODB_ENDPOINT ? { endpoint: env.DYNAMODB_ENDPOINT } : await settings.connectOptions();
+  const dynamo = env.DYNAMODB_ENDPOINT
+    ? { endpoint: env.DYNAMODB_ENDPOINT }
+    : await settings.connectOptions();
   const stack = await startLocalStack({
     port: emulatorPort(env),
     ...(dynamo.endpoint
@@ -34,8 +36,12 @@ async function main(): Promise<void> {
 
   const ctx = { client: stack.client, tables: stack.tables };
   console.log(`hosted-model-api listening on ${stack.baseUrl}`);
-  console.log(`  DynamoDB:  ${stack.dynamoEndpoint}${env.DYNAMODB_ENDPOINT ? '' : ` (data in ${settings.dynamoDataDir})`}`);
-  console.log(`  upstream:  ${stack.simulatorUrl ? `simulator at ${stack.simulatorUrl}` : env.UPSTREAM_BASE_URL}`);
+  console.log(
+    `  DynamoDB:  ${stack.dynamoEndpoint}${env.DYNAMODB_ENDPOINT ? '' : ` (data in ${settings.dynamoDataDir})`}`,
+  );
+  console.log(
+    `  upstream:  ${stack.simulatorUrl ? `simulator at ${stack.simulatorUrl}` : env.UPSTREAM_BASE_URL}`,
+  );
 
   if (!(await getAccount(ctx, DEV_ACCOUNT))) {
     await createAccount(ctx, DEV_ACCOUNT, '5');
@@ -57,7 +63,9 @@ Or with the OpenAI SDK (npm install openai):
   console.log((await client.chat.completions.create({ model: 'svc-fast', messages: [{ role: 'user', content: 'Hello' }] })).choices[0].message.content);
 `);
   } else {
-    console.log(`\nAccount "${DEV_ACCOUNT}" exists; make another key with: npm run --silent admin -- key create ${DEV_ACCOUNT} --name <label>`);
+    console.log(
+      `\nAccount "${DEV_ACCOUNT}" exists; make another key with: npm run --silent admin -- key create ${DEV_ACCOUNT} --name <label>`,
+    );
   }
   console.log('Ctrl-C stops the service and DynamoDB Local.');
 }

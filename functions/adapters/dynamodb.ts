@@ -1,8 +1,8 @@
 import {
   type AttributeValue,
-  type DynamoDBClientConfig,
   BatchGetItemCommand,
   DynamoDBClient,
+  type DynamoDBClientConfig,
   GetItemCommand,
   TransactionCanceledException,
   TransactWriteItemsCommand,
@@ -101,7 +101,11 @@ export class DynamoStore {
     const accountId = key.Item.accountId?.S;
     if (!accountId) return undefined;
     const account = await this.client.send(
-      new GetItemCommand({ TableName: this.tables.accounts, Key: { accountId: S(accountId) }, ConsistentRead: true }),
+      new GetItemCommand({
+        TableName: this.tables.accounts,
+        Key: { accountId: S(accountId) },
+        ConsistentRead: true,
+      }),
     );
     this.remember(keyHash, accountId);
     return toPrincipal(key.Item, account.Item);

@@ -22,7 +22,11 @@ interface Entry {
 const cache = new Map<string, Entry>();
 const inflight = new Map<string, Promise<string>>();
 
-export async function getSecretString(secretId: string, ttlMs = 5 * 60_000, now = Date.now()): Promise<string> {
+export async function getSecretString(
+  secretId: string,
+  ttlMs = 5 * 60_000,
+  now = Date.now(),
+): Promise<string> {
   const hit = cache.get(secretId);
   if (hit && now - hit.fetchedAt < ttlMs) return hit.value;
   let pending = inflight.get(secretId);
@@ -59,7 +63,10 @@ export async function originVerifyValue(env: NodeJS.ProcessEnv = process.env): P
  * The API key for a named upstream credential. In Lambda: the entry of that name in the JSON
  * upstream-credentials secret. Locally: the environment variable of that name.
  */
-export async function upstreamCredential(name: string | undefined, env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
+export async function upstreamCredential(
+  name: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<string | undefined> {
   if (!name) return undefined;
   if (env.UPSTREAM_SECRET_ARN) {
     const secret = await getSecretString(env.UPSTREAM_SECRET_ARN);
@@ -70,7 +77,8 @@ export async function upstreamCredential(name: string | undefined, env: NodeJS.P
       throw new Error('the upstream-credentials secret is not a JSON object');
     }
     const value = (parsed as Record<string, unknown>)[name];
-    if (typeof value !== 'string' || value === '') throw new Error(`the upstream-credentials secret has no entry "${name}"`);
+    if (typeof value !== 'string' || value === '')
+      throw new Error(`the upstream-credentials secret has no entry "${name}"`);
     return value;
   }
   return env[name] || undefined;

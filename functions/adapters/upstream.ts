@@ -24,7 +24,10 @@ export interface OpenedUpstream {
 
 export async function openUpstream(call: UpstreamCall): Promise<OpenedUpstream> {
   const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(new Error('upstream first-byte timeout')), call.firstByteTimeoutMs);
+  const timer = setTimeout(
+    () => controller.abort(new Error('upstream first-byte timeout')),
+    call.firstByteTimeoutMs,
+  );
   let response: Response;
   try {
     response = await fetch(`${call.target.baseUrl}/chat/completions`, {

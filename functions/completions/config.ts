@@ -20,7 +20,8 @@ function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): nu
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
-  if (!Number.isSafeInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
+  if (!Number.isSafeInteger(value) || value <= 0)
+    throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
   return value;
 }
 
@@ -35,7 +36,13 @@ export function loadCompletionsConfig(env: NodeJS.ProcessEnv = process.env): Com
     }
     tiers = parseTierConfig(json);
   } else if (env.UPSTREAM_BASE_URL) {
-    tiers = parseTierConfig(singleUpstreamConfig(env.UPSTREAM_BASE_URL, env.UPSTREAM_API_KEY ? 'UPSTREAM_API_KEY' : undefined, env.UPSTREAM_MODELS));
+    tiers = parseTierConfig(
+      singleUpstreamConfig(
+        env.UPSTREAM_BASE_URL,
+        env.UPSTREAM_API_KEY ? 'UPSTREAM_API_KEY' : undefined,
+        env.UPSTREAM_MODELS,
+      ),
+    );
   } else {
     throw new Error('no upstream configured: set TIERS_CONFIG or UPSTREAM_BASE_URL');
   }

@@ -3,7 +3,13 @@ import type { Context } from 'aws-lambda';
 import { getStore } from '../adapters/dynamodb.js';
 import { originVerifyValue, upstreamCredential } from '../adapters/secrets.js';
 import { MethodNotAllowedError, NotFoundError } from '../core/errors.js';
-import { type FunctionUrlEvent, type FunctionUrlResult, httpErrorHandler, originVerify, requestIdOf } from '../shared/http.js';
+import {
+  type FunctionUrlEvent,
+  type FunctionUrlResult,
+  httpErrorHandler,
+  originVerify,
+  requestIdOf,
+} from '../shared/http.js';
 import { loadCompletionsConfig } from './config.js';
 import { handleCompletion } from './service.js';
 
@@ -17,7 +23,11 @@ async function completions(event: FunctionUrlEvent, context: Context): Promise<F
   if (event.rawPath !== PATH) throw new NotFoundError(`No such endpoint: ${event.rawPath}`);
   const method = event.requestContext.http.method;
   if (method !== 'POST') throw new MethodNotAllowedError(method, ['POST']);
-  return handleCompletion(event, requestIdOf(context), { store: getStore(), config, credential: upstreamCredential });
+  return handleCompletion(event, requestIdOf(context), {
+    store: getStore(),
+    config,
+    credential: upstreamCredential,
+  });
 }
 
 export const handler = middy<FunctionUrlEvent, FunctionUrlResult>({ streamifyResponse: true })

@@ -48,7 +48,12 @@ export function relay(options: RelayOptions): Readable {
 }
 
 function chunkEnvelope(options: RelayOptions) {
-  return { id: options.generationId, object: 'chat.completion.chunk', created: options.created, model: options.tier };
+  return {
+    id: options.generationId,
+    object: 'chat.completion.chunk',
+    created: options.created,
+    model: options.tier,
+  };
 }
 
 async function pump(options: RelayOptions, write: (text: string) => void): Promise<void> {
@@ -123,7 +128,9 @@ async function pump(options: RelayOptions, write: (text: string) => void): Promi
     usage = await options.settle(outcome);
   } catch (error) {
     options.onSettleFailure(error);
-    write(`data: ${JSON.stringify(errorChunk(options, 'The generation could not be billed. Retry later.', 'billing_failed'))}\n\n`);
+    write(
+      `data: ${JSON.stringify(errorChunk(options, 'The generation could not be billed. Retry later.', 'billing_failed'))}\n\n`,
+    );
     return;
   }
   if (outcome.failure) {

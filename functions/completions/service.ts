@@ -11,7 +11,14 @@ import { type ChatRequest, parseChatRequest } from '../core/schemas.js';
 import type { UpstreamTarget } from '../core/tiers.js';
 import { estimatePromptTokens, estimateTextTokens, textOfContent } from '../core/tokens.js';
 import { readUpstreamUsage, usageForClient } from '../core/usage.js';
-import { type FunctionUrlEvent, type FunctionUrlResult, header, jsonResponse, rawBody, SSE_CONTENT_TYPE } from '../shared/http.js';
+import {
+  type FunctionUrlEvent,
+  type FunctionUrlResult,
+  header,
+  jsonResponse,
+  rawBody,
+  SSE_CONTENT_TYPE,
+} from '../shared/http.js';
 import { logger } from '../shared/observability.js';
 import type { CompletionsConfig } from './config.js';
 import { type RelayOutcome, relay } from './relay.js';
@@ -33,7 +40,11 @@ interface Generation {
 }
 
 /** POST /api/v1/chat/completions: authenticate, validate, call the upstream, bill, answer. */
-export async function handleCompletion(event: FunctionUrlEvent, requestId: string, deps: CompletionsDeps): Promise<FunctionUrlResult> {
+export async function handleCompletion(
+  event: FunctionUrlEvent,
+  requestId: string,
+  deps: CompletionsDeps,
+): Promise<FunctionUrlResult> {
   const startedAt = Date.now();
   const key = parseBearerKey(header(event, 'authorization'));
   const principal = authorize(await deps.store.loadPrincipal(hashKey(key)), {
@@ -55,7 +66,12 @@ export async function handleCompletion(event: FunctionUrlEvent, requestId: strin
   const headers = { 'x-request-id': requestId, 'x-generation-id': generation.id };
   const apiKey = await deps.credential(target.credential);
   const upstreamBody = toUpstreamBody(request, target);
-  const opened = await openUpstream({ target, apiKey, body: upstreamBody, firstByteTimeoutMs: deps.config.firstByteTimeoutMs });
+  const opened = await openUpstream({
+    target,
+    apiKey,
+    body: upstreamBody,
+    firstByteTimeoutMs: deps.config.firstByteTimeoutMs,
+  });
   const body = opened.response.body;
   if (!body) throw new UpstreamError();
 
@@ -75,7 +91,12 @@ export async function handleCompletion(event: FunctionUrlEvent, requestId: strin
   });
   return {
     statusCode: 200,
-    headers: { ...headers, 'content-type': SSE_CONTENT_TYPE, 'cache-control': 'no-cache', 'x-accel-buffering': 'no' },
+    headers: {
+      ...headers,
+      'content-type': SSE_CONTENT_TYPE,
+      'cache-control': 'no-cache',
+      'x-accel-buffering': 'no',
+    },
     body: stream,
   };
 }
@@ -88,7 +109,11 @@ function toUpstreamBody(request: ChatRequest, target: UpstreamTarget): Record<st
   return body;
 }
 
-async function completeBuffered(generation: Generation, response: Response, deps: CompletionsDeps): Promise<unknown> {
+async function completeBuffered(
+  generation: Generation,
+  response: Response,
+  deps: CompletionsDeps,
+): Promise<unknown> {
   let text: string;
   let parsed: { choices?: unknown; usage?: unknown; system_fingerprint?: unknown };
   try {
@@ -97,12 +122,17 @@ async function completeBuffered(generation: Generation, response: Response, deps
   } catch (cause) {
     throw new UpstreamError(undefined, { cause });
   }
-  if (!Array.isArray(parsed.choices)) throw new UpstreamError(undefined, { cause: new Error('upstream body has no choices') });
-  const choices = parsed.choices as { message?: { content?: unknown; refusal?: unknown; tool_calls?: unknown } }[];
+  if (!Array.isArray(parsed.choices))
+    throw new UpstreamError(undefined, { cause: new Error('upstream body has no choices') });
+  const choices = parsed.choices as {
+    message?: { content?: unknown; refusal?: unknown; tool_calls?: unknown };
+  }[];
   let usage = readUpstreamUsage(parsed.usage, text);
   let estimated = false;
   if (!usage) {
-    const completionText = choices.map((choice) => textOfContent(choice.message?.content) + toolCallText(choice.message?.tool_calls)).join('');
+    const completionText = choices
+      .map((choice) => textOfContent(choice.message?.content) + toolCallText(choice.message?.tool_calls))
+      .join('');
     usage = await estimateUsage(generation.request, completionText);
     estimated = true;
   }
@@ -114,11 +144,17 @@ async function completeBuffered(generation: Generation, response: Response, deps
     model: generation.request.model,
     choices,
     usage: usageForClient(usage, nanoToUsd(billedNano)),
-    ...(typeof parsed.system_fingerprint === 'string' ? { system_fingerprint: parsed.system_fingerprint } : {}),
+    ...(typeof parsed.system_fingerprint === 'string'
+      ? { system_fingerprint: parsed.system_fingerprint }
+      : {}),
   };
 }
 
-async function settleStream(generation: Generation, outcome: RelayOutcome, deps: CompletionsDeps): Promise<unknown> {
+async function settleStream(
+  generation: Generation,
+  outcome: RelayOutcome,
+  deps: CompletionsDeps,
+): Promise<unknown> {
   let usage = outcome.usage;
   let estimated = false;
   if (!usage) {
@@ -130,7 +166,12 @@ async function settleStream(generation: Generation, outcome: RelayOutcome, deps:
 }
 
 /** One conditional write: the ledger entry under the generation id and the deduction (DESIGN section 4, step 6). */
-async function settle(generation: Generation, usage: TokenUsage, estimated: boolean, deps: CompletionsDeps): Promise<bigint> {
+async function settle(
+  generation: Generation,
+  usage: TokenUsage,
+  estimated: boolean,
+  deps: CompletionsDeps,
+): Promise<bigint> {
   const { upstreamCost, billedNano } = priceUsage(usage, generation.target);
   const entry: ChargeEntry = {
     accountId: generation.principal.accountId,
@@ -173,7 +214,10 @@ async function estimateUsage(request: ChatRequest, completionText: string): Prom
 function toolCallText(toolCalls: unknown): string {
   if (!Array.isArray(toolCalls)) return '';
   return toolCalls
-    .map((call: { function?: { name?: unknown; arguments?: unknown } }) => `${call.function?.name ?? ''}${call.function?.arguments ?? ''}`)
+    .map(
+      (call: { function?: { name?: unknown; arguments?: unknown } }) =>
+        `${call.function?.name ?? ''}${call.function?.arguments ?? ''}`,
+    )
     .join('');
 }
 
@@ -205,4 +249,3 @@ async function readBounded(response: Response, maxBytes: number): Promise<string
   }
   return Buffer.concat(parts).toString('utf8');
 }
-

@@ -18,12 +18,21 @@ export interface Principal {
  * The order of checks (DESIGN section 4): unknown or revoked key 401, suspended or banned account 403,
  * and, where the request spends money, a balance at or below 0 is 402.
  */
-export function authorize(principal: Principal | undefined, opts: { requireCredit: boolean; topUpUrl: string }): Principal {
-  if (!principal || principal.keyStatus !== 'active') {
-    throw new AuthenticationError(principal ? 'This API key has been revoked.' : 'Invalid API key.', principal ? 'revoked_api_key' : 'invalid_api_key');
+export function authorize(
+  principal: Principal | undefined,
+  opts: { requireCredit: boolean; topUpUrl: string },
+): Principal {
+  if (principal?.keyStatus !== 'active') {
+    throw new AuthenticationError(
+      principal ? 'This API key has been revoked.' : 'Invalid API key.',
+      principal ? 'revoked_api_key' : 'invalid_api_key',
+    );
   }
   if (principal.accountStatus !== 'active') {
-    throw new PermissionDeniedError(`This account is ${principal.accountStatus}. Contact support.`, `account_${principal.accountStatus}`);
+    throw new PermissionDeniedError(
+      `This account is ${principal.accountStatus}. Contact support.`,
+      `account_${principal.accountStatus}`,
+    );
   }
   if (opts.requireCredit && principal.balanceNano <= 0n) {
     throw new InsufficientCreditsError(nanoToUsd(principal.balanceNano), opts.topUpUrl);

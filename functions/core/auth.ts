@@ -24,7 +24,12 @@ export function hashKey(key: string): string {
 export function generateApiKey(): NewApiKey {
   const key = `${KEY_PREFIX}${randomBase62(43)}`;
   const keyHash = hashKey(key);
-  return { key, keyHash, keyId: `key_${keyHash.slice(0, 16)}`, displayPrefix: `${key.slice(0, KEY_PREFIX.length + 4)}...` };
+  return {
+    key,
+    keyHash,
+    keyId: `key_${keyHash.slice(0, 16)}`,
+    displayPrefix: `${key.slice(0, KEY_PREFIX.length + 4)}...`,
+  };
 }
 
 /**

@@ -34,7 +34,12 @@ export class HttpError extends Error {
 }
 
 export class BadRequestError extends HttpError {
-  constructor(message: string, param: string | null = null, code: string | null = 'invalid_request', options?: ErrorOptions) {
+  constructor(
+    message: string,
+    param: string | null = null,
+    code: string | null = 'invalid_request',
+    options?: ErrorOptions,
+  ) {
     super(400, message, { type: 'invalid_request_error', param, code }, options);
     this.name = 'BadRequestError';
   }
@@ -89,12 +94,20 @@ export class InsufficientCreditsError extends HttpError {
 
   override toBody(): unknown {
     // balance is the one money value that becomes a JSON number here, at the edge (spec section 2).
-    return { error: 'Insufficient credits', balance: Number(this.balanceUsd), message: this.message, topUpUrl: this.topUpUrl };
+    return {
+      error: 'Insufficient credits',
+      balance: Number(this.balanceUsd),
+      message: this.message,
+      topUpUrl: this.topUpUrl,
+    };
   }
 }
 
 export class UpstreamError extends HttpError {
-  constructor(message = 'The upstream model provider failed to answer. Retry with exponential backoff.', options?: ErrorOptions) {
+  constructor(
+    message = 'The upstream model provider failed to answer. Retry with exponential backoff.',
+    options?: ErrorOptions,
+  ) {
     super(502, message, { type: 'upstream_error', code: 'upstream_error' }, options);
     this.name = 'UpstreamError';
   }
@@ -102,10 +115,15 @@ export class UpstreamError extends HttpError {
 
 export class InternalError extends HttpError {
   constructor(options?: ErrorOptions) {
-    super(500, 'The server had an error while processing your request. Retry with exponential backoff.', {
-      type: 'server_error',
-      code: 'internal_error',
-    }, options);
+    super(
+      500,
+      'The server had an error while processing your request. Retry with exponential backoff.',
+      {
+        type: 'server_error',
+        code: 'internal_error',
+      },
+      options,
+    );
     this.name = 'InternalError';
   }
 }

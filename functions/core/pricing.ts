@@ -20,7 +20,10 @@ export interface Charge {
  * The upstream cost: the upstream's own figure where the target reports one, else the price table
  * (uncached input, cached input, output). Then the single markup rule of money.ts.
  */
-export function priceUsage(usage: TokenUsage, target: Pick<UpstreamTarget, 'prices' | 'reportsCost'>): Charge {
+export function priceUsage(
+  usage: TokenUsage,
+  target: Pick<UpstreamTarget, 'prices' | 'reportsCost'>,
+): Charge {
   let upstreamCost: bigint;
   if (target.reportsCost && usage.reportedCostUsd !== undefined) {
     upstreamCost = usdToCost(usage.reportedCostUsd);

@@ -19,7 +19,11 @@ const UserPartSchema = z.discriminatedUnion('type', [
   }),
   z.strictObject({
     type: z.literal('file'),
-    file: z.strictObject({ file_data: z.string().optional(), file_id: z.string().optional(), filename: z.string().optional() }),
+    file: z.strictObject({
+      file_data: z.string().optional(),
+      file_id: z.string().optional(),
+      filename: z.string().optional(),
+    }),
   }),
 ]);
 const AssistantPartSchema = z.discriminatedUnion('type', [
@@ -37,9 +41,21 @@ const name = z.string().optional();
 const MessageSchema = z.discriminatedUnion(
   'role',
   [
-    z.strictObject({ role: z.literal('system'), content: z.union([z.string(), z.array(TextPartSchema)]), name }),
-    z.strictObject({ role: z.literal('developer'), content: z.union([z.string(), z.array(TextPartSchema)]), name }),
-    z.strictObject({ role: z.literal('user'), content: z.union([z.string(), z.array(UserPartSchema)]), name }),
+    z.strictObject({
+      role: z.literal('system'),
+      content: z.union([z.string(), z.array(TextPartSchema)]),
+      name,
+    }),
+    z.strictObject({
+      role: z.literal('developer'),
+      content: z.union([z.string(), z.array(TextPartSchema)]),
+      name,
+    }),
+    z.strictObject({
+      role: z.literal('user'),
+      content: z.union([z.string(), z.array(UserPartSchema)]),
+      name,
+    }),
     z
       .strictObject({
         role: z.literal('assistant'),
@@ -50,10 +66,16 @@ const MessageSchema = z.discriminatedUnion(
         function_call: z.strictObject({ name: z.string(), arguments: z.string() }).nullable().optional(),
         name,
       })
-      .refine((m) => (m.content !== undefined && m.content !== null) || (m.tool_calls?.length ?? 0) > 0 || m.function_call, {
-        message: 'an assistant message needs content or tool_calls',
-        path: ['content'],
-      }),
+      .refine(
+        (m) =>
+          (m.content !== undefined && m.content !== null) ||
+          (m.tool_calls?.length ?? 0) > 0 ||
+          m.function_call,
+        {
+          message: 'an assistant message needs content or tool_calls',
+          path: ['content'],
+        },
+      ),
     z.strictObject({
       role: z.literal('tool'),
       content: z.union([z.string(), z.array(TextPartSchema)]),
@@ -83,17 +105,27 @@ const penalty = z.number().min(-2).max(2);
 
 export const ChatRequestSchema = z.strictObject({
   model: z.enum(TIER_IDS, { error: () => `model must be one of ${TIER_IDS.join(', ')}` }),
-  messages: z.array(MessageSchema, { error: () => 'messages is required: an array of message objects' }).min(1, 'messages must not be empty'),
+  messages: z
+    .array(MessageSchema, { error: () => 'messages is required: an array of message objects' })
+    .min(1, 'messages must not be empty'),
   stream: z.boolean().nullable().optional(),
   stream_options: z.strictObject({ include_usage: z.boolean().optional() }).nullable().optional(),
-  temperature: z.number().min(0, 'temperature must be between 0 and 2').max(2, 'temperature must be between 0 and 2').nullable().optional(),
+  temperature: z
+    .number()
+    .min(0, 'temperature must be between 0 and 2')
+    .max(2, 'temperature must be between 0 and 2')
+    .nullable()
+    .optional(),
   max_tokens: positiveInt.nullable().optional(),
   max_completion_tokens: positiveInt.nullable().optional(),
   tools: z.array(ToolSchema).optional(),
   tool_choice: ToolChoiceSchema.optional(),
   parallel_tool_calls: z.boolean().optional(),
   top_p: z.number().min(0).max(1).nullable().optional(),
-  stop: z.union([z.string(), z.array(z.string()).max(4)]).nullable().optional(),
+  stop: z
+    .union([z.string(), z.array(z.string()).max(4)])
+    .nullable()
+    .optional(),
   seed: z.number().int().nullable().optional(),
   frequency_penalty: penalty.nullable().optional(),
   presence_penalty: penalty.nullable().optional(),
@@ -115,7 +147,10 @@ export const ChatRequestSchema = z.strictObject({
       }),
     ])
     .optional(),
-  n: z.literal(1, { error: () => 'n must be 1: one choice per request' }).nullable().optional(),
+  n: z
+    .literal(1, { error: () => 'n must be 1: one choice per request' })
+    .nullable()
+    .optional(),
   user: z.string().optional(),
   metadata: z.record(z.string(), z.string()).nullable().optional(),
   reasoning_effort: z.enum(['minimal', 'low', 'medium', 'high']).nullable().optional(),
@@ -125,7 +160,10 @@ export type ChatRequest = z.output<typeof ChatRequestSchema>;
 
 /** `messages.1.tool_call_id` -> `messages[1].tool_call_id` */
 function formatPath(path: readonly PropertyKey[]): string {
-  return path.reduce<string>((out, key) => (typeof key === 'number' ? `${out}[${key}]` : out ? `${out}.${String(key)}` : String(key)), '');
+  return path.reduce<string>(
+    (out, key) => (typeof key === 'number' ? `${out}[${key}]` : out ? `${out}.${String(key)}` : String(key)),
+    '',
+  );
 }
 
 /** Parses the raw body (a JSON string) into a ChatRequest, or throws a 400 naming the field. */
@@ -149,6 +187,11 @@ export function parseChatRequest(rawBody: string | undefined): ChatRequest {
   }
   const field = formatPath(issue.path);
   const missing = issue.code === 'invalid_type' && issue.input === undefined;
-  if (missing) throw new BadRequestError(`Missing required parameter: ${field}`, field, 'missing_required_parameter');
-  throw new BadRequestError(`Invalid value for ${field || 'body'}: ${issue.message}`, field || null, 'invalid_value');
+  if (missing)
+    throw new BadRequestError(`Missing required parameter: ${field}`, field, 'missing_required_parameter');
+  throw new BadRequestError(
+    `Invalid value for ${field || 'body'}: ${issue.message}`,
+    field || null,
+    'invalid_value',
+  );
 }

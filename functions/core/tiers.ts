@@ -101,5 +101,9 @@ export function singleUpstreamConfig(baseUrl: string, credential?: string, model
     ...(credential ? { credential } : {}),
     prices: { ...SIMULATOR_PRICES[tier] },
   });
-  return { 'svc-fast': [target('svc-fast')], 'svc-pro': [target('svc-pro')], 'svc-heavy': [target('svc-heavy')] };
+  return {
+    'svc-fast': [target('svc-fast')],
+    'svc-pro': [target('svc-pro')],
+    'svc-heavy': [target('svc-heavy')],
+  };
 }

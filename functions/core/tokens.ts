@@ -36,7 +36,8 @@ export async function estimatePromptTokens(messages: readonly MessageLike[]): Pr
   let total = REPLY_PRIMER;
   for (const message of messages) {
     total += PER_MESSAGE + countTokens(textOfContent(message.content));
-    for (const call of message.tool_calls ?? []) total += countTokens(call.function.name + call.function.arguments);
+    for (const call of message.tool_calls ?? [])
+      total += countTokens(call.function.name + call.function.arguments);
   }
   return total;
 }

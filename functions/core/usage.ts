@@ -12,7 +12,11 @@ export function readUpstreamUsage(raw: unknown, rawText?: string): TokenUsage | 
   if (prompt === undefined || completion === undefined) return undefined;
   const details = usage.prompt_tokens_details as Record<string, unknown> | null | undefined;
   const cached = count(details?.cached_tokens) ?? 0;
-  const result: TokenUsage = { promptTokens: prompt, completionTokens: completion, cachedTokens: Math.min(cached, prompt) };
+  const result: TokenUsage = {
+    promptTokens: prompt,
+    completionTokens: completion,
+    cachedTokens: Math.min(cached, prompt),
+  };
   const cost = reportedCost(usage.cost, rawText);
   if (cost !== undefined) result.reportedCostUsd = cost;
   return result;

@@ -18,8 +18,16 @@ export interface FunctionUrlResult {
 export const JSON_CONTENT_TYPE = 'application/json';
 export const SSE_CONTENT_TYPE = 'text/event-stream; charset=utf-8';
 
-export function jsonResponse(statusCode: number, body: unknown, headers: Record<string, string> = {}): FunctionUrlResult {
-  return { statusCode, headers: { 'content-type': JSON_CONTENT_TYPE, ...headers }, body: stringifyJson(body) };
+export function jsonResponse(
+  statusCode: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): FunctionUrlResult {
+  return {
+    statusCode,
+    headers: { 'content-type': JSON_CONTENT_TYPE, ...headers },
+    body: stringifyJson(body),
+  };
 }
 
 export function errorResponse(error: HttpError, requestId: string): FunctionUrlResult {

@@ -1,10 +1,10 @@
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { tableNamesFromEnv } from '../../functions/adapters/dynamodb.js';
-import { TABLE_ENV } from '../tables.js';
 import { ensureTables, JavaMissingError, localClient } from '../local/dynamodb-local.js';
-import { connectDynamo, localTableNames } from '../local/stack.js';
 import { localDynamoSettings } from '../local/settings.js';
+import { connectDynamo, localTableNames } from '../local/stack.js';
+import { TABLE_ENV } from '../tables.js';
 import {
   type AdminContext,
   AdminError,
@@ -74,10 +74,17 @@ export function parseCommandLine(argv: string[]): Parsed {
   }
 }
 
-function expectArgs(positionals: string[], count: number, allowed: readonly string[], values: Parsed['values']): void {
-  if (positionals.length !== count) throw new UsageError(`expected ${count - 2} argument(s) after "${positionals.slice(0, 2).join(' ')}"`);
+function expectArgs(
+  positionals: string[],
+  count: number,
+  allowed: readonly string[],
+  values: Parsed['values'],
+): void {
+  if (positionals.length !== count)
+    throw new UsageError(`expected ${count - 2} argument(s) after "${positionals.slice(0, 2).join(' ')}"`);
   for (const [flag, value] of Object.entries(values)) {
-    if (value !== undefined && flag !== 'json' && !allowed.includes(flag)) throw new UsageError(`--${flag} does not apply to "${positionals.slice(0, 2).join(' ')}"`);
+    if (value !== undefined && flag !== 'json' && !allowed.includes(flag))
+      throw new UsageError(`--${flag} does not apply to "${positionals.slice(0, 2).join(' ')}"`);
   }
 }
 
@@ -90,12 +97,18 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
     case 'account create': {
       expectArgs(p, 3, ['credits'], values);
       const account = await createAccount(ctx, arg, values.credits);
-      return { json: { ...account }, text: `created account ${account.accountId} with $${account.creditBalance} of credits` };
+      return {
+        json: { ...account },
+        text: `created account ${account.accountId} with $${account.creditBalance} of credits`,
+      };
     }
     case 'account show': {
       expectArgs(p, 3, [], values);
       const account = await showAccount(ctx, arg);
-      return { json: { ...account }, text: `${account.accountId}  status=${account.status}  creditBalance=$${account.creditBalance}` };
+      return {
+        json: { ...account },
+        text: `${account.accountId}  status=${account.status}  creditBalance=$${account.creditBalance}`,
+      };
     }
     case 'account suspend':
     case 'account ban':
@@ -133,7 +146,9 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
     case 'key list': {
       expectArgs(p, 3, [], values);
       const keys = await listKeys(ctx, arg);
-      const lines = keys.map((k) => `${k.keyId}  ${k.displayPrefix}  ${k.status.padEnd(7)}  ${k.createdAt}  ${k.name}`);
+      const lines = keys.map(
+        (k) => `${k.keyId}  ${k.displayPrefix}  ${k.status.padEnd(7)}  ${k.createdAt}  ${k.name}`,
+      );
       return { json: { accountId: arg, keys }, text: lines.length ? lines.join('\n') : `no keys for ${arg}` };
     }
     default:
@@ -142,8 +157,11 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
 }
 
 /** Where the CLI's tables are: the deployed ones, a given endpoint, or DynamoDB Local on the data directory. */
-async function openContext(env: NodeJS.ProcessEnv): Promise<{ ctx: AdminContext; close: () => Promise<void> }> {
-  const deployed = !env.DYNAMODB_ENDPOINT && env[TABLE_ENV.keys] && env[TABLE_ENV.accounts] && env[TABLE_ENV.ledger];
+async function openContext(
+  env: NodeJS.ProcessEnv,
+): Promise<{ ctx: AdminContext; close: () => Promise<void> }> {
+  const deployed =
+    !env.DYNAMODB_ENDPOINT && env[TABLE_ENV.keys] && env[TABLE_ENV.accounts] && env[TABLE_ENV.ledger];
   if (deployed) {
     const client = new DynamoDBClient({});
     return { ctx: { client, tables: tableNamesFromEnv(env) }, close: async () => client.destroy() };

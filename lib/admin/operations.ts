@@ -50,13 +50,17 @@ const N = (value: bigint): AttributeValue => ({ N: value.toString() });
 const ACCOUNT_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 export function checkAccountId(accountId: string): string {
-  if (!ACCOUNT_ID.test(accountId)) throw new AdminError(`invalid account id ${JSON.stringify(accountId)}: use 1-64 letters, digits, ".", "_" or "-"`);
+  if (!ACCOUNT_ID.test(accountId))
+    throw new AdminError(
+      `invalid account id ${JSON.stringify(accountId)}: use 1-64 letters, digits, ".", "_" or "-"`,
+    );
   return accountId;
 }
 
 /** A positive USD amount with at most 9 decimals, as nano-USD. */
 export function parseCredits(usd: string): bigint {
-  if (!/^\d+(\.\d{1,9})?$/.test(usd)) throw new AdminError(`invalid amount ${JSON.stringify(usd)}: a positive USD amount like 5 or 12.50`);
+  if (!/^\d+(\.\d{1,9})?$/.test(usd))
+    throw new AdminError(`invalid amount ${JSON.stringify(usd)}: a positive USD amount like 5 or 12.50`);
   const nano = usdToNano(usd);
   if (nano <= 0n) throw new AdminError('the amount must be greater than 0');
   return nano;
@@ -79,7 +83,11 @@ function topUpEntry(accountId: string, reference: string, amountNano: bigint, no
   };
 }
 
-export async function createAccount(ctx: AdminContext, accountId: string, creditsUsd?: string): Promise<AccountView> {
+export async function createAccount(
+  ctx: AdminContext,
+  accountId: string,
+  creditsUsd?: string,
+): Promise<AccountView> {
   checkAccountId(accountId);
   const credits = creditsUsd === undefined ? 0n : parseCredits(creditsUsd);
   const now = new Date().toISOString();
@@ -99,7 +107,10 @@ export async function createAccount(ctx: AdminContext, accountId: string, credit
   try {
     await ctx.client.send(new TransactWriteItemsCommand({ TransactItems: items }));
   } catch (error) {
-    if (error instanceof TransactionCanceledException && error.CancellationReasons?.[0]?.Code === 'ConditionalCheckFailed') {
+    if (
+      error instanceof TransactionCanceledException &&
+      error.CancellationReasons?.[0]?.Code === 'ConditionalCheckFailed'
+    ) {
       throw new AdminError(`account ${accountId} already exists`);
     }
     throw error;
@@ -107,9 +118,16 @@ export async function createAccount(ctx: AdminContext, accountId: string, credit
   return { accountId, status: 'active', creditBalance: Number(nanoToUsd(credits)) };
 }
 
-export async function getAccount(ctx: AdminContext, accountId: string): Promise<{ accountId: string; status: AccountStatus; balanceNano: bigint } | undefined> {
+export async function getAccount(
+  ctx: AdminContext,
+  accountId: string,
+): Promise<{ accountId: string; status: AccountStatus; balanceNano: bigint } | undefined> {
   const out = await ctx.client.send(
-    new GetItemCommand({ TableName: ctx.tables.accounts, Key: { accountId: S(accountId) }, ConsistentRead: true }),
+    new GetItemCommand({
+      TableName: ctx.tables.accounts,
+      Key: { accountId: S(accountId) },
+      ConsistentRead: true,
+    }),
   );
   if (!out.Item) return undefined;
   return {
@@ -125,7 +143,11 @@ export async function showAccount(ctx: AdminContext, accountId: string): Promise
   return { accountId, status: account.status, creditBalance: Number(nanoToUsd(account.balanceNano)) };
 }
 
-export async function setAccountStatus(ctx: AdminContext, accountId: string, status: AccountStatus): Promise<AccountView> {
+export async function setAccountStatus(
+  ctx: AdminContext,
+  accountId: string,
+  status: AccountStatus,
+): Promise<AccountView> {
   try {
     await ctx.client.send(
       new UpdateItemCommand({
@@ -138,7 +160,8 @@ export async function setAccountStatus(ctx: AdminContext, accountId: string, sta
       }),
     );
   } catch (error) {
-    if ((error as Error).name === 'ConditionalCheckFailedException') throw new AdminError(`no such account: ${accountId}`);
+    if ((error as Error).name === 'ConditionalCheckFailedException')
+      throw new AdminError(`no such account: ${accountId}`);
     throw error;
   }
   return showAccount(ctx, accountId);
@@ -152,7 +175,8 @@ export async function addCredits(
   reference: string,
 ): Promise<{ applied: boolean; account: AccountView }> {
   const amount = parseCredits(usd);
-  if (!/^[\x21-\x7e]{1,128}$/.test(reference)) throw new AdminError('the reference must be 1-128 printable characters without spaces');
+  if (!/^[\x21-\x7e]{1,128}$/.test(reference))
+    throw new AdminError('the reference must be 1-128 printable characters without spaces');
   const entry = topUpEntry(accountId, reference, amount, new Date().toISOString());
   let applied = true;
   try {
@@ -219,7 +243,10 @@ export async function createKey(
       }),
     );
   } catch (error) {
-    if (error instanceof TransactionCanceledException && error.CancellationReasons?.[0]?.Code === 'ConditionalCheckFailed') {
+    if (
+      error instanceof TransactionCanceledException &&
+      error.CancellationReasons?.[0]?.Code === 'ConditionalCheckFailed'
+    ) {
       throw new AdminError(`no such account: ${accountId}`);
     }
     throw error;

@@ -16,7 +16,9 @@ import { keyAttributes, TABLES, type TableDefinition } from '../tables.js';
 
 export class JavaMissingError extends Error {
   constructor() {
-    super('Java 17+ is required for DynamoDB Local: install it with "apt-get install -y openjdk-17-jre-headless" (or any JDK 17+), or set DYNAMODB_ENDPOINT.');
+    super(
+      'Java 17+ is required for DynamoDB Local: install it with "apt-get install -y openjdk-17-jre-headless" (or any JDK 17+), or set DYNAMODB_ENDPOINT.',
+    );
     this.name = 'JavaMissingError';
   }
 }
@@ -70,7 +72,9 @@ export interface RunningDynamo {
  * Starts DynamoDB Local on 127.0.0.1:`port`, persisting under `dataDir` (or in memory when it is
  * undefined), and resolves once it answers.
  */
-export async function startDynamoLocal(opts: { port?: number; dataDir?: string } = {}): Promise<RunningDynamo> {
+export async function startDynamoLocal(
+  opts: { port?: number; dataDir?: string } = {},
+): Promise<RunningDynamo> {
   if (!javaAvailable()) throw new JavaMissingError();
   const port = opts.port ?? (await freePort());
   let path: string | null = null;
@@ -98,7 +102,8 @@ export async function startDynamoLocal(opts: { port?: number; dataDir?: string }
   };
   const deadline = Date.now() + 60_000;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`DynamoDB Local exited (code ${child.exitCode}): ${output.trim().slice(-500)}`);
+    if (child.exitCode !== null)
+      throw new Error(`DynamoDB Local exited (code ${child.exitCode}): ${output.trim().slice(-500)}`);
     if (await dynamoAnswers(endpoint, 500)) return { endpoint, stop };
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -131,7 +136,10 @@ export function createTableInput(def: TableDefinition, tableName: string): Creat
 }
 
 /** Creates the three tables where they are missing. */
-export async function ensureTables(client: DynamoDBClient, names: { keys: string; accounts: string; ledger: string }): Promise<void> {
+export async function ensureTables(
+  client: DynamoDBClient,
+  names: { keys: string; accounts: string; ledger: string },
+): Promise<void> {
   const existing = new Set<string>();
   let start: string | undefined;
   do {

@@ -44,8 +44,12 @@ class ResponseStream extends Writable {
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-    if (!this.headSent) this.setPrelude({ statusCode: 200, headers: { 'content-type': 'application/octet-stream' } });
-    if (this.res.destroyed || this.res.writableEnded) return callback();
+    if (!this.headSent)
+      this.setPrelude({ statusCode: 200, headers: { 'content-type': 'application/octet-stream' } });
+    if (this.res.destroyed || this.res.writableEnded) {
+      callback();
+      return;
+    }
     this.res.write(chunk, () => callback());
   }
 
@@ -153,7 +157,9 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     }
   });
   server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve));
+  await new Promise<void>((resolve) =>
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve),
+  );
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
   return {
@@ -168,15 +174,31 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
   };
 }
 
-async function invokeStreaming(handler: StreamingHandler, event: unknown, context: Context, res: ServerResponse) {
+async function invokeStreaming(
+  handler: StreamingHandler,
+  event: unknown,
+  context: Context,
+  res: ServerResponse,
+) {
   const stream = new ResponseStream(res);
   await handler(event, stream, context);
   if (!stream.writableFinished) await new Promise<void>((resolve) => stream.end(resolve));
 }
 
-async function invokeBuffered(handler: BufferedHandler, event: unknown, context: Context, res: ServerResponse) {
+async function invokeBuffered(
+  handler: BufferedHandler,
+  event: unknown,
+  context: Context,
+  res: ServerResponse,
+) {
   const result = (await handler(event, context)) as
-    | { statusCode?: number; headers?: Record<string, string>; body?: string; isBase64Encoded?: boolean; cookies?: string[] }
+    | {
+        statusCode?: number;
+        headers?: Record<string, string>;
+        body?: string;
+        isBase64Encoded?: boolean;
+        cookies?: string[];
+      }
     | string
     | undefined;
   if (typeof result === 'string' || result === undefined || result.statusCode === undefined) {
@@ -187,7 +209,13 @@ async function invokeBuffered(handler: BufferedHandler, event: unknown, context:
   const headers: Record<string, string | string[]> = { ...(result.headers ?? {}) };
   if (result.cookies?.length) headers['set-cookie'] = result.cookies;
   res.writeHead(result.statusCode, headers);
-  res.end(result.body === undefined ? '' : result.isBase64Encoded ? Buffer.from(result.body, 'base64') : result.body);
+  res.end(
+    result.body === undefined
+      ? ''
+      : result.isBase64Encoded
+        ? Buffer.from(result.body, 'base64')
+        : result.body,
+  );
 }
 
 async function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer | undefined> {
@@ -210,7 +238,9 @@ function toEvent(req: IncomingMessage, url: URL, body: Buffer, originVerifyValue
   if (originVerifyValue !== undefined) headers['x-origin-verify'] = originVerifyValue;
   const queryStringParameters: Record<string, string> = {};
   for (const [name, value] of url.searchParams) {
-    queryStringParameters[name] = queryStringParameters[name] ? `${queryStringParameters[name]},${value}` : value;
+    queryStringParameters[name] = queryStringParameters[name]
+      ? `${queryStringParameters[name]},${value}`
+      : value;
   }
   const isText = body.length === 0 || TEXT_TYPES.test(headers['content-type'] ?? '');
   const now = new Date();

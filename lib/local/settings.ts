@@ -8,7 +8,8 @@ import { dynamoAnswers } from './dynamodb-local.js';
 export function localDynamoSettings(env: NodeJS.ProcessEnv = process.env) {
   const dataDir = resolve(env.SVC_DATA_DIR || '.data');
   const port = Number(env.DYNAMODB_LOCAL_PORT || 8000);
-  if (!Number.isInteger(port) || port <= 0 || port > 65535) throw new Error(`DYNAMODB_LOCAL_PORT must be a port number, got ${env.DYNAMODB_LOCAL_PORT}`);
+  if (!Number.isInteger(port) || port <= 0 || port > 65535)
+    throw new Error(`DYNAMODB_LOCAL_PORT must be a port number, got ${env.DYNAMODB_LOCAL_PORT}`);
   const endpoint = `http://127.0.0.1:${port}`;
   return {
     dataDir,
@@ -25,6 +26,7 @@ export function localDynamoSettings(env: NodeJS.ProcessEnv = process.env) {
 
 export function emulatorPort(env: NodeJS.ProcessEnv = process.env): number {
   const port = Number(env.PORT || 8787);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`PORT must be a port number, got ${env.PORT}`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new Error(`PORT must be a port number, got ${env.PORT}`);
   return port;
 }

@@ -2,7 +2,13 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { TableNames } from '../../functions/adapters/dynamodb.js';
 import { startSimulator } from '../../functions/simulator/server.js';
 import { LOCAL_TABLE_NAMES, TABLE_ENV } from '../tables.js';
-import { dynamoAnswers, ensureTables, localClient, type RunningDynamo, startDynamoLocal } from './dynamodb-local.js';
+import {
+  dynamoAnswers,
+  ensureTables,
+  localClient,
+  type RunningDynamo,
+  startDynamoLocal,
+} from './dynamodb-local.js';
 import { type RunningEmulator, startEmulator } from './emulator.js';
 
 /**
@@ -50,12 +56,20 @@ export function localTableNames(prefix = ''): TableNames {
 }
 
 /** Connects to the DynamoDB at `endpoint` if one answers there, else starts DynamoDB Local. */
-export async function connectDynamo(opts: { endpoint?: string; dataDir?: string; port?: number }): Promise<RunningDynamo> {
+export async function connectDynamo(opts: {
+  endpoint?: string;
+  dataDir?: string;
+  port?: number;
+}): Promise<RunningDynamo> {
   if (opts.endpoint) {
-    if (!(await dynamoAnswers(opts.endpoint, 3_000))) throw new Error(`no DynamoDB answers at ${opts.endpoint}`);
+    if (!(await dynamoAnswers(opts.endpoint, 3_000)))
+      throw new Error(`no DynamoDB answers at ${opts.endpoint}`);
     return { endpoint: opts.endpoint, stop: async () => {} };
   }
-  return startDynamoLocal({ ...(opts.port !== undefined ? { port: opts.port } : {}), ...(opts.dataDir ? { dataDir: opts.dataDir } : {}) });
+  return startDynamoLocal({
+    ...(opts.port !== undefined ? { port: opts.port } : {}),
+    ...(opts.dataDir ? { dataDir: opts.dataDir } : {}),
+  });
 }
 
 export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
@@ -101,11 +115,19 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       routes: [
         {
           match: (path) => path === '/api/v1/chat/completions',
-          fn: { name: 'completions', timeoutMs: 300_000, load: async () => (await import('../../functions/completions/handler.js')).handler },
+          fn: {
+            name: 'completions',
+            timeoutMs: 300_000,
+            load: async () => (await import('../../functions/completions/handler.js')).handler,
+          },
         },
         {
           match: () => true,
-          fn: { name: 'models', timeoutMs: 10_000, load: async () => (await import('../../functions/models/handler.js')).handler },
+          fn: {
+            name: 'models',
+            timeoutMs: 10_000,
+            load: async () => (await import('../../functions/models/handler.js')).handler,
+          },
         },
       ],
     });

@@ -95,7 +95,10 @@ describe('the official openai client', () => {
     expect(error).toBeInstanceOf(PermissionDeniedError);
     expect((error as PermissionDeniedError).message).toContain('suspended');
     await setAccountStatus(target.admin, accountId, 'active');
-    const ok = await client(key).chat.completions.create({ model: 'svc-fast', messages: [{ role: 'user', content: 'hi' }] });
+    const ok = await client(key).chat.completions.create({
+      model: 'svc-fast',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     expect(ok.choices).toHaveLength(1);
   });
 

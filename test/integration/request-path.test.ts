@@ -16,7 +16,11 @@ afterAll(async () => {
   await target?.stop();
 });
 
-function post(body: unknown, headers: Record<string, string> = { authorization: `Bearer ${key}` }, path = '/chat/completions') {
+function post(
+  body: unknown,
+  headers: Record<string, string> = { authorization: `Bearer ${key}` },
+  path = '/chat/completions',
+) {
   return fetch(`${target.baseUrl}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
@@ -76,7 +80,11 @@ describe('body validation', () => {
     ['temperature above 2', { ...hello, temperature: 2.1 }, 'temperature'],
     ['max_tokens of 0', { ...hello, max_tokens: 0 }, 'max_tokens'],
     ['an unknown field', { ...hello, colour: 'red' }, 'colour'],
-    ['a tool message without tool_call_id', { ...hello, messages: [{ role: 'tool', content: 'x' }] }, 'messages[0].tool_call_id'],
+    [
+      'a tool message without tool_call_id',
+      { ...hello, messages: [{ role: 'tool', content: 'x' }] },
+      'messages[0].tool_call_id',
+    ],
   ])('answers 400 for %s, naming the field', async (_name, body, param) => {
     const before = await balanceNano(target, accountId);
     const error = await expectOpenAiError(await post(body), 400);
@@ -96,10 +104,28 @@ describe('body validation', () => {
       messages: [
         { role: 'system', content: [{ type: 'text', text: 'You are terse.' }] },
         { role: 'user', content: 'Weather in Paris?' },
-        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            {
+              id: 'call_1',
+              type: 'function',
+              function: { name: 'get_weather', arguments: '{"city":"Paris"}' },
+            },
+          ],
+        },
         { role: 'tool', tool_call_id: 'call_1', content: '{"temp":21}' },
       ],
-      tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }],
+      tools: [
+        {
+          type: 'function',
+          function: {
+            name: 'get_weather',
+            parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+          },
+        },
+      ],
       tool_choice: 'auto',
       temperature: 0.5,
       max_tokens: 50,
@@ -128,10 +154,15 @@ describe('routing', () => {
   });
 
   it('answers 405 for a wrong method, with Allow', async () => {
-    const models = await fetch(`${target.baseUrl}/models`, { method: 'POST', headers: { authorization: `Bearer ${key}` } });
+    const models = await fetch(`${target.baseUrl}/models`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}` },
+    });
     await expectOpenAiError(models, 405);
     expect(models.headers.get('allow')).toBe('GET');
-    const completions = await fetch(`${target.baseUrl}/chat/completions`, { headers: { authorization: `Bearer ${key}` } });
+    const completions = await fetch(`${target.baseUrl}/chat/completions`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
     await expectOpenAiError(completions, 405);
     expect(completions.headers.get('allow')).toBe('POST');
   });
@@ -141,12 +172,23 @@ describe('billing', () => {
   it('records one ledger entry under the generation id with the billed cost the client saw', async () => {
     const account = await newAccount(target, '1');
     const response = await post(
-      { model: 'svc-heavy', messages: [{ role: 'user', content: 'cache me [[sim:tokens=7]] [[sim:cached=4]]' }] },
+      {
+        model: 'svc-heavy',
+        messages: [{ role: 'user', content: 'cache me [[sim:tokens=7]] [[sim:cached=4]]' }],
+      },
       { authorization: `Bearer ${account.key}` },
     );
     expect(response.status).toBe(200);
     expect(response.headers.get('x-request-id')).toBeTruthy();
-    const body = (await response.json()) as { id: string; usage: { prompt_tokens: number; completion_tokens: number; cost: number; prompt_tokens_details: { cached_tokens: number } } };
+    const body = (await response.json()) as {
+      id: string;
+      usage: {
+        prompt_tokens: number;
+        completion_tokens: number;
+        cost: number;
+        prompt_tokens_details: { cached_tokens: number };
+      };
+    };
     expect(response.headers.get('x-generation-id')).toBe(body.id);
     expect(body.usage.prompt_tokens_details.cached_tokens).toBe(4);
     // svc-heavy: $0.78/M input, $0.078/M cached, $3.25/M output, billed
@@ -170,10 +212,16 @@ describe('billing', () => {
   it('estimates with the tokenizer when the upstream reports no usage, and says so in the ledger', async () => {
     const account = await newAccount(target, '1');
     const response = await post(
-      { model: 'svc-fast', messages: [{ role: 'user', content: 'no usage here [[sim:no_usage]] [[sim:tokens=9]]' }] },
+      {
+        model: 'svc-fast',
+        messages: [{ role: 'user', content: 'no usage here [[sim:no_usage]] [[sim:tokens=9]]' }],
+      },
       { authorization: `Bearer ${account.key}` },
     );
-    const body = (await response.json()) as { id: string; usage: { completion_tokens: number; cost: number } };
+    const body = (await response.json()) as {
+      id: string;
+      usage: { completion_tokens: number; cost: number };
+    };
     expect(body.usage.completion_tokens).toBe(9);
     const before = 1_000_000_000n;
     expect(before - (await balanceNano(target, account.accountId))).toBe(usdToNano(String(body.usage.cost)));

@@ -35,12 +35,20 @@ export async function startTarget(options: LocalStackOptions = {}): Promise<Targ
     tablePrefix: `t${randomBytes(4).toString('hex')}-`,
     ...options,
   });
-  return { baseUrl: local.baseUrl, admin: { client: local.client, tables: local.tables }, local, stop: local.stop };
+  return {
+    baseUrl: local.baseUrl,
+    admin: { client: local.client, tables: local.tables },
+    local,
+    stop: local.stop,
+  };
 }
 
 let counter = 0;
 /** A fresh account with credits and a key; unique per call so suites never share balances. */
-export async function newAccount(target: Target, credits = '5'): Promise<{ accountId: string; key: string; keyId: string }> {
+export async function newAccount(
+  target: Target,
+  credits = '5',
+): Promise<{ accountId: string; key: string; keyId: string }> {
   counter += 1;
   const accountId = `test-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}-${counter}`;
   await createAccount(target.admin, accountId, credits === '0' ? undefined : credits);

@@ -27,7 +27,8 @@ describe('parseDecimal', () => {
   });
 
   it('rejects text that is not a number', () => {
-    for (const bad of ['', 'abc', '1.2.3', 'NaN', '1e', '--1']) expect(() => usdToNano(bad)).toThrow(InvalidAmountError);
+    for (const bad of ['', 'abc', '1.2.3', 'NaN', '1e', '--1'])
+      expect(() => usdToNano(bad)).toThrow(InvalidAmountError);
   });
 });
 
@@ -40,7 +41,8 @@ describe('formatDecimal', () => {
   });
 
   it('round-trips with parseDecimal', () => {
-    for (const nano of [0n, 1n, 999_999_999n, 123_456_789_012n, -42n]) expect(usdToNano(nanoToUsd(nano))).toBe(nano);
+    for (const nano of [0n, 1n, 999_999_999n, 123_456_789_012n, -42n])
+      expect(usdToNano(nanoToUsd(nano))).toBe(nano);
   });
 });
 

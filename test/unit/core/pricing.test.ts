@@ -1,7 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { nanoToUsd } from '../../../functions/core/money.js';
 import { priceUsage } from '../../../functions/core/pricing.js';
-import { parseTierConfig, SIMULATOR_PRICES, singleUpstreamConfig, TIER_IDS, TierConfigError } from '../../../functions/core/tiers.js';
+import {
+  parseTierConfig,
+  SIMULATOR_PRICES,
+  singleUpstreamConfig,
+  TIER_IDS,
+  TierConfigError,
+} from '../../../functions/core/tiers.js';
 
 const config = parseTierConfig(singleUpstreamConfig('http://127.0.0.1:9/v1'));
 const target = (tier: (typeof TIER_IDS)[number]) => {
@@ -12,10 +18,20 @@ const target = (tier: (typeof TIER_IDS)[number]) => {
 
 describe('priceUsage with the simulator price table', () => {
   it('bills the spec rates per million tokens (input, output) for every tier', () => {
-    const spec = { 'svc-fast': ['0.35', '1.43'], 'svc-pro': ['0.72', '2.86'], 'svc-heavy': ['0.78', '3.25'] } as const;
+    const spec = {
+      'svc-fast': ['0.35', '1.43'],
+      'svc-pro': ['0.72', '2.86'],
+      'svc-heavy': ['0.78', '3.25'],
+    } as const;
     for (const tier of TIER_IDS) {
-      const input = priceUsage({ promptTokens: 1_000_000, completionTokens: 0, cachedTokens: 0 }, target(tier));
-      const output = priceUsage({ promptTokens: 0, completionTokens: 1_000_000, cachedTokens: 0 }, target(tier));
+      const input = priceUsage(
+        { promptTokens: 1_000_000, completionTokens: 0, cachedTokens: 0 },
+        target(tier),
+      );
+      const output = priceUsage(
+        { promptTokens: 0, completionTokens: 1_000_000, cachedTokens: 0 },
+        target(tier),
+      );
       expect(nanoToUsd(input.billedNano)).toBe(spec[tier][0]);
       expect(nanoToUsd(output.billedNano)).toBe(spec[tier][1]);
     }
@@ -23,27 +39,42 @@ describe('priceUsage with the simulator price table', () => {
 
   it('bills cached prompt tokens at the cached rate (10% of input)', () => {
     const all = priceUsage({ promptTokens: 1000, completionTokens: 0, cachedTokens: 0 }, target('svc-heavy'));
-    const cached = priceUsage({ promptTokens: 1000, completionTokens: 0, cachedTokens: 1000 }, target('svc-heavy'));
+    const cached = priceUsage(
+      { promptTokens: 1000, completionTokens: 0, cachedTokens: 1000 },
+      target('svc-heavy'),
+    );
     expect(all.billedNano).toBe(780_000n); // 1000 x $0.78/M
     expect(cached.billedNano).toBe(78_000n); // 1000 x $0.078/M
   });
 
   it('never counts more cached tokens than prompt tokens', () => {
-    const capped = priceUsage({ promptTokens: 10, completionTokens: 0, cachedTokens: 50 }, target('svc-heavy'));
+    const capped = priceUsage(
+      { promptTokens: 10, completionTokens: 0, cachedTokens: 50 },
+      target('svc-heavy'),
+    );
     expect(capped.upstreamCost).toBe(10n * 60_000_000_000_000n);
   });
 
   it("uses the upstream's own reported cost when the target reports one", () => {
     const reporting = { ...target('svc-fast'), reportsCost: true };
-    const charge = priceUsage({ promptTokens: 5, completionTokens: 5, cachedTokens: 0, reportedCostUsd: '0.001' }, reporting);
+    const charge = priceUsage(
+      { promptTokens: 5, completionTokens: 5, cachedTokens: 0, reportedCostUsd: '0.001' },
+      reporting,
+    );
     expect(charge.billedNano).toBe(1_300_000n);
-    const ignored = priceUsage({ promptTokens: 5, completionTokens: 5, cachedTokens: 0, reportedCostUsd: '0.001' }, target('svc-fast'));
+    const ignored = priceUsage(
+      { promptTokens: 5, completionTokens: 5, cachedTokens: 0, reportedCostUsd: '0.001' },
+      target('svc-fast'),
+    );
     expect(ignored.billedNano).not.toBe(1_300_000n);
   });
 
   it('is never below 1.3 x the upstream cost', () => {
     for (let tokens = 0; tokens < 2000; tokens += 37) {
-      const { upstreamCost, billedNano } = priceUsage({ promptTokens: tokens, completionTokens: tokens * 3, cachedTokens: tokens >> 1 }, target('svc-pro'));
+      const { upstreamCost, billedNano } = priceUsage(
+        { promptTokens: tokens, completionTokens: tokens * 3, cachedTokens: tokens >> 1 },
+        target('svc-pro'),
+      );
       expect(billedNano * 10n ** 12n * 10n).toBeGreaterThanOrEqual(upstreamCost * 13n);
     }
   });
@@ -52,13 +83,16 @@ describe('priceUsage with the simulator price table', () => {
 describe('parseTierConfig', () => {
   it('names the failing field', () => {
     const bad = singleUpstreamConfig('http://127.0.0.1:9/v1') as Record<string, unknown>;
-    (bad['svc-pro'] as { prices: { output: string } }[])[0]!.prices.output = '1.0000000000000001';
+    const [first] = bad['svc-pro'] as { prices: { output: string } }[];
+    if (first) first.prices.output = '1.0000000000000001';
     expect(() => parseTierConfig(bad)).toThrow(TierConfigError);
     expect(() => parseTierConfig(bad)).toThrow(/svc-pro\.0\.prices\.output/);
   });
 
   it('maps tiers to the upstream model ids given', () => {
-    const custom = parseTierConfig(singleUpstreamConfig('https://api.openai.com/v1', 'UPSTREAM_API_KEY', 'svc-fast=gpt-4o-mini'));
+    const custom = parseTierConfig(
+      singleUpstreamConfig('https://api.openai.com/v1', 'UPSTREAM_API_KEY', 'svc-fast=gpt-4o-mini'),
+    );
     expect(custom['svc-fast'][0]?.model).toBe('gpt-4o-mini');
     expect(custom['svc-pro'][0]?.model).toBe('sim-pro');
     expect(custom['svc-fast'][0]?.credential).toBe('UPSTREAM_API_KEY');

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { AuthenticationError, BadRequestError } from '../../../functions/core/errors.js';
 import { generateApiKey, hashKey, KEY_PATTERN, parseBearerKey } from '../../../functions/core/auth.js';
+import { AuthenticationError, BadRequestError } from '../../../functions/core/errors.js';
 import { GENERATION_ID_PATTERN, newGenerationId } from '../../../functions/core/ids.js';
 import { parseChatRequest } from '../../../functions/core/schemas.js';
 import { JsonDecimal, stringifyJson } from '../../../functions/core/usage.js';
@@ -25,10 +25,16 @@ describe('parseChatRequest', () => {
         messages: [
           { role: 'system', content: 'be brief' },
           { role: 'user', content: [{ type: 'text', text: 'weather?' }] },
-          { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get', arguments: '{}' } }] },
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get', arguments: '{}' } }],
+          },
           { role: 'tool', tool_call_id: 'call_1', content: '{"t":20}' },
         ],
-        tools: [{ type: 'function', function: { name: 'get', parameters: { type: 'object', properties: {} } } }],
+        tools: [
+          { type: 'function', function: { name: 'get', parameters: { type: 'object', properties: {} } } },
+        ],
         tool_choice: 'auto',
         temperature: 0,
         max_tokens: 5,
@@ -78,7 +84,14 @@ describe('API keys', () => {
   it('parses the bearer header and rejects a missing or malformed key with 401', () => {
     const { key } = generateApiKey();
     expect(parseBearerKey(`Bearer ${key}`)).toBe(key);
-    for (const header of [undefined, '', 'Basic abc', `Bearer ${key}x`, 'Bearer svc_live_short', `Bearer ${key.replace('svc_live_', 'svc_test_')}`]) {
+    for (const header of [
+      undefined,
+      '',
+      'Basic abc',
+      `Bearer ${key}x`,
+      'Bearer svc_live_short',
+      `Bearer ${key.replace('svc_live_', 'svc_test_')}`,
+    ]) {
       expect(() => parseBearerKey(header)).toThrow(AuthenticationError);
     }
   });

@@ -1,0 +1,133 @@
+import { describe, expect, it } from 'vitest';
+import { type RelayOutcome, relay } from '../../../functions/completions/relay.js';
+import { stringifyJson } from '../../../functions/core/usage.js';
+
+/** Feeds the relay an upstream body cut into the given byte pieces and collects what the client gets. */
+async function run(pieces: Uint8Array[], opts: { idleTimeoutMs?: number; failAfter?: boolean } = {}) {
+  let index = 0;
+  const body = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      const piece = pieces[index++];
+      if (piece) controller.enqueue(piece);
+      else if (opts.failAfter) controller.error(new Error('socket hang up'));
+      else controller.close();
+    },
+  });
+  let settled: RelayOutcome | undefined;
+  const out = relay({
+    body,
+    generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
+    tier: 'svc-fast',
+    created: 1_767_225_600,
+    keepAliveMs: 10_000,
+    idleTimeoutMs: opts.idleTimeoutMs ?? 5_000,
+    abortUpstream: () => {},
+    settle: async (outcome) => {
+      settled = outcome;
+      return { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3, cost: 0.5 };
+    },
+    onSettleFailure: () => {},
+  });
+  let text = '';
+  for await (const part of out) text += part.toString();
+  const events = text
+    .split('\n\n')
+    .filter((e) => e.startsWith('data: '))
+    .map((e) => e.slice(6));
+  return { text, events, settled };
+}
+
+const enc = new TextEncoder();
+const chunk = (content: string, extra: Record<string, unknown> = {}) =>
+  `data: ${JSON.stringify({ id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'sim', choices: [{ index: 0, delta: { content }, finish_reason: null }], ...extra })}\n\n`;
+const usageChunk = `data: ${stringifyJson({ id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'sim', choices: [], usage: { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 } })}\n\n`;
+
+/** Splits bytes at the given offsets. */
+function splitAt(bytes: Uint8Array, offsets: number[]): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  let start = 0;
+  for (const offset of [...offsets, bytes.length]) {
+    out.push(bytes.slice(start, offset));
+    start = offset;
+  }
+  return out.filter((p) => p.length > 0);
+}
+
+describe('relay', () => {
+  it('rewrites id and model, drops the upstream usage chunk and ends with one usage chunk and [DONE]', async () => {
+    const { events, settled, text } = await run([enc.encode(chunk('Hel') + chunk('lo') + usageChunk + 'data: [DONE]\n\n')]);
+    expect(text.startsWith(': keep-alive\n\n')).toBe(true);
+    expect(events.at(-1)).toBe('[DONE]');
+    const parsed = events.slice(0, -1).map((e) => JSON.parse(e));
+    expect(parsed.every((c) => c.id === 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA' && c.model === 'svc-fast')).toBe(true);
+    expect(parsed.filter((c) => c.usage)).toHaveLength(1);
+    expect(parsed.at(-1).choices).toEqual([]);
+    expect(parsed.at(-1).usage.cost).toBe(0.5);
+    expect(settled?.usage).toEqual({ promptTokens: 4, completionTokens: 2, cachedTokens: 0 });
+    expect(settled?.streamedText).toBe('Hello');
+    expect(settled?.failure).toBeUndefined();
+  });
+
+  it('parses input split inside a multi-byte character, inside "data:", and between \\r and \\n', async () => {
+    const raw = `${chunk('héllo wörld ✓').replace(/\n/g, '\r\n')}${chunk('🙂')}${usageChunk}data: [DONE]\r\n\r\n`;
+    const bytes = enc.encode(raw);
+    const emoji = raw.indexOf('🙂');
+    const emojiByte = enc.encode(raw.slice(0, emoji)).length + 2; // inside the 4-byte emoji
+    const crlf = enc.encode(raw.slice(0, raw.indexOf('\r\n'))).length + 1; // between \r and \n
+    const insideData = 3; // "dat" | "a: ..."
+    const accent = enc.encode(raw.slice(0, raw.indexOf('é'))).length + 1; // inside "é"
+    const { settled, events } = await run(splitAt(bytes, [insideData, accent, crlf, emojiByte]));
+    expect(settled?.streamedText).toBe('héllo wörld ✓🙂');
+    expect(events.at(-1)).toBe('[DONE]');
+  });
+
+  it('parses several events arriving in one read, and one event arriving a byte at a time', async () => {
+    const bytes = enc.encode(chunk('a') + chunk('b') + usageChunk + 'data: [DONE]\n\n');
+    const byteByByte = Array.from(bytes, (b) => Uint8Array.of(b));
+    const { settled } = await run(byteByByte);
+    expect(settled?.streamedText).toBe('ab');
+    expect(settled?.usage?.completionTokens).toBe(2);
+  });
+
+  it('keeps usage that arrives on a chunk that still has choices, or after finish_reason', async () => {
+    const withChoices = chunk('x', { usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } });
+    const { settled, events } = await run([enc.encode(withChoices + 'data: [DONE]\n\n')]);
+    expect(settled?.usage?.promptTokens).toBe(9);
+    const forwarded = JSON.parse(events[0] ?? '{}');
+    expect(forwarded.usage).toBeUndefined();
+  });
+
+  it('passes tool-call deltas through intact', async () => {
+    const delta = (d: unknown, finish: string | null = null) =>
+      `data: ${JSON.stringify({ id: 'u', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: d, finish_reason: finish }] })}\n\n`;
+    const raw =
+      delta({ role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get', arguments: '' } }] }) +
+      delta({ tool_calls: [{ index: 0, function: { arguments: '{"ci' } }] }) +
+      delta({ tool_calls: [{ index: 0, function: { arguments: 'ty":"P"}' } }] }) +
+      delta({}, 'tool_calls') +
+      'data: [DONE]\n\n';
+    const { events } = await run([enc.encode(raw)]);
+    const parsed = events.slice(0, 4).map((e) => JSON.parse(e));
+    expect(parsed[0].choices[0].delta.tool_calls[0]).toEqual({ index: 0, id: 'call_1', type: 'function', function: { name: 'get', arguments: '' } });
+    const args = parsed.map((c) => c.choices[0].delta.tool_calls?.[0]?.function?.arguments ?? '').join('');
+    expect(JSON.parse(args)).toEqual({ city: 'P' });
+    expect(parsed[3].choices[0].finish_reason).toBe('tool_calls');
+  });
+
+  it('ends a dropped connection with one error event in the chunk shape, after settling what was streamed', async () => {
+    const { events, settled } = await run([enc.encode(chunk('partial'))], { failAfter: true });
+    expect(settled?.failure).toBeTruthy();
+    expect(settled?.streamedText).toBe('partial');
+    const last = JSON.parse(events.at(-1) ?? '{}');
+    expect(last.object).toBe('chat.completion.chunk');
+    expect(last.choices[0].finish_reason).toBe('error');
+    expect(last.error.message).toBeTruthy();
+    expect(events).not.toContain('[DONE]');
+  });
+
+  it('treats a malformed chunk as a failure after the first byte', async () => {
+    const { settled, events } = await run([enc.encode(`${chunk('ok')}data: {not json\n\n`)]);
+    expect(settled?.failure).toMatch(/malformed/);
+    expect(JSON.parse(events.at(-1) ?? '{}').choices[0].finish_reason).toBe('error');
+  });
+});
