@@ -65,18 +65,17 @@ type BufferedHandler = (event: unknown, context: Context) => Promise<unknown>;
 
 /** Installs the globals the Lambda Node.js runtime provides to streaming functions. Idempotent. */
 export function installLambdaGlobals(): void {
-  const g = globalThis as { awslambda?: unknown };
-  if (g.awslambda) return;
-  g.awslambda = {
-    streamifyResponse(fn: StreamingHandler) {
-      Object.defineProperty(fn, STREAMING, { value: true });
-      return fn;
-    },
-    HttpResponseStream: {
-      from(stream: ResponseStream, prelude: Prelude) {
-        stream.setPrelude(prelude);
-        return stream;
-      },
+  // Other libraries (the AWS SDK's invoke store) may have created `awslambda` already: add to it.
+  const g = globalThis as { awslambda?: Record<string, unknown> };
+  g.awslambda ??= {};
+  g.awslambda.streamifyResponse ??= (fn: StreamingHandler) => {
+    Object.defineProperty(fn, STREAMING, { value: true });
+    return fn;
+  };
+  g.awslambda.HttpResponseStream ??= {
+    from(stream: ResponseStream, prelude: Prelude) {
+      stream.setPrelude(prelude);
+      return stream;
     },
   };
 }

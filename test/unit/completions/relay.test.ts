@@ -55,11 +55,15 @@ function splitAt(bytes: Uint8Array, offsets: number[]): Uint8Array[] {
 
 describe('relay', () => {
   it('rewrites id and model, drops the upstream usage chunk and ends with one usage chunk and [DONE]', async () => {
-    const { events, settled, text } = await run([enc.encode(chunk('Hel') + chunk('lo') + usageChunk + 'data: [DONE]\n\n')]);
+    const { events, settled, text } = await run([
+      enc.encode(chunk('Hel') + chunk('lo') + usageChunk + 'data: [DONE]\n\n'),
+    ]);
     expect(text.startsWith(': keep-alive\n\n')).toBe(true);
     expect(events.at(-1)).toBe('[DONE]');
     const parsed = events.slice(0, -1).map((e) => JSON.parse(e));
-    expect(parsed.every((c) => c.id === 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA' && c.model === 'svc-fast')).toBe(true);
+    expect(
+      parsed.every((c) => c.id === 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA' && c.model === 'svc-fast'),
+    ).toBe(true);
     expect(parsed.filter((c) => c.usage)).toHaveLength(1);
     expect(parsed.at(-1).choices).toEqual([]);
     expect(parsed.at(-1).usage.cost).toBe(0.5);
@@ -101,14 +105,23 @@ describe('relay', () => {
     const delta = (d: unknown, finish: string | null = null) =>
       `data: ${JSON.stringify({ id: 'u', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: d, finish_reason: finish }] })}\n\n`;
     const raw =
-      delta({ role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get', arguments: '' } }] }) +
+      delta({
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get', arguments: '' } }],
+      }) +
       delta({ tool_calls: [{ index: 0, function: { arguments: '{"ci' } }] }) +
       delta({ tool_calls: [{ index: 0, function: { arguments: 'ty":"P"}' } }] }) +
       delta({}, 'tool_calls') +
       'data: [DONE]\n\n';
     const { events } = await run([enc.encode(raw)]);
     const parsed = events.slice(0, 4).map((e) => JSON.parse(e));
-    expect(parsed[0].choices[0].delta.tool_calls[0]).toEqual({ index: 0, id: 'call_1', type: 'function', function: { name: 'get', arguments: '' } });
+    expect(parsed[0].choices[0].delta.tool_calls[0]).toEqual({
+      index: 0,
+      id: 'call_1',
+      type: 'function',
+      function: { name: 'get', arguments: '' },
+    });
     const args = parsed.map((c) => c.choices[0].delta.tool_calls?.[0]?.function?.arguments ?? '').join('');
     expect(JSON.parse(args)).toEqual({ city: 'P' });
     expect(parsed[3].choices[0].finish_reason).toBe('tool_calls');

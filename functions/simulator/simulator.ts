@@ -1,0 +1,378 @@
+import { createHash } from 'node:crypto';
+import { countPromptTokens, countTextTokens, ONE_TOKEN_WORDS, textOf } from './tokens.js';
+
+/**
+ * An OpenAI-compatible upstream: deterministic replies with real token counts, streaming, tool
+ * calls, cached tokens and fault directives (`[[sim:...]]` in the last user message). Transport-free:
+ * `server.ts` serves it over HTTP and `handler.ts` from a Lambda Function URL.
+ */
+
+export interface SimulatorOptions {
+  /** When set, requests must carry `Authorization: Bearer <apiKey>`. */
+  apiKey?: string;
+}
+
+export interface SimRequest {
+  method: string;
+  path: string;
+  headers: Record<string, string | undefined>;
+  body: string;
+}
+
+/** A piece of the response body. `drop` ends the connection abruptly (no clean end). */
+export type SimPiece = { text: string; delayMs?: number } | { drop: true };
+
+export interface SimResponse {
+  status: number;
+  headers: Record<string, string>;
+  /** Delay before the status line and headers are sent. */
+  headerDelayMs: number;
+  body: SimPiece[];
+}
+
+export interface Directives {
+  tokens?: number;
+  cached?: number;
+  delayMs?: number;
+  firstByteDelayMs?: number;
+  error?: number;
+  cutAfter?: number;
+  malformedAfter?: number;
+  noUsage: boolean;
+  usageOnLastChunk: boolean;
+}
+
+const DIRECTIVE = /\[\[sim:([a-z_]+)(?:=(\d+))?\]\]/g;
+
+export function parseDirectives(text: string): Directives {
+  const found: Directives = { noUsage: false, usageOnLastChunk: false };
+  for (const [, name, raw] of text.matchAll(DIRECTIVE)) {
+    const value = raw === undefined ? undefined : Number(raw);
+    if (name === 'no_usage') found.noUsage = true;
+    else if (name === 'usage_on_last_chunk') found.usageOnLastChunk = true;
+    else if (value !== undefined) {
+      if (name === 'tokens') found.tokens = value;
+      else if (name === 'cached') found.cached = value;
+      else if (name === 'delay_ms') found.delayMs = value;
+      else if (name === 'first_byte_delay_ms') found.firstByteDelayMs = value;
+      else if (name === 'error') found.error = value;
+      else if (name === 'cut_after') found.cutAfter = value;
+      else if (name === 'malformed_after') found.malformedAfter = value;
+    }
+  }
+  return found;
+}
+
+interface ToolDef {
+  type?: string;
+  function?: { name?: string; parameters?: JsonSchema };
+}
+type JsonSchema = {
+  type?: string | string[];
+  properties?: Record<string, JsonSchema>;
+  required?: string[];
+  enum?: unknown[];
+  items?: JsonSchema;
+};
+interface ChatBody {
+  model?: unknown;
+  messages?: unknown;
+  stream?: unknown;
+  stream_options?: { include_usage?: unknown } | null;
+  max_tokens?: unknown;
+  max_completion_tokens?: unknown;
+  tools?: ToolDef[];
+  tool_choice?: unknown;
+}
+interface Message {
+  role?: string;
+  content?: unknown;
+}
+
+const json = (status: number, body: unknown, headers: Record<string, string> = {}): SimResponse => ({
+  status,
+  headers: { 'content-type': 'application/json', ...headers },
+  headerDelayMs: 0,
+  body: [{ text: JSON.stringify(body) }],
+});
+
+const errorBody = (message: string, type: string, code: string | null) => ({
+  error: { message, type, param: null, code },
+});
+
+export function createSimulator(options: SimulatorOptions = {}) {
+  return {
+    async handle(req: SimRequest): Promise<SimResponse> {
+      if (options.apiKey && req.headers.authorization !== `Bearer ${options.apiKey}`) {
+        return json(
+          401,
+          errorBody('Incorrect API key provided.', 'invalid_request_error', 'invalid_api_key'),
+        );
+      }
+      const path = req.path.replace(/\/+$/, '');
+      if (path === '/v1/models' && req.method === 'GET') {
+        return json(200, {
+          object: 'list',
+          data: ['sim-fast', 'sim-pro', 'sim-heavy'].map((id) => ({
+            id,
+            object: 'model',
+            created: 0,
+            owned_by: 'simulator',
+          })),
+        });
+      }
+      if (path !== '/v1/chat/completions' || req.method !== 'POST') {
+        return json(
+          404,
+          errorBody(`Unknown request URL: ${req.method} ${req.path}`, 'invalid_request_error', 'unknown_url'),
+        );
+      }
+      let body: ChatBody;
+      try {
+        body = JSON.parse(req.body) as ChatBody;
+      } catch {
+        return json(
+          400,
+          errorBody('We could not parse the JSON body of your request.', 'invalid_request_error', null),
+        );
+      }
+      if (!Array.isArray(body.messages)) {
+        return json(
+          400,
+          errorBody(
+            "Missing required parameter: 'messages'.",
+            'invalid_request_error',
+            'missing_required_parameter',
+          ),
+        );
+      }
+      return complete(body, body.messages as Message[]);
+    },
+  };
+}
+
+function complete(body: ChatBody, messages: Message[]): SimResponse {
+  const lastUser = [...messages].reverse().find((m) => m.role === 'user');
+  const directives = parseDirectives(textOf(lastUser?.content));
+  const promptTokens = countPromptTokens(messages);
+  if (directives.error !== undefined) return errorResponse(directives.error, promptTokens);
+
+  const seed = createHash('sha256').update(JSON.stringify(messages)).digest();
+  const id = `chatcmpl-${seed.subarray(0, 12).toString('hex')}`;
+  const created = Math.floor(Date.now() / 1000);
+  const model = typeof body.model === 'string' ? body.model : 'sim';
+  const reply = buildReply(body, messages, directives, seed);
+  const usage = directives.noUsage
+    ? undefined
+    : {
+        prompt_tokens: promptTokens,
+        completion_tokens: reply.completionTokens,
+        total_tokens: promptTokens + reply.completionTokens,
+        prompt_tokens_details: { cached_tokens: Math.min(directives.cached ?? 0, promptTokens) },
+      };
+
+  if (body.stream === true) {
+    const includeUsage = body.stream_options?.include_usage === true && usage !== undefined;
+    return streamResponse(id, created, model, reply, includeUsage ? usage : undefined, directives);
+  }
+  const completion = {
+    id,
+    object: 'chat.completion',
+    created,
+    model,
+    choices: [{ index: 0, message: reply.message, logprobs: null, finish_reason: reply.finishReason }],
+    ...(usage ? { usage } : {}),
+    system_fingerprint: 'fp_simulator',
+  };
+  const text = JSON.stringify(completion);
+  const response: SimResponse = {
+    status: 200,
+    headers: { 'content-type': 'application/json' },
+    headerDelayMs: directives.firstByteDelayMs ?? 0,
+    body: [],
+  };
+  if (directives.cutAfter !== undefined) {
+    response.body = [
+      { text: text.slice(0, Math.floor(text.length / 2)), delayMs: directives.delayMs ?? 0 },
+      { drop: true },
+    ];
+  } else {
+    response.body = [{ text, delayMs: directives.delayMs ?? 0 }];
+  }
+  return response;
+}
+
+function errorResponse(status: number, promptTokens: number): SimResponse {
+  if (status === 400) {
+    return json(
+      400,
+      errorBody(
+        `This model's maximum context length is 8192 tokens. However, your messages resulted in ${promptTokens + 9000} tokens.`,
+        'invalid_request_error',
+        'context_length_exceeded',
+      ),
+    );
+  }
+  if (status === 429)
+    return json(429, errorBody('Rate limit reached.', 'rate_limit_error', 'rate_limit_exceeded'), {
+      'retry-after': '1',
+    });
+  return json(status, errorBody(`The simulator answered ${status} as asked.`, 'server_error', null));
+}
+
+interface Reply {
+  message: { role: 'assistant'; content: string | null; tool_calls?: ToolCall[] };
+  /** The streamed deltas, in order (content pieces or tool-call fragments). */
+  deltas: Record<string, unknown>[];
+  completionTokens: number;
+  finishReason: 'stop' | 'length' | 'tool_calls';
+}
+interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+function buildReply(body: ChatBody, messages: Message[], directives: Directives, seed: Buffer): Reply {
+  const last = messages.at(-1);
+  const tool = pickTool(body);
+  if (tool && last?.role !== 'tool') {
+    const name = tool.function?.name ?? 'tool';
+    const args = JSON.stringify(exampleFor(tool.function?.parameters ?? { type: 'object' }));
+    const call: ToolCall = {
+      id: `call_${seed.subarray(12, 24).toString('hex')}`,
+      type: 'function',
+      function: { name, arguments: args },
+    };
+    const third = Math.max(1, Math.ceil(args.length / 3));
+    const fragments = [args.slice(0, third), args.slice(third, 2 * third), args.slice(2 * third)];
+    return {
+      message: { role: 'assistant', content: null, tool_calls: [call] },
+      deltas: [
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ index: 0, id: call.id, type: 'function', function: { name, arguments: '' } }],
+        },
+        ...fragments.map((fragment) => ({ tool_calls: [{ index: 0, function: { arguments: fragment } }] })),
+      ],
+      completionTokens: countTextTokens(name + args),
+      finishReason: 'tool_calls',
+    };
+  }
+  const cap = [body.max_tokens, body.max_completion_tokens].find(
+    (v): v is number => typeof v === 'number' && v > 0,
+  );
+  let words: string[];
+  if (last?.role === 'tool' && directives.tokens === undefined) {
+    const result = ` The tool returned: ${textOf(last.content).slice(0, 40)}`;
+    words = [result, ...pickWords(seed, 5)];
+  } else {
+    words = pickWords(seed, directives.tokens ?? 8 + ((seed[0] ?? 0) % 33));
+  }
+  let finishReason: Reply['finishReason'] = 'stop';
+  let content = words.join('');
+  if (cap !== undefined && countTextTokens(content) > cap) {
+    // Cut word by word until the reply fits the cap.
+    while (words.length > 0 && countTextTokens(words.join('')) > cap) words.pop();
+    content = words.join('');
+    finishReason = 'length';
+  }
+  return {
+    message: { role: 'assistant', content },
+    deltas: [{ role: 'assistant', content: '' }, ...words.map((word) => ({ content: word }))],
+    completionTokens: countTextTokens(content),
+    finishReason,
+  };
+}
+
+function pickWords(seed: Buffer, count: number): string[] {
+  return Array.from(
+    { length: count },
+    (_, i) => ONE_TOKEN_WORDS[((seed[i % seed.length] ?? 0) + i) % ONE_TOKEN_WORDS.length] ?? ' the',
+  );
+}
+
+function pickTool(body: ChatBody): ToolDef | undefined {
+  if (!Array.isArray(body.tools) || body.tools.length === 0 || body.tool_choice === 'none') return undefined;
+  const choice = body.tool_choice as { function?: { name?: string } } | undefined;
+  const wanted = typeof choice === 'object' ? choice?.function?.name : undefined;
+  return body.tools.find((t) => t.function?.name === wanted) ?? body.tools[0];
+}
+
+/** A value that satisfies a (simple) JSON schema: every property, typed. */
+export function exampleFor(schema: JsonSchema): unknown {
+  if (schema.enum && schema.enum.length > 0) return schema.enum[0];
+  const type = Array.isArray(schema.type) ? schema.type.find((t) => t !== 'null') : schema.type;
+  switch (type) {
+    case 'string':
+      return 'example';
+    case 'number':
+    case 'integer':
+      return 1;
+    case 'boolean':
+      return true;
+    case 'array':
+      return [];
+    case 'null':
+      return null;
+    default: {
+      const out: Record<string, unknown> = {};
+      for (const [name, property] of Object.entries(schema.properties ?? {}))
+        out[name] = exampleFor(property);
+      return out;
+    }
+  }
+}
+
+function streamResponse(
+  id: string,
+  created: number,
+  model: string,
+  reply: Reply,
+  usage: Record<string, unknown> | undefined,
+  directives: Directives,
+): SimResponse {
+  const envelope = {
+    id,
+    object: 'chat.completion.chunk',
+    created,
+    model,
+    system_fingerprint: 'fp_simulator',
+  };
+  const events: string[] = reply.deltas.map((delta) =>
+    JSON.stringify({ ...envelope, choices: [{ index: 0, delta, logprobs: null, finish_reason: null }] }),
+  );
+  const finish = {
+    ...envelope,
+    choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: reply.finishReason }],
+  };
+  if (usage && directives.usageOnLastChunk) {
+    events.push(JSON.stringify({ ...finish, usage }));
+  } else {
+    events.push(JSON.stringify(finish));
+    if (usage) events.push(JSON.stringify({ ...envelope, choices: [], usage }));
+  }
+  const delayMs = directives.delayMs ?? 0;
+  const body: SimPiece[] = [];
+  for (const [index, event] of events.entries()) {
+    if (directives.cutAfter !== undefined && index === directives.cutAfter) {
+      body.push({ drop: true });
+      break;
+    }
+    if (directives.malformedAfter !== undefined && index === directives.malformedAfter) {
+      body.push({ text: 'data: {not json\n\n', delayMs });
+      break;
+    }
+    body.push({ text: `data: ${event}\n\n`, delayMs });
+  }
+  const last = body.at(-1);
+  if (last && !('drop' in last) && directives.malformedAfter === undefined)
+    body.push({ text: 'data: [DONE]\n\n' });
+  return {
+    status: 200,
+    headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' },
+    headerDelayMs: directives.firstByteDelayMs ?? 0,
+    body,
+  };
+}

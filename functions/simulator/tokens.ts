@@ -1,0 +1,67 @@
+import { countTokens } from 'gpt-tokenizer';
+
+/** Real token counts (o200k_base), as an OpenAI-compatible upstream reports them. */
+export function countTextTokens(text: string): number {
+  return text === '' ? 0 : countTokens(text);
+}
+
+interface SimMessage {
+  content?: unknown;
+}
+
+export function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .map((part: { text?: unknown }) => (typeof part?.text === 'string' ? part.text : ''))
+    .join('');
+}
+
+/** OpenAI's chat accounting: the content tokens plus 3 per message, plus 3 to prime the reply. */
+export function countPromptTokens(messages: readonly SimMessage[]): number {
+  return messages.reduce((sum, message) => sum + 3 + countTextTokens(textOf(message.content)), 3);
+}
+
+/** Words that are each exactly one token with their leading space, so N words are N tokens. */
+export const ONE_TOKEN_WORDS = [
+  'the',
+  'model',
+  'answer',
+  'is',
+  'a',
+  'simple',
+  'reply',
+  'from',
+  'upstream',
+  'simulator',
+  'with',
+  'tokens',
+  'and',
+  'every',
+  'word',
+  'counts',
+  'as',
+  'one',
+  'token',
+  'here',
+  'today',
+  'quick',
+  'brown',
+  'fox',
+  'jumps',
+  'over',
+  'lazy',
+  'dog',
+  'data',
+  'result',
+  'value',
+  'test',
+  'stream',
+  'chunk',
+  'final',
+  'light',
+  'river',
+  'stone',
+  'cloud',
+  'green',
+].map((word) => ` ${word}`);
