@@ -8,6 +8,8 @@ import { startLocalStack } from '../lib/local/stack.js';
  * the upstream simulator and the Function URL emulator. Ctrl-C stops everything it started.
  */
 const DEV_ACCOUNT = 'dev';
+// Node.js 20 runs locally (Lambda runs 22): keep the SDK's multi-line notice about it out of the output.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 async function main(): Promise<void> {
   const env = process.env;

@@ -1,0 +1,119 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
+import { localTableNames } from '../../lib/local/stack.js';
+
+const run = promisify(execFile);
+const prefix = `cli${randomBytes(3).toString('hex')}-`;
+const tables = localTableNames(prefix);
+const env = {
+  ...process.env,
+  DYNAMODB_ENDPOINT: inject('dynamoEndpoint'),
+  KEYS_TABLE: tables.keys,
+  ACCOUNTS_TABLE: tables.accounts,
+  LEDGER_TABLE: tables.ledger,
+};
+
+/** Runs the operator CLI as a user does; returns exit code, stdout and stderr. */
+async function admin(...args: string[]) {
+  try {
+    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'bin/admin.ts', ...args], {
+      env,
+    });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+const json = async (...args: string[]) => {
+  const result = await admin(...args, '--json');
+  expect(result.code, result.stderr).toBe(0);
+  expect(result.stdout.trim().split('\n')).toHaveLength(1);
+  return JSON.parse(result.stdout) as Record<string, unknown>;
+};
+
+beforeAll(async () => {
+  const client = localClient(inject('dynamoEndpoint'));
+  await ensureTables(client, tables);
+  client.destroy();
+});
+
+describe('operator CLI', () => {
+  it('creates and shows an account, with credits in USD', async () => {
+    expect(await json('account', 'create', 'acme', '--credits', '20.5')).toMatchObject({
+      accountId: 'acme',
+      status: 'active',
+      creditBalance: 20.5,
+    });
+    expect(await json('account', 'show', 'acme')).toEqual({
+      accountId: 'acme',
+      status: 'active',
+      creditBalance: 20.5,
+    });
+  });
+
+  it('adds credits once per payment reference', async () => {
+    await json('account', 'create', 'payer');
+    const first = await json('credits', 'add', 'payer', '10', '--ref', 'pay_1');
+    const again = await json('credits', 'add', 'payer', '10', '--ref', 'pay_1');
+    expect(first).toMatchObject({ applied: true, creditBalance: 10 });
+    expect(again).toMatchObject({ applied: false, creditBalance: 10 });
+    expect(await json('credits', 'add', 'payer', '0.25', '--ref', 'pay_2')).toMatchObject({
+      creditBalance: 10.25,
+    });
+  });
+
+  it('suspends, bans and reinstates', async () => {
+    await json('account', 'create', 'flaky');
+    expect(await json('account', 'suspend', 'flaky')).toMatchObject({ status: 'suspended' });
+    expect(await json('account', 'ban', 'flaky')).toMatchObject({ status: 'banned' });
+    expect(await json('account', 'reinstate', 'flaky')).toMatchObject({ status: 'active' });
+  });
+
+  it('shows a new key once, lists keys without it, and revokes', async () => {
+    await json('account', 'create', 'keyed');
+    const created = await json('key', 'create', 'keyed', '--name', 'ci');
+    expect(created.key).toMatch(/^svc_live_[0-9A-Za-z]{43}$/);
+    expect(created).toMatchObject({ name: 'ci', accountId: 'keyed' });
+    const listed = await admin('key', 'list', 'keyed', '--json');
+    expect(listed.stdout).not.toContain(String(created.key));
+    const keys = (JSON.parse(listed.stdout) as { keys: Record<string, unknown>[] }).keys;
+    expect(keys).toEqual([expect.objectContaining({ keyId: created.keyId, name: 'ci', status: 'active' })]);
+    expect(await json('key', 'revoke', String(created.keyId))).toMatchObject({ status: 'revoked' });
+    const human = await admin('key', 'list', 'keyed');
+    expect(human.stdout).toContain('revoked');
+    expect(human.stdout).not.toContain(String(created.key));
+  });
+
+  it('exits 2 with usage for bad arguments', async () => {
+    for (const args of [
+      [],
+      ['account'],
+      ['account', 'fly', 'x'],
+      ['credits', 'add', 'acme', '5'],
+      ['key', 'create', 'acme'],
+      ['account', 'show', 'acme', '--bogus'],
+    ]) {
+      const result = await admin(...args);
+      expect(result.code, args.join(' ')).toBe(2);
+      expect(result.stderr).toContain('usage:');
+    }
+  });
+
+  it('exits 1 with one line for an unknown account or key, or a bad amount', async () => {
+    for (const args of [
+      ['account', 'show', 'ghost'],
+      ['key', 'revoke', 'key_0000000000000000'],
+      ['credits', 'add', 'ghost', '5', '--ref', 'r'],
+      ['key', 'create', 'ghost', '--name', 'x'],
+      ['credits', 'add', 'acme', '-5', '--ref', 'r2'],
+    ]) {
+      const result = await admin(...args);
+      expect(result.code, args.join(' ')).toBe(args.includes('-5') ? 2 : 1);
+      if (result.code === 1) expect(result.stderr.trim().split('\n')).toHaveLength(1);
+    }
+  });
+});
