@@ -8,5 +8,7 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: 'forks',
     maxWorkers: 2,
+    // The functions' structured logs are for operators; tests assert behaviour, not log lines.
+    env: { LOG_LEVEL: 'SILENT' },
   },
 });

@@ -3,6 +3,7 @@ import {
   type DynamoDBClient,
   GetItemCommand,
   QueryCommand,
+  ScanCommand,
   TransactionCanceledException,
   TransactWriteItemsCommand,
   UpdateItemCommand,
@@ -308,4 +309,105 @@ function toKeyView(item: Record<string, AttributeValue>): KeyView {
     createdAt: item.createdAt?.S ?? '',
     ...(item.revokedAt?.S ? { revokedAt: item.revokedAt.S } : {}),
   };
+}
+
+export interface LedgerEntry {
+  entryId: string;
+  type: 'charge' | 'topup';
+  createdAt: string;
+  /** Signed change to the balance in nano-USD: a top-up is positive, a charge negative. */
+  deltaNano: bigint;
+  tier?: string;
+  keyId?: string;
+  promptTokens?: number;
+  completionTokens?: number;
+  cachedTokens?: number;
+  estimated?: boolean;
+  reference?: string;
+}
+
+/** Every ledger entry of an account, oldest first within each type (generation ids sort by time). */
+export async function listLedger(ctx: AdminContext, accountId: string): Promise<LedgerEntry[]> {
+  const entries: LedgerEntry[] = [];
+  let start: Record<string, AttributeValue> | undefined;
+  do {
+    const page = await ctx.client.send(
+      new QueryCommand({
+        TableName: ctx.tables.ledger,
+        KeyConditionExpression: 'accountId = :accountId',
+        ExpressionAttributeValues: { ':accountId': S(accountId) },
+        ConsistentRead: true,
+        ExclusiveStartKey: start,
+      }),
+    );
+    for (const item of page.Items ?? []) entries.push(toLedgerEntry(item));
+    start = page.LastEvaluatedKey;
+  } while (start);
+  return entries.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.entryId.localeCompare(b.entryId));
+}
+
+function toLedgerEntry(item: Record<string, AttributeValue>): LedgerEntry {
+  const num = (name: string) => (item[name]?.N === undefined ? undefined : Number(item[name]?.N));
+  if (item.type?.S === 'topup') {
+    return {
+      entryId: item.entryId?.S ?? '',
+      type: 'topup',
+      createdAt: item.createdAt?.S ?? '',
+      deltaNano: BigInt(item.amountNanoUsd?.N ?? '0'),
+      ...(item.reference?.S ? { reference: item.reference.S } : {}),
+    };
+  }
+  const entry: LedgerEntry = {
+    entryId: item.entryId?.S ?? '',
+    type: 'charge',
+    createdAt: item.createdAt?.S ?? '',
+    deltaNano: -BigInt(item.billedNanoUsd?.N ?? '0'),
+    estimated: item.estimated?.BOOL ?? false,
+  };
+  if (item.tier?.S) entry.tier = item.tier.S;
+  if (item.keyId?.S) entry.keyId = item.keyId.S;
+  const prompt = num('promptTokens');
+  const completion = num('completionTokens');
+  const cached = num('cachedTokens');
+  if (prompt !== undefined) entry.promptTokens = prompt;
+  if (completion !== undefined) entry.completionTokens = completion;
+  if (cached !== undefined) entry.cachedTokens = cached;
+  return entry;
+}
+
+export interface Reconciliation {
+  accountId: string;
+  /** creditBalance in nano-USD. */
+  balanceNano: bigint;
+  /** Top-ups minus charges in nano-USD. */
+  ledgerNano: bigint;
+  differenceNano: bigint;
+  entries: number;
+}
+
+/** Checks that each account's creditBalance equals its top-ups minus its charges. */
+export async function reconcile(ctx: AdminContext, accountId?: string): Promise<Reconciliation[]> {
+  const accountIds = accountId ? [accountId] : await allAccountIds(ctx);
+  const results: Reconciliation[] = [];
+  for (const id of accountIds) {
+    const account = await getAccount(ctx, id);
+    if (!account) throw new AdminError(`no such account: ${id}`);
+    const entries = await listLedger(ctx, id);
+    const ledgerNano = entries.reduce((sum, entry) => sum + entry.deltaNano, 0n);
+    results.push({ accountId: id, balanceNano: account.balanceNano, ledgerNano, differenceNano: account.balanceNano - ledgerNano, entries: entries.length });
+  }
+  return results;
+}
+
+async function allAccountIds(ctx: AdminContext): Promise<string[]> {
+  const ids: string[] = [];
+  let start: Record<string, AttributeValue> | undefined;
+  do {
+    const page = await ctx.client.send(
+      new ScanCommand({ TableName: ctx.tables.accounts, ProjectionExpression: 'accountId', ExclusiveStartKey: start }),
+    );
+    for (const item of page.Items ?? []) if (item.accountId?.S) ids.push(item.accountId.S);
+    start = page.LastEvaluatedKey;
+  } while (start);
+  return ids.sort();
 }
