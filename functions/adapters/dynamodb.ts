@@ -145,54 +145,85 @@ export class DynamoStore {
    * SDK's own retries of a committed transaction idempotent too.
    */
   async settleCharge(entry: ChargeEntry): Promise<SettleOutcome> {
-    try {
-      await this.client.send(
-        new TransactWriteItemsCommand({
-          ClientRequestToken: entry.generationId,
-          TransactItems: [
-            {
-              Put: {
-                TableName: this.tables.ledger,
-                Item: {
-                  accountId: S(entry.accountId),
-                  entryId: S(entry.generationId),
-                  type: S('charge'),
-                  keyId: S(entry.keyId),
-                  tier: S(entry.tier),
-                  upstreamModel: S(entry.upstreamModel),
-                  promptTokens: N(entry.promptTokens),
-                  completionTokens: N(entry.completionTokens),
-                  cachedTokens: N(entry.cachedTokens),
-                  upstreamCostUsd: S(entry.upstreamCostUsd),
-                  billedNanoUsd: N(entry.billedNano),
-                  estimated: { BOOL: entry.estimated },
-                  createdAt: S(entry.createdAt),
-                },
-                ConditionExpression: 'attribute_not_exists(entryId)',
-              },
+    const command = new TransactWriteItemsCommand({
+      ClientRequestToken: entry.generationId,
+      TransactItems: [
+        {
+          Put: {
+            TableName: this.tables.ledger,
+            Item: {
+              accountId: S(entry.accountId),
+              entryId: S(entry.generationId),
+              type: S('charge'),
+              keyId: S(entry.keyId),
+              tier: S(entry.tier),
+              upstreamModel: S(entry.upstreamModel),
+              promptTokens: N(entry.promptTokens),
+              completionTokens: N(entry.completionTokens),
+              cachedTokens: N(entry.cachedTokens),
+              upstreamCostUsd: S(entry.upstreamCostUsd),
+              billedNanoUsd: N(entry.billedNano),
+              estimated: { BOOL: entry.estimated },
+              createdAt: S(entry.createdAt),
             },
-            {
-              Update: {
-                TableName: this.tables.accounts,
-                Key: { accountId: S(entry.accountId) },
-                UpdateExpression: 'ADD creditBalance :delta',
-                ConditionExpression: 'attribute_exists(accountId)',
-                ExpressionAttributeValues: { ':delta': N(-entry.billedNano) },
-              },
-            },
-          ],
-        }),
-      );
-      return 'settled';
-    } catch (error) {
-      if (error instanceof TransactionCanceledException) {
-        const [ledger, account] = error.CancellationReasons ?? [];
-        if (ledger?.Code === 'ConditionalCheckFailed') return 'already-settled';
-        if (account?.Code === 'ConditionalCheckFailed') throw new AccountNotFoundError(entry.accountId);
+            ConditionExpression: 'attribute_not_exists(entryId)',
+          },
+        },
+        {
+          Update: {
+            TableName: this.tables.accounts,
+            Key: { accountId: S(entry.accountId) },
+            UpdateExpression: 'ADD creditBalance :delta',
+            ConditionExpression: 'attribute_exists(accountId)',
+            ExpressionAttributeValues: { ':delta': N(-entry.billedNano) },
+          },
+        },
+      ],
+    });
+    // The SDK retries throttling and transient network errors itself. A transaction conflict (another
+    // transaction on the same account item at the same moment) is retried here, with the same
+    // ClientRequestToken and the same ledger key, so however often it is sent it charges once.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.client.send(command);
+        return 'settled';
+      } catch (error) {
+        if (error instanceof TransactionCanceledException) {
+          const [ledger, account] = error.CancellationReasons ?? [];
+          if (ledger?.Code === 'ConditionalCheckFailed') return 'already-settled';
+          if (account?.Code === 'ConditionalCheckFailed') throw new AccountNotFoundError(entry.accountId);
+        }
+        if (!isRetryableSettlementError(error) || attempt >= SETTLE_ATTEMPTS) throw error;
+        await sleep(Math.random() * 25 * 2 ** attempt);
       }
-      throw error;
     }
   }
+}
+
+const SETTLE_ATTEMPTS = 8;
+
+/** Conflicts, throttling and lost responses: safe to send again because the write is idempotent. */
+export function isRetryableSettlementError(error: unknown): boolean {
+  if (error instanceof TransactionCanceledException) {
+    return (error.CancellationReasons ?? []).some((reason) =>
+      ['TransactionConflict', 'ThrottlingError', 'ProvisionedThroughputExceeded'].includes(reason.Code ?? ''),
+    );
+  }
+  const name = (error as { name?: string } | undefined)?.name ?? '';
+  return [
+    'TransactionConflictException',
+    'TransactionInProgressException',
+    'ThrottlingException',
+    'ProvisionedThroughputExceededException',
+    'RequestLimitExceeded',
+    'InternalServerError',
+    'TimeoutError',
+    'RequestTimeout',
+  ].includes(name);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 function toPrincipal(

@@ -30,10 +30,9 @@ export interface RelayOptions {
   abortUpstream: () => void;
   /**
    * Called once the upstream is done: settles the bill and returns the final chunk's usage object
-   * (with `cost`), or throws if the charge could not be recorded.
+   * (with `cost`), or throws if the charge could not be recorded (having logged and counted that).
    */
   settle: (outcome: RelayOutcome) => Promise<unknown>;
-  onSettleFailure: (error: unknown) => void;
 }
 
 export function relay(options: RelayOptions): Readable {
@@ -126,8 +125,7 @@ async function pump(options: RelayOptions, write: (text: string) => void): Promi
   let usage: unknown;
   try {
     usage = await options.settle(outcome);
-  } catch (error) {
-    options.onSettleFailure(error);
+  } catch {
     write(
       `data: ${JSON.stringify(errorChunk(options, 'The generation could not be billed. Retry later.', 'billing_failed'))}\n\n`,
     );

@@ -3,7 +3,7 @@ import type { ChargeEntry, DynamoStore } from '../adapters/dynamodb.js';
 import { openUpstream } from '../adapters/upstream.js';
 import { authorize, type Principal } from '../core/access.js';
 import { hashKey, parseBearerKey } from '../core/auth.js';
-import { UpstreamError } from '../core/errors.js';
+import { InternalError, UpstreamError } from '../core/errors.js';
 import { newGenerationId } from '../core/ids.js';
 import { costToUsd, nanoToUsd } from '../core/money.js';
 import { priceUsage, type TokenUsage } from '../core/pricing.js';
@@ -19,7 +19,7 @@ import {
   rawBody,
   SSE_CONTENT_TYPE,
 } from '../shared/http.js';
-import { logger } from '../shared/observability.js';
+import { logger, recordBillingFailure, recordGeneration } from '../shared/observability.js';
 import type { CompletionsConfig } from './config.js';
 import { type RelayOutcome, relay } from './relay.js';
 
@@ -87,7 +87,6 @@ export async function handleCompletion(
     idleTimeoutMs: deps.config.idleTimeoutMs,
     abortUpstream: opened.abort,
     settle: (outcome) => settleStream(generation, outcome, deps),
-    onSettleFailure: (error) => logBillingFailure(generation, error),
   });
   return {
     statusCode: 200,
@@ -187,7 +186,21 @@ async function settle(
     estimated,
     createdAt: new Date().toISOString(),
   };
-  await deps.store.settleCharge(entry);
+  try {
+    await deps.store.settleCharge(entry);
+  } catch (error) {
+    recordBillingFailure(
+      {
+        ...entry,
+        upstreamCostUsd: entry.upstreamCostUsd,
+        billedUsd: nanoToUsd(billedNano),
+        billedNano: undefined,
+      },
+      error,
+    );
+    throw new InternalError({ cause: error });
+  }
+  recordGeneration(entry.tier, entry.promptTokens, entry.completionTokens, billedNano);
   logger.info('generation settled', {
     accountId: entry.accountId,
     keyId: entry.keyId,
@@ -219,16 +232,6 @@ function toolCallText(toolCalls: unknown): string {
         `${call.function?.name ?? ''}${call.function?.arguments ?? ''}`,
     )
     .join('');
-}
-
-function logBillingFailure(generation: Generation, error: unknown): void {
-  logger.error('billing failed', {
-    generationId: generation.id,
-    accountId: generation.principal.accountId,
-    keyId: generation.principal.keyId,
-    tier: generation.request.model,
-    error: error instanceof Error ? error : String(error),
-  });
 }
 
 /** Reads a body up to a byte bound; a larger body is an upstream failure, not a memory problem. */

@@ -1,10 +1,48 @@
 import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 
 /**
- * Structured JSON logs. What may be logged: request id, account id, key id, generation id, tier,
- * tokens, cost, latency. What may never be: an API key, a prompt, a completion, a credential.
+ * Structured JSON logs and CloudWatch metrics (EMF). What may be logged: request id, account id,
+ * key id, generation id, tier, tokens, cost, latency. What may never be: an API key, a prompt, a
+ * completion, a credential.
  */
 export const logger = new Logger({
   serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? 'hosted-model-api',
   logLevel: (process.env.LOG_LEVEL as 'INFO' | 'DEBUG' | 'WARN' | 'ERROR' | 'SILENT' | undefined) ?? 'INFO',
 });
+
+export const metrics = new Metrics({
+  namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? 'HostedModelApi',
+  serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? 'hosted-model-api',
+});
+
+/** Counts of billing failures, read by tests and by the local emulator's operator. */
+export const billingFailures = { count: 0 };
+
+/**
+ * A generation that could not be billed: logged with its full usage record (so it can be charged
+ * by hand) and counted in the `BillingFailures` metric, which has an alarm. Never a silent loss.
+ */
+export function recordBillingFailure(record: Record<string, unknown>, error: unknown): void {
+  billingFailures.count += 1;
+  logger.error('billing failed', { ...record, error: error instanceof Error ? error : String(error) });
+  metrics.addMetric('BillingFailures', MetricUnit.Count, 1);
+  if (process.env.LOG_LEVEL !== 'SILENT') metrics.publishStoredMetrics();
+  else metrics.clearMetrics();
+}
+
+/** Per-request metrics: requests by status, tokens and billed cost by tier. */
+export function recordGeneration(
+  tier: string,
+  promptTokens: number,
+  completionTokens: number,
+  billedNano: bigint,
+): void {
+  if (process.env.LOG_LEVEL === 'SILENT') return;
+  metrics.addDimension('tier', tier);
+  metrics.addMetric('PromptTokens', MetricUnit.Count, promptTokens);
+  metrics.addMetric('CompletionTokens', MetricUnit.Count, completionTokens);
+  // Billed cost in micro-USD as a metric value (a statistic, not money: the ledger is the record).
+  metrics.addMetric('BilledMicroUsd', MetricUnit.Count, Number(billedNano / 1000n));
+  metrics.publishStoredMetrics();
+}

@@ -394,7 +394,13 @@ export async function reconcile(ctx: AdminContext, accountId?: string): Promise<
     if (!account) throw new AdminError(`no such account: ${id}`);
     const entries = await listLedger(ctx, id);
     const ledgerNano = entries.reduce((sum, entry) => sum + entry.deltaNano, 0n);
-    results.push({ accountId: id, balanceNano: account.balanceNano, ledgerNano, differenceNano: account.balanceNano - ledgerNano, entries: entries.length });
+    results.push({
+      accountId: id,
+      balanceNano: account.balanceNano,
+      ledgerNano,
+      differenceNano: account.balanceNano - ledgerNano,
+      entries: entries.length,
+    });
   }
   return results;
 }
@@ -404,7 +410,11 @@ async function allAccountIds(ctx: AdminContext): Promise<string[]> {
   let start: Record<string, AttributeValue> | undefined;
   do {
     const page = await ctx.client.send(
-      new ScanCommand({ TableName: ctx.tables.accounts, ProjectionExpression: 'accountId', ExclusiveStartKey: start }),
+      new ScanCommand({
+        TableName: ctx.tables.accounts,
+        ProjectionExpression: 'accountId',
+        ExclusiveStartKey: start,
+      }),
     );
     for (const item of page.Items ?? []) if (item.accountId?.S) ids.push(item.accountId.S);
     start = page.LastEvaluatedKey;

@@ -11,7 +11,11 @@ import { balanceNano, newAccount, startTarget, type Target } from '../support/ta
 let target: Target;
 beforeAll(async () => {
   target = await startTarget({
-    env: { KEEPALIVE_INTERVAL_MS: '200', UPSTREAM_FIRST_BYTE_TIMEOUT_MS: '700', UPSTREAM_IDLE_TIMEOUT_MS: '1500' },
+    env: {
+      KEEPALIVE_INTERVAL_MS: '200',
+      UPSTREAM_FIRST_BYTE_TIMEOUT_MS: '700',
+      UPSTREAM_IDLE_TIMEOUT_MS: '1500',
+    },
   });
 });
 afterAll(async () => {
@@ -75,22 +79,25 @@ describe('upstream failures after the first byte', () => {
     ['a dropped connection', '[[sim:tokens=10]] [[sim:cut_after=4]]'],
     ['a malformed chunk', '[[sim:tokens=10]] [[sim:malformed_after=4]]'],
     ['an idle upstream', '[[sim:tokens=3]] [[sim:delay_ms=2000]]'],
-  ])('end the stream with one error event and bill an estimate of what was generated, for %s', async (_name, directives) => {
-    const { accountId, key } = await newAccount(target);
-    const response = await call(key, `go ${directives}`, { stream: true });
-    expect(response.status).toBe(200);
-    const { data } = await readSse(response);
-    expect(data).not.toContain('[DONE]');
-    const last = JSON.parse(data.at(-1) ?? '{}');
-    expect(last.object).toBe('chat.completion.chunk');
-    expect(last.choices[0].finish_reason).toBe('error');
-    expect(last.error.message).toBeTruthy();
-    expect(data.filter((d) => JSON.parse(d).error)).toHaveLength(1);
-    const charge = await expectOneCharge(accountId);
-    expect(charge.estimated).toBe(true);
-    expect(charge.deltaNano).toBeLessThan(0n);
-    expect(usdToNano(String(last.usage.cost))).toBe(-charge.deltaNano);
-  });
+  ])(
+    'end the stream with one error event and bill an estimate of what was generated, for %s',
+    async (_name, directives) => {
+      const { accountId, key } = await newAccount(target);
+      const response = await call(key, `go ${directives}`, { stream: true });
+      expect(response.status).toBe(200);
+      const { data } = await readSse(response);
+      expect(data).not.toContain('[DONE]');
+      const last = JSON.parse(data.at(-1) ?? '{}');
+      expect(last.object).toBe('chat.completion.chunk');
+      expect(last.choices[0].finish_reason).toBe('error');
+      expect(last.error.message).toBeTruthy();
+      expect(data.filter((d) => JSON.parse(d).error)).toHaveLength(1);
+      const charge = await expectOneCharge(accountId);
+      expect(charge.estimated).toBe(true);
+      expect(charge.deltaNano).toBeLessThan(0n);
+      expect(usdToNano(String(last.usage.cost))).toBe(-charge.deltaNano);
+    },
+  );
 
   it('answers 502 for a non-streaming request whose upstream dies mid-body, charging nothing it did not report', async () => {
     const { accountId, key } = await newAccount(target);
@@ -104,12 +111,19 @@ describe('a client that goes away', () => {
   it('still reads the generation to its end and bills the full upstream usage once', async () => {
     const { accountId, key } = await newAccount(target);
     const controller = new AbortController();
-    const response = await call(key, 'long [[sim:tokens=20]] [[sim:delay_ms=30]]', { stream: true }, controller.signal);
+    const response = await call(
+      key,
+      'long [[sim:tokens=20]] [[sim:delay_ms=30]]',
+      { stream: true },
+      controller.signal,
+    );
     const reader = response.body?.getReader();
     const first = await reader?.read();
     expect(first?.done).toBe(false);
     controller.abort();
-    const charge = await eventually(async () => (await listLedger(target.admin, accountId)).find((e) => e.type === 'charge'));
+    const charge = await eventually(async () =>
+      (await listLedger(target.admin, accountId)).find((e) => e.type === 'charge'),
+    );
     expect(charge.estimated).toBe(false);
     expect(charge.completionTokens).toBe(20);
     await expectOneCharge(accountId);
@@ -134,32 +148,49 @@ describe('usage in every shape providers send', () => {
     ['a usage-only final chunk', '', false],
     ['usage on the last chunk that still has choices', '[[sim:usage_on_last_chunk]]', false],
     ['no usage at all', '[[sim:no_usage]]', true],
-  ])('gives exactly one final usage chunk with cost, then [DONE], for %s', async (_name, directive, estimated) => {
-    const { accountId, key } = await newAccount(target);
-    const { data } = await readSse(await call(key, `go [[sim:tokens=6]] ${directive}`, { stream: true }));
-    expect(data.at(-1)).toBe('[DONE]');
-    const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
-    const withUsage = chunks.filter((c) => c.usage);
-    expect(withUsage).toHaveLength(1);
-    expect(chunks.at(-1)).toBe(withUsage[0]);
-    expect(chunks.at(-1).choices).toEqual([]);
-    expect(chunks.at(-1).usage.completion_tokens).toBe(6);
-    const charge = await expectOneCharge(accountId);
-    expect(charge.estimated).toBe(estimated);
-    expect(usdToNano(String(chunks.at(-1).usage.cost))).toBe(-charge.deltaNano);
-  });
+  ])(
+    'gives exactly one final usage chunk with cost, then [DONE], for %s',
+    async (_name, directive, estimated) => {
+      const { accountId, key } = await newAccount(target);
+      const { data } = await readSse(await call(key, `go [[sim:tokens=6]] ${directive}`, { stream: true }));
+      expect(data.at(-1)).toBe('[DONE]');
+      const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
+      const withUsage = chunks.filter((c) => c.usage);
+      expect(withUsage).toHaveLength(1);
+      expect(chunks.at(-1)).toBe(withUsage[0]);
+      expect(chunks.at(-1).choices).toEqual([]);
+      expect(chunks.at(-1).usage.completion_tokens).toBe(6);
+      const charge = await expectOneCharge(accountId);
+      expect(charge.estimated).toBe(estimated);
+      expect(usdToNano(String(chunks.at(-1).usage.cost))).toBe(-charge.deltaNano);
+    },
+  );
 });
 
 describe('tool calls', () => {
   it('stream through intact with finish_reason tool_calls', async () => {
     const { accountId, key } = await newAccount(target);
-    const tools = [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } }, required: ['q'] } } }];
+    const tools = [
+      {
+        type: 'function',
+        function: {
+          name: 'lookup',
+          parameters: { type: 'object', properties: { q: { type: 'string' } }, required: ['q'] },
+        },
+      },
+    ];
     const { data } = await readSse(await call(key, 'find it', { stream: true, tools }));
     const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
     const calls = chunks.flatMap((c) => c.choices?.[0]?.delta?.tool_calls ?? []);
-    expect(calls[0]).toMatchObject({ index: 0, type: 'function', function: { name: 'lookup', arguments: '' } });
+    expect(calls[0]).toMatchObject({
+      index: 0,
+      type: 'function',
+      function: { name: 'lookup', arguments: '' },
+    });
     expect(calls[0].id).toMatch(/^call_/);
-    expect(JSON.parse(calls.map((c: { function: { arguments: string } }) => c.function.arguments).join(''))).toEqual({ q: 'example' });
+    expect(
+      JSON.parse(calls.map((c: { function: { arguments: string } }) => c.function.arguments).join('')),
+    ).toEqual({ q: 'example' });
     expect(chunks.find((c) => c.choices?.[0]?.finish_reason)?.choices[0].finish_reason).toBe('tool_calls');
     await expectOneCharge(accountId);
   });

@@ -1,5 +1,7 @@
 /** Reads a whole SSE response: the data payloads in order, the comment lines, and whether it broke. */
-export async function readSse(response: Response): Promise<{ data: string[]; comments: string[]; raw: string; broken: boolean }> {
+export async function readSse(
+  response: Response,
+): Promise<{ data: string[]; comments: string[]; raw: string; broken: boolean }> {
   let raw = '';
   let broken = false;
   try {

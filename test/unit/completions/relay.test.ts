@@ -26,7 +26,6 @@ async function run(pieces: Uint8Array[], opts: { idleTimeoutMs?: number; failAft
       settled = outcome;
       return { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3, cost: 0.5 };
     },
-    onSettleFailure: () => {},
   });
   let text = '';
   for await (const part of out) text += part.toString();
