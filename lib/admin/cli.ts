@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { tableNamesFromEnv } from '../../functions/adapters/dynamodb.js';
+import { nanoToUsd } from '../../functions/core/money.js';
 import { ensureTables, JavaMissingError, localClient } from '../local/dynamodb-local.js';
 import { localDynamoSettings } from '../local/settings.js';
 import { connectDynamo, localTableNames } from '../local/stack.js';
@@ -13,6 +14,8 @@ import {
   createAccount,
   createKey,
   listKeys,
+  listLedger,
+  reconcile,
   revokeKey,
   setAccountStatus,
   showAccount,
@@ -29,6 +32,8 @@ export const USAGE = `usage: npm run --silent admin -- <command> [--json]
   key create <accountId> --name <label>
   key revoke <keyId>
   key list <accountId>
+  usage <accountId> [--since <iso time>] [--format json|csv]
+  reconcile [<accountId>]
 
 Environment: DYNAMODB_ENDPOINT (a running DynamoDB), else DynamoDB Local on DYNAMODB_LOCAL_PORT
 (default 8000) with its data under SVC_DATA_DIR (default .data), started for the command if it is
@@ -47,11 +52,22 @@ export interface CliResult {
   json: Record<string, unknown>;
   /** The same for a person. */
   text: string;
+  /** `text` is already the requested machine format (usage --format): print it as it is. */
+  raw?: boolean;
+  exitCode?: number;
 }
 
 interface Parsed {
   positionals: string[];
-  values: { json?: boolean; credits?: string; ref?: string; name?: string; help?: boolean };
+  values: {
+    json?: boolean;
+    credits?: string;
+    ref?: string;
+    name?: string;
+    since?: string;
+    format?: string;
+    help?: boolean;
+  };
 }
 
 export function parseCommandLine(argv: string[]): Parsed {
@@ -65,6 +81,8 @@ export function parseCommandLine(argv: string[]): Parsed {
         credits: { type: 'string' },
         ref: { type: 'string' },
         name: { type: 'string' },
+        since: { type: 'string' },
+        format: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -92,6 +110,8 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
   const { positionals: p, values } = parsed;
   const [group, verb] = p;
   const arg = p[2] ?? '';
+  if (group === 'usage') return usageCommand(ctx, p, values);
+  if (group === 'reconcile') return reconcileCommand(ctx, p, values);
   const command = `${group ?? ''} ${verb ?? ''}`;
   switch (command) {
     case 'account create': {
@@ -156,6 +176,98 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
   }
 }
 
+const CSV_COLUMNS = [
+  'time',
+  'entryId',
+  'type',
+  'tier',
+  'promptTokens',
+  'completionTokens',
+  'cachedTokens',
+  'amountUsd',
+  'estimated',
+  'reference',
+] as const;
+
+/** `usage <accountId> [--since <iso>] [--format json|csv]`: the account's ledger, oldest first. */
+async function usageCommand(ctx: AdminContext, p: string[], values: Parsed['values']): Promise<CliResult> {
+  if (p.length !== 2) throw new UsageError('usage takes one account id');
+  for (const flag of ['credits', 'ref', 'name'] as const)
+    if (values[flag] !== undefined) throw new UsageError(`--${flag} does not apply to "usage"`);
+  const accountId = p[1] ?? '';
+  const format = values.format ?? (values.json ? 'json' : 'table');
+  if (!['json', 'csv', 'table'].includes(format)) throw new UsageError('--format must be json or csv');
+  let since: string | undefined;
+  if (values.since !== undefined) {
+    const time = new Date(values.since);
+    if (Number.isNaN(time.getTime()))
+      throw new UsageError(`--since must be an ISO time, got ${JSON.stringify(values.since)}`);
+    since = time.toISOString();
+  }
+  await showAccount(ctx, accountId); // throws for an unknown account
+  const entries = (await listLedger(ctx, accountId)).filter(
+    (entry) => since === undefined || entry.createdAt >= since,
+  );
+  const rows = entries.map((entry) => ({
+    time: entry.createdAt,
+    entryId: entry.entryId,
+    type: entry.type,
+    tier: entry.tier ?? '',
+    promptTokens: entry.promptTokens ?? '',
+    completionTokens: entry.completionTokens ?? '',
+    cachedTokens: entry.cachedTokens ?? '',
+    amountUsd: nanoToUsd(entry.deltaNano),
+    estimated: entry.type === 'charge' ? Boolean(entry.estimated) : '',
+    reference: entry.reference ?? '',
+  }));
+  const json = { accountId, entries: rows.map((row) => ({ ...row, amountUsd: Number(row.amountUsd) })) };
+  if (format === 'csv') {
+    const escape = (value: unknown) =>
+      /[",\n]/.test(String(value)) ? `"${String(value).replace(/"/g, '""')}"` : String(value);
+    const text = [
+      CSV_COLUMNS.join(','),
+      ...rows.map((row) => CSV_COLUMNS.map((column) => escape(row[column])).join(',')),
+    ].join('\n');
+    return { json, text, raw: true };
+  }
+  if (format === 'json') return { json, text: JSON.stringify(json), raw: true };
+  const lines = rows.map(
+    (row) =>
+      `${row.time}  ${row.type.padEnd(6)}  ${row.amountUsd.padStart(14)}  ${row.entryId}  ${row.tier} ${row.type === 'charge' ? `${row.promptTokens}+${row.completionTokens} tokens${row.estimated ? ' (estimated)' : ''}` : ''}`,
+  );
+  return { json, text: lines.length ? lines.join('\n') : `no ledger entries for ${accountId}` };
+}
+
+/** `reconcile [<accountId>]`: creditBalance must equal top-ups minus charges, for every account. */
+async function reconcileCommand(
+  ctx: AdminContext,
+  p: string[],
+  values: Parsed['values'],
+): Promise<CliResult> {
+  if (p.length > 2) throw new UsageError('reconcile takes at most one account id');
+  for (const flag of ['credits', 'ref', 'name', 'since', 'format'] as const)
+    if (values[flag] !== undefined) throw new UsageError(`--${flag} does not apply to "reconcile"`);
+  const results = await reconcile(ctx, p[1]);
+  const differences = results.filter((r) => r.differenceNano !== 0n);
+  const json = {
+    accounts: results.length,
+    differences: differences.length,
+    results: results.map((r) => ({
+      accountId: r.accountId,
+      creditBalance: Number(nanoToUsd(r.balanceNano)),
+      ledgerBalance: Number(nanoToUsd(r.ledgerNano)),
+      difference: Number(nanoToUsd(r.differenceNano)),
+      entries: r.entries,
+    })),
+  };
+  const lines = results.map(
+    (r) =>
+      `${r.differenceNano === 0n ? 'ok  ' : 'DIFF'}  ${r.accountId}  creditBalance=$${nanoToUsd(r.balanceNano)}  ledger=$${nanoToUsd(r.ledgerNano)}  difference=$${nanoToUsd(r.differenceNano)}  (${r.entries} entries)`,
+  );
+  lines.push(`${results.length} account(s) checked, ${differences.length} with a difference`);
+  return { json, text: lines.join('\n'), exitCode: differences.length > 0 ? 1 : 0 };
+}
+
 /** Where the CLI's tables are: the deployed ones, a given endpoint, or DynamoDB Local on the data directory. */
 async function openContext(
   env: NodeJS.ProcessEnv,
@@ -191,7 +303,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
       console.log(USAGE);
       return 0;
     }
-    if (parsed.positionals.length < 2) throw new UsageError('no command given');
+    const [group] = parsed.positionals;
+    if (!group || (parsed.positionals.length < 2 && group !== 'reconcile'))
+      throw new UsageError('no command given');
   } catch (error) {
     console.error(`${(error as Error).message}\n\n${USAGE}`);
     return 2;
@@ -200,8 +314,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   try {
     opened = await openContext(env);
     const result = await runCommand(opened.ctx, parsed);
-    console.log(parsed.values.json ? JSON.stringify(result.json) : result.text);
-    return 0;
+    console.log(parsed.values.json && !result.raw ? JSON.stringify(result.json) : result.text);
+    return result.exitCode ?? 0;
   } catch (error) {
     if (error instanceof UsageError) {
       console.error(`${error.message}\n\n${USAGE}`);

@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
+import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';
@@ -86,6 +87,51 @@ describe('operator CLI', () => {
     const human = await admin('key', 'list', 'keyed');
     expect(human.stdout).toContain('revoked');
     expect(human.stdout).not.toContain(String(created.key));
+  });
+
+  it('lists the ledger as json or csv, filtered by --since', async () => {
+    await json('account', 'create', 'ledgered', '--credits', '3');
+    await json('credits', 'add', 'ledgered', '2', '--ref', 'pay_L1');
+    const listed = await json('usage', 'ledgered');
+    const entries = listed.entries as { type: string; amountUsd: number; reference: string }[];
+    expect(entries.map((e) => [e.type, e.amountUsd, e.reference])).toEqual([
+      ['topup', 3, 'initial-credits'],
+      ['topup', 2, 'pay_L1'],
+    ]);
+    const csv = await admin('usage', 'ledgered', '--format', 'csv');
+    const lines = csv.stdout.trim().split('\n');
+    expect(lines[0]).toBe(
+      'time,entryId,type,tier,promptTokens,completionTokens,cachedTokens,amountUsd,estimated,reference',
+    );
+    expect(lines).toHaveLength(3);
+    const future = await json('usage', 'ledgered', '--since', '2999-01-01T00:00:00Z');
+    expect(future.entries).toEqual([]);
+    expect((await admin('usage', 'ledgered', '--format', 'xml')).code).toBe(2);
+  });
+
+  it('reconciles: exit 0 when every balance equals its ledger, 1 and the difference when one does not', async () => {
+    await json('account', 'create', 'balanced', '--credits', '1');
+    const ok = await admin('reconcile', 'balanced');
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toContain('0 with a difference');
+    const client = localClient(inject('dynamoEndpoint'));
+    await client.send(
+      new UpdateItemCommand({
+        TableName: tables.accounts,
+        Key: { accountId: { S: 'balanced' } },
+        UpdateExpression: 'ADD creditBalance :d',
+        ExpressionAttributeValues: { ':d': { N: '7' } },
+      }),
+    );
+    client.destroy();
+    const bad = await admin('reconcile', '--json');
+    expect(bad.code).toBe(1);
+    const report = JSON.parse(bad.stdout) as {
+      differences: number;
+      results: { accountId: string; difference: number }[];
+    };
+    expect(report.differences).toBe(1);
+    expect(report.results.find((r) => r.accountId === 'balanced')?.difference).toBe(0.000000007);
   });
 
   it('exits 2 with usage for bad arguments', async () => {

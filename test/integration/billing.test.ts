@@ -1,0 +1,295 @@
+import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { getStore } from '../../functions/adapters/dynamodb.js';
+import { usdToNano } from '../../functions/core/money.js';
+import { billingFailures } from '../../functions/shared/observability.js';
+import {
+  addCredits,
+  listLedger,
+  reconcile,
+  revokeKey,
+  setAccountStatus,
+} from '../../lib/admin/operations.js';
+import { readSse } from '../support/sse.js';
+import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
+
+/**
+ * Billing that never loses or double-counts a cent: concurrency, injected faults in the SDK layer
+ * (DynamoDB itself is the real engine, never mocked), top-ups racing charges, account state.
+ */
+let target: Target;
+beforeAll(async () => {
+  target = await startTarget();
+});
+afterAll(async () => {
+  await target?.stop();
+});
+
+const client = (apiKey: string) => new OpenAI({ baseURL: target.baseUrl, apiKey, maxRetries: 0 });
+const costOf = (usage: unknown) => usdToNano(String((usage as { cost: number }).cost));
+
+async function expectReconciled(accountId: string) {
+  const [result] = await reconcile(target.admin, accountId);
+  expect(result?.differenceNano).toBe(0n);
+  return result;
+}
+
+/**
+ * Injects a fault into the completions function's own DynamoDB client for TransactWriteItems:
+ * `fault(attempt, next)` decides what each attempt does. Removed after the test.
+ */
+function injectSettlementFault(
+  name: string,
+  fault: (attempt: number, send: () => Promise<unknown>) => Promise<unknown>,
+) {
+  const store = getStore();
+  let attempt = 0;
+  store.client.middlewareStack.add(
+    (next, context) => async (args) => {
+      if (context.commandName !== 'TransactWriteItemsCommand') return next(args);
+      attempt += 1;
+      return fault(attempt, () => next(args)) as ReturnType<typeof next>;
+    },
+    { step: 'initialize', name },
+  );
+  return {
+    attempts: () => attempt,
+    remove: () => store.client.middlewareStack.remove(name),
+  };
+}
+
+function conflict(): TransactionCanceledException {
+  return new TransactionCanceledException({
+    message:
+      'Transaction cancelled, please refer cancellation reasons for specific reasons [None, TransactionConflict]',
+    $metadata: {},
+    CancellationReasons: [{ Code: 'None' }, { Code: 'TransactionConflict' }],
+  });
+}
+function namedError(name: string): Error {
+  const error = new Error(name);
+  error.name = name;
+  return error;
+}
+
+describe('concurrency', () => {
+  it('bills 200 in-flight requests on one account exactly: one entry each, balance drop = sum of usage.cost', async () => {
+    const { accountId, key } = await newAccount(target, '100');
+    const before = await balanceNano(target, accountId);
+    const openai = client(key);
+    const requests = Array.from({ length: 200 }, async (_, i) => {
+      const content = `request ${i} [[sim:tokens=${5 + (i % 20)}]] [[sim:delay_ms=${i % 3}]]`;
+      if (i % 2 === 0) {
+        const completion = await openai.chat.completions.create({
+          model: 'svc-fast',
+          messages: [{ role: 'user', content }],
+        });
+        return { id: completion.id, cost: costOf(completion.usage) };
+      }
+      const stream = await openai.chat.completions.create({
+        model: 'svc-heavy',
+        messages: [{ role: 'user', content }],
+        stream: true,
+      });
+      let id = '';
+      let cost = -1n;
+      for await (const chunk of stream) {
+        id = chunk.id;
+        if (chunk.usage) cost = costOf(chunk.usage);
+      }
+      return { id, cost };
+    });
+    const results = await Promise.all(requests);
+    const sum = results.reduce((total, r) => total + r.cost, 0n);
+    expect(results.every((r) => r.cost > 0n)).toBe(true);
+    expect(before - (await balanceNano(target, accountId))).toBe(sum);
+    const charges = (await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge');
+    expect(charges).toHaveLength(200);
+    expect(new Set(charges.map((c) => c.entryId))).toEqual(new Set(results.map((r) => r.id)));
+    await expectReconciled(accountId);
+  }, 120_000);
+
+  it('loses nothing when top-ups race with charges', async () => {
+    const { accountId, key } = await newAccount(target, '1');
+    const openai = client(key);
+    const charges = Array.from({ length: 40 }, () =>
+      openai.chat.completions.create({
+        model: 'svc-pro',
+        messages: [{ role: 'user', content: 'race [[sim:tokens=9]]' }],
+      }),
+    );
+    const topUps = Array.from({ length: 20 }, (_, i) =>
+      addCredits(target.admin, accountId, '0.5', `race-${i}`),
+    );
+    const duplicateTopUps = Array.from({ length: 10 }, () =>
+      addCredits(target.admin, accountId, '0.5', 'race-0'),
+    );
+    const [completions, applied] = await Promise.all([
+      Promise.all(charges),
+      Promise.all([...topUps, ...duplicateTopUps]),
+    ]);
+    expect(applied.filter((a) => a.applied)).toHaveLength(20);
+    const spent = completions.reduce((total, c) => total + costOf(c.usage), 0n);
+    expect(await balanceNano(target, accountId)).toBe(1_000_000_000n + 20n * 500_000_000n - spent);
+    await expectReconciled(accountId);
+  }, 60_000);
+});
+
+describe('settlement under injected faults', () => {
+  it.each([
+    [
+      'a transaction conflict',
+      (attempt: number, send: () => Promise<unknown>) =>
+        attempt === 1 ? Promise.reject(conflict()) : send(),
+    ],
+    [
+      'throttling',
+      (attempt: number, send: () => Promise<unknown>) =>
+        attempt <= 2 ? Promise.reject(namedError('ThrottlingException')) : send(),
+    ],
+    [
+      'a timeout after the write committed',
+      async (attempt: number, send: () => Promise<unknown>) => {
+        const result = await send();
+        if (attempt === 1) throw namedError('TimeoutError');
+        return result;
+      },
+    ],
+  ])('charges exactly once after %s', async (name, fault) => {
+    const { accountId, key } = await newAccount(target);
+    const injected = injectSettlementFault(`fault-${name}`, fault);
+    try {
+      const completion = await client(key).chat.completions.create({
+        model: 'svc-fast',
+        messages: [{ role: 'user', content: 'x [[sim:tokens=8]]' }],
+      });
+      expect(injected.attempts()).toBeGreaterThan(1);
+      const charges = (await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge');
+      expect(charges).toHaveLength(1);
+      expect(charges[0]?.entryId).toBe(completion.id);
+      expect(5_000_000_000n - (await balanceNano(target, accountId))).toBe(costOf(completion.usage));
+      await expectReconciled(accountId);
+    } finally {
+      injected.remove();
+    }
+  });
+
+  it('retries a settlement for the same generation id without charging twice', async () => {
+    const { accountId, key } = await newAccount(target);
+    const seen: unknown[] = [];
+    // Send every settlement twice, as a Lambda retry would: the second must be a no-op.
+    const injected = injectSettlementFault('fault-duplicate', async (_attempt, send) => {
+      const result = await send();
+      seen.push(await send().catch((e: unknown) => e));
+      return result;
+    });
+    try {
+      const completion = await client(key).chat.completions.create({
+        model: 'svc-fast',
+        messages: [{ role: 'user', content: 'twice' }],
+      });
+      expect(seen).toHaveLength(1);
+      expect(5_000_000_000n - (await balanceNano(target, accountId))).toBe(costOf(completion.usage));
+      expect((await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge')).toHaveLength(1);
+    } finally {
+      injected.remove();
+    }
+  });
+
+  it('never charges without a ledger entry: a settlement that keeps failing is logged, counted, and reported to the client', async () => {
+    const { accountId, key } = await newAccount(target);
+    const failuresBefore = billingFailures.count;
+    const injected = injectSettlementFault('fault-permanent', () =>
+      Promise.reject(namedError('InternalServerError')),
+    );
+    try {
+      const plain = await fetch(`${target.baseUrl}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'svc-fast', messages: [{ role: 'user', content: 'doomed' }] }),
+      });
+      expect(plain.status).toBe(500);
+      const streamed = await fetch(`${target.baseUrl}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'svc-fast',
+          messages: [{ role: 'user', content: 'doomed' }],
+          stream: true,
+        }),
+      });
+      const { data } = await readSse(streamed);
+      const last = JSON.parse(data.at(-1) ?? '{}');
+      expect(last.error.code).toBe('billing_failed');
+      expect(data).not.toContain('[DONE]');
+    } finally {
+      injected.remove();
+    }
+    expect(billingFailures.count - failuresBefore).toBe(2);
+    expect((await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge')).toHaveLength(0);
+    expect(await balanceNano(target, accountId)).toBe(5_000_000_000n);
+    await expectReconciled(accountId);
+  });
+});
+
+describe('the balance floor', () => {
+  it('serves a positive balance, lets the last request overdraw, then answers 402', async () => {
+    const { accountId, key } = await newAccount(target, '0.000001');
+    const completion = await client(key).chat.completions.create({
+      model: 'svc-heavy',
+      messages: [{ role: 'user', content: 'x [[sim:tokens=50]]' }],
+    });
+    expect(costOf(completion.usage)).toBeGreaterThan(1_000n);
+    expect(await balanceNano(target, accountId)).toBeLessThan(0n);
+    const refused = await fetch(`${target.baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'svc-fast', messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(refused.status).toBe(402);
+    const body = (await refused.json()) as { balance: number };
+    expect(body.balance).toBeLessThan(0);
+    await expectReconciled(accountId);
+  });
+});
+
+describe('revocation and account state take effect on the very next request', () => {
+  it('lets a stream started before the revocation finish and be billed, and refuses the next request', async () => {
+    const { accountId, key, keyId } = await newAccount(target);
+    const response = await fetch(`${target.baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'svc-fast',
+        messages: [{ role: 'user', content: 'slow [[sim:tokens=10]] [[sim:delay_ms=40]]' }],
+        stream: true,
+      }),
+    });
+    await revokeKey(target.admin, keyId);
+    const { data } = await readSse(response);
+    expect(data.at(-1)).toBe('[DONE]');
+    const usage = JSON.parse(data.at(-2) ?? '{}').usage;
+    expect(5_000_000_000n - (await balanceNano(target, accountId))).toBe(costOf(usage));
+    const next = await fetch(`${target.baseUrl}/models`, { headers: { authorization: `Bearer ${key}` } });
+    expect(next.status).toBe(401);
+  });
+
+  it.each(['suspended', 'banned'] as const)(
+    'answers 403 right after the account is %s, and serves it once reinstated',
+    async (status) => {
+      const { accountId, key } = await newAccount(target);
+      const ask = () =>
+        fetch(`${target.baseUrl}/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'svc-fast', messages: [{ role: 'user', content: 'x' }] }),
+        });
+      expect((await ask()).status).toBe(200);
+      await setAccountStatus(target.admin, accountId, status);
+      expect((await ask()).status).toBe(403);
+      await setAccountStatus(target.admin, accountId, 'active');
+      expect((await ask()).status).toBe(200);
+    },
+  );
+});
