@@ -222,11 +222,11 @@ async function usageCommand(ctx: AdminContext, p: string[], values: Parsed['valu
   }));
   const json = { accountId, entries: rows.map((row) => ({ ...row, amountUsd: Number(row.amountUsd) })) };
   if (format === 'csv') {
-    const escape = (value: unknown) =>
+    const csvCell = (value: unknown) =>
       /[",\n]/.test(String(value)) ? `"${String(value).replace(/"/g, '""')}"` : String(value);
     const text = [
       CSV_COLUMNS.join(','),
-      ...rows.map((row) => CSV_COLUMNS.map((column) => escape(row[column])).join(',')),
+      ...rows.map((row) => CSV_COLUMNS.map((column) => csvCell(row[column])).join(',')),
     ].join('\n');
     return { json, text, raw: true };
   }
