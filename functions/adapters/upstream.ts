@@ -2,56 +2,145 @@ import { BadRequestError, UpstreamError } from '../core/errors.js';
 import type { UpstreamTarget } from '../core/tiers.js';
 
 /**
- * Calls an OpenAI-compatible upstream. Node's global fetch keeps connections alive across warm
- * invocations through its module-scope dispatcher. Redirects are never followed (OWASP API10), and
- * upstream error text never reaches the client except a 400's message, which is about the caller's input.
+ * Calls OpenAI-compatible upstreams. Node's global fetch keeps connections alive across warm
+ * invocations through its module-scope dispatcher. An upstream's response is untrusted input
+ * (OWASP API10): redirects are never followed, bodies are bounded by the caller, and upstream error
+ * text never reaches the client except a 400's message, which is about the caller's own input.
+ *
+ * Resilience before the first byte: each target gets a few attempts (connection errors, timeouts,
+ * 429 and 5xx are retried with exponential backoff and full jitter, honouring Retry-After), then
+ * the tier's next target; all within a total budget. Nothing is retried once a byte has gone to the
+ * client: this module only ever returns a response whose status was 2xx.
  */
 
-export interface UpstreamCall {
-  target: UpstreamTarget;
-  apiKey: string | undefined;
-  /** The request body as the upstream receives it (model already rewritten). */
-  body: Record<string, unknown>;
-  /** Give up if the response status has not arrived within this many ms. */
+export interface RetryPolicy {
+  /** Attempts per target. */
+  attemptsPerTarget: number;
+  /** First backoff; doubles each attempt, with full jitter. */
+  baseDelayMs: number;
+  /** Longest single wait, Retry-After included. */
+  maxDelayMs: number;
+  /** No response status within this, per attempt: that attempt failed. */
   firstByteTimeoutMs: number;
+}
+
+export interface FallbackCall {
+  targets: readonly UpstreamTarget[];
+  /** The request body for a target (its own model id). */
+  bodyFor: (target: UpstreamTarget) => Record<string, unknown>;
+  credential: (name: string | undefined) => Promise<string | undefined>;
+  policy: RetryPolicy;
+  /** Epoch ms after which no new attempt starts (the function's timeout minus settlement room). */
+  deadline: number;
+  /** Called for each failed attempt (for logs); never given a credential. */
+  onAttemptFailed?: (info: { target: string; attempt: number; reason: string }) => void;
 }
 
 export interface OpenedUpstream {
   response: Response;
+  target: UpstreamTarget;
   /** Aborts the underlying request (used on idle timeouts). */
   abort(): void;
 }
 
-export async function openUpstream(call: UpstreamCall): Promise<OpenedUpstream> {
+/** A failed attempt: whether another attempt may help, and how long the upstream asked us to wait. */
+class AttemptFailure extends Error {
+  constructor(
+    readonly reason: string,
+    readonly retryable: boolean,
+    readonly retryAfterMs?: number,
+  ) {
+    super(reason);
+  }
+}
+
+export async function openWithFallback(call: FallbackCall): Promise<OpenedUpstream> {
+  let lastCause: unknown;
+  for (const target of call.targets) {
+    const apiKey = await call.credential(target.credential);
+    for (let attempt = 1; attempt <= call.policy.attemptsPerTarget; attempt++) {
+      const remaining = call.deadline - Date.now();
+      if (remaining <= 0)
+        throw new UpstreamError(undefined, { cause: lastCause ?? new Error('upstream budget spent') });
+      try {
+        return await attemptOnce(
+          target,
+          apiKey,
+          call.bodyFor(target),
+          Math.min(call.policy.firstByteTimeoutMs, remaining),
+        );
+      } catch (error) {
+        if (error instanceof BadRequestError) throw error;
+        const failure =
+          error instanceof AttemptFailure ? error : new AttemptFailure('unexpected error', false);
+        lastCause = error;
+        call.onAttemptFailed?.({ target: hostOf(target), attempt, reason: failure.reason });
+        if (!failure.retryable || attempt === call.policy.attemptsPerTarget) break;
+        const backoff =
+          Math.random() * Math.min(call.policy.maxDelayMs, call.policy.baseDelayMs * 2 ** (attempt - 1));
+        const wait = Math.min(call.policy.maxDelayMs, Math.max(backoff, failure.retryAfterMs ?? 0));
+        if (Date.now() + wait >= call.deadline) break;
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+    }
+  }
+  throw new UpstreamError(undefined, { cause: lastCause });
+}
+
+async function attemptOnce(
+  target: UpstreamTarget,
+  apiKey: string | undefined,
+  body: Record<string, unknown>,
+  timeoutMs: number,
+): Promise<OpenedUpstream> {
   const controller = new AbortController();
-  const timer = setTimeout(
-    () => controller.abort(new Error('upstream first-byte timeout')),
-    call.firstByteTimeoutMs,
-  );
+  const timer = setTimeout(() => controller.abort(new Error('upstream first-byte timeout')), timeoutMs);
   let response: Response;
   try {
-    response = await fetch(`${call.target.baseUrl}/chat/completions`, {
+    response = await fetch(`${target.baseUrl}/chat/completions`, {
       method: 'POST',
       headers: {
         'content-type': 'application/json',
-        accept: call.body.stream ? 'text/event-stream' : 'application/json',
-        ...(call.apiKey ? { authorization: `Bearer ${call.apiKey}` } : {}),
+        accept: body.stream ? 'text/event-stream' : 'application/json',
+        ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
       },
-      body: JSON.stringify(call.body),
+      body: JSON.stringify(body),
       redirect: 'manual',
       signal: controller.signal,
     });
   } catch (cause) {
-    throw new UpstreamError(undefined, { cause });
+    throw new AttemptFailure(controller.signal.aborted ? 'timeout' : 'connection failed', true, undefined);
   } finally {
     clearTimeout(timer);
   }
-  if (response.ok) return { response, abort: () => controller.abort(new Error('aborted by gateway')) };
-  const message = await readErrorMessage(response);
-  if (response.status === 400 && message) {
-    throw new BadRequestError(message, null, 'upstream_rejected_request');
+  if (response.ok)
+    return { response, target, abort: () => controller.abort(new Error('aborted by gateway')) };
+  const status = response.status;
+  if (status === 400) {
+    const message = await readErrorMessage(response);
+    if (message) throw new BadRequestError(message, null, 'upstream_rejected_request');
+  } else {
+    await response.body?.cancel().catch(() => {});
   }
-  throw new UpstreamError(undefined, { cause: new Error(`upstream answered HTTP ${response.status}`) });
+  const retryable = status === 408 || status === 409 || status === 429 || status >= 500;
+  throw new AttemptFailure(`HTTP ${status}`, retryable, retryAfterMs(response.headers.get('retry-after')));
+}
+
+/** Retry-After as seconds or an HTTP date. */
+export function retryAfterMs(header: string | null, now = Date.now()): number | undefined {
+  if (!header) return undefined;
+  const seconds = Number(header);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const date = Date.parse(header);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+function hostOf(target: UpstreamTarget): string {
+  try {
+    return new URL(target.baseUrl).host;
+  } catch {
+    return 'unknown';
+  }
 }
 
 /** The `error.message` of an OpenAI-shaped error body, read with a size bound. */

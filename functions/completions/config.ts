@@ -1,3 +1,4 @@
+import type { RetryPolicy } from '../adapters/upstream.js';
 import { parseTierConfig, singleUpstreamConfig, type TierConfig } from '../core/tiers.js';
 
 /** Everything the completions function reads from its environment, checked once at cold start. */
@@ -6,8 +7,12 @@ export interface CompletionsConfig {
   topUpUrl: string;
   /** SSE comment interval while the upstream has not sent its first chunk. */
   keepAliveMs: number;
-  /** No response status from the upstream within this: 502. */
-  firstByteTimeoutMs: number;
+  /** Retries and timeouts before the first byte (per attempt and per target). */
+  retry: RetryPolicy;
+  /** The most time spent reaching upstreams before giving up with 502. */
+  upstreamBudgetMs: number;
+  /** Time kept back from the function's timeout to settle the bill. */
+  settleReserveMs: number;
   /** No bytes from the upstream within this, mid-stream: the stream ends with an error event. */
   idleTimeoutMs: number;
   /** Upper bound on a buffered (non-streaming) upstream body. */
@@ -50,7 +55,17 @@ export function loadCompletionsConfig(env: NodeJS.ProcessEnv = process.env): Com
     tiers,
     topUpUrl: env.TOP_UP_URL || DEFAULT_TOP_UP_URL,
     keepAliveMs: positiveInt(env, 'KEEPALIVE_INTERVAL_MS', 10_000),
-    firstByteTimeoutMs: positiveInt(env, 'UPSTREAM_FIRST_BYTE_TIMEOUT_MS', 30_000),
+    // Before the first byte the client has seen nothing, and CloudFront gives the origin 30 s
+    // (60 s as configured) to answer: a 10 s first-byte timeout per attempt and a 25 s budget for all
+    // attempts and fallbacks keep a 502 inside that window.
+    retry: {
+      attemptsPerTarget: positiveInt(env, 'UPSTREAM_ATTEMPTS_PER_TARGET', 2),
+      baseDelayMs: positiveInt(env, 'UPSTREAM_RETRY_BASE_MS', 200),
+      maxDelayMs: positiveInt(env, 'UPSTREAM_RETRY_MAX_MS', 5_000),
+      firstByteTimeoutMs: positiveInt(env, 'UPSTREAM_FIRST_BYTE_TIMEOUT_MS', 10_000),
+    },
+    upstreamBudgetMs: positiveInt(env, 'UPSTREAM_BUDGET_MS', 25_000),
+    settleReserveMs: positiveInt(env, 'SETTLE_RESERVE_MS', 10_000),
     idleTimeoutMs: positiveInt(env, 'UPSTREAM_IDLE_TIMEOUT_MS', 60_000),
     maxResponseBytes: positiveInt(env, 'UPSTREAM_MAX_RESPONSE_BYTES', 8 * 1024 * 1024),
   };

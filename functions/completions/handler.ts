@@ -23,7 +23,7 @@ async function completions(event: FunctionUrlEvent, context: Context): Promise<F
   if (event.rawPath !== PATH) throw new NotFoundError(`No such endpoint: ${event.rawPath}`);
   const method = event.requestContext.http.method;
   if (method !== 'POST') throw new MethodNotAllowedError(method, ['POST']);
-  return handleCompletion(event, requestIdOf(context), {
+  return handleCompletion(event, requestIdOf(context), context.getRemainingTimeInMillis(), {
     store: getStore(),
     config,
     credential: upstreamCredential,

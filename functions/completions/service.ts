@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { ChargeEntry, DynamoStore } from '../adapters/dynamodb.js';
-import { openUpstream } from '../adapters/upstream.js';
+import { openWithFallback } from '../adapters/upstream.js';
 import { authorize, type Principal } from '../core/access.js';
 import { hashKey, parseBearerKey } from '../core/auth.js';
 import { InternalError, UpstreamError } from '../core/errors.js';
@@ -43,6 +43,8 @@ interface Generation {
 export async function handleCompletion(
   event: FunctionUrlEvent,
   requestId: string,
+  /** The function's remaining time (Lambda context): the upstream must leave room to settle. */
+  remainingMs: number,
   deps: CompletionsDeps,
 ): Promise<FunctionUrlResult> {
   const startedAt = Date.now();
@@ -52,26 +54,30 @@ export async function handleCompletion(
     topUpUrl: deps.config.topUpUrl,
   });
   const request = parseChatRequest(rawBody(event));
-  // Fallback across a tier's targets is issue #5; the first target serves for now.
-  const [target] = deps.config.tiers[request.model];
-  if (!target) throw new UpstreamError();
+  const targets = deps.config.tiers[request.model];
+  const id = newGenerationId(startedAt);
+  const headers = { 'x-request-id': requestId, 'x-generation-id': id };
+  const deadline = Math.min(
+    startedAt + deps.config.upstreamBudgetMs,
+    startedAt + remainingMs - deps.config.settleReserveMs,
+  );
+  const opened = await openWithFallback({
+    targets,
+    bodyFor: (target) => toUpstreamBody(request, target),
+    credential: deps.credential,
+    policy: deps.config.retry,
+    deadline,
+    onAttemptFailed: (info) =>
+      logger.warn('upstream attempt failed', { ...info, generationId: id, tier: request.model }),
+  });
   const generation: Generation = {
-    id: newGenerationId(startedAt),
+    id,
     created: Math.floor(startedAt / 1000),
     principal,
     request,
-    target,
+    target: opened.target,
     startedAt,
   };
-  const headers = { 'x-request-id': requestId, 'x-generation-id': generation.id };
-  const apiKey = await deps.credential(target.credential);
-  const upstreamBody = toUpstreamBody(request, target);
-  const opened = await openUpstream({
-    target,
-    apiKey,
-    body: upstreamBody,
-    firstByteTimeoutMs: deps.config.firstByteTimeoutMs,
-  });
   const body = opened.response.body;
   if (!body) throw new UpstreamError();
 
