@@ -1,0 +1,83 @@
+import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  clearSecretCache,
+  getSecretString,
+  originVerifyValue,
+  setSecretsClient,
+  upstreamCredential,
+} from '../../../functions/adapters/secrets.js';
+
+/** The Secrets Manager path (no emulator exists here): fetched once per cold start, refreshed on an interval. */
+const secrets = mockClient(SecretsManagerClient);
+const ARN = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:upstream-AbCdEf';
+const env = { UPSTREAM_SECRET_ARN: ARN } as NodeJS.ProcessEnv;
+
+beforeEach(() => {
+  secrets.reset();
+  clearSecretCache();
+  setSecretsClient(new SecretsManagerClient({ region: 'eu-west-1' }));
+});
+afterEach(() => {
+  clearSecretCache();
+});
+
+describe('upstream credentials from Secrets Manager', () => {
+  it('reads the named entry of the JSON secret, fetching it once for many requests', async () => {
+    secrets
+      .on(GetSecretValueCommand, { SecretId: ARN })
+      .resolves({ SecretString: JSON.stringify({ openrouter: 'sk-or-1', openai: 'sk-2' }) });
+    expect(await upstreamCredential('openrouter', env)).toBe('sk-or-1');
+    expect(await upstreamCredential('openai', env)).toBe('sk-2');
+    await Promise.all(Array.from({ length: 20 }, () => upstreamCredential('openai', env)));
+    expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(1);
+  });
+
+  it('refreshes after its interval, and keeps the last good value when a refresh fails', async () => {
+    secrets
+      .on(GetSecretValueCommand)
+      .resolvesOnce({ SecretString: 'first' })
+      .resolvesOnce({ SecretString: 'second' })
+      .rejects(new Error('AccessDenied'));
+    const t0 = 1_000_000;
+    expect(await getSecretString(ARN, 60_000, t0)).toBe('first');
+    expect(await getSecretString(ARN, 60_000, t0 + 59_000)).toBe('first');
+    expect(await getSecretString(ARN, 60_000, t0 + 61_000)).toBe('second');
+    expect(await getSecretString(ARN, 60_000, t0 + 200_000)).toBe('second');
+    expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(3);
+  });
+
+  it('names a missing entry without showing any secret value', async () => {
+    secrets
+      .on(GetSecretValueCommand)
+      .resolves({ SecretString: JSON.stringify({ other: 'sk-secret-value' }) });
+    const error = await upstreamCredential('openrouter', env).catch((e: Error) => e);
+    expect(String(error)).toContain('"openrouter"');
+    expect(String(error)).not.toContain('sk-secret-value');
+  });
+
+  it('fails at first use when the secret cannot be read at all', async () => {
+    secrets.on(GetSecretValueCommand).rejects(new Error('ResourceNotFoundException'));
+    await expect(upstreamCredential('openrouter', env)).rejects.toThrow(/ResourceNotFound/);
+  });
+
+  it('uses the environment locally, and no credential for a keyless upstream', async () => {
+    expect(await upstreamCredential('MY_KEY', { MY_KEY: 'local-key' } as NodeJS.ProcessEnv)).toBe(
+      'local-key',
+    );
+    expect(await upstreamCredential(undefined, env)).toBeUndefined();
+    expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(0);
+  });
+});
+
+describe('the origin-verify value', () => {
+  it('comes from its secret in Lambda and from the environment locally', async () => {
+    secrets.on(GetSecretValueCommand).resolves({ SecretString: 'cloudfront-shared-secret' });
+    expect(await originVerifyValue({ ORIGIN_VERIFY_SECRET_ARN: 'arn:origin' } as NodeJS.ProcessEnv)).toBe(
+      'cloudfront-shared-secret',
+    );
+    expect(await originVerifyValue({ ORIGIN_VERIFY_VALUE: 'abc' } as NodeJS.ProcessEnv)).toBe('abc');
+    expect(await originVerifyValue({} as NodeJS.ProcessEnv)).toBeUndefined();
+  });
+});
