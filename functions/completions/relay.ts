@@ -27,6 +27,8 @@ export interface RelayOptions {
   created: number;
   keepAliveMs: number;
   idleTimeoutMs: number;
+  /** An upstream stream larger than this is cut off as a failure (untrusted input, OWASP API10). */
+  maxBytes: number;
   abortUpstream: () => void;
   /**
    * Called once the upstream is done: settles the bill and returns the final chunk's usage object
@@ -101,6 +103,7 @@ async function pump(options: RelayOptions, write: (text: string) => void): Promi
 
   const reader = options.body.getReader();
   const decoder = new TextDecoder();
+  let received = 0;
   try {
     while (!done && !outcome.failure) {
       const next = await readWithin(reader, options.idleTimeoutMs);
@@ -111,6 +114,12 @@ async function pump(options: RelayOptions, write: (text: string) => void): Promi
       }
       if (next.done) {
         parser.feed(decoder.decode());
+        break;
+      }
+      received += next.value.byteLength;
+      if (received > options.maxBytes) {
+        outcome.failure = 'The upstream sent more than the gateway accepts.';
+        options.abortUpstream();
         break;
       }
       parser.feed(decoder.decode(next.value, { stream: true }));

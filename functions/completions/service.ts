@@ -91,6 +91,7 @@ export async function handleCompletion(
     created: generation.created,
     keepAliveMs: deps.config.keepAliveMs,
     idleTimeoutMs: deps.config.idleTimeoutMs,
+    maxBytes: deps.config.maxResponseBytes,
     abortUpstream: opened.abort,
     settle: (outcome) => settleStream(generation, outcome, deps),
   });

@@ -3,7 +3,10 @@ import { type RelayOutcome, relay } from '../../../functions/completions/relay.j
 import { stringifyJson } from '../../../functions/core/usage.js';
 
 /** Feeds the relay an upstream body cut into the given byte pieces and collects what the client gets. */
-async function run(pieces: Uint8Array[], opts: { idleTimeoutMs?: number; failAfter?: boolean } = {}) {
+async function run(
+  pieces: Uint8Array[],
+  opts: { idleTimeoutMs?: number; failAfter?: boolean; maxBytes?: number } = {},
+) {
   let index = 0;
   const body = new ReadableStream<Uint8Array>({
     pull(controller) {
@@ -21,6 +24,7 @@ async function run(pieces: Uint8Array[], opts: { idleTimeoutMs?: number; failAft
     created: 1_767_225_600,
     keepAliveMs: 10_000,
     idleTimeoutMs: opts.idleTimeoutMs ?? 5_000,
+    maxBytes: opts.maxBytes ?? 1_000_000,
     abortUpstream: () => {},
     settle: async (outcome) => {
       settled = outcome;
@@ -135,6 +139,13 @@ describe('relay', () => {
     expect(last.choices[0].finish_reason).toBe('error');
     expect(last.error.message).toBeTruthy();
     expect(events).not.toContain('[DONE]');
+  });
+
+  it('cuts off an upstream that sends more than the bound', async () => {
+    const pieces = Array.from({ length: 50 }, () => enc.encode(chunk('x'.repeat(100))));
+    const { settled, events } = await run(pieces, { maxBytes: 2_000 });
+    expect(settled?.failure).toMatch(/more than/);
+    expect(JSON.parse(events.at(-1) ?? '{}').choices[0].finish_reason).toBe('error');
   });
 
   it('treats a malformed chunk as a failure after the first byte', async () => {
