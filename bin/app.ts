@@ -1,0 +1,27 @@
+import { App, Validations } from 'aws-cdk-lib';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { ApiStack, type Stage } from '../lib/infra/api-stack.js';
+
+/** The CDK app: `cdk deploy -c stage=sandbox|prod` (README "Deploy to AWS"). */
+const app = new App();
+const stage = (app.node.tryGetContext('stage') ?? 'sandbox') as Stage;
+if (stage !== 'sandbox' && stage !== 'prod') throw new Error(`stage must be sandbox or prod, got ${stage}`);
+const context = (name: string): string | undefined => {
+  const value = app.node.tryGetContext(name);
+  return value === undefined || value === '' ? undefined : String(value);
+};
+const reserved = context('reservedConcurrency');
+
+new ApiStack(app, `HostedModelApi-${stage}`, {
+  stage,
+  ...(reserved ? { reservedConcurrency: Number(reserved) } : {}),
+  ...(context('tiersConfig') ? { tiersConfig: context('tiersConfig') as string } : {}),
+  ...(context('topUpUrl') ? { topUpUrl: context('topUpUrl') as string } : {}),
+  ...(context('alarmEmail') ? { alarmEmail: context('alarmEmail') as string } : {}),
+  ...(context('domainName') ? { domainName: context('domainName') as string } : {}),
+  ...(context('certificateArn') ? { certificateArn: context('certificateArn') as string } : {}),
+  ...(process.env.CDK_DEFAULT_ACCOUNT && process.env.CDK_DEFAULT_REGION
+    ? { env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION } }
+    : {}),
+});
+Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));

@@ -1,0 +1,308 @@
+import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { Certificate } from 'aws-cdk-lib/aws-certificatemanager';
+import {
+  AllowedMethods,
+  CachePolicy,
+  Distribution,
+  HttpVersion,
+  OriginRequestPolicy,
+  PriceClass,
+  SecurityPolicyProtocol,
+  ViewerProtocolPolicy,
+} from 'aws-cdk-lib/aws-cloudfront';
+import { FunctionUrlOrigin } from 'aws-cdk-lib/aws-cloudfront-origins';
+import {
+  Alarm,
+  ComparisonOperator,
+  MathExpression,
+  Metric,
+  TreatMissingData,
+} from 'aws-cdk-lib/aws-cloudwatch';
+import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
+import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
+import { FunctionUrlAuthType, type IFunction, InvokeMode } from 'aws-cdk-lib/aws-lambda';
+import { RetentionDays } from 'aws-cdk-lib/aws-logs';
+import {
+  BlockPublicAccess,
+  Bucket,
+  BucketEncryption,
+  type IBucket,
+  ObjectOwnership,
+} from 'aws-cdk-lib/aws-s3';
+import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
+import { Topic } from 'aws-cdk-lib/aws-sns';
+import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
+import type { Construct } from 'constructs';
+import { TABLE_ENV } from '../tables.js';
+import { applyNagSuppressions } from './nag-suppressions.js';
+import { ServiceFunction } from './service-function.js';
+import { ServiceTables } from './service-tables.js';
+
+export type Stage = 'sandbox' | 'prod';
+
+export interface ApiStackProps extends StackProps {
+  stage: Stage;
+  /** Ceiling on concurrent completions, and so on in-flight spend (README "Balance floor"). */
+  reservedConcurrency?: number;
+  /** Completions function timeout in seconds (default 300). */
+  completionsTimeoutSeconds?: number;
+  /** Tier routing (TIERS_CONFIG JSON); required in prod, where there is no simulator. */
+  tiersConfig?: string;
+  /** The 402 body's topUpUrl. */
+  topUpUrl?: string;
+  /** Alarm notifications go to this address when set. */
+  alarmEmail?: string;
+  /** A custom domain (with an ACM certificate in us-east-1) lets CloudFront enforce TLS 1.2. */
+  domainName?: string;
+  certificateArn?: string;
+}
+
+/**
+ * The service in AWS (DESIGN section 2): CloudFront as the one base URL in front of two Function
+ * URLs, three DynamoDB tables, the upstream-credentials and origin-verify secrets, and alarms.
+ */
+export class ApiStack extends Stack {
+  constructor(scope: Construct, id: string, props: ApiStackProps) {
+    super(scope, id, props);
+    const sandbox = props.stage === 'sandbox';
+    const removalPolicy = sandbox ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN;
+    const logRetention = sandbox ? RetentionDays.ONE_WEEK : RetentionDays.THREE_MONTHS;
+    if (!sandbox && !props.tiersConfig) {
+      throw new Error(
+        'the prod stage needs the tier routing: cdk deploy -c stage=prod -c tiersConfig="$(cat tiers.json)"',
+      );
+    }
+
+    const tables = new ServiceTables(this, 'Tables', { retain: !sandbox });
+    const upstreamSecret = new Secret(this, 'UpstreamCredentials', {
+      description: 'Upstream provider API keys: a JSON object from credential name to key',
+      removalPolicy,
+    });
+    const originSecret = new Secret(this, 'OriginVerify', {
+      description:
+        'Shared secret CloudFront sends in x-origin-verify; the functions refuse requests without it',
+      generateSecretString: { excludePunctuation: true, passwordLength: 48 },
+      removalPolicy,
+    });
+    const tableEnv = {
+      [TABLE_ENV.keys]: tables.keys.tableName,
+      [TABLE_ENV.accounts]: tables.accounts.tableName,
+      [TABLE_ENV.ledger]: tables.ledger.tableName,
+      ORIGIN_VERIFY_SECRET_ARN: originSecret.secretArn,
+    };
+
+    let upstreamEnv: Record<string, string> = props.tiersConfig ? { TIERS_CONFIG: props.tiersConfig } : {};
+    if (sandbox) {
+      // The sandbox never spends real money: its upstream is the simulator, as its own function.
+      const simulator = new ServiceFunction(this, 'Simulator', {
+        entry: 'functions/simulator/handler.ts',
+        memorySize: 512,
+        timeout: Duration.minutes(2),
+        logRetention,
+        removalPolicy,
+      });
+      const simulatorUrl = simulator.fn.addFunctionUrl({
+        authType: FunctionUrlAuthType.NONE,
+        invokeMode: InvokeMode.RESPONSE_STREAM,
+      });
+      upstreamEnv = props.tiersConfig ? upstreamEnv : { UPSTREAM_BASE_URL: `${simulatorUrl.url}v1` };
+    }
+
+    const completions = new ServiceFunction(this, 'Completions', {
+      entry: 'functions/completions/handler.ts',
+      memorySize: 1024,
+      timeout: Duration.seconds(props.completionsTimeoutSeconds ?? 300),
+      ...(props.reservedConcurrency !== undefined
+        ? { reservedConcurrentExecutions: props.reservedConcurrency }
+        : {}),
+      logRetention,
+      removalPolicy,
+      environment: {
+        ...tableEnv,
+        ...upstreamEnv,
+        UPSTREAM_SECRET_ARN: upstreamSecret.secretArn,
+        KEEPALIVE_INTERVAL_MS: '10000',
+        ...(props.topUpUrl ? { TOP_UP_URL: props.topUpUrl } : {}),
+      },
+    });
+    const models = new ServiceFunction(this, 'Models', {
+      entry: 'functions/models/handler.ts',
+      memorySize: 256,
+      timeout: Duration.seconds(10),
+      logRetention,
+      removalPolicy,
+      environment: tableEnv,
+    });
+
+    // Least privilege: exactly the actions each function's code performs, on exactly its resources.
+    const readAuth = new PolicyStatement({
+      actions: ['dynamodb:GetItem', 'dynamodb:BatchGetItem'],
+      resources: [tables.keys.tableArn, tables.accounts.tableArn],
+    });
+    const readOriginSecret = new PolicyStatement({
+      actions: ['secretsmanager:GetSecretValue'],
+      resources: [originSecret.secretArn],
+    });
+    completions.fn.addToRolePolicy(readAuth);
+    completions.fn.addToRolePolicy(readOriginSecret);
+    completions.fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [tables.ledger.tableArn] }),
+    );
+    completions.fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [tables.accounts.tableArn] }),
+    );
+    completions.fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['secretsmanager:GetSecretValue'],
+        resources: [upstreamSecret.secretArn],
+      }),
+    );
+    models.fn.addToRolePolicy(readAuth);
+    models.fn.addToRolePolicy(readOriginSecret);
+
+    const completionsUrl = completions.fn.addFunctionUrl({
+      authType: FunctionUrlAuthType.NONE,
+      invokeMode: InvokeMode.RESPONSE_STREAM,
+    });
+    const modelsUrl = models.fn.addFunctionUrl({
+      authType: FunctionUrlAuthType.NONE,
+      invokeMode: InvokeMode.BUFFERED,
+    });
+
+    const logBucket = new Bucket(this, 'AccessLogs', {
+      // CloudFront standard logs are delivered with ACLs.
+      objectOwnership: ObjectOwnership.OBJECT_WRITER,
+      blockPublicAccess: BlockPublicAccess.BLOCK_ALL,
+      encryption: BucketEncryption.S3_MANAGED,
+      enforceSSL: true,
+      lifecycleRules: [{ expiration: Duration.days(sandbox ? 7 : 90) }],
+      removalPolicy,
+      autoDeleteObjects: sandbox,
+    });
+
+    const originHeaders = { 'x-origin-verify': originSecret.secretValue.unsafeUnwrap() };
+    const behaviour = {
+      allowedMethods: AllowedMethods.ALLOW_ALL,
+      cachePolicy: CachePolicy.CACHING_DISABLED,
+      originRequestPolicy: OriginRequestPolicy.ALL_VIEWER_EXCEPT_HOST_HEADER,
+      viewerProtocolPolicy: ViewerProtocolPolicy.HTTPS_ONLY,
+      compress: false,
+    };
+    const customDomain =
+      props.domainName && props.certificateArn
+        ? {
+            domainNames: [props.domainName],
+            certificate: Certificate.fromCertificateArn(this, 'Certificate', props.certificateArn),
+            minimumProtocolVersion: SecurityPolicyProtocol.TLS_V1_2_2021,
+          }
+        : {};
+    const distribution = new Distribution(this, 'Api', {
+      comment: `hosted-model-api ${props.stage}`,
+      httpVersion: HttpVersion.HTTP2_AND_3,
+      priceClass: PriceClass.PRICE_CLASS_100,
+      enableLogging: true,
+      // Bucket satisfies IBucket; the cast only bridges exactOptionalPropertyTypes in the CDK's typings.
+      logBucket: logBucket as unknown as IBucket,
+      logFilePrefix: 'cloudfront/',
+      ...customDomain,
+      defaultBehavior: {
+        ...behaviour,
+        origin: new FunctionUrlOrigin(modelsUrl, { customHeaders: originHeaders }),
+      },
+      additionalBehaviors: {
+        '/api/v1/chat/completions': {
+          ...behaviour,
+          origin: new FunctionUrlOrigin(completionsUrl, {
+            customHeaders: originHeaders,
+            // Before the first byte (a stream's first keep-alive is immediate).
+            readTimeout: Duration.seconds(60),
+            keepaliveTimeout: Duration.seconds(60),
+          }),
+        },
+      },
+    });
+
+    this.addAlarms(props, completions.fn, models.fn);
+
+    const baseUrl =
+      props.domainName && props.certificateArn
+        ? `https://${props.domainName}/api/v1`
+        : `https://${distribution.distributionDomainName}/api/v1`;
+    new CfnOutput(this, 'BaseUrl', {
+      value: baseUrl,
+      description: 'What an OpenAI client takes as its base URL',
+    });
+    new CfnOutput(this, 'KeysTableName', { value: tables.keys.tableName });
+    new CfnOutput(this, 'AccountsTableName', { value: tables.accounts.tableName });
+    new CfnOutput(this, 'LedgerTableName', { value: tables.ledger.tableName });
+    new CfnOutput(this, 'UpstreamSecretArn', { value: upstreamSecret.secretArn });
+
+    applyNagSuppressions(this);
+  }
+
+  private addAlarms(props: ApiStackProps, completions: IFunction, models: IFunction): void {
+    const topic = new Topic(this, 'Alarms', { enforceSSL: true });
+    if (props.alarmEmail) topic.addSubscription(new EmailSubscription(props.alarmEmail));
+    const action = new SnsAction(topic);
+    const alarm = (id: string, metric: Metric | MathExpression, threshold: number, description: string) => {
+      const created = new Alarm(this, id, {
+        metric,
+        threshold,
+        evaluationPeriods: 1,
+        comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: TreatMissingData.NOT_BREACHING,
+        alarmDescription: description,
+      });
+      created.addAlarmAction(action);
+    };
+    const minute = Duration.minutes(1);
+    for (const [name, fn] of [
+      ['Completions', completions],
+      ['Models', models],
+    ] as const) {
+      alarm(
+        `${name}Errors`,
+        fn.metricErrors({ period: minute, statistic: 'Sum' }),
+        1,
+        `${name} function errors`,
+      );
+      alarm(
+        `${name}Throttles`,
+        fn.metricThrottles({ period: minute, statistic: 'Sum' }),
+        1,
+        `${name} function throttled`,
+      );
+      const urlMetric = (metricName: string) =>
+        new Metric({
+          namespace: 'AWS/Lambda',
+          metricName,
+          dimensionsMap: { FunctionName: fn.functionName },
+          statistic: 'Sum',
+          period: Duration.minutes(5),
+        });
+      alarm(
+        `${name}5xxRate`,
+        new MathExpression({
+          expression: 'IF(requests > 0, 100 * errors / requests, 0)',
+          usingMetrics: { errors: urlMetric('Url5xxCount'), requests: urlMetric('UrlRequestCount') },
+          period: Duration.minutes(5),
+          label: `${name} 5xx rate (%)`,
+        }),
+        5,
+        `${name}: more than 5% of requests answered 5xx`,
+      );
+    }
+    alarm(
+      'BillingFailures',
+      new Metric({
+        namespace: 'HostedModelApi',
+        metricName: 'BillingFailures',
+        dimensionsMap: { service: 'hosted-model-api' },
+        statistic: 'Sum',
+        period: minute,
+      }),
+      1,
+      'A generation could not be billed: its usage record is in the completions log ("billing failed")',
+    );
+  }
+}

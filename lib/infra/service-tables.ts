@@ -1,0 +1,38 @@
+import { RemovalPolicy } from 'aws-cdk-lib';
+import { AttributeType, Billing, TableEncryptionV2, TableV2 } from 'aws-cdk-lib/aws-dynamodb';
+import { Construct } from 'constructs';
+import { TABLES, type TableDefinition } from '../tables.js';
+
+/**
+ * The three tables from the one schema in lib/tables.ts: on-demand, point-in-time recovery,
+ * encrypted, and (outside the sandbox) deletion-protected and retained.
+ */
+export class ServiceTables extends Construct {
+  readonly keys: TableV2;
+  readonly accounts: TableV2;
+  readonly ledger: TableV2;
+
+  constructor(scope: Construct, id: string, props: { retain: boolean }) {
+    super(scope, id);
+    const make = (def: TableDefinition) => {
+      const key = (name: string) => ({ name, type: AttributeType.STRING });
+      return new TableV2(this, def.id, {
+        partitionKey: key(def.partitionKey),
+        ...(def.sortKey ? { sortKey: key(def.sortKey) } : {}),
+        billing: Billing.onDemand(),
+        pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+        encryption: TableEncryptionV2.awsManagedKey(),
+        deletionProtection: props.retain,
+        removalPolicy: props.retain ? RemovalPolicy.RETAIN : RemovalPolicy.DESTROY,
+        globalSecondaryIndexes: def.indexes.map((index) => ({
+          indexName: index.name,
+          partitionKey: key(index.partitionKey),
+          ...(index.sortKey ? { sortKey: key(index.sortKey) } : {}),
+        })),
+      });
+    };
+    this.keys = make(TABLES.keys);
+    this.accounts = make(TABLES.accounts);
+    this.ledger = make(TABLES.ledger);
+  }
+}

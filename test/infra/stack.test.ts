@@ -1,0 +1,343 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { App, Validations } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ApiStack, type ApiStackProps } from '../../lib/infra/api-stack.js';
+import { ACKNOWLEDGED } from '../../lib/infra/nag-suppressions.js';
+
+/** The stack, proven offline: template assertions for every property, and cdk-nag's AwsSolutions pack. */
+const TIERS = JSON.stringify({
+  'svc-fast': [
+    {
+      baseUrl: 'https://api.openai.com/v1',
+      model: 'gpt-4o-mini',
+      prices: { input: '1', cachedInput: '0.1', output: '2' },
+    },
+  ],
+});
+
+function synth(props: Omit<ApiStackProps, 'stage'> & { stage: ApiStackProps['stage'] }) {
+  const app = new App();
+  const stack = new ApiStack(app, `Test-${props.stage}`, props);
+  Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+  // Synthesis fails if cdk-nag reports a finding that is not acknowledged.
+  const assembly = app.synth();
+  const report = JSON.parse(readFileSync(join(assembly.directory, 'validation-report.json'), 'utf8')) as {
+    pluginReports: {
+      pluginName: string;
+      conclusion: string;
+      violations: unknown[];
+      suppressedViolations: { ruleName: string }[];
+    }[];
+  };
+  return { template: Template.fromStack(stack), report };
+}
+
+let sandbox: ReturnType<typeof synth>;
+let prod: ReturnType<typeof synth>;
+beforeAll(() => {
+  sandbox = synth({ stage: 'sandbox' });
+  prod = synth({ stage: 'prod', tiersConfig: TIERS, reservedConcurrency: 50, alarmEmail: 'ops@example.com' });
+}, 120_000);
+
+const lambdaFunctions = (template: Template) => template.findResources('AWS::Lambda::Function');
+/** Our functions, not CDK's own helpers: the ones carrying the service's Powertools name. */
+const userFunctions = (template: Template) =>
+  Object.entries(lambdaFunctions(template)).filter(
+    ([, r]) =>
+      (r as { Properties: { Environment?: { Variables?: Record<string, string> } } }).Properties.Environment
+        ?.Variables?.POWERTOOLS_SERVICE_NAME === 'hosted-model-api',
+  );
+
+describe('cdk-nag AwsSolutions', () => {
+  it.each(['sandbox', 'prod'] as const)('reports zero unacknowledged findings for %s', (stage) => {
+    const { report } = stage === 'sandbox' ? sandbox : prod;
+    const nag = report.pluginReports.find((p) => p.pluginName === 'AwsSolutions');
+    expect(nag?.conclusion).toBe('success');
+    expect(nag?.violations).toEqual([]);
+  });
+
+  it('acknowledges only findings that occur, each with a reason', () => {
+    const suppressed = new Set(
+      sandbox.report.pluginReports.flatMap((p) =>
+        p.suppressedViolations.map((v) => `AwsSolutions::${v.ruleName}`),
+      ),
+    );
+    for (const { id, reason } of ACKNOWLEDGED) {
+      expect(suppressed.has(id), id).toBe(true);
+      expect(reason.length).toBeGreaterThan(40);
+    }
+  });
+});
+
+describe('functions', () => {
+  it('run Node.js 22 on arm64 with source maps, ESM bundles and their own log groups', () => {
+    const fns = userFunctions(sandbox.template);
+    expect(fns).toHaveLength(3); // completions, models, simulator
+    for (const [, fn] of fns) {
+      const p = (fn as { Properties: Record<string, unknown> }).Properties;
+      expect(p.Runtime).toBe('nodejs22.x');
+      expect(p.Architectures).toEqual(['arm64']);
+      expect((p.Environment as { Variables: Record<string, string> }).Variables.NODE_OPTIONS).toBe(
+        '--enable-source-maps',
+      );
+      expect(p.LoggingConfig).toBeDefined();
+    }
+    sandbox.template.allResourcesProperties('AWS::Logs::LogGroup', { RetentionInDays: 7 });
+    prod.template.allResourcesProperties('AWS::Logs::LogGroup', { RetentionInDays: 90 });
+  });
+
+  it('put completions behind a RESPONSE_STREAM URL and models behind a BUFFERED one, both authenticating themselves', () => {
+    sandbox.template.resourceCountIs('AWS::Lambda::Url', 3);
+    prod.template.resourceCountIs('AWS::Lambda::Url', 2);
+    prod.template.hasResourceProperties('AWS::Lambda::Url', {
+      InvokeMode: 'RESPONSE_STREAM',
+      AuthType: 'NONE',
+    });
+    prod.template.hasResourceProperties('AWS::Lambda::Url', { InvokeMode: 'BUFFERED', AuthType: 'NONE' });
+    prod.template.hasResourceProperties('AWS::Lambda::Function', {
+      Environment: {
+        Variables: Match.objectLike({
+          ORIGIN_VERIFY_SECRET_ARN: Match.anyValue(),
+          KEYS_TABLE: Match.anyValue(),
+        }),
+      },
+      MemorySize: 256,
+      Timeout: 10,
+    });
+  });
+
+  it('cap completions concurrency when configured, as a ceiling on in-flight spend', () => {
+    prod.template.hasResourceProperties('AWS::Lambda::Function', {
+      ReservedConcurrentExecutions: 50,
+      Timeout: 300,
+      MemorySize: 1024,
+    });
+    const reserved = userFunctions(sandbox.template).filter(
+      ([, f]) =>
+        (f as { Properties: Record<string, unknown> }).Properties.ReservedConcurrentExecutions !== undefined,
+    );
+    expect(reserved).toHaveLength(0);
+  });
+
+  it('deploy the simulator only in the sandbox, as the completions upstream', () => {
+    sandbox.template.hasResourceProperties('AWS::Lambda::Function', {
+      Environment: {
+        Variables: Match.objectLike({
+          UPSTREAM_BASE_URL: Match.anyValue(),
+          UPSTREAM_SECRET_ARN: Match.anyValue(),
+        }),
+      },
+    });
+    expect(userFunctions(prod.template)).toHaveLength(2);
+    prod.template.hasResourceProperties('AWS::Lambda::Function', {
+      Environment: { Variables: Match.objectLike({ TIERS_CONFIG: TIERS }) },
+    });
+  });
+
+  it('refuse a prod stage without tier routing', () => {
+    expect(() => new ApiStack(new App(), 'NoTiers', { stage: 'prod' })).toThrow(/tiersConfig/);
+  });
+});
+
+describe('tables', () => {
+  it('are on-demand, encrypted, with point-in-time recovery and the GSIs of lib/tables.ts', () => {
+    for (const { template } of [sandbox, prod]) {
+      template.resourceCountIs('AWS::DynamoDB::GlobalTable', 3);
+      template.allResourcesProperties('AWS::DynamoDB::GlobalTable', {
+        BillingMode: 'PAY_PER_REQUEST',
+        SSESpecification: { SSEEnabled: true },
+        Replicas: [
+          Match.objectLike({ PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true } }),
+        ],
+      });
+      template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
+        KeySchema: [{ AttributeName: 'keyHash', KeyType: 'HASH' }],
+        GlobalSecondaryIndexes: [
+          Match.objectLike({ IndexName: 'byAccount' }),
+          Match.objectLike({ IndexName: 'byKeyId' }),
+        ],
+      });
+      template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
+        KeySchema: [
+          { AttributeName: 'accountId', KeyType: 'HASH' },
+          { AttributeName: 'entryId', KeyType: 'RANGE' },
+        ],
+      });
+    }
+  });
+
+  it('are retained and deletion-protected in prod, and disposable in the sandbox', () => {
+    for (const [, table] of Object.entries(prod.template.findResources('AWS::DynamoDB::GlobalTable'))) {
+      const t = table as {
+        DeletionPolicy: string;
+        Properties: { Replicas: { DeletionProtectionEnabled: boolean }[] };
+      };
+      expect(t.DeletionPolicy).toBe('Retain');
+      expect(t.Properties.Replicas[0]?.DeletionProtectionEnabled).toBe(true);
+    }
+    for (const [, table] of Object.entries(sandbox.template.findResources('AWS::DynamoDB::GlobalTable'))) {
+      const t = table as {
+        DeletionPolicy: string;
+        Properties: { Replicas: { DeletionProtectionEnabled?: boolean }[] };
+      };
+      expect(t.DeletionPolicy).toBe('Delete');
+      expect(t.Properties.Replicas[0]?.DeletionProtectionEnabled ?? false).toBe(false);
+    }
+  });
+});
+
+describe('CloudFront', () => {
+  it('is the one base URL: caching disabled, all viewer headers but Host, HTTPS only, access logs, HTTP/2 and 3', () => {
+    prod.template.hasResourceProperties('AWS::CloudFront::Distribution', {
+      DistributionConfig: Match.objectLike({
+        HttpVersion: 'http2and3',
+        Logging: Match.objectLike({ Bucket: Match.anyValue() }),
+        DefaultCacheBehavior: Match.objectLike({
+          CachePolicyId: '4135ea2d-6df8-44a3-9df3-4b5a84be39ad', // Managed-CachingDisabled
+          OriginRequestPolicyId: 'b689b0a8-53d0-40ab-baf2-68738e2966ac', // Managed-AllViewerExceptHostHeader
+          ViewerProtocolPolicy: 'https-only',
+          AllowedMethods: Match.arrayWith(['GET', 'POST']),
+        }),
+        CacheBehaviors: [
+          Match.objectLike({
+            PathPattern: '/api/v1/chat/completions',
+            CachePolicyId: '4135ea2d-6df8-44a3-9df3-4b5a84be39ad',
+            ViewerProtocolPolicy: 'https-only',
+          }),
+        ],
+      }),
+    });
+  });
+
+  it('sends the secret origin header to both origins, and waits 60 s for the completions origin', () => {
+    const [distribution] = Object.values(prod.template.findResources('AWS::CloudFront::Distribution'));
+    const origins = (
+      distribution as { Properties: { DistributionConfig: { Origins: Record<string, unknown>[] } } }
+    ).Properties.DistributionConfig.Origins;
+    expect(origins).toHaveLength(2);
+    for (const origin of origins) {
+      const headers = origin.OriginCustomHeaders as { HeaderName: string; HeaderValue: unknown }[];
+      expect(headers.map((h) => h.HeaderName)).toEqual(['x-origin-verify']);
+      expect(JSON.stringify(headers[0]?.HeaderValue)).toContain('resolve:secretsmanager');
+    }
+    expect(
+      origins.some((o) => (o.CustomOriginConfig as { OriginReadTimeout?: number }).OriginReadTimeout === 60),
+    ).toBe(true);
+  });
+
+  it('enforces TLS 1.2 when deployed with a custom domain and certificate', () => {
+    const app = new App();
+    const stack = new ApiStack(app, 'Domain', {
+      stage: 'sandbox',
+      domainName: 'api.example.com',
+      certificateArn: 'arn:aws:acm:us-east-1:123456789012:certificate/abc',
+    });
+    Template.fromStack(stack).hasResourceProperties('AWS::CloudFront::Distribution', {
+      DistributionConfig: Match.objectLike({
+        Aliases: ['api.example.com'],
+        ViewerCertificate: Match.objectLike({ MinimumProtocolVersion: 'TLSv1.2_2021' }),
+      }),
+    });
+  });
+
+  it('logs to a private, SSL-only bucket', () => {
+    prod.template.hasResourceProperties('AWS::S3::Bucket', {
+      PublicAccessBlockConfiguration: {
+        BlockPublicAcls: true,
+        BlockPublicPolicy: true,
+        IgnorePublicAcls: true,
+        RestrictPublicBuckets: true,
+      },
+      BucketEncryption: Match.anyValue(),
+    });
+    prod.template.hasResourceProperties('AWS::S3::BucketPolicy', {
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } }),
+        ]),
+      },
+    });
+  });
+});
+
+describe('least privilege', () => {
+  const policies = (template: Template) =>
+    Object.entries(template.findResources('AWS::IAM::Policy')).map(([id, p]) => ({
+      id,
+      statements: (
+        p as {
+          Properties: { PolicyDocument: { Statement: { Action: string | string[]; Resource: unknown }[] } };
+        }
+      ).Properties.PolicyDocument.Statement,
+    }));
+
+  it('has no "*" action anywhere, and a bare "*" resource only for X-Ray', () => {
+    for (const { statements } of policies(prod.template)) {
+      for (const statement of statements) {
+        const actions = [statement.Action].flat();
+        expect(actions.some((a) => a === '*' || a.endsWith(':*'))).toBe(false);
+        if ([statement.Resource].flat().includes('*'))
+          expect(actions.every((a) => a.startsWith('xray:'))).toBe(true);
+      }
+    }
+  });
+
+  it('gives the models function only the reads and the origin secret it uses', () => {
+    const models = policies(prod.template).find((p) => p.id.startsWith('Models'));
+    const actions = new Set(models?.statements.flatMap((s) => [s.Action].flat()));
+    expect([...actions].sort()).toEqual([
+      'dynamodb:BatchGetItem',
+      'dynamodb:GetItem',
+      'secretsmanager:GetSecretValue',
+      'xray:PutTelemetryRecords',
+      'xray:PutTraceSegments',
+    ]);
+  });
+
+  it('gives the completions function exactly its reads, its settlement writes and its two secrets', () => {
+    const completions = policies(prod.template).find((p) => p.id.startsWith('Completions'));
+    const actions = new Set(completions?.statements.flatMap((s) => [s.Action].flat()));
+    expect([...actions].sort()).toEqual([
+      'dynamodb:BatchGetItem',
+      'dynamodb:GetItem',
+      'dynamodb:PutItem',
+      'dynamodb:UpdateItem',
+      'secretsmanager:GetSecretValue',
+      'xray:PutTelemetryRecords',
+      'xray:PutTraceSegments',
+    ]);
+  });
+});
+
+describe('alarms and outputs', () => {
+  it('alarm on 5xx rate, billing failures, throttles and errors, notifying the alarm topic', () => {
+    const alarms = Object.values(prod.template.findResources('AWS::CloudWatch::Alarm')) as {
+      Properties: Record<string, unknown>;
+    }[];
+    const names = alarms.map((a) => JSON.stringify(a.Properties));
+    expect(alarms.filter((a) => a.Properties.MetricName === 'Errors')).toHaveLength(2);
+    expect(alarms.filter((a) => a.Properties.MetricName === 'Throttles')).toHaveLength(2);
+    expect(alarms.filter((a) => a.Properties.MetricName === 'BillingFailures')).toHaveLength(1);
+    expect(names.filter((n) => n.includes('Url5xxCount'))).toHaveLength(2);
+    for (const alarm of alarms) expect(alarm.Properties.AlarmActions).toBeDefined();
+    prod.template.hasResourceProperties('AWS::SNS::Subscription', {
+      Protocol: 'email',
+      Endpoint: 'ops@example.com',
+    });
+  });
+
+  it('output the base URL, the table names and the secret ARN', () => {
+    const outputs = Object.keys(prod.template.findOutputs('*'));
+    for (const name of [
+      'BaseUrl',
+      'KeysTableName',
+      'AccountsTableName',
+      'LedgerTableName',
+      'UpstreamSecretArn',
+    ])
+      expect(outputs).toContain(name);
+  });
+});
