@@ -1,3 +1,4 @@
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
 import { getStore } from '../adapters/dynamodb.js';
@@ -9,7 +10,9 @@ import {
   httpErrorHandler,
   originVerify,
   requestIdOf,
+  requestMetrics,
 } from '../shared/http.js';
+import { logger } from '../shared/observability.js';
 import { loadCompletionsConfig } from './config.js';
 import { handleCompletion } from './service.js';
 
@@ -31,6 +34,8 @@ async function completions(event: FunctionUrlEvent, context: Context): Promise<F
 }
 
 export const handler = middy<FunctionUrlEvent, FunctionUrlResult>({ streamifyResponse: true })
+  .use(injectLambdaContext(logger, { resetKeys: true }))
+  .use(requestMetrics())
   .use(httpErrorHandler())
   .use(originVerify(originVerifyValue))
   .handler(completions);

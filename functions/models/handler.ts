@@ -1,3 +1,4 @@
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
 import { getStore } from '../adapters/dynamodb.js';
@@ -14,7 +15,9 @@ import {
   jsonResponse,
   originVerify,
   requestIdOf,
+  requestMetrics,
 } from '../shared/http.js';
+import { logger } from '../shared/observability.js';
 
 /**
  * The models function: a buffered Function URL behind CloudFront's default behaviour, so it also
@@ -49,6 +52,8 @@ async function models(event: FunctionUrlEvent, context: Context): Promise<Functi
 }
 
 export const handler = middy<FunctionUrlEvent, FunctionUrlResult>()
+  .use(injectLambdaContext(logger, { resetKeys: true }))
+  .use(requestMetrics())
   .use(httpErrorHandler())
   .use(originVerify(originVerifyValue))
   .handler(models);

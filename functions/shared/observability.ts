@@ -46,3 +46,11 @@ export function recordGeneration(
   metrics.addMetric('BilledMicroUsd', MetricUnit.Count, Number(billedNano / 1000n));
   metrics.publishStoredMetrics();
 }
+
+/** One request answered, by status class (2xx, 4xx, 5xx). */
+export function recordRequest(statusCode: number): void {
+  if (process.env.LOG_LEVEL === 'SILENT') return;
+  metrics.addDimension('statusClass', `${Math.floor(statusCode / 100)}xx`);
+  metrics.addMetric('Requests', MetricUnit.Count, 1);
+  metrics.publishStoredMetrics();
+}

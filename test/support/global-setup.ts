@@ -6,6 +6,11 @@ import { startDynamoLocal } from '../../lib/local/dynamodb-local.js';
  * its own tables under a random prefix, so files run in parallel without sharing data.
  */
 export default async function setup(project: TestProject) {
+  if (process.env.SVC_BASE_URL) {
+    // The contract suite against a deployed stack needs no local database.
+    project.provide('dynamoEndpoint', '');
+    return;
+  }
   if (process.env.DYNAMODB_ENDPOINT) {
     project.provide('dynamoEndpoint', process.env.DYNAMODB_ENDPOINT);
     return;
