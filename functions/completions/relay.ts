@@ -97,7 +97,12 @@ async function pump(options: RelayOptions, write: (text: string) => void): Promi
       firstChunkSeen = true;
       for (const choice of choices) outcome.streamedText += textOfDelta(choice.delta);
       const { usage: _dropped, ...rest } = chunk;
-      write(`data: ${JSON.stringify({ ...rest, ...chunkEnvelope(options) })}\n\n`);
+      // OpenAI's chunk schema requires finish_reason (null until the end); some upstreams omit it.
+      const normalised = choices.map((choice) => ({
+        ...choice,
+        finish_reason: choice.finish_reason ?? null,
+      }));
+      write(`data: ${JSON.stringify({ ...rest, ...chunkEnvelope(options), choices: normalised })}\n\n`);
     },
   });
 

@@ -180,7 +180,14 @@ function complete(body: ChatBody, messages: Message[]): SimResponse {
     object: 'chat.completion',
     created,
     model,
-    choices: [{ index: 0, message: reply.message, logprobs: null, finish_reason: reply.finishReason }],
+    choices: [
+      {
+        index: 0,
+        message: { ...reply.message, refusal: null },
+        logprobs: null,
+        finish_reason: reply.finishReason,
+      },
+    ],
     ...(usage ? { usage } : {}),
     system_fingerprint: 'fp_simulator',
   };

@@ -1,8 +1,9 @@
 import OpenAI, { APIError, AuthenticationError, PermissionDeniedError } from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { GENERATION_ID_PATTERN } from '../../functions/core/ids.js';
 import { usdToNano } from '../../functions/core/money.js';
 import { revokeKey, setAccountStatus } from '../../lib/admin/operations.js';
+import { type ContractLog, contractProblems, newContractLog, validatingFetch } from '../support/contract.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
@@ -17,7 +18,17 @@ afterAll(async () => {
   await target?.stop();
 });
 
-const client = (apiKey: string) => new OpenAI({ baseURL: target.baseUrl, apiKey, maxRetries: 0 });
+// Every body and chunk these tests receive is also checked against OpenAI's schemas.
+let log: ContractLog;
+beforeEach(() => {
+  log = newContractLog();
+});
+afterEach(async () => {
+  expect(await contractProblems(log)).toEqual([]);
+});
+
+const client = (apiKey: string) =>
+  new OpenAI({ baseURL: target.baseUrl, apiKey, maxRetries: 0, fetch: validatingFetch(log) });
 const costNano = (cost: unknown) => usdToNano(String(cost));
 
 describe('the official openai client', () => {
