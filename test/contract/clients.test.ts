@@ -238,14 +238,15 @@ describe('LangChain (ChatOpenAI)', () => {
     const reply = await langchain().invoke('Hello');
     expect(String(reply.content).length).toBeGreaterThan(0);
     expect(
-      (reply as { usage_metadata?: { output_tokens: number } }).usage_metadata?.output_tokens,
+      (reply as unknown as { usage_metadata?: { output_tokens: number } }).usage_metadata?.output_tokens,
     ).toBeGreaterThan(0);
     let text = '';
     let outputTokens = 0;
     for await (const chunk of await langchain('svc-pro').stream('Count to five')) {
       text += String(chunk.content);
       outputTokens +=
-        (chunk as { usage_metadata?: { output_tokens: number } }).usage_metadata?.output_tokens ?? 0;
+        (chunk as unknown as { usage_metadata?: { output_tokens: number } }).usage_metadata?.output_tokens ??
+        0;
     }
     expect(text.length).toBeGreaterThan(0);
     expect(outputTokens).toBeGreaterThan(0);
