@@ -1,0 +1,93 @@
+import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { getStore } from '../../functions/adapters/dynamodb.js';
+import { newAccount, startTarget, type Target } from '../support/target.js';
+
+/**
+ * The round-trip budget (DESIGN section 4), counted, not timed: on a warm path exactly one DynamoDB
+ * read before the upstream call and one write after the last token, no Secrets Manager call, and
+ * no DynamoDB call at all for a malformed key. The upstream credential comes from a (mocked)
+ * Secrets Manager, as in Lambda.
+ */
+const secrets = mockClient(SecretsManagerClient);
+let target: Target;
+let key: string;
+const events: string[] = [];
+const realFetch = globalThis.fetch;
+
+beforeAll(async () => {
+  secrets
+    .on(GetSecretValueCommand)
+    .resolves({ SecretString: JSON.stringify({ UPSTREAM_API_KEY: 'sk-from-secrets-manager' }) });
+  target = await startTarget({
+    env: {
+      UPSTREAM_SECRET_ARN: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:upstream',
+      UPSTREAM_API_KEY: 'unused-locally',
+    },
+  });
+  ({ key } = await newAccount(target, '10'));
+  // Record the order of DynamoDB calls and upstream calls made by the function.
+  getStore().client.middlewareStack.add(
+    (next, context) => async (args) => {
+      events.push(`dynamodb:${context.commandName}`);
+      return next(args);
+    },
+    { step: 'initialize', name: 'roundTripRecorder' },
+  );
+  globalThis.fetch = async (input, init) => {
+    const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+    if (target.local?.simulatorUrl && url.startsWith(target.local.simulatorUrl)) events.push('upstream');
+    return realFetch(input, init);
+  };
+});
+afterAll(async () => {
+  globalThis.fetch = realFetch;
+  await target?.stop();
+  secrets.restore();
+});
+
+async function complete(stream: boolean, authorization = `Bearer ${key}`) {
+  const response = await realFetch(`${target.baseUrl}/chat/completions`, {
+    method: 'POST',
+    headers: { authorization, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: 'svc-fast',
+      messages: [{ role: 'user', content: 'hi [[sim:tokens=5]]' }],
+      stream,
+    }),
+  });
+  await response.text();
+  return response.status;
+}
+
+describe('the round-trip budget', () => {
+  it('warms up: the first request learns the key-to-account mapping and fetches the secret once', async () => {
+    events.length = 0;
+    expect(await complete(false)).toBe(200);
+    expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(1);
+    expect(events.filter((e) => e.startsWith('dynamodb:GetItem'))).toHaveLength(2);
+  });
+
+  it.each([false, true])(
+    'makes exactly one read before the upstream and one write after it, warm (stream %s)',
+    async (stream) => {
+      secrets.resetHistory();
+      events.length = 0;
+      expect(await complete(stream)).toBe(200);
+      expect(events).toEqual([
+        'dynamodb:BatchGetItemCommand',
+        'upstream',
+        'dynamodb:TransactWriteItemsCommand',
+      ]);
+      expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(0);
+    },
+  );
+
+  it('makes no DynamoDB call at all for a malformed key', async () => {
+    events.length = 0;
+    expect(await complete(false, 'Bearer svc_live_not-a-real-key')).toBe(401);
+    expect(await complete(false, '')).toBe(401);
+    expect(events).toEqual([]);
+  });
+});
