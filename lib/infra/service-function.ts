@@ -5,6 +5,8 @@ import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, type RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 
+const TOKENIZER = 'gpt-tokenizer';
+
 /** The repository root, for the function entry points (infrastructure never imports runtime code). */
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -62,6 +64,20 @@ export class ServiceFunction extends Construct {
         // ESM bundles of CommonJS dependencies still call require().
         banner: "import{createRequire as __cr}from'node:module';const require=__cr(import.meta.url);",
         forceDockerBundling: false,
+        // The AWS SDK is bundled (a pinned, tested version; faster cold starts than the runtime's copy).
+        // The tokenizer (several MB of BPE ranks) is only needed when an upstream reports no usage:
+        // it stays out of the main bundle, so a cold start does not parse it, and ships beside it
+        // as its own ESM file, loaded on first use.
+        externalModules: [TOKENIZER],
+        commandHooks: {
+          beforeBundling: () => [],
+          beforeInstall: () => [],
+          afterBundling: (inputDir: string, outputDir: string) => [
+            `mkdir -p "${outputDir}/node_modules/${TOKENIZER}"`,
+            `"${inputDir}/node_modules/.bin/esbuild" "${inputDir}/node_modules/${TOKENIZER}/esm/main.js" --bundle --format=esm --platform=node --minify --log-level=warning --outfile="${outputDir}/node_modules/${TOKENIZER}/index.mjs"`,
+            `echo '{"name":"${TOKENIZER}","type":"module","exports":"./index.mjs"}' > "${outputDir}/node_modules/${TOKENIZER}/package.json"`,
+          ],
+        },
       },
     });
   }

@@ -18,6 +18,7 @@ const TIERS = JSON.stringify({
   ],
 });
 
+let sandboxAssemblyDir = '';
 function synth(props: Omit<ApiStackProps, 'stage'> & { stage: ApiStackProps['stage'] }) {
   const app = new App();
   const stack = new ApiStack(app, `Test-${props.stage}`, props);
@@ -32,6 +33,7 @@ function synth(props: Omit<ApiStackProps, 'stage'> & { stage: ApiStackProps['sta
       suppressedViolations: { ruleName: string }[];
     }[];
   };
+  if (props.stage === 'sandbox') sandboxAssemblyDir = assembly.directory;
   return { template: Template.fromStack(stack), report };
 }
 
@@ -107,6 +109,20 @@ describe('functions', () => {
       MemorySize: 256,
       Timeout: 10,
     });
+  });
+
+  it('bundle the AWS SDK but ship the tokenizer beside the bundle, loadable on first use', async () => {
+    const [, completions] =
+      userFunctions(sandbox.template).find(([id]) => id.startsWith('Completions')) ?? [];
+    const s3Key = (completions as { Properties: { Code: { S3Key: string } } }).Properties.Code.S3Key;
+    const dir = join(sandboxAssemblyDir, `asset.${s3Key.replace(/\.zip$/, '')}`);
+    const bundle = readFileSync(join(dir, 'index.mjs'), 'utf8');
+    expect(bundle).toContain('DynamoDBClient');
+    expect(bundle.length).toBeLessThan(1_500_000);
+    const tokenizer = (await import(join(dir, 'node_modules/gpt-tokenizer/index.mjs'))) as {
+      countTokens: (text: string) => number;
+    };
+    expect(tokenizer.countTokens('hello world')).toBe(2);
   });
 
   it('cap completions concurrency when configured, as a ceiling on in-flight spend', () => {
