@@ -1,9 +1,12 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
-import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
+import { ensureTables, freePort, localClient } from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';
 
 const run = promisify(execFile);
@@ -162,4 +165,21 @@ describe('operator CLI', () => {
       if (result.code === 1) expect(result.stderr.trim().split('\n')).toHaveLength(1);
     }
   });
+});
+
+describe('operator CLI without a running service', () => {
+  it('starts DynamoDB Local on the data directory for each command, and the data stays', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'svc-admin-'));
+    const standalone = {
+      ...process.env,
+      SVC_DATA_DIR: dataDir,
+      DYNAMODB_LOCAL_PORT: String(await freePort()),
+      DYNAMODB_ENDPOINT: '',
+    };
+    const cli = (...args: string[]) =>
+      run(process.execPath, ['--import', 'tsx', 'bin/admin.ts', ...args, '--json'], { env: standalone });
+    await cli('account', 'create', 'offline', '--credits', '2');
+    const shown = JSON.parse((await cli('account', 'show', 'offline')).stdout) as { creditBalance: number };
+    expect(shown.creditBalance).toBe(2);
+  }, 120_000);
 });

@@ -293,3 +293,16 @@ describe('revocation and account state take effect on the very next request', ()
     },
   );
 });
+
+describe('reconciliation after all of the above', () => {
+  it('finds no difference between any balance and its ledger', async () => {
+    const results = await reconcile(target.admin);
+    const entries = results.reduce((sum, r) => sum + r.entries, 0);
+    const differences = results.filter((r) => r.differenceNano !== 0n);
+    console.info(
+      `[reconcile] ${results.length} accounts, ${entries} ledger entries, ${differences.length} with a difference`,
+    );
+    expect(results.length).toBeGreaterThan(10);
+    expect(differences).toEqual([]);
+  });
+});

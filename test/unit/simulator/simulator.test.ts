@@ -2,6 +2,7 @@ import { countTokens } from 'gpt-tokenizer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator } from '../../../functions/simulator/server.js';
 import { countPromptTokens, ONE_TOKEN_WORDS } from '../../../functions/simulator/tokens.js';
+import { readSse } from '../../support/sse.js';
 
 let sim: Awaited<ReturnType<typeof startSimulator>>;
 beforeAll(async () => {
@@ -20,20 +21,8 @@ const ask = (content: string, extra: Record<string, unknown> = {}) =>
   });
 
 async function sse(response: Response): Promise<{ events: string[]; failed: boolean }> {
-  let text = '';
-  let failed = false;
-  try {
-    text = await response.text();
-  } catch {
-    failed = true;
-  }
-  return {
-    events: text
-      .split('\n\n')
-      .filter(Boolean)
-      .map((e) => e.replace(/^data: /, '')),
-    failed,
-  };
+  const { data, broken } = await readSse(response);
+  return { events: data, failed: broken };
 }
 
 describe('the upstream simulator', () => {
