@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { BadRequestError } from './errors.js';
 import { TIER_IDS } from './tiers.js';
 

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { PRICE_SCALE, parseDecimal } from './money.js';
 
 /** The three public tiers (spec section 2), in the order the model list shows them. */
