@@ -35,20 +35,27 @@ const MODEL_LIST = {
   })),
 };
 
-/** Paths this service serves, and the methods each allows. */
-const ROUTES: Record<string, readonly string[]> = {
-  '/api/v1/models': ['GET'],
-};
+/**
+ * GET /api/v1/models, and GET /api/v1/models/{id} for one tier (what `client.models.retrieve()`
+ * calls in the OpenAI SDK). Everything else routed here is 404, or 405 for a known path.
+ */
+const MODELS_PATH = '/api/v1/models';
+const MODEL_BY_ID = new Map(MODEL_LIST.data.map((model) => [`${MODELS_PATH}/${model.id}`, model]));
 
 async function models(event: FunctionUrlEvent, context: Context): Promise<FunctionUrlResult> {
   const path = event.rawPath.replace(/\/+$/, '') || '/';
-  const allowed = ROUTES[path];
-  if (!allowed) throw new NotFoundError(`No such endpoint: ${event.rawPath}`);
+  const isModelPath = path === MODELS_PATH || path.startsWith(`${MODELS_PATH}/`);
+  if (!isModelPath) throw new NotFoundError(`No such endpoint: ${event.rawPath}`);
   const method = event.requestContext.http.method;
-  if (!allowed.includes(method)) throw new MethodNotAllowedError(method, allowed);
+  if (method !== 'GET') throw new MethodNotAllowedError(method, ['GET']);
   const key = parseBearerKey(header(event, 'authorization'));
   authorize(await getStore().loadPrincipal(hashKey(key)), { requireCredit: false, topUpUrl: '' });
-  return jsonResponse(200, MODEL_LIST, { 'x-request-id': requestIdOf(context) });
+  const body = path === MODELS_PATH ? MODEL_LIST : MODEL_BY_ID.get(path);
+  if (!body)
+    throw new NotFoundError(
+      `The model '${path.slice(MODELS_PATH.length + 1)}' does not exist; use svc-fast, svc-pro or svc-heavy.`,
+    );
+  return jsonResponse(200, body, { 'x-request-id': requestIdOf(context) });
 }
 
 export const handler = middy<FunctionUrlEvent, FunctionUrlResult>()

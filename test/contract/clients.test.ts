@@ -7,6 +7,7 @@ import OpenAI, {
   AuthenticationError,
   BadRequestError,
   InternalServerError,
+  NotFoundError,
   PermissionDeniedError,
 } from 'openai';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -82,6 +83,9 @@ describe('the official openai SDK', () => {
     expect(
       models.data.map((m) => (m as unknown as { display_name: string }).display_name).every(Boolean),
     ).toBe(true);
+    const one = await client.models.retrieve('svc-heavy');
+    expect(one).toMatchObject({ id: 'svc-heavy', object: 'model', owned_by: expect.any(String) });
+    await expect(client.models.retrieve('gpt-4o')).rejects.toBeInstanceOf(NotFoundError);
     const {
       data: completion,
       response,

@@ -45,6 +45,7 @@ export const schemas = {
   completion: schema('CreateChatCompletionResponse'),
   chunk: schema('CreateChatCompletionStreamResponse'),
   models: schema('ListModelsResponse'),
+  model: schema('Model'),
   error: schema('ErrorResponse'),
 };
 const insufficientCredits = ajv.compile({
@@ -104,6 +105,7 @@ export function validatingFetch(log: ContractLog): typeof fetch {
         check(log, insufficientCredits, body, '402 body (the spec’s flat shape, deliberately not OpenAI’s)');
       else if (!response.ok) check(log, schemas.error, body, `${response.status} body`);
       else if (url.endsWith('/models')) check(log, schemas.models, body, 'model list');
+      else if (/\/models\/[^/]+$/.test(url)) check(log, schemas.model, body, 'model');
       else {
         check(log, schemas.completion, body, 'chat completion');
         if (!response.headers.get('x-generation-id')) log.problems.push(`${url}: no x-generation-id`);
