@@ -225,9 +225,25 @@ async function main() {
       ...(stream ? { stream_options: { include_usage: true } } : {}),
     });
 
-  // Warm both paths (cold start, key mapping, connection pools).
-  await ttfb(viaGateway, body(false, 'svc-fast'), auth, 4, 40);
-  await ttfb(direct, body(false, 'sim-fast'), {}, 4, 40);
+  // Warm both paths (cold start, key mapping, connection pools, the JIT) before measuring.
+  for (const stream of [false, true]) {
+    await autocannon({
+      url: viaGateway,
+      method: 'POST',
+      body: body(stream, 'svc-fast'),
+      headers: { 'content-type': 'application/json', ...auth },
+      connections: 8,
+      duration: 2,
+    });
+    await autocannon({
+      url: direct,
+      method: 'POST',
+      body: body(stream, 'sim-fast'),
+      headers: { 'content-type': 'application/json' },
+      connections: 8,
+      duration: 1,
+    });
+  }
 
   say(`# npm run bench: ${new Date().toISOString()}`);
   say('');

@@ -1,3 +1,4 @@
+import { subscribe } from 'node:diagnostics_channel';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,7 +15,6 @@ const secrets = mockClient(SecretsManagerClient);
 let target: Target;
 let key: string;
 const events: string[] = [];
-const realFetch = globalThis.fetch;
 
 beforeAll(async () => {
   secrets
@@ -35,20 +35,22 @@ beforeAll(async () => {
     },
     { step: 'initialize', name: 'roundTripRecorder' },
   );
-  globalThis.fetch = async (input, init) => {
-    const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
-    if (target.local?.simulatorUrl && url.startsWith(target.local.simulatorUrl)) events.push('upstream');
-    return realFetch(input, init);
-  };
+  // Upstream calls, seen on Node's HTTP client diagnostics channel.
+  const simulator = new URL(target.local?.simulatorUrl ?? 'http://invalid');
+  subscribe('http.client.request.start', (message) => {
+    const { request } = message as {
+      request: { host: string; getHeader: (name: string) => unknown; path: string };
+    };
+    if (String(request.getHeader('host')) === simulator.host) events.push('upstream');
+  });
 });
 afterAll(async () => {
-  globalThis.fetch = realFetch;
   await target?.stop();
   secrets.restore();
 });
 
 async function complete(stream: boolean, authorization = `Bearer ${key}`) {
-  const response = await realFetch(`${target.baseUrl}/chat/completions`, {
+  const response = await fetch(`${target.baseUrl}/chat/completions`, {
     method: 'POST',
     headers: { authorization, 'content-type': 'application/json' },
     body: JSON.stringify({
