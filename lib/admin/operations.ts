@@ -2,8 +2,10 @@ import {
   type AttributeValue,
   type DynamoDBClient,
   GetItemCommand,
+  paginateQuery,
+  paginateScan,
   QueryCommand,
-  ScanCommand,
+  type QueryCommandInput,
   TransactionCanceledException,
   TransactWriteItemsCommand,
   UpdateItemCommand,
@@ -282,22 +284,23 @@ export async function revokeKey(ctx: AdminContext, keyId: string): Promise<KeyVi
 
 export async function listKeys(ctx: AdminContext, accountId: string): Promise<KeyView[]> {
   if (!(await getAccount(ctx, accountId))) throw new AdminError(`no such account: ${accountId}`);
-  const keys: KeyView[] = [];
-  let start: Record<string, AttributeValue> | undefined;
-  do {
-    const page = await ctx.client.send(
-      new QueryCommand({
-        TableName: ctx.tables.keys,
-        IndexName: 'byAccount',
-        KeyConditionExpression: 'accountId = :accountId',
-        ExpressionAttributeValues: { ':accountId': S(accountId) },
-        ExclusiveStartKey: start,
-      }),
-    );
-    for (const item of page.Items ?? []) keys.push(toKeyView(item));
-    start = page.LastEvaluatedKey;
-  } while (start);
-  return keys;
+  const items = await queryAll(ctx, {
+    TableName: ctx.tables.keys,
+    IndexName: 'byAccount',
+    KeyConditionExpression: 'accountId = :accountId',
+    ExpressionAttributeValues: { ':accountId': S(accountId) },
+  });
+  return items.map(toKeyView);
+}
+
+/** Every item a query matches, through the SDK's own paginator. */
+async function queryAll(
+  ctx: AdminContext,
+  input: QueryCommandInput,
+): Promise<Record<string, AttributeValue>[]> {
+  const items: Record<string, AttributeValue>[] = [];
+  for await (const page of paginateQuery({ client: ctx.client }, input)) items.push(...(page.Items ?? []));
+  return items;
 }
 
 function toKeyView(item: Record<string, AttributeValue>): KeyView {
@@ -328,21 +331,13 @@ export interface LedgerEntry {
 
 /** Every ledger entry of an account, oldest first within each type (generation ids sort by time). */
 export async function listLedger(ctx: AdminContext, accountId: string): Promise<LedgerEntry[]> {
-  const entries: LedgerEntry[] = [];
-  let start: Record<string, AttributeValue> | undefined;
-  do {
-    const page = await ctx.client.send(
-      new QueryCommand({
-        TableName: ctx.tables.ledger,
-        KeyConditionExpression: 'accountId = :accountId',
-        ExpressionAttributeValues: { ':accountId': S(accountId) },
-        ConsistentRead: true,
-        ExclusiveStartKey: start,
-      }),
-    );
-    for (const item of page.Items ?? []) entries.push(toLedgerEntry(item));
-    start = page.LastEvaluatedKey;
-  } while (start);
+  const items = await queryAll(ctx, {
+    TableName: ctx.tables.ledger,
+    KeyConditionExpression: 'accountId = :accountId',
+    ExpressionAttributeValues: { ':accountId': S(accountId) },
+    ConsistentRead: true,
+  });
+  const entries = items.map(toLedgerEntry);
   return entries.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.entryId.localeCompare(b.entryId));
 }
 
@@ -407,17 +402,11 @@ export async function reconcile(ctx: AdminContext, accountId?: string): Promise<
 
 async function allAccountIds(ctx: AdminContext): Promise<string[]> {
   const ids: string[] = [];
-  let start: Record<string, AttributeValue> | undefined;
-  do {
-    const page = await ctx.client.send(
-      new ScanCommand({
-        TableName: ctx.tables.accounts,
-        ProjectionExpression: 'accountId',
-        ExclusiveStartKey: start,
-      }),
-    );
+  for await (const page of paginateScan(
+    { client: ctx.client },
+    { TableName: ctx.tables.accounts, ProjectionExpression: 'accountId' },
+  )) {
     for (const item of page.Items ?? []) if (item.accountId?.S) ids.push(item.accountId.S);
-    start = page.LastEvaluatedKey;
-  } while (start);
+  }
   return ids.sort();
 }
