@@ -1,0 +1,73 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newAccount, startTarget, type Target } from '../support/target.js';
+
+/**
+ * The functions' structured logs: one JSON line per settled generation with request id, account
+ * id, key id, generation id, tier, tokens, cost and latency; never a key, a prompt or a completion.
+ */
+let target: Target;
+const lines: string[] = [];
+const realWrite = process.stdout.write.bind(process.stdout);
+
+beforeAll(async () => {
+  target = await startTarget({ env: { LOG_LEVEL: 'INFO' } });
+  process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+    lines.push(...String(chunk).split('\n').filter(Boolean));
+    return realWrite(chunk, ...(rest as []));
+  }) as typeof process.stdout.write;
+});
+afterAll(async () => {
+  process.stdout.write = realWrite;
+  await target?.stop();
+});
+
+describe('structured logs', () => {
+  it.each([false, true])(
+    'record a settled generation without its key, prompt or completion (stream %s)',
+    async (stream) => {
+      const { accountId, key, keyId } = await newAccount(target);
+      const prompt = `secret-prompt-${Math.random()} [[sim:tokens=6]]`;
+      lines.length = 0;
+      const response = await fetch(`${target.baseUrl}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'svc-pro', messages: [{ role: 'user', content: prompt }], stream }),
+      });
+      const text = await response.text();
+      const generationId = response.headers.get('x-generation-id');
+      const completion = stream
+        ? ''
+        : ((JSON.parse(text) as { choices: { message: { content: string } }[] }).choices[0]?.message
+            .content ?? '');
+      const records = lines.flatMap((line) => {
+        try {
+          return [JSON.parse(line) as Record<string, unknown>];
+        } catch {
+          return [];
+        }
+      });
+      const settled = records.find((r) => r.message === 'generation settled');
+      expect(settled).toMatchObject({
+        level: 'INFO',
+        accountId,
+        keyId,
+        generationId,
+        tier: 'svc-pro',
+        completionTokens: 6,
+        estimated: false,
+        function_request_id: response.headers.get('x-request-id'),
+      });
+      expect(typeof settled?.billedUsd).toBe('string');
+      expect(typeof settled?.latencyMs).toBe('number');
+      expect(typeof settled?.promptTokens).toBe('number');
+      const all = lines.join('\n');
+      expect(all).not.toContain(key);
+      expect(all).not.toContain('secret-prompt');
+      if (completion) expect(all).not.toContain(completion.trim());
+      // Metrics go out as CloudWatch EMF lines on the same stream.
+      expect(
+        records.some((r) => (r._aws as { CloudWatchMetrics?: unknown } | undefined)?.CloudWatchMetrics),
+      ).toBe(true);
+    },
+  );
+});
