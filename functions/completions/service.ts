@@ -197,12 +197,8 @@ async function settle(
     await deps.store.settleCharge(entry);
   } catch (error) {
     recordBillingFailure(
-      {
-        ...entry,
-        upstreamCostUsd: entry.upstreamCostUsd,
-        billedUsd: nanoToUsd(billedNano),
-        billedNano: undefined,
-      },
+      // The full usage record, so the charge can be applied by hand; bigint becomes decimal text.
+      { ...entry, billedNano: undefined, billedUsd: nanoToUsd(billedNano) },
       error,
     );
     throw new InternalError({ cause: error });

@@ -11,7 +11,6 @@
  * So the billed amount is never below 1.3 x the upstream cost, and at most 1 nano-USD above it.
  */
 
-export const NANO_PER_USD = 1_000_000_000n;
 /** Decimal places of a price (USD per million tokens). */
 export const PRICE_SCALE = 15;
 /** Decimal places of an upstream cost (USD). */

@@ -15,10 +15,6 @@ export const MODELS_OWNER = 'hosted-model-api';
 /** A fixed creation time for the model objects (OpenAI's schema requires `created`). */
 export const MODELS_CREATED = 1_767_225_600; // 2026-01-01T00:00:00Z
 
-export function isTierId(value: unknown): value is TierId {
-  return typeof value === 'string' && (TIER_IDS as readonly string[]).includes(value);
-}
-
 /** A price in USD per million tokens, as a decimal string with at most 15 decimals. */
 const PriceSchema = z
   .string()

@@ -39,10 +39,6 @@ class ResponseStream extends Writable {
     }
   }
 
-  get headersSent(): boolean {
-    return this.headSent;
-  }
-
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     if (!this.headSent)
       this.setPrelude({ statusCode: 200, headers: { 'content-type': 'application/octet-stream' } });

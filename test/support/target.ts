@@ -18,8 +18,6 @@ export interface Target {
   stop(): Promise<void>;
 }
 
-export const DEPLOYED = Boolean(process.env.SVC_BASE_URL);
-
 export async function startTarget(options: LocalStackOptions = {}): Promise<Target> {
   if (process.env.SVC_BASE_URL) {
     const client = new DynamoDBClient({});
