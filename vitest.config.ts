@@ -9,6 +9,10 @@ export default defineConfig({
     pool: 'forks',
     maxWorkers: 2,
     // The functions' structured logs are for operators; tests assert behaviour, not log lines.
-    env: { LOG_LEVEL: 'SILENT', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+    env: {
+      LOG_LEVEL: 'SILENT',
+      POWERTOOLS_METRICS_DISABLED: 'true',
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+    },
   },
 });

@@ -208,6 +208,7 @@ async function main() {
       DYNAMODB_ENDPOINT: dynamo.endpoint,
       UPSTREAM_BASE_URL: simUrl,
       LOG_LEVEL: 'SILENT',
+      POWERTOOLS_METRICS_DISABLED: 'true',
     },
     /Ctrl-C/,
     // BENCH_PROFILE=1 writes a V8 CPU profile of the gateway to bench/results/profile/ (open it in Chrome DevTools).

@@ -4,7 +4,8 @@ import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 /**
  * Structured JSON logs and CloudWatch metrics (EMF). What may be logged: request id, account id,
  * key id, generation id, tier, tokens, cost, latency. What may never be: an API key, a prompt, a
- * completion, a credential.
+ * completion, a credential. Both are switched off with Powertools' own settings
+ * (`LOG_LEVEL=SILENT`, `POWERTOOLS_METRICS_DISABLED=true`), as the tests and the bench do.
  */
 export const logger = new Logger({
   serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? 'hosted-model-api',
@@ -27,8 +28,7 @@ export function recordBillingFailure(record: Record<string, unknown>, error: unk
   billingFailures.count += 1;
   logger.error('billing failed', { ...record, error: error instanceof Error ? error : String(error) });
   metrics.addMetric('BillingFailures', MetricUnit.Count, 1);
-  if (process.env.LOG_LEVEL !== 'SILENT') metrics.publishStoredMetrics();
-  else metrics.clearMetrics();
+  metrics.publishStoredMetrics();
 }
 
 /** Per-request metrics: requests by status, tokens and billed cost by tier. */
@@ -38,7 +38,6 @@ export function recordGeneration(
   completionTokens: number,
   billedNano: bigint,
 ): void {
-  if (process.env.LOG_LEVEL === 'SILENT') return;
   metrics.addDimension('tier', tier);
   metrics.addMetric('PromptTokens', MetricUnit.Count, promptTokens);
   metrics.addMetric('CompletionTokens', MetricUnit.Count, completionTokens);
@@ -49,7 +48,6 @@ export function recordGeneration(
 
 /** One request answered, by status class (2xx, 4xx, 5xx). */
 export function recordRequest(statusCode: number): void {
-  if (process.env.LOG_LEVEL === 'SILENT') return;
   metrics.addDimension('statusClass', `${Math.floor(statusCode / 100)}xx`);
   metrics.addMetric('Requests', MetricUnit.Count, 1);
   metrics.publishStoredMetrics();

@@ -10,7 +10,7 @@ const lines: string[] = [];
 const realWrite = process.stdout.write.bind(process.stdout);
 
 beforeAll(async () => {
-  target = await startTarget({ env: { LOG_LEVEL: 'INFO' } });
+  target = await startTarget({ env: { LOG_LEVEL: 'INFO', POWERTOOLS_METRICS_DISABLED: 'false' } });
   process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
     lines.push(...String(chunk).split('\n').filter(Boolean));
     return realWrite(chunk, ...(rest as []));
