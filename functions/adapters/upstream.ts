@@ -203,11 +203,32 @@ function hostOf(target: UpstreamTarget): string {
   }
 }
 
-/** The `error.message` of an OpenAI-shaped error body, read with a size bound. */
+/**
+ * Reads a body as text up to a byte bound; a larger body is an upstream failure (thrown), never a
+ * memory problem. The rest of the body is not read.
+ */
+export async function readBodyBounded(response: Response, maxBytes: number): Promise<string> {
+  if (!response.body) return '';
+  const reader = response.body.getReader();
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel();
+      throw new Error(`upstream body larger than ${maxBytes} bytes`);
+    }
+    parts.push(value);
+  }
+  return Buffer.concat(parts).toString('utf8');
+}
+
+/** The `error.message` of an OpenAI-shaped error body of at most 16 KiB; undefined otherwise. */
 async function readErrorMessage(response: Response): Promise<string | undefined> {
   try {
-    const text = (await response.text()).slice(0, 16_384);
-    const parsed = JSON.parse(text) as { error?: { message?: unknown } };
+    const parsed = JSON.parse(await readBodyBounded(response, 16_384)) as { error?: { message?: unknown } };
     const message = parsed.error?.message;
     return typeof message === 'string' ? message.slice(0, 1_000) : undefined;
   } catch {

@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { ChargeEntry, DynamoStore } from '../adapters/dynamodb.js';
-import { openWithFallback } from '../adapters/upstream.js';
+import { openWithFallback, readBodyBounded } from '../adapters/upstream.js';
 import { authorize, type Principal } from '../core/access.js';
 import { hashKey, parseBearerKey } from '../core/auth.js';
 import { InternalError, UpstreamError } from '../core/errors.js';
@@ -123,7 +123,7 @@ async function completeBuffered(
   let text: string;
   let parsed: { choices?: unknown; usage?: unknown; system_fingerprint?: unknown };
   try {
-    text = await readBounded(response, deps.config.maxResponseBytes);
+    text = await readBodyBounded(response, deps.config.maxResponseBytes);
     parsed = JSON.parse(text) as typeof parsed;
   } catch (cause) {
     throw new UpstreamError(undefined, { cause });
@@ -235,23 +235,4 @@ function toolCallText(toolCalls: unknown): string {
         `${call.function?.name ?? ''}${call.function?.arguments ?? ''}`,
     )
     .join('');
-}
-
-/** Reads a body up to a byte bound; a larger body is an upstream failure, not a memory problem. */
-async function readBounded(response: Response, maxBytes: number): Promise<string> {
-  if (!response.body) return '';
-  const reader = response.body.getReader();
-  const parts: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel();
-      throw new Error(`upstream body larger than ${maxBytes} bytes`);
-    }
-    parts.push(value);
-  }
-  return Buffer.concat(parts).toString('utf8');
 }
