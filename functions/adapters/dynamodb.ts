@@ -246,21 +246,58 @@ function toPrincipal(
 }
 
 /**
+ * Bounded waits (a stalled database must not hang a request): each attempt gets
+ * `DYNAMODB_CONNECT_TIMEOUT_MS` to connect and `DYNAMODB_REQUEST_TIMEOUT_MS` of socket silence, and the
+ * SDK makes at most `DYNAMODB_MAX_ATTEMPTS` attempts. Defaults 1 s, 1 s, 3: a dead database is known
+ * in about 3.3 s, while a healthy DynamoDB answers in milliseconds.
+ */
+export interface DynamoTimeouts {
+  connectTimeoutMs: number;
+  requestTimeoutMs: number;
+  maxAttempts: number;
+}
+
+function envInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value <= 0)
+    throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
+  return value;
+}
+
+export function dynamoTimeouts(env: NodeJS.ProcessEnv = process.env): DynamoTimeouts {
+  return {
+    connectTimeoutMs: envInt(env, 'DYNAMODB_CONNECT_TIMEOUT_MS', 1_000),
+    requestTimeoutMs: envInt(env, 'DYNAMODB_REQUEST_TIMEOUT_MS', 1_000),
+    maxAttempts: envInt(env, 'DYNAMODB_MAX_ATTEMPTS', 3),
+  };
+}
+
+/**
  * Kept-alive sockets for the warm path. An explicit agent measured 1.01 ms of client CPU per call
  * against DynamoDB Local, against 1.36 ms with the SDK's default handler (500 calls each, bench notes).
  */
-function keepAliveHandler(): NodeHttpHandler {
+function keepAliveHandler(timeouts: DynamoTimeouts): NodeHttpHandler {
   return new NodeHttpHandler({
     httpAgent: new HttpAgent({ keepAlive: true, maxSockets: 64 }),
     httpsAgent: new HttpsAgent({ keepAlive: true, maxSockets: 64 }),
+    connectionTimeout: timeouts.connectTimeoutMs,
+    requestTimeout: timeouts.requestTimeoutMs,
   });
 }
 
 let defaultStore: DynamoStore | undefined;
 /** The module-scope store, built once per cold start from the environment. */
 export function getStore(): DynamoStore {
-  defaultStore ??= new DynamoStore(
-    new DynamoDBClient({ ...dynamoClientConfig(), requestHandler: keepAliveHandler() }),
+  if (defaultStore) return defaultStore;
+  const timeouts = dynamoTimeouts();
+  defaultStore = new DynamoStore(
+    new DynamoDBClient({
+      ...dynamoClientConfig(),
+      requestHandler: keepAliveHandler(timeouts),
+      maxAttempts: timeouts.maxAttempts,
+    }),
     tableNamesFromEnv(),
   );
   return defaultStore;

@@ -1,4 +1,5 @@
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
 
 /**
  * Secrets from Secrets Manager, fetched once per cold start and refreshed after `ttlMs`, never per
@@ -6,7 +7,11 @@ import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-sec
  */
 let client: SecretsManagerClient | undefined;
 export function secretsClient(): SecretsManagerClient {
-  client ??= new SecretsManagerClient({});
+  // Bounded waits: a stalled Secrets Manager fails the cold request in seconds, never hangs it.
+  client ??= new SecretsManagerClient({
+    maxAttempts: 3,
+    requestHandler: new NodeHttpHandler({ connectionTimeout: 1_000, requestTimeout: 2_000 }),
+  });
   return client;
 }
 
