@@ -54,7 +54,7 @@ export async function handleCompletion(
     topUpUrl: deps.config.topUpUrl,
   });
   const request = parseChatRequest(rawBody(event));
-  const targets = deps.config.tiers[request.model];
+  const targets = deps.config.tiers[request.model].targets;
   const id = newGenerationId(startedAt);
   const headers = { 'x-request-id': requestId, 'x-generation-id': id };
   const deadline = Math.min(

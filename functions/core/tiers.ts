@@ -42,10 +42,27 @@ export const UpstreamTargetSchema = z.object({
 });
 export type UpstreamTarget = z.output<typeof UpstreamTargetSchema>;
 
+/**
+ * The output cap of a request that sets neither `max_completion_tokens` nor `max_tokens`: what the
+ * gateway bounds a reply, a reported usage and a hold by. 8,192 tokens take about 100 s at 80 tokens/s.
+ */
+export const DEFAULT_MAX_OUTPUT_TOKENS = 8_192;
+
+const TargetsSchema = z.array(UpstreamTargetSchema).min(1);
+/** A tier: its targets in fallback order, and its default output cap. A bare array is the targets alone. */
+const TierSchema = z.union([
+  TargetsSchema.transform((targets) => ({ targets, maxOutputTokens: DEFAULT_MAX_OUTPUT_TOKENS })),
+  z.object({
+    targets: TargetsSchema,
+    maxOutputTokens: z.int().positive().max(1_000_000).default(DEFAULT_MAX_OUTPUT_TOKENS),
+  }),
+]);
+export type Tier = z.output<typeof TierSchema>;
+
 export const TierConfigSchema = z.object({
-  'svc-fast': z.array(UpstreamTargetSchema).min(1),
-  'svc-pro': z.array(UpstreamTargetSchema).min(1),
-  'svc-heavy': z.array(UpstreamTargetSchema).min(1),
+  'svc-fast': TierSchema,
+  'svc-pro': TierSchema,
+  'svc-heavy': TierSchema,
 });
 export type TierConfig = z.output<typeof TierConfigSchema>;
 export type TierConfigInput = z.input<typeof TierConfigSchema>;
@@ -61,11 +78,30 @@ export class TierConfigError extends Error {
 export function parseTierConfig(input: unknown): TierConfig {
   const result = TierConfigSchema.safeParse(input);
   if (!result.success) {
-    const issue = result.error.issues[0];
+    // A union reports "invalid input" at the tier; its branches' issues name the real field.
+    let issue = result.error.issues[0];
+    while (issue?.code === 'invalid_union') {
+      const branches = issue.errors;
+      const best = branches.find((b) => b.length > 0 && b[0]?.code !== 'invalid_type') ?? branches[0];
+      const inner = best?.[0];
+      if (!inner) break;
+      issue = { ...inner, path: [...issue.path, ...inner.path] } as typeof issue;
+    }
     const path = issue?.path.join('.') || '(root)';
     throw new TierConfigError(`invalid tier configuration at ${path}: ${issue?.message ?? 'invalid'}`);
   }
   return result.data;
+}
+
+/**
+ * The most completion tokens a request may produce: its own `max_completion_tokens` / `max_tokens`
+ * when given, else the tier's default.
+ */
+export function outputCap(
+  request: { max_completion_tokens?: number | null | undefined; max_tokens?: number | null | undefined },
+  tier: Pick<Tier, 'maxOutputTokens'>,
+): number {
+  return request.max_completion_tokens ?? request.max_tokens ?? tier.maxOutputTokens;
 }
 
 /**

@@ -105,7 +105,7 @@ describe('retry and fallback before the first byte', () => {
       const body = JSON.parse(text) as {
         usage: { prompt_tokens: number; completion_tokens: number; cost: number };
       };
-      const [simTarget] = parseTierConfig(singleUpstreamConfig(sim.url))['svc-fast'];
+      const [simTarget] = parseTierConfig(singleUpstreamConfig(sim.url))['svc-fast'].targets;
       if (!simTarget) throw new Error('no target');
       const expected = priceUsage(
         {
