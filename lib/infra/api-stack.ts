@@ -35,7 +35,7 @@ import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { Construct } from 'constructs';
 import { TABLE_ENV } from '../tables.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
-import { ServiceFunction } from './service-function.js';
+import { FUNCTION_MEMORY_MB, ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
 
 export type Stage = 'sandbox' | 'prod';
@@ -110,7 +110,7 @@ export class ApiStack extends Stack {
 
     const completions = new ServiceFunction(this, 'Completions', {
       entry: 'functions/completions/handler.ts',
-      memorySize: 1024,
+      memorySize: FUNCTION_MEMORY_MB.completions,
       timeout: Duration.seconds(props.completionsTimeoutSeconds ?? 300),
       ...(props.reservedConcurrency !== undefined
         ? { reservedConcurrentExecutions: props.reservedConcurrency }
@@ -127,7 +127,7 @@ export class ApiStack extends Stack {
     });
     const models = new ServiceFunction(this, 'Models', {
       entry: 'functions/models/handler.ts',
-      memorySize: 256,
+      memorySize: FUNCTION_MEMORY_MB.models,
       timeout: Duration.seconds(10),
       logRetention,
       removalPolicy,
