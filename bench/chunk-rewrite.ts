@@ -36,14 +36,21 @@ function measure(name: string, rewrite: (data: string) => unknown): number {
       for (const data of chunks) sink += (rewrite(data) as { kind: string }).kind.length;
   };
   once(); // warm the JIT
-  const samples = Array.from({ length: 5 }, () => cpuUsPer(rounds * chunks.length, once)).sort((a, b) => a - b);
+  const samples = Array.from({ length: 5 }, () => cpuUsPer(rounds * chunks.length, once)).sort(
+    (a, b) => a - b,
+  );
   const median = samples[2] ?? NaN;
-  console.log(`${name}: ${median.toFixed(3)} us/chunk (median of 5 x ${rounds * chunks.length} chunks)${sink < 0 ? '!' : ''}`);
+  console.log(
+    `${name}: ${median.toFixed(3)} us/chunk (median of 5 x ${rounds * chunks.length} chunks)${sink < 0 ? '!' : ''}`,
+  );
   return median;
 }
 
 async function relayPerChunk(count: number): Promise<number> {
-  const body = `${chunks.slice(0, count).map((c) => `data: ${c}\n\n`).join('')}data: [DONE]\n\n`;
+  const body = `${chunks
+    .slice(0, count)
+    .map((c) => `data: ${c}\n\n`)
+    .join('')}data: [DONE]\n\n`;
   const bytes = new TextEncoder().encode(body);
   const streams = 200;
   const runOne = async () => {
@@ -87,4 +94,6 @@ const rewriter = chunkRewriter(envelope);
 const lean = measure('splice path (chunk-rewrite.ts)', (d) => rewriter.rewrite(d));
 console.log(`saving: ${(current - lean).toFixed(3)} us/chunk (${((1 - lean / current) * 100).toFixed(0)}%)`);
 const whole = await relayPerChunk(300);
-console.log(`whole relay today, 300-chunk stream fed one event per read: ${whole.toFixed(2)} us/chunk (CPU incl. SSE parsing, stream writes, GC)`);
+console.log(
+  `whole relay today, 300-chunk stream fed one event per read: ${whole.toFixed(2)} us/chunk (CPU incl. SSE parsing, stream writes, GC)`,
+);

@@ -4,10 +4,9 @@
  * charges, and that cost as a share of the request's margin (billed minus upstream cost). All in
  * integer 1e-21 USD units (bigint), from the prices in bench/prices.ts.
  */
-import { COST_SCALE, formatDecimal } from '../functions/core/money.js';
+import { COST_SCALE, formatDecimal, PRICE_SCALE, parseDecimal } from '../functions/core/money.js';
 import { priceUsage } from '../functions/core/pricing.js';
 import { SIMULATOR_PRICES, type TierId } from '../functions/core/tiers.js';
-import { PRICE_SCALE, parseDecimal } from '../functions/core/money.js';
 import { GIB, PRICES, units } from './prices.js';
 
 export interface MeasuredRequest {
@@ -43,7 +42,8 @@ export function requestCost(request: MeasuredRequest, tier: TierId, memoryMb: nu
       halves(request.writeUnits) * units(PRICES.dynamoPerWriteUnit)) /
     2n;
   const cloudFront =
-    units(PRICES.cloudFrontPerHttpsRequest) + (units(PRICES.cloudFrontPerGbOut) * BigInt(request.bytesOut)) / GIB;
+    units(PRICES.cloudFrontPerHttpsRequest) +
+    (units(PRICES.cloudFrontPerGbOut) * BigInt(request.bytesOut)) / GIB;
   const prices = SIMULATOR_PRICES[tier];
   const charge = priceUsage(
     { promptTokens: request.promptTokens, completionTokens: request.completionTokens, cachedTokens: 0 },

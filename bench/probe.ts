@@ -14,8 +14,20 @@ interface Capacity {
   WriteCapacityUnits?: number;
 }
 
-const totals = { calls: 0, readUnits: 0, writeUnits: 0, capacityUnits: 0, byCommand: {} as Record<string, number> };
-const READ_COMMANDS = new Set(['GetItemCommand', 'BatchGetItemCommand', 'QueryCommand', 'ScanCommand', 'TransactGetItemsCommand']);
+const totals = {
+  calls: 0,
+  readUnits: 0,
+  writeUnits: 0,
+  capacityUnits: 0,
+  byCommand: {} as Record<string, number>,
+};
+const READ_COMMANDS = new Set([
+  'GetItemCommand',
+  'BatchGetItemCommand',
+  'QueryCommand',
+  'ScanCommand',
+  'TransactGetItemsCommand',
+]);
 const instrumented = new WeakSet<object>();
 
 function add(capacity: Capacity | Capacity[] | undefined, command: string): void {

@@ -178,7 +178,11 @@ interface Timed {
 }
 
 /** One request, timed from the client: first byte, first chunk, last byte; the usage it reports. */
-async function timedRequest(url: string, body: string | undefined, headers: Record<string, string>): Promise<Timed> {
+async function timedRequest(
+  url: string,
+  body: string | undefined,
+  headers: Record<string, string>,
+): Promise<Timed> {
   const started = performance.now();
   const response = await fetch(url, {
     method: body === undefined ? 'GET' : 'POST',
@@ -207,7 +211,10 @@ async function timedRequest(url: string, body: string | undefined, headers: Reco
   let usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
   if (text.startsWith('{')) usage = (JSON.parse(text) as { usage?: typeof usage }).usage;
   else {
-    const last = text.split('\n\n').filter((e) => e.startsWith('data: {') && e.includes('"usage"')).at(-1);
+    const last = text
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: {') && e.includes('"usage"'))
+      .at(-1);
     if (last) usage = (JSON.parse(last.slice(6)) as { usage?: typeof usage }).usage;
   }
   return {
@@ -222,8 +229,14 @@ async function timedRequest(url: string, body: string | undefined, headers: Reco
   };
 }
 
+/** Memory sizes the cost table compares with the configured one. */
+const COMPARED_MB = [1024, 512, 384, 256, 128];
+
 /** About 500 prompt tokens of plain words (the simulator counts them with the tokenizer). */
-const PROMPT = Array.from({ length: 490 }, (_, i) => ['alpha', 'beta', 'gamma', 'delta', 'omega'][i % 5]).join(' ');
+const PROMPT = Array.from(
+  { length: 490 },
+  (_, i) => ['alpha', 'beta', 'gamma', 'delta', 'omega'][i % 5],
+).join(' ');
 /** Realistic generation timing: ~0.5 s to the first token, then ~80 tokens/s (12.5 ms a token). */
 const TTFT_MS = 500;
 const MS_PER_TOKEN = 12.5;
@@ -262,15 +275,19 @@ async function bundleFacts(): Promise<string[]> {
     const rss: number[] = [];
     for (let i = 0; i < 15; i++) {
       const started = performance.now();
-      const run = spawnSync(node, ['--input-type=module', '-e', `${script};process.stdout.write(String(process.memoryUsage().rss))`], {
-        env: {
-          ...process.env,
-          UPSTREAM_BASE_URL: 'http://127.0.0.1:9/v1',
-          AWS_REGION: 'eu-west-1',
-          AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      const run = spawnSync(
+        node,
+        ['--input-type=module', '-e', `${script};process.stdout.write(String(process.memoryUsage().rss))`],
+        {
+          env: {
+            ...process.env,
+            UPSTREAM_BASE_URL: 'http://127.0.0.1:9/v1',
+            AWS_REGION: 'eu-west-1',
+            AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+          },
+          stdio: ['ignore', 'pipe', 'pipe'],
         },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      );
       if (run.status !== 0) throw new Error(`import failed: ${run.stderr.toString()}`);
       times.push(performance.now() - started);
       rss.push(Number(run.stdout.toString()));
@@ -476,7 +493,9 @@ async function main() {
   say('');
   say('## Inside the gateway process (bench/probe.ts)');
   say('');
-  say('One client, requests back to back, the simulator unpaced. CPU = `process.cpuUsage()` delta / requests.');
+  say(
+    'One client, requests back to back, the simulator unpaced. CPU = `process.cpuUsage()` delta / requests.',
+  );
   say('');
   say('| requests | count | chunks/request | CPU ms/request |');
   say('|---|---|---|---|');
@@ -484,7 +503,8 @@ async function main() {
     const before = await probe(gateway.child);
     let events = 0;
     for (let i = 0; i < count; i++)
-      events += (await timedRequest(viaGateway, completionBody('svc-fast', stream, tokens, false), auth)).events;
+      events += (await timedRequest(viaGateway, completionBody('svc-fast', stream, tokens, false), auth))
+        .events;
     const after = await probe(gateway.child);
     const cpu = (cpuUs(after) - cpuUs(before)) / count / 1000;
     say(`| ${label} | ${count} | ${(events / count).toFixed(0)} | ${cpu.toFixed(3)} |`);
@@ -517,7 +537,11 @@ async function main() {
   for (const kind of kinds) {
     const before = await probe(gateway.child);
     for (let i = 0; i < UNITS_SAMPLES; i++) {
-      const r = await timedRequest(viaGateway, completionBody(kind.tier, kind.stream, kind.tokens, false), auth);
+      const r = await timedRequest(
+        viaGateway,
+        completionBody(kind.tier, kind.stream, kind.tokens, false),
+        auth,
+      );
       if (r.status !== 200) throw new Error(`${kindName(kind)}: status ${r.status}`);
     }
     const after = await probe(gateway.child);
@@ -532,7 +556,9 @@ async function main() {
     kinds.map(async (kind) => {
       const runs: Timed[] = [];
       for (let i = 0; i < PACED_SAMPLES; i++)
-        runs.push(await timedRequest(viaGateway, completionBody(kind.tier, kind.stream, kind.tokens, true), auth));
+        runs.push(
+          await timedRequest(viaGateway, completionBody(kind.tier, kind.stream, kind.tokens, true), auth),
+        );
       return { kind, runs };
     }),
   );
@@ -550,14 +576,15 @@ async function main() {
   );
   say('');
   say(
-    `| request | tokens in/out | duration ms | RRU / WRU | Lambda | DynamoDB | CloudFront | infra total | margin | infra / margin at ${configuredMb} MB | at 1024 MB | at 512 MB | at 128 MB |`,
+    `| request | tokens in/out | duration ms | RRU / WRU | Lambda | DynamoDB | CloudFront | infra total | margin | infra / margin at ${configuredMb} MB | ${COMPARED_MB.map((mb) => `at ${mb} MB`).join(' | ')} |`,
   );
-  say('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  say(`|---|---|---|---|---|---|---|---|---|---|${COMPARED_MB.map(() => '---|').join('')}`);
   const typical: { share: string; infra: bigint; margin: bigint }[] = [];
   for (const { kind, runs } of paced) {
     const units = usage.get(kindName(kind)) ?? { readUnits: Number.NaN, writeUnits: Number.NaN, cpuMs: 0 };
     const first = runs[0];
-    if (!first || runs.some((r) => r.status !== 200)) throw new Error(`${kindName(kind)}: a paced request failed`);
+    if (!first || runs.some((r) => r.status !== 200))
+      throw new Error(`${kindName(kind)}: a paced request failed`);
     const measured: MeasuredRequest = {
       durationMs: runs.reduce((sum, r) => sum + r.totalMs, 0) / runs.length,
       readUnits: units.readUnits,
@@ -571,7 +598,7 @@ async function main() {
     if (kind.stream && kind.tier === 'svc-fast' && kind.tokens === 300)
       typical.push({ share: percent(c.infra, c.margin), infra: c.infra, margin: c.margin });
     say(
-      `| ${kindName(kind)} | ${measured.promptTokens}/${measured.completionTokens} | ${measured.durationMs.toFixed(0)} | ${units.readUnits} / ${units.writeUnits} | ${usd(c.lambda)} | ${usd(c.dynamo)} | ${usd(c.cloudFront)} | ${usd(c.infra)} | ${usd(c.margin)} | ${percent(c.infra, c.margin)} | ${percent(at(1024).infra, c.margin)} | ${percent(at(512).infra, c.margin)} | ${percent(at(128).infra, c.margin)} |`,
+      `| ${kindName(kind)} | ${measured.promptTokens}/${measured.completionTokens} | ${measured.durationMs.toFixed(0)} | ${units.readUnits} / ${units.writeUnits} | ${usd(c.lambda)} | ${usd(c.dynamo)} | ${usd(c.cloudFront)} | ${usd(c.infra)} | ${usd(c.margin)} | ${percent(c.infra, c.margin)} | ${COMPARED_MB.map((mb) => percent(at(mb).infra, c.margin)).join(' | ')} |`,
     );
   }
   for (const t of typical)
@@ -598,7 +625,12 @@ async function main() {
       '| memory MB | CPU share | json added p50 / p90 ms | stream first chunk added p50 / p90 ms | /models added p50 ms | typical paced stream added ms | throttled periods | within budget |',
     );
     say('|---|---|---|---|---|---|---|---|');
-    const sample = async (url: string, stream: boolean | undefined, headers: Record<string, string>, model: TierId | string) => {
+    const sample = async (
+      url: string,
+      stream: boolean | undefined,
+      headers: Record<string, string>,
+      model: TierId | string,
+    ) => {
       const times: number[] = [];
       for (let i = 0; i < 40; i++) {
         await new Promise((r) => setTimeout(r, 50));
@@ -618,9 +650,24 @@ async function main() {
     const directJson = await sample(direct, false, {}, 'sim-fast');
     const directStream = await sample(direct, true, {}, 'sim-fast');
     const directModels = await sample(`${simUrl}/models`, undefined, {}, '');
-    const directPaced = await timedRequest(direct, completionBody('svc-fast', true, 300, true).replace('svc-fast', 'sim-fast'), {});
-    const limit = limitCpu(gatewayPid, cpus().length - 1);
+    const directPaced = await timedRequest(
+      direct,
+      completionBody('svc-fast', true, 300, true).replace('svc-fast', 'sim-fast'),
+      {},
+    );
     const budget = dynamoRead + 5;
+    const added = (g: number[], d: number[], p: number) => percentile(g, p) - percentile(d, p);
+    {
+      const json = await sample(viaGateway, false, auth, 'svc-fast');
+      const stream = await sample(viaGateway, true, auth, 'svc-fast');
+      const models = await sample(modelsUrl, undefined, auth, '');
+      const pacedRun = await timedRequest(viaGateway, completionBody('svc-fast', true, 300, true), auth);
+      const ok = added(json, directJson, 50) <= budget && added(stream, directStream, 50) <= budget;
+      say(
+        `| no limit (${cpus().length} cores) | - | ${ms(added(json, directJson, 50))} / ${ms(added(json, directJson, 90))} | ${ms(added(stream, directStream, 50))} / ${ms(added(stream, directStream, 90))} | ${ms(added(models, directModels, 50))} | ${ms(pacedRun.totalMs - directPaced.totalMs)} | - | ${ok ? 'yes' : 'no'} |`,
+      );
+    }
+    const limit = limitCpu(gatewayPid, cpus().length - 1);
     const verdicts: { mb: number; ok: boolean }[] = [];
     try {
       for (const mb of [128, 256, 384, 512, 768, 1024, 1769]) {
@@ -630,7 +677,6 @@ async function main() {
         const stream = await sample(viaGateway, true, auth, 'svc-fast');
         const models = await sample(modelsUrl, undefined, auth, '');
         const pacedRun = await timedRequest(viaGateway, completionBody('svc-fast', true, 300, true), auth);
-        const added = (g: number[], d: number[], p: number) => percentile(g, p) - percentile(d, p);
         const ok = added(json, directJson, 50) <= budget && added(stream, directStream, 50) <= budget;
         verdicts.push({ mb, ok });
         say(
@@ -653,8 +699,12 @@ async function main() {
   say('');
   say('| when | RSS MiB | heap used MiB | peak RSS MiB |');
   say('|---|---|---|---|');
-  say(`| started, no function loaded | ${mib(idle.rss)} | ${mib(idle.heapUsed)} | ${mib(idle.maxRssKb * 1024)} |`);
-  say(`| after the first JSON, stream and /models request (cold) | ${mib(cold.rss)} | ${mib(cold.heapUsed)} | ${mib(cold.maxRssKb * 1024)} |`);
+  say(
+    `| started, no function loaded | ${mib(idle.rss)} | ${mib(idle.heapUsed)} | ${mib(idle.maxRssKb * 1024)} |`,
+  );
+  say(
+    `| after the first JSON, stream and /models request (cold) | ${mib(cold.rss)} | ${mib(cold.heapUsed)} | ${mib(cold.maxRssKb * 1024)} |`,
+  );
   say(
     `| after the whole bench (${end.dynamo.calls} DynamoDB calls, load at up to 64 clients) | ${mib(end.rss)} | ${mib(end.heapUsed)} | ${mib(end.maxRssKb * 1024)} |`,
   );

@@ -12,7 +12,7 @@ const TOKENIZER = 'gpt-tokenizer';
  * share keeps the added time to first byte within one DynamoDB round trip + 5 ms. Lambda bills the
  * whole wall time of a streamed generation, so memory is most of a request's infrastructure cost.
  */
-export const FUNCTION_MEMORY_MB = { completions: 256, models: 256 } as const;
+export const FUNCTION_MEMORY_MB = { completions: 384, models: 256 } as const;
 
 /** Lambda's bounds on memory size, in MB. */
 const MEMORY_MIN_MB = 128;
@@ -28,7 +28,9 @@ export function memorySizeFor(scope: Construct, id: string, fallback: number): n
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
   if (!Number.isInteger(value) || value < MEMORY_MIN_MB || value > MEMORY_MAX_MB)
-    throw new Error(`${key} must be a whole number of MB from ${MEMORY_MIN_MB} to ${MEMORY_MAX_MB}, got ${String(raw)}`);
+    throw new Error(
+      `${key} must be a whole number of MB from ${MEMORY_MIN_MB} to ${MEMORY_MAX_MB}, got ${String(raw)}`,
+    );
   return value;
 }
 

@@ -43,7 +43,14 @@ async function relayed(data: string): Promise<{ forwarded: string | undefined; s
 }
 
 const chunkOf = (choice: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
-  JSON.stringify({ id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'sim', choices: [choice], ...extra });
+  JSON.stringify({
+    id: 'up-1',
+    object: 'chat.completion.chunk',
+    created: 1,
+    model: 'sim',
+    choices: [choice],
+    ...extra,
+  });
 const content = (text: string) => chunkOf({ index: 0, delta: { content: text }, finish_reason: null });
 
 /** The relay tests' chunk shapes (test/unit/completions/relay.test.ts), plus the simulator's and OpenAI's. */
@@ -124,7 +131,11 @@ describe('chunkRewriter', () => {
 
   it('hands back the usage of a chunk that has both choices and usage', () => {
     const result = chunkRewriter(envelope).rewrite(other['usage on a chunk that still has choices'] ?? '');
-    expect(result.kind === 'forward' && result.usage).toEqual({ promptTokens: 9, completionTokens: 1, cachedTokens: 0 });
+    expect(result.kind === 'forward' && result.usage).toEqual({
+      promptTokens: 9,
+      completionTokens: 1,
+      cachedTokens: 0,
+    });
   });
 
   it('reports a usage-only chunk with its usage, and does not forward it', () => {
@@ -134,7 +145,12 @@ describe('chunkRewriter', () => {
       created: 1,
       model: 'sim',
       choices: [],
-      usage: { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6, prompt_tokens_details: { cached_tokens: 1 } },
+      usage: {
+        prompt_tokens: 4,
+        completion_tokens: 2,
+        total_tokens: 6,
+        prompt_tokens_details: { cached_tokens: 1 },
+      },
     });
     expect(chunkRewriter(envelope).rewrite(data)).toEqual({
       kind: 'usage-only',
@@ -160,6 +176,9 @@ describe('chunkRewriter', () => {
   it('escapes an envelope whose id or model needs escaping', () => {
     const odd = { id: 'gen-"x"', created: 2, model: 'svc\\fast' };
     const result = chunkRewriter(odd).rewrite(compact['plain content'] ?? '');
-    expect(result.kind === 'forward' && JSON.parse(result.json)).toMatchObject({ id: 'gen-"x"', model: 'svc\\fast' });
+    expect(result.kind === 'forward' && JSON.parse(result.json)).toMatchObject({
+      id: 'gen-"x"',
+      model: 'svc\\fast',
+    });
   });
 });
