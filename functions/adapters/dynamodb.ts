@@ -66,6 +66,8 @@ export interface ChargeEntry {
   billedNano: bigint;
   /** The token counts were estimated by the gateway (the upstream reported none). */
   estimated: boolean;
+  /** Why the billed usage differs from the upstream's report (usage-bounds.ts); absent when it does not. */
+  usageAdjusted?: string;
   createdAt: string;
 }
 
@@ -167,6 +169,7 @@ export class DynamoStore {
               upstreamCostUsd: S(entry.upstreamCostUsd),
               billedNanoUsd: N(entry.billedNano),
               estimated: { BOOL: entry.estimated },
+              ...(entry.usageAdjusted ? { usageAdjusted: S(entry.usageAdjusted) } : {}),
               createdAt: S(entry.createdAt),
             },
             ConditionExpression: 'attribute_not_exists(entryId)',

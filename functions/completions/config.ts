@@ -15,6 +15,11 @@ export interface CompletionsConfig {
   settleReserveMs: number;
   /** No bytes from the upstream within this, mid-stream: the stream ends with an error event. */
   idleTimeoutMs: number;
+  /**
+   * A `stream: false` request must have its whole upstream reply within this (below CloudFront's 60 s
+   * origin read timeout, with room to settle), else 504 and nothing charged.
+   */
+  jsonReplyTimeoutMs: number;
   /** Upper bound on a buffered (non-streaming) upstream body. */
   maxResponseBytes: number;
 }
@@ -67,6 +72,7 @@ export function loadCompletionsConfig(env: NodeJS.ProcessEnv = process.env): Com
     upstreamBudgetMs: positiveInt(env, 'UPSTREAM_BUDGET_MS', 25_000),
     settleReserveMs: positiveInt(env, 'SETTLE_RESERVE_MS', 10_000),
     idleTimeoutMs: positiveInt(env, 'UPSTREAM_IDLE_TIMEOUT_MS', 60_000),
+    jsonReplyTimeoutMs: positiveInt(env, 'JSON_REPLY_TIMEOUT_MS', 50_000),
     maxResponseBytes: positiveInt(env, 'UPSTREAM_MAX_RESPONSE_BYTES', 8 * 1024 * 1024),
   };
 }

@@ -1,16 +1,23 @@
 import type { Readable } from 'node:stream';
 import type { ChargeEntry, DynamoStore } from '../adapters/dynamodb.js';
-import { openWithFallback, readBodyBounded } from '../adapters/upstream.js';
+import { BodyDeadlineError, openWithFallback, readBodyBounded } from '../adapters/upstream.js';
 import { authorize, type Principal } from '../core/access.js';
 import { hashKey, parseBearerKey } from '../core/auth.js';
-import { InternalError, UpstreamError } from '../core/errors.js';
+import {
+  GatewayTimeoutError,
+  HttpError,
+  InternalError,
+  ServiceUnavailableError,
+  UpstreamError,
+} from '../core/errors.js';
 import { newGenerationId } from '../core/ids.js';
 import { costToUsd, nanoToUsd } from '../core/money.js';
 import { priceUsage, type TokenUsage } from '../core/pricing.js';
 import { type ChatRequest, parseChatRequest } from '../core/schemas.js';
-import type { UpstreamTarget } from '../core/tiers.js';
+import { outputCap, type UpstreamTarget } from '../core/tiers.js';
 import { estimatePromptTokens, estimateTextTokens, textOfContent } from '../core/tokens.js';
-import { readUpstreamUsage, usageForClient } from '../core/usage.js';
+import { readUpstreamUsage, type UsageReport, usageForClient } from '../core/usage.js';
+import { boundUsage, promptBound, type UsageLimits } from '../core/usage-bounds.js';
 import {
   type FunctionUrlEvent,
   type FunctionUrlResult,
@@ -19,7 +26,12 @@ import {
   rawBody,
   SSE_CONTENT_TYPE,
 } from '../shared/http.js';
-import { logger, recordBillingFailure, recordGeneration } from '../shared/observability.js';
+import {
+  logger,
+  recordBillingFailure,
+  recordGeneration,
+  recordUsageOutOfBounds,
+} from '../shared/observability.js';
 import type { CompletionsConfig } from './config.js';
 import { type RelayOutcome, relay } from './relay.js';
 
@@ -37,6 +49,9 @@ interface Generation {
   request: ChatRequest;
   target: UpstreamTarget;
   startedAt: number;
+  /** What the gateway bounds this request's usage by (usage-bounds.ts). */
+  outputCap: number;
+  promptBound: number;
 }
 
 /** POST /api/v1/chat/completions: authenticate, validate, call the upstream, bill, answer. */
@@ -49,26 +64,36 @@ export async function handleCompletion(
 ): Promise<FunctionUrlResult> {
   const startedAt = Date.now();
   const key = parseBearerKey(header(event, 'authorization'));
-  const principal = authorize(await deps.store.loadPrincipal(hashKey(key)), {
+  const principal = authorize(await loadPrincipal(deps, hashKey(key)), {
     requireCredit: true,
     topUpUrl: deps.config.topUpUrl,
   });
-  const request = parseChatRequest(rawBody(event));
-  const targets = deps.config.tiers[request.model].targets;
+  const bodyText = rawBody(event);
+  const request = parseChatRequest(bodyText);
+  const tier = deps.config.tiers[request.model];
   const id = newGenerationId(startedAt);
   const headers = { 'x-request-id': requestId, 'x-generation-id': id };
-  const deadline = Math.min(
-    startedAt + deps.config.upstreamBudgetMs,
-    startedAt + remainingMs - deps.config.settleReserveMs,
-  );
+  // The function's own deadline: past it Lambda kills the invocation, so the relay settles before it.
+  const functionDeadline = startedAt + remainingMs - deps.config.settleReserveMs;
+  // A JSON reply sends nothing until it is complete: it must be done before CloudFront's origin read
+  // timeout, so its upstream gets until the JSON deadline, headers and body together.
+  const jsonDeadline = Math.min(functionDeadline, startedAt + deps.config.jsonReplyTimeoutMs);
   const opened = await openWithFallback({
-    targets,
+    targets: tier.targets,
     bodyFor: (target) => toUpstreamBody(request, target),
     credential: deps.credential,
-    policy: deps.config.retry,
-    deadline,
+    policy: request.stream
+      ? deps.config.retry
+      : { ...deps.config.retry, firstByteTimeoutMs: Math.max(1, jsonDeadline - startedAt) },
+    deadline: request.stream
+      ? Math.min(startedAt + deps.config.upstreamBudgetMs, functionDeadline)
+      : jsonDeadline,
     onAttemptFailed: (info) =>
       logger.warn('upstream attempt failed', { ...info, generationId: id, tier: request.model }),
+  }).catch((error: unknown) => {
+    if (!request.stream && error instanceof UpstreamError && Date.now() >= jsonDeadline)
+      throw new GatewayTimeoutError(Math.round(deps.config.jsonReplyTimeoutMs / 1000), { cause: error });
+    throw error;
   });
   const generation: Generation = {
     id,
@@ -77,12 +102,15 @@ export async function handleCompletion(
     request,
     target: opened.target,
     startedAt,
+    outputCap: outputCap(request, tier),
+    promptBound: promptBound(Buffer.byteLength(bodyText ?? ''), request.messages),
   };
   const body = opened.response.body;
   if (!body) throw new UpstreamError();
 
   if (!request.stream) {
-    return jsonResponse(200, await completeBuffered(generation, opened.response, deps), headers);
+    const reply = await completeBuffered(generation, opened, jsonDeadline, deps);
+    return jsonResponse(200, reply, headers);
   }
   const stream: Readable = relay({
     body,
@@ -92,6 +120,8 @@ export async function handleCompletion(
     keepAliveMs: deps.config.keepAliveMs,
     idleTimeoutMs: deps.config.idleTimeoutMs,
     maxBytes: deps.config.maxResponseBytes,
+    deadline: functionDeadline,
+    outputCap: generation.outputCap,
     abortUpstream: opened.abort,
     settle: (outcome) => settleStream(generation, outcome, deps),
   });
@@ -107,6 +137,20 @@ export async function handleCompletion(
   };
 }
 
+/**
+ * The principal behind a key hash. Before anything is spent, a database that fails or does not answer
+ * within its bounded wait (adapters/dynamodb) is a 503 with Retry-After, never a hang or a bare 500.
+ */
+async function loadPrincipal(deps: CompletionsDeps, keyHash: string): Promise<Principal | undefined> {
+  try {
+    return await deps.store.loadPrincipal(keyHash);
+  } catch (error) {
+    if (error instanceof HttpError) throw error;
+    logger.error('principal read failed', { error: error instanceof Error ? error : String(error) });
+    throw new ServiceUnavailableError({ cause: error });
+  }
+}
+
 /** What the upstream receives: the client's fields, our upstream model id, and always a usage report. */
 function toUpstreamBody(request: ChatRequest, target: UpstreamTarget): Record<string, unknown> {
   const body: Record<string, unknown> = { ...request, model: target.model };
@@ -117,32 +161,51 @@ function toUpstreamBody(request: ChatRequest, target: UpstreamTarget): Record<st
 
 async function completeBuffered(
   generation: Generation,
-  response: Response,
+  opened: { response: Response; abort: () => void },
+  deadline: number,
   deps: CompletionsDeps,
 ): Promise<unknown> {
   let text: string;
   let parsed: { choices?: unknown; usage?: unknown; system_fingerprint?: unknown };
   try {
-    text = await readBodyBounded(response, deps.config.maxResponseBytes);
+    text = await readBodyBounded(opened.response, deps.config.maxResponseBytes, deadline);
     parsed = JSON.parse(text) as typeof parsed;
   } catch (cause) {
+    opened.abort();
+    if (cause instanceof BodyDeadlineError)
+      throw new GatewayTimeoutError(Math.round(deps.config.jsonReplyTimeoutMs / 1000), { cause });
     throw new UpstreamError(undefined, { cause });
   }
-  if (!Array.isArray(parsed.choices))
+  if (typeof parsed !== 'object' || parsed === null || !Array.isArray(parsed.choices))
     throw new UpstreamError(undefined, { cause: new Error('upstream body has no choices') });
   const choices = parsed.choices as {
-    message?: { content?: unknown; refusal?: unknown; tool_calls?: unknown };
+    message?: {
+      content?: unknown;
+      refusal?: unknown;
+      reasoning?: unknown;
+      reasoning_content?: unknown;
+      tool_calls?: unknown;
+    };
   }[];
-  let usage = readUpstreamUsage(parsed.usage, text);
-  let estimated = false;
-  if (!usage) {
-    const completionText = choices
-      .map((choice) => textOfContent(choice.message?.content) + toolCallText(choice.message?.tool_calls))
-      .join('');
-    usage = await estimateUsage(generation.request, completionText);
-    estimated = true;
-  }
-  const billedNano = await settle(generation, usage, estimated, deps);
+  const completionText = choices
+    .map((choice) => {
+      const m = choice.message;
+      return (
+        textOfContent(m?.content) +
+        (typeof m?.refusal === 'string' ? m.refusal : '') +
+        (typeof m?.reasoning === 'string' ? m.reasoning : '') +
+        (typeof m?.reasoning_content === 'string' ? m.reasoning_content : '') +
+        toolCallText(m?.tool_calls)
+      );
+    })
+    .join('');
+  const { usage, billedNano } = await bill(
+    generation,
+    readUpstreamUsage(parsed.usage, text),
+    completionText,
+    [],
+    deps,
+  );
   return {
     id: generation.id,
     object: 'chat.completion',
@@ -161,14 +224,58 @@ async function settleStream(
   outcome: RelayOutcome,
   deps: CompletionsDeps,
 ): Promise<unknown> {
-  let usage = outcome.usage;
+  const notes =
+    outcome.cut === 'output_cap'
+      ? ['stream cut at the output cap']
+      : outcome.cut === 'deadline'
+        ? ['stream cut at the function deadline']
+        : [];
+  const { usage, billedNano } = await bill(generation, outcome.usage, outcome.streamedText, notes, deps);
+  return usageForClient(usage, nanoToUsd(billedNano));
+}
+
+/**
+ * The usage to bill: the upstream's report when it sent a readable one, else the gateway's estimate
+ * (flagged); either way held to what the request could have used (usage-bounds.ts), and any
+ * adjustment logged with the raw report, counted and kept on the ledger entry. Then settled.
+ */
+async function bill(
+  generation: Generation,
+  report: UsageReport | undefined,
+  completionText: string,
+  notes: string[],
+  deps: CompletionsDeps,
+): Promise<{ usage: TokenUsage; billedNano: bigint }> {
+  const limits: UsageLimits = {
+    outputCap: generation.outputCap,
+    promptBound: generation.promptBound,
+    completionTextBytes: Buffer.byteLength(completionText),
+  };
+  let reported: TokenUsage;
   let estimated = false;
-  if (!usage) {
-    usage = await estimateUsage(generation.request, outcome.streamedText);
+  const adjustments = [...notes];
+  if (report && 'usage' in report) {
+    reported = report.usage;
+  } else {
+    if (report) adjustments.push(`unusable usage report: ${report.invalid}`);
+    reported = await estimateUsage(generation.request, completionText);
     estimated = true;
   }
-  const billedNano = await settle(generation, usage, estimated, deps);
-  return usageForClient(usage, nanoToUsd(billedNano));
+  const bounded = boundUsage(reported, limits, generation.target.prices);
+  adjustments.push(...bounded.adjustments);
+  if (bounded.adjustments.length > 0 || (report && 'invalid' in report)) {
+    recordUsageOutOfBounds({
+      generationId: generation.id,
+      accountId: generation.principal.accountId,
+      tier: generation.request.model,
+      upstreamModel: generation.target.model,
+      // The upstream's own words, for the provider conversation; bounded by the body size limits.
+      reportedUsage: report?.raw,
+      adjustments,
+    });
+  }
+  const billedNano = await settle(generation, bounded.usage, estimated, adjustments, deps);
+  return { usage: bounded.usage, billedNano };
 }
 
 /** One conditional write: the ledger entry under the generation id and the deduction (DESIGN section 4, step 6). */
@@ -176,6 +283,7 @@ async function settle(
   generation: Generation,
   usage: TokenUsage,
   estimated: boolean,
+  adjustments: string[],
   deps: CompletionsDeps,
 ): Promise<bigint> {
   const { upstreamCost, billedNano } = priceUsage(usage, generation.target);
@@ -191,6 +299,7 @@ async function settle(
     upstreamCostUsd: costToUsd(upstreamCost),
     billedNano,
     estimated,
+    ...(adjustments.length > 0 ? { usageAdjusted: adjustments.join('; ').slice(0, 1_000) } : {}),
     createdAt: new Date().toISOString(),
   };
   try {

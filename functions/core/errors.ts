@@ -128,6 +128,36 @@ export class InternalError extends HttpError {
   }
 }
 
+/** The database (or another dependency) did not answer in time before anything was spent: retry soon. */
+export class ServiceUnavailableError extends HttpError {
+  constructor(options?: ErrorOptions) {
+    super(
+      503,
+      'The service is temporarily unavailable. Nothing was charged; retry with exponential backoff.',
+      { type: 'server_error', code: 'service_unavailable', headers: { 'retry-after': '1' } },
+      options,
+    );
+    this.name = 'ServiceUnavailableError';
+  }
+}
+
+/**
+ * A `stream: false` reply that could not be completed before CloudFront's origin read timeout: the
+ * upstream is abandoned and nothing is charged. `x-should-retry: false` stops the OpenAI SDKs from
+ * retrying a request that would time out again.
+ */
+export class GatewayTimeoutError extends HttpError {
+  constructor(seconds: number, options?: ErrorOptions) {
+    super(
+      504,
+      `The model did not finish within ${seconds} s, the limit for a non-streaming request. Nothing was charged; use "stream": true for long generations.`,
+      { type: 'timeout', code: 'upstream_timeout', headers: { 'x-should-retry': 'false' } },
+      options,
+    );
+    this.name = 'GatewayTimeoutError';
+  }
+}
+
 /** Anything that is not an HttpError becomes a generic 500; its detail never reaches the client. */
 export function toHttpError(error: unknown): HttpError {
   return error instanceof HttpError ? error : new InternalError({ cause: error });

@@ -52,3 +52,17 @@ export function recordRequest(statusCode: number): void {
   metrics.addMetric('Requests', MetricUnit.Count, 1);
   metrics.publishStoredMetrics();
 }
+
+/** Counts of usage reports billed at a bound instead of as reported, read by tests. */
+export const usageAdjustments = { count: 0 };
+
+/**
+ * An upstream usage report outside what the request could have used (or unreadable): logged with the
+ * raw report and counted in the `UsageOutOfBounds` metric, which has an alarm. The bill used the bound.
+ */
+export function recordUsageOutOfBounds(record: Record<string, unknown>): void {
+  usageAdjustments.count += 1;
+  logger.warn('upstream usage out of bounds', record);
+  metrics.addMetric('UsageOutOfBounds', MetricUnit.Count, 1);
+  metrics.publishStoredMetrics();
+}
