@@ -26,8 +26,9 @@ export function readUpstreamUsage(raw: unknown, rawText?: string): UsageReport |
     return { invalid: 'prompt_tokens or completion_tokens is not a non-negative integer', raw };
   const promptDetails = numericDetails(usage.prompt_tokens_details);
   const completionDetails = numericDetails(usage.completion_tokens_details);
-  const cached = promptDetails?.cached_tokens;
-  if (cached !== undefined && count(cached) === undefined)
+  const rawCached = (usage.prompt_tokens_details as Record<string, unknown> | null | undefined)?.cached_tokens;
+  const cached = count(rawCached);
+  if (rawCached !== undefined && rawCached !== null && cached === undefined)
     return { invalid: 'prompt_tokens_details.cached_tokens is not a non-negative integer', raw };
   const result: TokenUsage = {
     promptTokens: prompt,
