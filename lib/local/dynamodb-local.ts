@@ -65,6 +65,8 @@ export async function dynamoAnswers(endpoint: string, timeoutMs = 1_000): Promis
 
 export interface RunningDynamo {
   endpoint: string;
+  /** The Java process, when this module started it (fault tests pause it with SIGSTOP). */
+  pid?: number;
   stop(): Promise<void>;
 }
 
@@ -94,6 +96,7 @@ export async function startDynamoLocal(
   const exited = new Promise<void>((resolveExit) => child.once('exit', () => resolveExit()));
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGCONT'); // a fault test may have paused it
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
       await exited;
@@ -104,7 +107,8 @@ export async function startDynamoLocal(
   while (Date.now() < deadline) {
     if (child.exitCode !== null)
       throw new Error(`DynamoDB Local exited (code ${child.exitCode}): ${output.trim().slice(-500)}`);
-    if (await dynamoAnswers(endpoint, 500)) return { endpoint, stop };
+    if (await dynamoAnswers(endpoint, 500))
+      return { endpoint, stop, ...(child.pid !== undefined ? { pid: child.pid } : {}) };
     await new Promise((r) => setTimeout(r, 200));
   }
   await stop();
