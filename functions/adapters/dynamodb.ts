@@ -287,6 +287,8 @@ function keepAliveHandler(timeouts: DynamoTimeouts): NodeHttpHandler {
     httpsAgent: new HttpsAgent({ keepAlive: true, maxSockets: 64 }),
     connectionTimeout: timeouts.connectTimeoutMs,
     requestTimeout: timeouts.requestTimeoutMs,
+    // Without this, smithy only logs a warning when requestTimeout passes, and the call waits on.
+    throwOnRequestTimeout: true,
   });
 }
 
