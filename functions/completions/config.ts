@@ -5,7 +5,7 @@ import { parseTierConfig, singleUpstreamConfig, type TierConfig } from '../core/
 export interface CompletionsConfig {
   tiers: TierConfig;
   topUpUrl: string;
-  /** SSE comment interval while the upstream has not sent its first chunk. */
+  /** A stream is never silent longer than this: an SSE comment goes out (below CloudFront's 60 s read timeout). */
   keepAliveMs: number;
   /** Retries and timeouts before the first byte (per attempt and per target). */
   retry: RetryPolicy;
@@ -13,7 +13,11 @@ export interface CompletionsConfig {
   upstreamBudgetMs: number;
   /** Time kept back from the function's timeout to settle the bill. */
   settleReserveMs: number;
-  /** No bytes from the upstream within this, mid-stream: the stream ends with an error event. */
+  /**
+   * No bytes from the upstream within this, mid-stream: the stream ends with an error event. Longer
+   * than CloudFront's read timeout on purpose: keep-alives hold the client, and a reasoning model may
+   * pause for a minute or more; the function deadline bounds it in any case.
+   */
   idleTimeoutMs: number;
   /**
    * A `stream: false` request must have its whole upstream reply within this (below CloudFront's 60 s
@@ -71,7 +75,7 @@ export function loadCompletionsConfig(env: NodeJS.ProcessEnv = process.env): Com
     },
     upstreamBudgetMs: positiveInt(env, 'UPSTREAM_BUDGET_MS', 25_000),
     settleReserveMs: positiveInt(env, 'SETTLE_RESERVE_MS', 10_000),
-    idleTimeoutMs: positiveInt(env, 'UPSTREAM_IDLE_TIMEOUT_MS', 60_000),
+    idleTimeoutMs: positiveInt(env, 'UPSTREAM_IDLE_TIMEOUT_MS', 120_000),
     jsonReplyTimeoutMs: positiveInt(env, 'JSON_REPLY_TIMEOUT_MS', 50_000),
     maxResponseBytes: positiveInt(env, 'UPSTREAM_MAX_RESPONSE_BYTES', 8 * 1024 * 1024),
   };
