@@ -222,6 +222,25 @@ describe('usage an upstream misreports is billed within its bound, flagged and c
   });
 });
 
+describe('usage details', () => {
+  it.each([false, true])('pass through to the client, JSON and stream (stream %s)', async (stream) => {
+    behave = lyingUsage({
+      prompt_tokens: 20,
+      completion_tokens: 9,
+      total_tokens: 29,
+      prompt_tokens_details: { cached_tokens: 4, audio_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 3, accepted_prediction_tokens: 0 },
+    });
+    const { accountId, key } = await newAccount(target);
+    const usage = await clientUsage(await call(key, 'svc-fast', stream), stream);
+    expect(usage.prompt_tokens_details).toEqual({ cached_tokens: 4, audio_tokens: 0 });
+    expect(usage.completion_tokens_details).toEqual({ reasoning_tokens: 3, accepted_prediction_tokens: 0 });
+    const { charge, adjusted } = await oneCharge(accountId);
+    expect(charge.cachedTokens).toBe(4);
+    expect(adjusted).toBeUndefined();
+  });
+});
+
 describe('a stream request answered with something other than an event stream', () => {
   const html: Behaviour = (_body, res) => {
     res.writeHead(200, { 'content-type': 'text/html' });
