@@ -26,7 +26,8 @@ export function readUpstreamUsage(raw: unknown, rawText?: string): UsageReport |
     return { invalid: 'prompt_tokens or completion_tokens is not a non-negative integer', raw };
   const promptDetails = numericDetails(usage.prompt_tokens_details);
   const completionDetails = numericDetails(usage.completion_tokens_details);
-  const rawCached = (usage.prompt_tokens_details as Record<string, unknown> | null | undefined)?.cached_tokens;
+  const rawCached = (usage.prompt_tokens_details as Record<string, unknown> | null | undefined)
+    ?.cached_tokens;
   const cached = count(rawCached);
   if (rawCached !== undefined && rawCached !== null && cached === undefined)
     return { invalid: 'prompt_tokens_details.cached_tokens is not a non-negative integer', raw };
