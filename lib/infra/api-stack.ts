@@ -304,5 +304,17 @@ export class ApiStack extends Stack {
       1,
       'A generation could not be billed: its usage record is in the completions log ("billing failed")',
     );
+    alarm(
+      'UsageOutOfBounds',
+      new Metric({
+        namespace: 'HostedModelApi',
+        metricName: 'UsageOutOfBounds',
+        dimensionsMap: { service: 'hosted-model-api' },
+        statistic: 'Sum',
+        period: minute,
+      }),
+      1,
+      'An upstream reported usage beyond what the request could use; it was billed at the bound. The raw report is in the completions log ("upstream usage out of bounds")',
+    );
   }
 }

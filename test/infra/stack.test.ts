@@ -337,6 +337,7 @@ describe('alarms and outputs', () => {
     expect(alarms.filter((a) => a.Properties.MetricName === 'Errors')).toHaveLength(2);
     expect(alarms.filter((a) => a.Properties.MetricName === 'Throttles')).toHaveLength(2);
     expect(alarms.filter((a) => a.Properties.MetricName === 'BillingFailures')).toHaveLength(1);
+    expect(alarms.filter((a) => a.Properties.MetricName === 'UsageOutOfBounds')).toHaveLength(1);
     expect(names.filter((n) => n.includes('Url5xxCount'))).toHaveLength(2);
     for (const alarm of alarms) expect(alarm.Properties.AlarmActions).toBeDefined();
     prod.template.hasResourceProperties('AWS::SNS::Subscription', {
