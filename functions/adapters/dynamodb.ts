@@ -149,7 +149,7 @@ export class DynamoStore {
    * so a retried settlement of the same generation charges once; the ClientRequestToken makes the
    * SDK's own retries of a committed transaction idempotent too.
    */
-  async settleCharge(entry: ChargeEntry): Promise<SettleOutcome> {
+  async settleCharge(entry: ChargeEntry, deadline = Number.POSITIVE_INFINITY): Promise<SettleOutcome> {
     const command = new TransactWriteItemsCommand({
       ClientRequestToken: entry.generationId,
       TransactItems: [
@@ -189,9 +189,15 @@ export class DynamoStore {
     // The SDK retries throttling and transient network errors itself. A transaction conflict (another
     // transaction on the same account item at the same moment) is retried here, with the same
     // ClientRequestToken and the same ledger key, so however often it is sent it charges once.
+    // Every attempt and wait stays inside `deadline` (the invocation's own): a settlement that cannot
+    // finish in time fails as a billing failure (logged with its usage record), never as a killed function.
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.client.send(command);
+        const left = deadline - Date.now();
+        await this.client.send(
+          command,
+          Number.isFinite(left) ? { abortSignal: AbortSignal.timeout(Math.max(1, left)) } : {},
+        );
         return 'settled';
       } catch (error) {
         if (error instanceof TransactionCanceledException) {
@@ -200,7 +206,9 @@ export class DynamoStore {
           if (account?.Code === 'ConditionalCheckFailed') throw new AccountNotFoundError(entry.accountId);
         }
         if (!isRetryableSettlementError(error) || attempt >= SETTLE_ATTEMPTS) throw error;
-        await sleep(Math.random() * 25 * 2 ** attempt);
+        const wait = Math.random() * 25 * 2 ** attempt;
+        if (Date.now() + wait >= deadline) throw error;
+        await sleep(wait);
       }
     }
   }

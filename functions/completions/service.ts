@@ -35,6 +35,10 @@ import {
 import type { CompletionsConfig } from './config.js';
 import { type RelayOutcome, relay } from './relay.js';
 
+/** CloudFront's origin read timeout (lib/infra), and what is kept back from a deadline to answer. */
+const ORIGIN_READ_TIMEOUT_MS = 60_000;
+const SETTLE_MARGIN_MS = 1_000;
+
 export interface CompletionsDeps {
   store: DynamoStore;
   config: CompletionsConfig;
@@ -52,6 +56,8 @@ interface Generation {
   /** What the gateway bounds this request's usage by (usage-bounds.ts). */
   outputCap: number;
   promptBound: number;
+  /** Settlement gives up by then: 1 s before Lambda's timeout, and for JSON before CloudFront's. */
+  settleDeadline: number;
 }
 
 /** POST /api/v1/chat/completions: authenticate, validate, call the upstream, bill, answer. */
@@ -104,6 +110,9 @@ export async function handleCompletion(
     startedAt,
     outputCap: outputCap(request, tier),
     promptBound: promptBound(Buffer.byteLength(bodyText ?? ''), request.messages),
+    settleDeadline: request.stream
+      ? startedAt + remainingMs - SETTLE_MARGIN_MS
+      : Math.min(startedAt + remainingMs, startedAt + ORIGIN_READ_TIMEOUT_MS) - SETTLE_MARGIN_MS,
   };
   const body = opened.response.body;
   if (!body) throw new UpstreamError();
@@ -303,7 +312,11 @@ async function settle(
     createdAt: new Date().toISOString(),
   };
   try {
-    await deps.store.settleCharge(entry);
+    // At most the settlement reserve, and never past the invocation's own deadline.
+    await deps.store.settleCharge(
+      entry,
+      Math.min(generation.settleDeadline, Date.now() + deps.config.settleReserveMs - SETTLE_MARGIN_MS),
+    );
   } catch (error) {
     recordBillingFailure(
       // The full usage record, so the charge can be applied by hand; bigint becomes decimal text.

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { billingFailures } from '../../functions/shared/observability.js';
 import { listLedger } from '../../lib/admin/operations.js';
 import { type RunningDynamo, startDynamoLocal } from '../../lib/local/dynamodb-local.js';
 import { startLocalStack } from '../../lib/local/stack.js';
@@ -17,7 +18,12 @@ const STATED_BOUND_MS = 5_000;
 
 beforeAll(async () => {
   dynamo = await startDynamoLocal();
-  const local = await startLocalStack({ dynamoEndpoint: dynamo.endpoint, tablePrefix: 'stall-' });
+  const local = await startLocalStack({
+    dynamoEndpoint: dynamo.endpoint,
+    tablePrefix: 'stall-',
+    // Settlement may take the reserve: 4 s here (10 s by default) keeps the test short.
+    env: { SETTLE_RESERVE_MS: '4000', KEEPALIVE_INTERVAL_MS: '500' },
+  });
   target = {
     baseUrl: local.baseUrl,
     admin: { client: local.client, tables: local.tables },
@@ -39,13 +45,15 @@ function resume() {
   if (dynamo.pid) process.kill(dynamo.pid, 'SIGCONT');
 }
 
-async function call(key: string, stream: boolean) {
+const START_CREDIT = 5_000_000_000n;
+
+async function call(key: string, stream: boolean, content = 'hi [[sim:tokens=3]]') {
   return fetch(`${target.baseUrl}/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: JSON.stringify({
       model: 'svc-fast',
-      messages: [{ role: 'user', content: 'hi [[sim:tokens=3]]' }],
+      messages: [{ role: 'user', content }],
       stream,
     }),
   });
@@ -81,5 +89,46 @@ describe('DynamoDB stalled before admission', () => {
     const charges = (await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge');
     expect(charges).toHaveLength(2);
     expect(balance - (await balanceNano(target, accountId))).toBe(-(charges[1]?.deltaNano ?? 0n));
+  });
+});
+
+describe('DynamoDB stalled during settlement', () => {
+  it('logs the usage record, sends the error event, and charges at most once when the database returns', async () => {
+    const { accountId, key } = await newAccount(target);
+    const failuresBefore = billingFailures.count;
+    const response = await call(key, true, 'hi [[sim:tokens=3]] [[sim:pause_after=1]] [[sim:pause_ms=800]]');
+    expect(response.status).toBe(200);
+    const reader = response.body?.getReader();
+    const first = await reader?.read(); // admitted and streaming: the read is done
+    expect(first?.done).toBe(false);
+    pause();
+    let text = new TextDecoder().decode(first?.value);
+    const started = Date.now();
+    try {
+      for (;;) {
+        const next = await reader?.read();
+        if (!next || next.done) break;
+        text += new TextDecoder().decode(next.value);
+      }
+    } finally {
+      resume();
+    }
+    // Within the 4 s reserve (and the keep-alives ran meanwhile).
+    expect(Date.now() - started).toBeLessThan(6_000);
+    const events = text
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: '))
+      .map((e) => e.slice(6));
+    expect(events).not.toContain('[DONE]');
+    const last = JSON.parse(events.at(-1) ?? '{}');
+    expect(last.error.code).toBe('billing_failed');
+    expect(last.choices[0].finish_reason).toBe('error');
+    expect(billingFailures.count - failuresBefore).toBe(1);
+    // The paused database may still apply the queued transaction when it resumes: at most once.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const charges = (await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge');
+    expect(charges.length).toBeLessThanOrEqual(1);
+    const drop = START_CREDIT - (await balanceNano(target, accountId));
+    expect(drop).toBe(charges.length === 0 ? 0n : -(charges[0]?.deltaNano ?? 0n));
   });
 });
