@@ -24,6 +24,14 @@ export interface CompletionsConfig {
    * origin read timeout, with room to settle), else 504 and nothing charged.
    */
   jsonReplyTimeoutMs: number;
+  /**
+   * How many completions can run at once (the function's reserved concurrency, set by the stack;
+   * AWS's default account limit otherwise): an account whose available credit covers this many of a
+   * request's worst case is served without a hold.
+   */
+  maxConcurrency: number;
+  /** A hold expires this long after its function's own timeout (the sweeper releases it then). */
+  holdExpiryMarginMs: number;
   /** Upper bound on a buffered (non-streaming) upstream body. */
   maxResponseBytes: number;
 }
@@ -77,6 +85,8 @@ export function loadCompletionsConfig(env: NodeJS.ProcessEnv = process.env): Com
     settleReserveMs: positiveInt(env, 'SETTLE_RESERVE_MS', 10_000),
     idleTimeoutMs: positiveInt(env, 'UPSTREAM_IDLE_TIMEOUT_MS', 120_000),
     jsonReplyTimeoutMs: positiveInt(env, 'JSON_REPLY_TIMEOUT_MS', 50_000),
+    maxConcurrency: positiveInt(env, 'MAX_CONCURRENCY', 1_000),
+    holdExpiryMarginMs: positiveInt(env, 'HOLD_EXPIRY_MARGIN_MS', 60_000),
     maxResponseBytes: positiveInt(env, 'UPSTREAM_MAX_RESPONSE_BYTES', 8 * 1024 * 1024),
   };
 }

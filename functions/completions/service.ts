@@ -1,19 +1,21 @@
 import type { Readable } from 'node:stream';
-import type { ChargeEntry, DynamoStore } from '../adapters/dynamodb.js';
 import { BodyDeadlineError, openWithFallback, readBodyBounded } from '../adapters/upstream.js';
 import { authorize, type Principal } from '../core/access.js';
 import { hashKey, parseBearerKey } from '../core/auth.js';
 import {
   GatewayTimeoutError,
   HttpError,
+  InsufficientCreditsError,
   InternalError,
   ServiceUnavailableError,
   UpstreamError,
 } from '../core/errors.js';
+import { needsHold, worstCaseBilledNano } from '../core/holds.js';
 import { newGenerationId } from '../core/ids.js';
 import { costToUsd, nanoToUsd } from '../core/money.js';
 import { priceUsage, type TokenUsage } from '../core/pricing.js';
 import { type ChatRequest, parseChatRequest } from '../core/schemas.js';
+import type { ChargeEntry, Hold, Store } from '../core/store.js';
 import { outputCap, type UpstreamTarget } from '../core/tiers.js';
 import { estimatePromptTokens, estimateTextTokens, textOfContent } from '../core/tokens.js';
 import { readUpstreamUsage, type UsageReport, usageForClient } from '../core/usage.js';
@@ -40,7 +42,7 @@ const ORIGIN_READ_TIMEOUT_MS = 60_000;
 const SETTLE_MARGIN_MS = 1_000;
 
 export interface CompletionsDeps {
-  store: DynamoStore;
+  store: Store;
   config: CompletionsConfig;
   credential: (name: string | undefined) => Promise<string | undefined>;
 }
@@ -58,6 +60,8 @@ interface Generation {
   promptBound: number;
   /** Settlement gives up by then: 1 s before Lambda's timeout, and for JSON before CloudFront's. */
   settleDeadline: number;
+  /** The hold this request placed, released by its settlement; none on the fast path. */
+  hold: Hold | undefined;
 }
 
 /** POST /api/v1/chat/completions: authenticate, validate, call the upstream, bill, answer. */
@@ -84,23 +88,39 @@ export async function handleCompletion(
   // A JSON reply sends nothing until it is complete: it must be done before CloudFront's origin read
   // timeout, so its upstream gets until the JSON deadline, headers and body together.
   const jsonDeadline = Math.min(functionDeadline, startedAt + deps.config.jsonReplyTimeoutMs);
-  const opened = await openWithFallback({
-    targets: tier.targets,
-    bodyFor: (target) => toUpstreamBody(request, target),
-    credential: deps.credential,
-    policy: request.stream
-      ? deps.config.retry
-      : { ...deps.config.retry, firstByteTimeoutMs: Math.max(1, jsonDeadline - startedAt) },
-    deadline: request.stream
-      ? Math.min(startedAt + deps.config.upstreamBudgetMs, functionDeadline)
-      : jsonDeadline,
-    onAttemptFailed: (info) =>
-      logger.warn('upstream attempt failed', { ...info, generationId: id, tier: request.model }),
-  }).catch((error: unknown) => {
-    if (!request.stream && error instanceof UpstreamError && Date.now() >= jsonDeadline)
-      throw new GatewayTimeoutError(Math.round(deps.config.jsonReplyTimeoutMs / 1000), { cause: error });
-    throw error;
+  const cap = outputCap(request, tier);
+  const bound = promptBound(Buffer.byteLength(bodyText ?? ''), request.messages);
+  const hold = await holdIfNeeded(deps, principal, {
+    accountId: principal.accountId,
+    holdId: id,
+    amountNano: worstCaseBilledNano(bound, cap, tier.targets),
+    // Past the function's own timeout nothing can settle it: the sweeper may release it then.
+    expiresAt: startedAt + remainingMs + deps.config.holdExpiryMarginMs,
+    createdAt: new Date(startedAt).toISOString(),
   });
+  let opened: Awaited<ReturnType<typeof openWithFallback>>;
+  try {
+    opened = await openWithFallback({
+      targets: tier.targets,
+      bodyFor: (target) => toUpstreamBody(request, target),
+      credential: deps.credential,
+      policy: request.stream
+        ? deps.config.retry
+        : { ...deps.config.retry, firstByteTimeoutMs: Math.max(1, jsonDeadline - startedAt) },
+      deadline: request.stream
+        ? Math.min(startedAt + deps.config.upstreamBudgetMs, functionDeadline)
+        : jsonDeadline,
+      onAttemptFailed: (info) =>
+        logger.warn('upstream attempt failed', { ...info, generationId: id, tier: request.model }),
+    }).catch((error: unknown) => {
+      if (!request.stream && error instanceof UpstreamError && Date.now() >= jsonDeadline)
+        throw new GatewayTimeoutError(Math.round(deps.config.jsonReplyTimeoutMs / 1000), { cause: error });
+      throw error;
+    });
+  } catch (error) {
+    if (hold) await releaseQuietly(deps, hold);
+    throw error;
+  }
   const generation: Generation = {
     id,
     created: Math.floor(startedAt / 1000),
@@ -108,18 +128,23 @@ export async function handleCompletion(
     request,
     target: opened.target,
     startedAt,
-    outputCap: outputCap(request, tier),
-    promptBound: promptBound(Buffer.byteLength(bodyText ?? ''), request.messages),
+    outputCap: cap,
+    promptBound: bound,
+    hold,
     settleDeadline: request.stream
       ? startedAt + remainingMs - SETTLE_MARGIN_MS
       : Math.min(startedAt + remainingMs, startedAt + ORIGIN_READ_TIMEOUT_MS) - SETTLE_MARGIN_MS,
   };
   const body = opened.response.body;
-  if (!body) throw new UpstreamError();
-
-  if (!request.stream) {
-    const reply = await completeBuffered(generation, opened, jsonDeadline, deps);
-    return jsonResponse(200, reply, headers);
+  if (!request.stream || !body) {
+    try {
+      if (!body) throw new UpstreamError();
+      return jsonResponse(200, await completeBuffered(generation, opened, jsonDeadline, deps), headers);
+    } catch (error) {
+      // Nothing was billed (a billing failure keeps its hold for the sweeper: the usage record is logged).
+      if (hold && !(error instanceof InternalError)) await releaseQuietly(deps, hold);
+      throw error;
+    }
   }
   const stream: Readable = relay({
     body,
@@ -157,6 +182,43 @@ async function loadPrincipal(deps: CompletionsDeps, keyHash: string): Promise<Pr
     if (error instanceof HttpError) throw error;
     logger.error('principal read failed', { error: error instanceof Error ? error : String(error) });
     throw new ServiceUnavailableError({ cause: error });
+  }
+}
+
+/**
+ * The fast path or a hold (core/holds.ts): an account whose available credit covers every request that
+ * can run at once is served on its one read; any other places a hold first, one conditional write,
+ * refused (402) when the credit is all held. A database failure here is a 503, as for the read.
+ */
+async function holdIfNeeded(
+  deps: CompletionsDeps,
+  principal: Principal,
+  hold: Hold,
+): Promise<Hold | undefined> {
+  if (!needsHold(principal, hold.amountNano, deps.config.maxConcurrency)) return undefined;
+  let placed: 'held' | 'refused';
+  try {
+    placed = await deps.store.placeHold(hold);
+  } catch (error) {
+    logger.error('hold write failed', { error: error instanceof Error ? error : String(error) });
+    throw new ServiceUnavailableError({ cause: error });
+  }
+  if (placed === 'refused')
+    throw new InsufficientCreditsError(nanoToUsd(principal.balanceNano), deps.config.topUpUrl, {
+      held: principal.balanceNano > 0n,
+    });
+  return hold;
+}
+
+/** Gives a hold back when its request ends without a bill; a failure here leaves it to the sweeper. */
+async function releaseQuietly(deps: CompletionsDeps, hold: Hold): Promise<void> {
+  try {
+    await deps.store.releaseHold(hold);
+  } catch (error) {
+    logger.warn('hold release failed; the sweeper will release it at expiry', {
+      holdId: hold.holdId,
+      error: error instanceof Error ? error : String(error),
+    });
   }
 }
 
@@ -313,10 +375,13 @@ async function settle(
   };
   try {
     // At most the settlement reserve, and never past the invocation's own deadline.
-    await deps.store.settleCharge(
-      entry,
-      Math.min(generation.settleDeadline, Date.now() + deps.config.settleReserveMs - SETTLE_MARGIN_MS),
-    );
+    await deps.store.settleCharge(entry, {
+      ...(generation.hold ? { hold: generation.hold } : {}),
+      deadline: Math.min(
+        generation.settleDeadline,
+        Date.now() + deps.config.settleReserveMs - SETTLE_MARGIN_MS,
+      ),
+    });
   } catch (error) {
     recordBillingFailure(
       // The full usage record, so the charge can be applied by hand; bigint becomes decimal text.

@@ -82,11 +82,17 @@ export class InsufficientCreditsError extends HttpError {
   readonly balanceUsd: string;
   readonly topUpUrl: string;
 
-  constructor(balanceUsd: string, topUpUrl: string) {
-    super(402, `Your credit balance is empty. Buy credits at ${topUpUrl} to continue.`, {
-      type: 'insufficient_credits',
-      code: 'insufficient_credits',
-    });
+  constructor(balanceUsd: string, topUpUrl: string, options: { held?: boolean } = {}) {
+    super(
+      402,
+      options.held
+        ? `Your available credit is held by requests in flight (balance ${balanceUsd} USD). Retry when they finish, or buy credits at ${topUpUrl}.`
+        : `Your credit balance is empty. Buy credits at ${topUpUrl} to continue.`,
+      {
+        type: 'insufficient_credits',
+        code: 'insufficient_credits',
+      },
+    );
     this.name = 'InsufficientCreditsError';
     this.balanceUsd = balanceUsd;
     this.topUpUrl = topUpUrl;

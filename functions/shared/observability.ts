@@ -66,3 +66,13 @@ export function recordUsageOutOfBounds(record: Record<string, unknown>): void {
   metrics.addMetric('UsageOutOfBounds', MetricUnit.Count, 1);
   metrics.publishStoredMetrics();
 }
+
+/** Holds released by the sweeper after expiry, read by tests. */
+export const expiredHolds = { released: 0 };
+
+/** An expired hold released: its request was never billed (revenue to look at). Metric `ExpiredHoldsReleased`. */
+export function recordExpiredHoldReleased(): void {
+  expiredHolds.released += 1;
+  metrics.addMetric('ExpiredHoldsReleased', MetricUnit.Count, 1);
+  metrics.publishStoredMetrics();
+}

@@ -142,7 +142,7 @@ export function createTableInput(def: TableDefinition, tableName: string): Creat
 /** Creates the three tables where they are missing. */
 export async function ensureTables(
   client: DynamoDBClient,
-  names: { keys: string; accounts: string; ledger: string },
+  names: Record<keyof typeof TABLES, string>,
 ): Promise<void> {
   const existing = new Set<string>();
   let start: string | undefined;
@@ -151,7 +151,7 @@ export async function ensureTables(
     for (const name of page.TableNames ?? []) existing.add(name);
     start = page.LastEvaluatedTableName;
   } while (start);
-  for (const id of ['keys', 'accounts', 'ledger'] as const) {
+  for (const id of Object.keys(TABLES) as (keyof typeof TABLES)[]) {
     if (existing.has(names[id])) continue;
     try {
       await client.send(new CreateTableCommand(createTableInput(TABLES[id], names[id])));

@@ -9,8 +9,8 @@ import { balanceNano, newAccount, type Target } from '../support/target.js';
 /**
  * A database that stops answering (DynamoDB Local paused with SIGSTOP: connections open, nothing
  * answered, as a stalled network path looks). This file starts its own DynamoDB Local so pausing it
- * cannot disturb other test files. The functions run with their default timeouts: 1 s per attempt,
- * 3 attempts, so a stalled read is known in about 3.3 s.
+ * cannot disturb other test files. The functions run with the deployed default timeouts: 1 s per
+ * attempt, 3 attempts, so a stalled read is known in about 3.3 s.
  */
 let dynamo: RunningDynamo;
 let target: Target;
@@ -22,11 +22,14 @@ beforeAll(async () => {
     dynamoEndpoint: dynamo.endpoint,
     tablePrefix: 'stall-',
     // Settlement may take the reserve: 4 s here (10 s by default) keeps the test short.
-    env: { SETTLE_RESERVE_MS: '4000', KEEPALIVE_INTERVAL_MS: '500' },
+    // The deployed defaults (DynamoDB Local alone would get 5 s per request).
+    env: { SETTLE_RESERVE_MS: '4000', KEEPALIVE_INTERVAL_MS: '500', DYNAMODB_REQUEST_TIMEOUT_MS: '1000' },
   });
   target = {
     baseUrl: local.baseUrl,
-    admin: { client: local.client, tables: local.tables },
+    admin: { store: local.store },
+    client: local.client,
+    tables: local.tables,
     local,
     stop: local.stop,
   };

@@ -135,9 +135,9 @@ async function oneCharge(accountId: string) {
   const [charge] = charges;
   if (!charge) throw new Error('no charge');
   expect(START - (await balanceNano(target, accountId))).toBe(-charge.deltaNano);
-  const item = await target.admin.client.send(
+  const item = await target.client.send(
     new GetItemCommand({
-      TableName: target.admin.tables.ledger,
+      TableName: target.tables.ledger,
       Key: { accountId: { S: accountId }, entryId: { S: charge.entryId } },
       ConsistentRead: true,
     }),
