@@ -23,7 +23,12 @@ beforeAll(async () => {
     tablePrefix: 'stall-',
     // Settlement may take the reserve: 4 s here (10 s by default) keeps the test short.
     // The deployed defaults (DynamoDB Local alone would get 5 s per request).
-    env: { SETTLE_RESERVE_MS: '4000', KEEPALIVE_INTERVAL_MS: '500', DYNAMODB_REQUEST_TIMEOUT_MS: '1000' },
+    env: {
+      SETTLE_RESERVE_MS: '4000',
+      KEEPALIVE_INTERVAL_MS: '500',
+      DYNAMODB_REQUEST_TIMEOUT_MS: '1000',
+      DYNAMODB_CONNECT_TIMEOUT_MS: '1000',
+    },
   });
   target = {
     baseUrl: local.baseUrl,

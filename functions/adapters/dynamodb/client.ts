@@ -25,8 +25,8 @@ export function dynamoClientConfig(env: NodeJS.ProcessEnv = process.env): Dynamo
  * `DYNAMODB_CONNECT_TIMEOUT_MS` to connect and `DYNAMODB_REQUEST_TIMEOUT_MS` of socket silence, and the
  * SDK makes at most `DYNAMODB_MAX_ATTEMPTS` attempts. Defaults 1 s, 1 s, 3: a dead database is known
  * in about 3.3 s, while a healthy DynamoDB answers in milliseconds. DynamoDB Local (`DYNAMODB_ENDPOINT`
- * set) gets 5 s per request by default: one Java process on a laptop under a 200-request burst can take
- * longer than a second to answer, which is slowness, not a fault.
+ * set) gets 5 s to connect and 5 s per request by default: one Java process on a laptop under a
+ * 200-request burst can take longer than a second to accept or answer, which is slowness, not a fault.
  */
 export interface DynamoTimeouts {
   connectTimeoutMs: number;
@@ -45,7 +45,7 @@ function envInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number 
 
 export function dynamoTimeouts(env: NodeJS.ProcessEnv = process.env): DynamoTimeouts {
   return {
-    connectTimeoutMs: envInt(env, 'DYNAMODB_CONNECT_TIMEOUT_MS', 1_000),
+    connectTimeoutMs: envInt(env, 'DYNAMODB_CONNECT_TIMEOUT_MS', env.DYNAMODB_ENDPOINT ? 5_000 : 1_000),
     requestTimeoutMs: envInt(env, 'DYNAMODB_REQUEST_TIMEOUT_MS', env.DYNAMODB_ENDPOINT ? 5_000 : 1_000),
     maxAttempts: envInt(env, 'DYNAMODB_MAX_ATTEMPTS', 3),
   };

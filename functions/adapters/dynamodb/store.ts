@@ -5,6 +5,7 @@
  * SDK exceptions become domain outcomes here (a failed condition is 'refused', 'already-settled',
  * AccountNotFoundError...); anything else is rethrown.
  */
+import { createHash } from 'node:crypto';
 import {
   BatchGetItemCommand,
   type DynamoDBClient,
@@ -48,6 +49,7 @@ import {
 } from './items.js';
 
 const SETTLE_ATTEMPTS = 8;
+const HOLD_ATTEMPTS = 10;
 
 export class DynamoStore implements Store {
   /** keyHash -> accountId. The mapping never changes, so it may live across requests (DESIGN section 4). */
@@ -122,44 +124,51 @@ export class DynamoStore implements Store {
    * active with available credit (creditBalance - heldNano) above zero before this hold.
    */
   async placeHold(hold: Hold): Promise<'held' | 'refused'> {
-    try {
-      await this.client.send(
-        new TransactWriteItemsCommand({
-          ClientRequestToken: `hold-${hold.holdId}`.slice(0, 36),
-          TransactItems: [
-            {
-              Put: {
-                TableName: this.tables.holds,
-                Item: holdItem(hold),
-                ConditionExpression: 'attribute_not_exists(holdId)',
-              },
+    const command = new TransactWriteItemsCommand({
+      ClientRequestToken: requestToken('hold', hold.holdId),
+      TransactItems: [
+        {
+          Put: {
+            TableName: this.tables.holds,
+            Item: holdItem(hold),
+            ConditionExpression: 'attribute_not_exists(holdId)',
+          },
+        },
+        {
+          Update: {
+            TableName: this.tables.accounts,
+            Key: { accountId: S(hold.accountId) },
+            UpdateExpression: 'ADD heldNano :amount',
+            ConditionExpression:
+              '(attribute_not_exists(#status) OR #status = :active) AND ' +
+              '(creditBalance > heldNano OR (attribute_not_exists(heldNano) AND creditBalance > :zero))',
+            ExpressionAttributeNames: { '#status': 'status' },
+            ExpressionAttributeValues: {
+              ':amount': N(hold.amountNano),
+              ':active': S('active'),
+              ':zero': N(0),
             },
-            {
-              Update: {
-                TableName: this.tables.accounts,
-                Key: { accountId: S(hold.accountId) },
-                UpdateExpression: 'ADD heldNano :amount',
-                ConditionExpression:
-                  '(attribute_not_exists(#status) OR #status = :active) AND ' +
-                  '(creditBalance > heldNano OR (attribute_not_exists(heldNano) AND creditBalance > :zero))',
-                ExpressionAttributeNames: { '#status': 'status' },
-                ExpressionAttributeValues: {
-                  ':amount': N(hold.amountNano),
-                  ':active': S('active'),
-                  ':zero': N(0),
-                },
-              },
-            },
-          ],
-        }),
-      );
-      return 'held';
-    } catch (error) {
-      if (error instanceof TransactionCanceledException) {
-        const [, account] = error.CancellationReasons ?? [];
-        if (account?.Code === 'ConditionalCheckFailed') return 'refused';
+          },
+        },
+      ],
+    });
+    // Requests of one account admitted at the same moment write the same account item: DynamoDB
+    // cancels all but one with TransactionConflict. Each is sent again (the same idempotent write)
+    // after a jittered wait, so a burst queues up instead of failing.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.client.send(command);
+        return 'held';
+      } catch (error) {
+        if (error instanceof TransactionCanceledException) {
+          const [holdReason, account] = error.CancellationReasons ?? [];
+          if (account?.Code === 'ConditionalCheckFailed') return 'refused';
+          // Our own hold is there already: an earlier attempt committed and its answer was lost.
+          if (holdReason?.Code === 'ConditionalCheckFailed') return 'held';
+        }
+        if (!isRetryableSettlementError(error) || attempt >= HOLD_ATTEMPTS) throw error;
+        await sleep(Math.random() * Math.min(400, 10 * 2 ** attempt));
       }
-      throw error;
     }
   }
 
@@ -237,7 +246,7 @@ export class DynamoStore implements Store {
     }
     // The token names the exact payload: the settlement without the hold is a different request.
     return new TransactWriteItemsCommand({
-      ClientRequestToken: (hold ? entry.generationId : `${entry.generationId}-n`).slice(-36),
+      ClientRequestToken: requestToken(hold ? 'settle-hold' : 'settle', entry.generationId),
       TransactItems: items,
     });
   }
@@ -537,6 +546,11 @@ export function isRetryableSettlementError(error: unknown): boolean {
     'TimeoutError',
     'RequestTimeout',
   ].includes(name);
+}
+
+/** A ClientRequestToken (at most 36 characters) naming one kind of write for one generation. */
+function requestToken(kind: string, id: string): string {
+  return createHash('sha256').update(`${kind}:${id}`).digest('base64url').slice(0, 36);
 }
 
 function sleep(ms: number): Promise<void> {
