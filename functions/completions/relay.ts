@@ -24,6 +24,8 @@ export interface RelayOutcome {
   failure: string | undefined;
   /** Set when the relay ended the generation itself: the output cap or the deadline was reached. */
   cut: 'output_cap' | 'deadline' | undefined;
+  /** The last finish_reason the upstream gave (of the first choice). */
+  finishReason: string | undefined;
 }
 
 export interface RelayOptions {
@@ -77,7 +79,13 @@ function chunkEnvelope(options: RelayOptions) {
 }
 
 async function pump(options: RelayOptions, write: (text: string) => void): Promise<void> {
-  const outcome: RelayOutcome = { usage: undefined, streamedText: '', failure: undefined, cut: undefined };
+  const outcome: RelayOutcome = {
+    usage: undefined,
+    streamedText: '',
+    failure: undefined,
+    cut: undefined,
+    finishReason: undefined,
+  };
   let done = false;
   let textBytes = 0;
   let choiceChunks = 0;
@@ -127,6 +135,8 @@ async function pump(options: RelayOptions, write: (text: string) => void): Promi
       choiceChunks += 1;
       let text = '';
       for (const choice of choices) text += textOfDelta(choice.delta);
+      const finish = choices[0]?.finish_reason;
+      if (typeof finish === 'string') outcome.finishReason = finish.slice(0, 32);
       outcome.streamedText += text;
       textBytes += Buffer.byteLength(text);
       if (textBytes > allowed * BYTES_PER_TOKEN || choiceChunks > allowed * CHUNKS_PER_TOKEN) {

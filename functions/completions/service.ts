@@ -270,11 +270,13 @@ async function completeBuffered(
       );
     })
     .join('');
+  const finish = (choices[0] as { finish_reason?: unknown } | undefined)?.finish_reason;
   const { usage, billedNano } = await bill(
     generation,
     readUpstreamUsage(parsed.usage, text),
     completionText,
     [],
+    typeof finish === 'string' ? finish.slice(0, 32) : undefined,
     deps,
   );
   return {
@@ -301,7 +303,15 @@ async function settleStream(
       : outcome.cut === 'deadline'
         ? ['stream cut at the function deadline']
         : [];
-  const { usage, billedNano } = await bill(generation, outcome.usage, outcome.streamedText, notes, deps);
+  const finish = outcome.failure ? 'error' : outcome.cut ? 'length' : outcome.finishReason;
+  const { usage, billedNano } = await bill(
+    generation,
+    outcome.usage,
+    outcome.streamedText,
+    notes,
+    finish,
+    deps,
+  );
   return usageForClient(usage, nanoToUsd(billedNano));
 }
 
@@ -315,6 +325,7 @@ async function bill(
   report: UsageReport | undefined,
   completionText: string,
   notes: string[],
+  finishReason: string | undefined,
   deps: CompletionsDeps,
 ): Promise<{ usage: TokenUsage; billedNano: bigint }> {
   const limits: UsageLimits = {
@@ -345,7 +356,7 @@ async function bill(
       adjustments,
     });
   }
-  const billedNano = await settle(generation, bounded.usage, estimated, adjustments, deps);
+  const billedNano = await settle(generation, bounded.usage, estimated, adjustments, finishReason, deps);
   return { usage: bounded.usage, billedNano };
 }
 
@@ -355,6 +366,7 @@ async function settle(
   usage: TokenUsage,
   estimated: boolean,
   adjustments: string[],
+  finishReason: string | undefined,
   deps: CompletionsDeps,
 ): Promise<bigint> {
   const { upstreamCost, billedNano } = priceUsage(usage, generation.target);
@@ -371,6 +383,8 @@ async function settle(
     billedNano,
     estimated,
     ...(adjustments.length > 0 ? { usageAdjusted: adjustments.join('; ').slice(0, 1_000) } : {}),
+    ...userField(generation.request),
+    ...(finishReason ? { finishReason } : {}),
     createdAt: new Date().toISOString(),
   };
   try {
@@ -404,6 +418,13 @@ async function settle(
     latencyMs: Date.now() - generation.startedAt,
   });
   return billedNano;
+}
+
+/** The request's end-user id (`user`, or OpenAI's newer `safety_identifier`), at most 256 characters. */
+function userField(request: ChatRequest): { user?: string } {
+  const fields = request as { user?: unknown; safety_identifier?: unknown };
+  const user = typeof fields.user === 'string' ? fields.user : fields.safety_identifier;
+  return typeof user === 'string' && user !== '' ? { user: user.slice(0, 256) } : {};
 }
 
 async function estimateUsage(request: ChatRequest, completionText: string): Promise<TokenUsage> {
