@@ -5,7 +5,6 @@ import { needsHold } from '../../functions/core/holds.js';
 import { usdToNano } from '../../functions/core/money.js';
 import type { Hold } from '../../functions/core/store.js';
 import { expiredHolds } from '../../functions/shared/observability.js';
-import { sweepExpiredHolds } from '../../functions/sweeper/sweep.js';
 import { parseCommandLine, runCommand } from '../../lib/admin/cli.js';
 import { getAccount, listLedger, reconcile } from '../../lib/admin/operations.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
@@ -55,13 +54,6 @@ async function ask(key: string, stream: boolean, extra: Record<string, unknown> 
     .filter((e) => e.startsWith('data: {'))
     .map((e) => JSON.parse(e.slice(6)));
   return { status: 200, cost: usdToNano(String(events.at(-1).usage.cost)) };
-}
-
-async function burst(count: number, make: (i: number) => Promise<Outcome>) {
-  const { accountId, key } = await newAccount(target, '0.01');
-  const outcomes = await Promise.all(Array.from({ length: count }, (_, i) => make(i).then((o) => o)));
-  void key;
-  return { accountId, outcomes };
 }
 
 async function checkBurst(accountId: string, outcomes: Outcome[]) {

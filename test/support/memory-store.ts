@@ -44,8 +44,7 @@ export class MemoryStore implements Store {
     this.calls.push('placeHold');
     const account = this.accounts.get(hold.accountId);
     if (this.holds.has(hold.holdId)) return 'held';
-    if (!account || account.status !== 'active' || account.balanceNano - account.heldNano <= 0n)
-      return 'refused';
+    if (account?.status !== 'active' || account.balanceNano - account.heldNano <= 0n) return 'refused';
     account.heldNano += hold.amountNano;
     this.holds.set(hold.holdId, { ...hold });
     return 'held';

@@ -59,7 +59,7 @@ function splitAt(bytes: Uint8Array, offsets: number[]): Uint8Array[] {
 describe('relay', () => {
   it('rewrites id and model, drops the upstream usage chunk and ends with one usage chunk and [DONE]', async () => {
     const { events, settled, text } = await run([
-      enc.encode(chunk('Hel') + chunk('lo') + usageChunk + 'data: [DONE]\n\n'),
+      enc.encode(`${chunk('Hel') + chunk('lo') + usageChunk}data: [DONE]\n\n`),
     ]);
     expect(text.startsWith(': keep-alive\n\n')).toBe(true);
     expect(events.at(-1)).toBe('[DONE]');
@@ -91,7 +91,7 @@ describe('relay', () => {
   });
 
   it('parses several events arriving in one read, and one event arriving a byte at a time', async () => {
-    const bytes = enc.encode(chunk('a') + chunk('b') + usageChunk + 'data: [DONE]\n\n');
+    const bytes = enc.encode(`${chunk('a') + chunk('b') + usageChunk}data: [DONE]\n\n`);
     const byteByByte = Array.from(bytes, (b) => Uint8Array.of(b));
     const { settled } = await run(byteByByte);
     expect(settled?.streamedText).toBe('ab');
@@ -101,7 +101,7 @@ describe('relay', () => {
 
   it('keeps usage that arrives on a chunk that still has choices, or after finish_reason', async () => {
     const withChoices = chunk('x', { usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } });
-    const { settled, events } = await run([enc.encode(withChoices + 'data: [DONE]\n\n')]);
+    const { settled, events } = await run([enc.encode(`${withChoices}data: [DONE]\n\n`)]);
     const report = settled?.usage;
     expect(report && 'usage' in report ? report.usage.promptTokens : undefined).toBe(9);
     const forwarded = JSON.parse(events[0] ?? '{}');

@@ -86,7 +86,8 @@ describe('handleCompletion over the store port', () => {
       expect(status).toBe(200);
       expect(store.calls).toEqual(['loadPrincipal', 'settleCharge']);
       const [charge] = (await store.listLedger(accountId)).filter((e) => e.type === 'charge');
-      expect(usdToNano('1000') - (await store.getAccount(accountId))!.balanceNano).toBe(-charge!.deltaNano);
+      const account = await store.getAccount(accountId);
+      expect(usdToNano('1000') - (account?.balanceNano ?? 0n)).toBe(-(charge?.deltaNano ?? 1n));
     },
   );
 
