@@ -4,6 +4,7 @@ import {
   AllowedMethods,
   CachePolicy,
   Distribution,
+  type ErrorResponse,
   HttpVersion,
   OriginRequestPolicy,
   PriceClass,
@@ -39,6 +40,9 @@ import { ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
 
 export type Stage = 'sandbox' | 'prod';
+
+/** The status codes whose responses CloudFront caches (its error caching minimum TTL applies to these). */
+export const CLOUDFRONT_CACHEABLE_ERRORS = [400, 403, 404, 405, 414, 416, 500, 501, 502, 503, 504] as const;
 
 export interface ApiStackProps extends StackProps {
   stage: Stage;
@@ -188,6 +192,14 @@ export class ApiStack extends Stack {
       viewerProtocolPolicy: ViewerProtocolPolicy.HTTPS_ONLY,
       compress: false,
     };
+    // CloudFront caches an origin's error response (10 s by default) whatever the cache policy: one
+    // account's 403 or a passing 5xx would then be served to other callers. A TTL of 0 for every
+    // status CloudFront can cache means each error is the origin's answer to that request. Only the
+    // TTL is set, so the origin's own status and body still reach the client.
+    const errorResponses: ErrorResponse[] = CLOUDFRONT_CACHEABLE_ERRORS.map((httpStatus) => ({
+      httpStatus,
+      ttl: Duration.seconds(0),
+    }));
     const customDomain =
       props.domainName && props.certificateArn
         ? {
@@ -205,6 +217,7 @@ export class ApiStack extends Stack {
       logBucket: logBucket as unknown as IBucket,
       logFilePrefix: 'cloudfront/',
       ...customDomain,
+      errorResponses,
       defaultBehavior: {
         ...behaviour,
         origin: new FunctionUrlOrigin(modelsUrl, { customHeaders: originHeaders }),
