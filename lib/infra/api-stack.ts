@@ -36,6 +36,7 @@ import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { Construct } from 'constructs';
 import { TABLE_ENV } from '../tables.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
+import { FUNCTION_SETTINGS } from './function-settings.js';
 import { ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
 
@@ -48,7 +49,7 @@ export interface ApiStackProps extends StackProps {
   stage: Stage;
   /** Ceiling on concurrent completions, and so on in-flight spend (README "Balance floor"). */
   reservedConcurrency?: number;
-  /** Completions function timeout in seconds (default 300). */
+  /** Completions function timeout in seconds (default FUNCTION_SETTINGS.completions). */
   completionsTimeoutSeconds?: number;
   /** Tier routing (TIERS_CONFIG JSON); required in prod, where there is no simulator. */
   tiersConfig?: string;
@@ -100,8 +101,8 @@ export class ApiStack extends Stack {
       // The sandbox never spends real money: its upstream is the simulator, as its own function.
       const simulator = new ServiceFunction(this, 'Simulator', {
         entry: 'functions/simulator/handler.ts',
-        memorySize: 512,
-        timeout: Duration.minutes(2),
+        memorySize: FUNCTION_SETTINGS.simulator.memoryMb,
+        timeout: Duration.seconds(FUNCTION_SETTINGS.simulator.timeoutSeconds),
         logRetention,
         removalPolicy,
       });
@@ -114,8 +115,8 @@ export class ApiStack extends Stack {
 
     const completions = new ServiceFunction(this, 'Completions', {
       entry: 'functions/completions/handler.ts',
-      memorySize: 1024,
-      timeout: Duration.seconds(props.completionsTimeoutSeconds ?? 300),
+      memorySize: FUNCTION_SETTINGS.completions.memoryMb,
+      timeout: Duration.seconds(props.completionsTimeoutSeconds ?? FUNCTION_SETTINGS.completions.timeoutSeconds),
       ...(props.reservedConcurrency !== undefined
         ? { reservedConcurrentExecutions: props.reservedConcurrency }
         : {}),
@@ -131,8 +132,8 @@ export class ApiStack extends Stack {
     });
     const models = new ServiceFunction(this, 'Models', {
       entry: 'functions/models/handler.ts',
-      memorySize: 256,
-      timeout: Duration.seconds(10),
+      memorySize: FUNCTION_SETTINGS.models.memoryMb,
+      timeout: Duration.seconds(FUNCTION_SETTINGS.models.timeoutSeconds),
       logRetention,
       removalPolicy,
       environment: tableEnv,
