@@ -11,7 +11,10 @@
  *   `Lambda-Runtime-Function-Error-Type` / `-Body` (base64 JSON);
  * - when the handler resolves, the runtime waits for the stream to end (it never ends it itself),
  *   then reports "Response stream is not finished." if it was not;
- * - an uncaught exception or unhandled rejection posts to `.../error` and ends the environment;
+ * - an uncaught exception or unhandled rejection ends the environment (4.x installs no handler
+ *   for them: the process dies, and the Runtime API fails the invocation);
+ * - `end(chunk)` is the plain request's `end`: its chunk bypasses the first-write hook, so a
+ *   prelude set with `HttpResponseStream.from` is not sent by it (only `write` sends it);
  * - the context: deadline from `Lambda-Runtime-Deadline-Ms`, memory and names from the
  *   environment, `callbackWaitsForEmptyEventLoop` true.
  */
@@ -227,19 +230,8 @@ async function invokeBuffered(rapi: Rapi, handler: Handler, id: string, event: u
 export async function runRuntime(options: RuntimeOptions): Promise<void> {
   const [host = '127.0.0.1', port = ''] = options.runtimeApi.split(':');
   const rapi: Rapi = { host, port, agent: new Agent({ keepAlive: true, maxSockets: 2 }) };
-  let currentId: string | undefined;
-  if (!options.inProcess) {
-    process.on('uncaughtException', (error) => {
-      console.error('Uncaught Exception', error);
-      const id = currentId;
-      (id ? postError(rapi, id, error) : Promise.resolve()).finally(() => process.exit(129));
-    });
-    process.on('unhandledRejection', (reason) => {
-      console.error('Unhandled Promise Rejection', reason);
-      const id = currentId;
-      (id ? postError(rapi, id, reason) : Promise.resolve()).finally(() => process.exit(128));
-    });
-  }
+  // No handler for uncaught exceptions or unhandled rejections, as in aws-lambda-ric 4.x: the
+  // environment dies (here the worker thread ends) and the Runtime API reports the invocation failed.
   installGlobals();
   let handler: Handler;
   try {
@@ -260,12 +252,10 @@ export async function runRuntime(options: RuntimeOptions): Promise<void> {
     for (;;) {
       const next = await call(rapi, 'GET', `${base}/invocation/next`);
       const id = String(next.headers['lambda-runtime-aws-request-id']);
-      currentId = id;
       const event = JSON.parse(next.body) as unknown;
       const context = contextOf(next.headers, options.env);
       if (streaming) await invokeStreaming(rapi, handler, id, event, context);
       else await invokeBuffered(rapi, handler, id, event, context);
-      currentId = undefined;
     }
   } catch (error) {
     // The Runtime API went away: the environment was shut down (killed at a deadline, or closed).

@@ -73,9 +73,12 @@ class Invocation {
     this.resolveDone = resolve;
   });
 
+  /** Set when an instance takes the invocation: Lambda's timeout does not count the wait or the init. */
+  deadline = 0;
+
   constructor(
     readonly event: unknown,
-    readonly deadline: number,
+    readonly timeoutMs: number,
     readonly res: ServerResponse,
     readonly functionArn: string,
   ) {}
@@ -163,7 +166,8 @@ class Instance {
     if (!waiting) throw new Error('instance is not waiting for work');
     this.waiting = undefined;
     this.current = invocation;
-    const timer = setTimeout(() => this.timeout(invocation), Math.max(0, invocation.deadline - Date.now()));
+    invocation.deadline = Date.now() + invocation.timeoutMs;
+    const timer = setTimeout(() => this.timeout(invocation), invocation.timeoutMs);
     invocation.done.then((outcome) => {
       clearTimeout(timer);
       this.pool.settled(outcome);
@@ -281,7 +285,7 @@ export class FunctionPool {
 
   /** Runs one invocation; the client's response is written by the time this settles. */
   invoke(event: unknown, res: ServerResponse): Promise<Outcome> {
-    const invocation = new Invocation(event, Date.now() + this.config.timeoutMs, res, this.arn);
+    const invocation = new Invocation(event, this.config.timeoutMs, res, this.arn);
     this.stats.invocations += 1;
     this.queue.push(invocation);
     this.pump();
