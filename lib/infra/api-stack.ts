@@ -35,8 +35,8 @@ import { Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { Construct } from 'constructs';
 import { TABLE_ENV } from '../tables.js';
-import { applyNagSuppressions } from './nag-suppressions.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
+import { applyNagSuppressions } from './nag-suppressions.js';
 import { ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
 
@@ -116,7 +116,9 @@ export class ApiStack extends Stack {
     const completions = new ServiceFunction(this, 'Completions', {
       entry: 'functions/completions/handler.ts',
       memorySize: FUNCTION_SETTINGS.completions.memoryMb,
-      timeout: Duration.seconds(props.completionsTimeoutSeconds ?? FUNCTION_SETTINGS.completions.timeoutSeconds),
+      timeout: Duration.seconds(
+        props.completionsTimeoutSeconds ?? FUNCTION_SETTINGS.completions.timeoutSeconds,
+      ),
       ...(props.reservedConcurrency !== undefined
         ? { reservedConcurrentExecutions: props.reservedConcurrency }
         : {}),

@@ -117,7 +117,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     });
 
     // As CloudFront does: a secret header on every request it forwards, which the functions check.
-    const originVerifyValue = options.env?.ORIGIN_VERIFY_VALUE ?? randomBytes(16).toString('hex');
+    const originVerifyValue =
+      options.env?.ORIGIN_VERIFY_VALUE ?? process.env.ORIGIN_VERIFY_VALUE ?? randomBytes(16).toString('hex');
     process.env.ORIGIN_VERIFY_VALUE = originVerifyValue;
     const handlerPath = (fn: string) =>
       fileURLToPath(new URL(`../../functions/${fn}/handler.ts`, import.meta.url));
