@@ -4,6 +4,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { build } from 'esbuild';
+import { DynamoStore } from '../functions/adapters/dynamodb/index.js';
 import { createAccount, createKey } from '../lib/admin/operations.js';
 import { ensureTables, freePort, localClient, startDynamoLocal } from '../lib/local/dynamodb-local.js';
 import { localTableNames } from '../lib/local/stack.js';
@@ -195,8 +196,9 @@ async function main() {
   // The gateway (bin/local.ts) uses the local stack's table names on this fresh in-memory DynamoDB.
   const tables = localTableNames();
   await ensureTables(client, tables);
-  await createAccount({ client, tables }, 'bench', '100000');
-  const { key } = await createKey({ client, tables }, 'bench', 'bench');
+  const admin = { store: new DynamoStore(client, tables) };
+  await createAccount(admin, 'bench', '100000');
+  const { key } = await createKey(admin, 'bench', 'bench');
 
   const sim = await spawnService(['bench/simulator.ts'], {}, /SIMULATOR (\S+)/);
   const simUrl = sim.match[1] ?? '';

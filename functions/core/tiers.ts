@@ -25,6 +25,8 @@ export const PriceTableSchema = z.object({
   input: PriceSchema,
   cachedInput: PriceSchema,
   output: PriceSchema,
+  /** Prompt tokens written to the provider's cache, where it charges them (Anthropic: 1.25 x input). */
+  cacheWrite: PriceSchema.optional(),
 });
 /** Prices in femto-USD per million tokens. */
 export type PriceTable = z.output<typeof PriceTableSchema>;

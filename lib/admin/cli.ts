@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { tableNamesFromEnv } from '../../functions/adapters/dynamodb.js';
+import { DynamoStore, tableNamesFromEnv } from '../../functions/adapters/dynamodb/index.js';
 import { nanoToUsd } from '../../functions/core/money.js';
 import { ensureTables, JavaMissingError, localClient } from '../local/dynamodb-local.js';
 import { localDynamoSettings } from '../local/settings.js';
@@ -13,6 +13,7 @@ import {
   checkAccountId,
   createAccount,
   createKey,
+  listHolds,
   listKeys,
   listLedger,
   reconcile,
@@ -33,12 +34,13 @@ export const USAGE = `usage: npm run --silent admin -- <command> [--json]
   key revoke <keyId>
   key list <accountId>
   usage <accountId> [--since <iso time>] [--format json|csv]
+  holds [<accountId>]
   reconcile [<accountId>]
 
 Environment: DYNAMODB_ENDPOINT (a running DynamoDB), else DynamoDB Local on DYNAMODB_LOCAL_PORT
 (default 8000) with its data under SVC_DATA_DIR (default .data), started for the command if it is
-not running. With KEYS_TABLE, ACCOUNTS_TABLE and LEDGER_TABLE set and no DYNAMODB_ENDPOINT, the
-deployed tables in AWS (credentials and region from the environment).`;
+not running. With KEYS_TABLE, ACCOUNTS_TABLE, LEDGER_TABLE and HOLDS_TABLE set and no DYNAMODB_ENDPOINT,
+the deployed tables in AWS (credentials and region from the environment).`;
 
 export class UsageError extends Error {
   constructor(message: string) {
@@ -112,6 +114,7 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
   const arg = p[2] ?? '';
   if (group === 'usage') return usageCommand(ctx, p, values);
   if (group === 'reconcile') return reconcileCommand(ctx, p, values);
+  if (group === 'holds') return holdsCommand(ctx, p, values);
   const command = `${group ?? ''} ${verb ?? ''}`;
   switch (command) {
     case 'account create': {
@@ -257,15 +260,40 @@ async function reconcileCommand(
       creditBalance: Number(nanoToUsd(r.balanceNano)),
       ledgerBalance: Number(nanoToUsd(r.ledgerNano)),
       difference: Number(nanoToUsd(r.differenceNano)),
+      held: Number(nanoToUsd(r.heldNano)),
+      holds: Number(nanoToUsd(r.holdsNano)),
       entries: r.entries,
     })),
   };
   const lines = results.map(
     (r) =>
-      `${r.differenceNano === 0n ? 'ok  ' : 'DIFF'}  ${r.accountId}  creditBalance=$${nanoToUsd(r.balanceNano)}  ledger=$${nanoToUsd(r.ledgerNano)}  difference=$${nanoToUsd(r.differenceNano)}  (${r.entries} entries)`,
+      `${r.differenceNano === 0n ? 'ok  ' : 'DIFF'}  ${r.accountId}  creditBalance=$${nanoToUsd(r.balanceNano)}  ledger=$${nanoToUsd(r.ledgerNano)}  held=$${nanoToUsd(r.heldNano)}  holds=$${nanoToUsd(r.holdsNano)}  difference=$${nanoToUsd(r.differenceNano)}  (${r.entries} entries)`,
   );
   lines.push(`${results.length} account(s) checked, ${differences.length} with a difference`);
   return { json, text: lines.join('\n'), exitCode: differences.length > 0 ? 1 : 0 };
+}
+
+/** `holds [<accountId>]`: live and expired (not yet swept) holds, soonest expiry first. */
+async function holdsCommand(ctx: AdminContext, p: string[], values: Parsed['values']): Promise<CliResult> {
+  if (p.length > 2) throw new UsageError('holds takes at most one account id');
+  for (const flag of ['credits', 'ref', 'name', 'since', 'format'] as const)
+    if (values[flag] !== undefined) throw new UsageError(`--${flag} does not apply to "holds"`);
+  const holds = await listHolds(ctx, p[1]);
+  const json = {
+    holds: holds.map((h) => ({
+      accountId: h.accountId,
+      holdId: h.holdId,
+      amountUsd: Number(nanoToUsd(h.amountNano)),
+      createdAt: h.createdAt,
+      expiresAt: h.expiresAt,
+      expired: h.expired,
+    })),
+  };
+  const lines = holds.map(
+    (h) =>
+      `${h.expired ? 'EXPIRED' : 'live   '}  ${h.accountId}  ${h.holdId}  $${nanoToUsd(h.amountNano)}  expires ${h.expiresAt}`,
+  );
+  return { json, text: lines.length ? lines.join('\n') : 'no holds' };
 }
 
 /** Where the CLI's tables are: the deployed ones, a given endpoint, or DynamoDB Local on the data directory. */
@@ -275,8 +303,13 @@ async function openContext(
   const deployed =
     !env.DYNAMODB_ENDPOINT && env[TABLE_ENV.keys] && env[TABLE_ENV.accounts] && env[TABLE_ENV.ledger];
   if (deployed) {
+    if (!env[TABLE_ENV.holds])
+      throw new UsageError(`set ${TABLE_ENV.holds} too (the stack output HoldsTableName)`);
     const client = new DynamoDBClient({});
-    return { ctx: { client, tables: tableNamesFromEnv(env) }, close: async () => client.destroy() };
+    return {
+      ctx: { store: new DynamoStore(client, tableNamesFromEnv(env)) },
+      close: async () => client.destroy(),
+    };
   }
   const settings = localDynamoSettings(env);
   const dynamo = await connectDynamo(
@@ -286,7 +319,7 @@ async function openContext(
   const tables = env[TABLE_ENV.keys] ? tableNamesFromEnv(env) : localTableNames();
   await ensureTables(client, tables);
   return {
-    ctx: { client, tables },
+    ctx: { store: new DynamoStore(client, tables) },
     close: async () => {
       client.destroy();
       await dynamo.stop();

@@ -20,6 +20,8 @@ import {
   TreatMissingData,
 } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
+import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
+import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { FunctionUrlAuthType, type IFunction, InvokeMode } from 'aws-cdk-lib/aws-lambda';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -34,6 +36,7 @@ import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { Construct } from 'constructs';
+import { SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
 import { TABLE_ENV } from '../tables.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
@@ -44,6 +47,9 @@ export type Stage = 'sandbox' | 'prod';
 
 /** The status codes whose responses CloudFront caches (its error caching minimum TTL applies to these). */
 export const CLOUDFRONT_CACHEABLE_ERRORS = [400, 403, 404, 405, 414, 416, 500, 501, 502, 503, 504] as const;
+
+/** AWS's default concurrent-execution limit of an account: the fast path's bound without reservedConcurrency. */
+const ACCOUNT_CONCURRENCY_DEFAULT = 1_000;
 
 export interface ApiStackProps extends StackProps {
   stage: Stage;
@@ -93,6 +99,7 @@ export class ApiStack extends Stack {
       [TABLE_ENV.keys]: tables.keys.tableName,
       [TABLE_ENV.accounts]: tables.accounts.tableName,
       [TABLE_ENV.ledger]: tables.ledger.tableName,
+      [TABLE_ENV.holds]: tables.holds.tableName,
       ORIGIN_VERIFY_SECRET_ARN: originSecret.secretArn,
     };
 
@@ -129,6 +136,8 @@ export class ApiStack extends Stack {
         ...upstreamEnv,
         UPSTREAM_SECRET_ARN: upstreamSecret.secretArn,
         KEEPALIVE_INTERVAL_MS: '10000',
+        // The fast path's bound (core/holds.ts): how many completions can run at once.
+        MAX_CONCURRENCY: String(props.reservedConcurrency ?? ACCOUNT_CONCURRENCY_DEFAULT),
         ...(props.topUpUrl ? { TOP_UP_URL: props.topUpUrl } : {}),
       },
     });
@@ -160,12 +169,42 @@ export class ApiStack extends Stack {
     );
     completions.fn.addToRolePolicy(
       new PolicyStatement({
+        actions: ['dynamodb:PutItem', 'dynamodb:DeleteItem'],
+        resources: [tables.holds.tableArn],
+      }),
+    );
+    completions.fn.addToRolePolicy(
+      new PolicyStatement({
         actions: ['secretsmanager:GetSecretValue'],
         resources: [upstreamSecret.secretArn],
       }),
     );
     models.fn.addToRolePolicy(readAuth);
     models.fn.addToRolePolicy(readOriginSecret);
+
+    // The hold sweeper: releases holds whose request died before settling, on a schedule.
+    const sweeper = new ServiceFunction(this, 'HoldSweeper', {
+      entry: 'functions/sweeper/handler.ts',
+      memorySize: FUNCTION_SETTINGS.sweeper.memoryMb,
+      timeout: Duration.seconds(FUNCTION_SETTINGS.sweeper.timeoutSeconds),
+      logRetention,
+      removalPolicy,
+      environment: tableEnv,
+    });
+    sweeper.fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['dynamodb:Scan', 'dynamodb:DeleteItem'],
+        resources: [tables.holds.tableArn],
+      }),
+    );
+    sweeper.fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [tables.accounts.tableArn] }),
+    );
+    new Rule(this, 'HoldSweep', {
+      description: 'Release expired holds',
+      schedule: Schedule.rate(Duration.minutes(SWEEP_INTERVAL_MINUTES)),
+      targets: [new LambdaFunction(sweeper.fn, { retryAttempts: 0 })],
+    });
 
     const completionsUrl = completions.fn.addFunctionUrl({
       authType: FunctionUrlAuthType.NONE,
@@ -238,7 +277,7 @@ export class ApiStack extends Stack {
       },
     });
 
-    this.addAlarms(props, completions.fn, models.fn);
+    this.addAlarms(props, completions.fn, models.fn, sweeper.fn);
 
     const baseUrl =
       props.domainName && props.certificateArn
@@ -251,12 +290,18 @@ export class ApiStack extends Stack {
     new CfnOutput(this, 'KeysTableName', { value: tables.keys.tableName });
     new CfnOutput(this, 'AccountsTableName', { value: tables.accounts.tableName });
     new CfnOutput(this, 'LedgerTableName', { value: tables.ledger.tableName });
+    new CfnOutput(this, 'HoldsTableName', { value: tables.holds.tableName });
     new CfnOutput(this, 'UpstreamSecretArn', { value: upstreamSecret.secretArn });
 
     applyNagSuppressions(this);
   }
 
-  private addAlarms(props: ApiStackProps, completions: IFunction, models: IFunction): void {
+  private addAlarms(
+    props: ApiStackProps,
+    completions: IFunction,
+    models: IFunction,
+    sweeper: IFunction,
+  ): void {
     const topic = new Topic(this, 'Alarms', { enforceSSL: true });
     if (props.alarmEmail) topic.addSubscription(new EmailSubscription(props.alarmEmail));
     const action = new SnsAction(topic);
@@ -319,6 +364,36 @@ export class ApiStack extends Stack {
       }),
       1,
       'A generation could not be billed: its usage record is in the completions log ("billing failed")',
+    );
+    alarm(
+      'HoldSweeperErrors',
+      sweeper.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
+      1,
+      'The hold sweeper failed: expired holds keep credit held until it runs again',
+    );
+    alarm(
+      'ExpiredHoldsReleased',
+      new Metric({
+        namespace: 'HostedModelApi',
+        metricName: 'ExpiredHoldsReleased',
+        dimensionsMap: { service: 'hosted-model-api' },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      }),
+      1,
+      'A hold expired and was released: its request was never billed (its log line names the generation)',
+    );
+    alarm(
+      'UsageOutOfBounds',
+      new Metric({
+        namespace: 'HostedModelApi',
+        metricName: 'UsageOutOfBounds',
+        dimensionsMap: { service: 'hosted-model-api' },
+        statistic: 'Sum',
+        period: minute,
+      }),
+      1,
+      'An upstream reported usage beyond what the request could use; it was billed at the bound. The raw report is in the completions log ("upstream usage out of bounds")',
     );
   }
 }

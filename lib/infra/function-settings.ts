@@ -13,4 +13,5 @@ export const FUNCTION_SETTINGS = {
   completions: { timeoutSeconds: 300, memoryMb: 1024 },
   models: { timeoutSeconds: 10, memoryMb: 256 },
   simulator: { timeoutSeconds: 120, memoryMb: 512 },
+  sweeper: { timeoutSeconds: 60, memoryMb: 256 },
 } as const satisfies Record<string, FunctionSettings>;

@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { TableNames } from '../../functions/adapters/dynamodb.js';
+import { DynamoStore, type TableNames } from '../../functions/adapters/dynamodb/index.js';
 import { startSimulator } from '../../functions/simulator/server.js';
+import { SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
+import { sweepExpiredHolds } from '../../functions/sweeper/sweep.js';
 import { FUNCTION_SETTINGS } from '../infra/function-settings.js';
 import { LOCAL_TABLE_NAMES, TABLE_ENV } from '../tables.js';
 import {
@@ -40,6 +42,8 @@ export interface LocalStackOptions {
   functions?: Partial<Record<'completions' | 'models', Partial<EmulatedFunction>>>;
   /** Passed to the emulator: what runs an instance (the conformance suite runs aws-lambda-ric). */
   launcher?: Parameters<typeof startEmulator>[0]['launcher'];
+  /** How often expired holds are swept (default: the deployed schedule, SWEEP_INTERVAL_MINUTES). */
+  sweepIntervalMs?: number;
 }
 
 export interface LocalStack {
@@ -49,6 +53,8 @@ export interface LocalStack {
   dynamoEndpoint: string;
   client: DynamoDBClient;
   tables: TableNames;
+  /** The store over these tables, for the operator's side (accounts, keys, ledger, holds). */
+  store: DynamoStore;
   /** The simulator's base URL when it runs. */
   simulatorUrl: string | undefined;
   stop(): Promise<void>;
@@ -59,6 +65,7 @@ export function localTableNames(prefix = ''): TableNames {
     keys: `${prefix}${LOCAL_TABLE_NAMES.keys}`,
     accounts: `${prefix}${LOCAL_TABLE_NAMES.accounts}`,
     ledger: `${prefix}${LOCAL_TABLE_NAMES.ledger}`,
+    holds: `${prefix}${LOCAL_TABLE_NAMES.holds}`,
   };
 }
 
@@ -111,6 +118,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       [TABLE_ENV.keys]: tables.keys,
       [TABLE_ENV.accounts]: tables.accounts,
       [TABLE_ENV.ledger]: tables.ledger,
+      [TABLE_ENV.holds]: tables.holds,
       UPSTREAM_BASE_URL: upstreamBaseUrl,
       ...(options.upstreamApiKey ? { UPSTREAM_API_KEY: options.upstreamApiKey } : {}),
       ...options.env,
@@ -151,12 +159,26 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       ],
     });
     stops.push(emulator.close);
+
+    // The hold sweeper on the schedule it has in AWS (an EventBridge rule there).
+    const store = new DynamoStore(client, tables);
+    const sweepTimer = setInterval(
+      () => {
+        sweepExpiredHolds(store).catch((error: unknown) =>
+          console.error(`hold sweep failed: ${error instanceof Error ? error.message : String(error)}`),
+        );
+      },
+      options.sweepIntervalMs ?? SWEEP_INTERVAL_MINUTES * 60_000,
+    );
+    sweepTimer.unref();
+    stops.push(async () => clearInterval(sweepTimer));
     return {
       baseUrl: `${emulator.url}/api/v1`,
       emulator,
       dynamoEndpoint: dynamo.endpoint,
       client,
       tables,
+      store,
       simulatorUrl,
       stop: stopAll,
     };

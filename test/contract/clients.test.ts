@@ -321,7 +321,7 @@ describe('schema validation itself', () => {
   it('accepts the deliberate error chunk of a failed stream, and checks the rest of it', async () => {
     const stream = await openai().chat.completions.create({
       model: 'svc-fast',
-      messages: [{ role: 'user', content: 'x [[sim:cut_after=3]]' }],
+      messages: [{ role: 'user', content: 'x [[sim:delay_ms=20]] [[sim:cut_after=3]]' }],
       stream: true,
     });
     const error = await (async () => {

@@ -1,7 +1,7 @@
 import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getStore } from '../../functions/adapters/dynamodb.js';
+import { getStore } from '../../functions/adapters/dynamodb/index.js';
 import { usdToNano } from '../../functions/core/money.js';
 import { billingFailures } from '../../functions/shared/observability.js';
 import {
@@ -38,7 +38,8 @@ async function expectReconciled(accountId: string) {
 }
 
 /**
- * Injects a fault into the completions function's own DynamoDB client for TransactWriteItems:
+ * Injects a fault into the completions function's own DynamoDB client for the settlement's
+ * TransactWriteItems (the one that writes a ledger entry; a hold write is left alone):
  * `fault(attempt, next)` decides what each attempt does. Removed after the test.
  */
 function injectSettlementFault(
@@ -49,7 +50,9 @@ function injectSettlementFault(
   let attempt = 0;
   store.client.middlewareStack.add(
     (next, context) => async (args) => {
-      if (context.commandName !== 'TransactWriteItemsCommand') return next(args);
+      const items = (args.input as { TransactItems?: { Put?: { TableName?: string } }[] }).TransactItems;
+      const settlement = items?.some((item) => item.Put?.TableName === store.tables.ledger);
+      if (context.commandName !== 'TransactWriteItemsCommand' || !settlement) return next(args);
       attempt += 1;
       return fault(attempt, () => next(args)) as ReturnType<typeof next>;
     },

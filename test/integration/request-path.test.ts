@@ -1,6 +1,6 @@
 import { QueryCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getStore } from '../../functions/adapters/dynamodb.js';
+import { getStore } from '../../functions/adapters/dynamodb/index.js';
 import { usdToNano } from '../../functions/core/money.js';
 import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
@@ -196,9 +196,9 @@ describe('billing', () => {
     // svc-heavy: $0.78/M input, $0.078/M cached, $3.25/M output, billed
     const expectedNano = BigInt(body.usage.prompt_tokens - 4) * 780n + 4n * 78n + 7n * 3250n;
     expect(usdToNano(String(body.usage.cost))).toBe(expectedNano);
-    const ledger = await target.admin.client.send(
+    const ledger = await target.client.send(
       new QueryCommand({
-        TableName: target.admin.tables.ledger,
+        TableName: target.tables.ledger,
         KeyConditionExpression: 'accountId = :a',
         ExpressionAttributeValues: { ':a': { S: account.accountId } },
       }),
@@ -206,7 +206,7 @@ describe('billing', () => {
     const charges = (ledger.Items ?? []).filter((item) => item.type?.S === 'charge');
     expect(charges).toHaveLength(1);
     expect(charges[0]?.entryId?.S).toBe(body.id);
-    expect(charges[0]?.billedNanoUsd?.N).toBe(expectedNano.toString());
+    expect(charges[0]?.amountNanoUsd?.N).toBe(expectedNano.toString());
     expect(charges[0]?.estimated?.BOOL).toBe(false);
     expect(await balanceNano(target, account.accountId)).toBe(1_000_000_000n - expectedNano);
   });
@@ -227,9 +227,9 @@ describe('billing', () => {
     expect(body.usage.completion_tokens).toBe(9);
     const before = 1_000_000_000n;
     expect(before - (await balanceNano(target, account.accountId))).toBe(usdToNano(String(body.usage.cost)));
-    const ledger = await target.admin.client.send(
+    const ledger = await target.client.send(
       new QueryCommand({
-        TableName: target.admin.tables.ledger,
+        TableName: target.tables.ledger,
         KeyConditionExpression: 'accountId = :a AND entryId = :e',
         ExpressionAttributeValues: { ':a': { S: account.accountId }, ':e': { S: body.id } },
       }),
