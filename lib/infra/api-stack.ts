@@ -4,6 +4,7 @@ import {
   AllowedMethods,
   CachePolicy,
   Distribution,
+  type ErrorResponse,
   HttpVersion,
   OriginRequestPolicy,
   PriceClass,
@@ -37,11 +38,15 @@ import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { Construct } from 'constructs';
 import { SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
 import { TABLE_ENV } from '../tables.js';
+import { FUNCTION_SETTINGS } from './function-settings.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
 import { ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
 
 export type Stage = 'sandbox' | 'prod';
+
+/** The status codes whose responses CloudFront caches (its error caching minimum TTL applies to these). */
+export const CLOUDFRONT_CACHEABLE_ERRORS = [400, 403, 404, 405, 414, 416, 500, 501, 502, 503, 504] as const;
 
 /** AWS's default concurrent-execution limit of an account: the fast path's bound without reservedConcurrency. */
 const ACCOUNT_CONCURRENCY_DEFAULT = 1_000;
@@ -50,7 +55,7 @@ export interface ApiStackProps extends StackProps {
   stage: Stage;
   /** Ceiling on concurrent completions, and so on in-flight spend (README "Balance floor"). */
   reservedConcurrency?: number;
-  /** Completions function timeout in seconds (default 300). */
+  /** Completions function timeout in seconds (default FUNCTION_SETTINGS.completions). */
   completionsTimeoutSeconds?: number;
   /** Tier routing (TIERS_CONFIG JSON); required in prod, where there is no simulator. */
   tiersConfig?: string;
@@ -103,8 +108,8 @@ export class ApiStack extends Stack {
       // The sandbox never spends real money: its upstream is the simulator, as its own function.
       const simulator = new ServiceFunction(this, 'Simulator', {
         entry: 'functions/simulator/handler.ts',
-        memorySize: 512,
-        timeout: Duration.minutes(2),
+        memorySize: FUNCTION_SETTINGS.simulator.memoryMb,
+        timeout: Duration.seconds(FUNCTION_SETTINGS.simulator.timeoutSeconds),
         logRetention,
         removalPolicy,
       });
@@ -117,8 +122,10 @@ export class ApiStack extends Stack {
 
     const completions = new ServiceFunction(this, 'Completions', {
       entry: 'functions/completions/handler.ts',
-      memorySize: 1024,
-      timeout: Duration.seconds(props.completionsTimeoutSeconds ?? 300),
+      memorySize: FUNCTION_SETTINGS.completions.memoryMb,
+      timeout: Duration.seconds(
+        props.completionsTimeoutSeconds ?? FUNCTION_SETTINGS.completions.timeoutSeconds,
+      ),
       ...(props.reservedConcurrency !== undefined
         ? { reservedConcurrentExecutions: props.reservedConcurrency }
         : {}),
@@ -136,8 +143,8 @@ export class ApiStack extends Stack {
     });
     const models = new ServiceFunction(this, 'Models', {
       entry: 'functions/models/handler.ts',
-      memorySize: 256,
-      timeout: Duration.seconds(10),
+      memorySize: FUNCTION_SETTINGS.models.memoryMb,
+      timeout: Duration.seconds(FUNCTION_SETTINGS.models.timeoutSeconds),
       logRetention,
       removalPolicy,
       environment: tableEnv,
@@ -178,8 +185,8 @@ export class ApiStack extends Stack {
     // The hold sweeper: releases holds whose request died before settling, on a schedule.
     const sweeper = new ServiceFunction(this, 'HoldSweeper', {
       entry: 'functions/sweeper/handler.ts',
-      memorySize: 256,
-      timeout: Duration.seconds(60),
+      memorySize: FUNCTION_SETTINGS.sweeper.memoryMb,
+      timeout: Duration.seconds(FUNCTION_SETTINGS.sweeper.timeoutSeconds),
       logRetention,
       removalPolicy,
       environment: tableEnv,
@@ -227,6 +234,14 @@ export class ApiStack extends Stack {
       viewerProtocolPolicy: ViewerProtocolPolicy.HTTPS_ONLY,
       compress: false,
     };
+    // CloudFront caches an origin's error response (10 s by default) whatever the cache policy: one
+    // account's 403 or a passing 5xx would then be served to other callers. A TTL of 0 for every
+    // status CloudFront can cache means each error is the origin's answer to that request. Only the
+    // TTL is set, so the origin's own status and body still reach the client.
+    const errorResponses: ErrorResponse[] = CLOUDFRONT_CACHEABLE_ERRORS.map((httpStatus) => ({
+      httpStatus,
+      ttl: Duration.seconds(0),
+    }));
     const customDomain =
       props.domainName && props.certificateArn
         ? {
@@ -244,6 +259,7 @@ export class ApiStack extends Stack {
       logBucket: logBucket as unknown as IBucket,
       logFilePrefix: 'cloudfront/',
       ...customDomain,
+      errorResponses,
       defaultBehavior: {
         ...behaviour,
         origin: new FunctionUrlOrigin(modelsUrl, { customHeaders: originHeaders }),

@@ -250,6 +250,40 @@ describe('CloudFront', () => {
     ).toBe(true);
   });
 
+  it.each(['sandbox', 'prod'] as const)(
+    'caches no error response on any route, and passes the origin error through (%s)',
+    (stage) => {
+      const [distribution] = Object.values(
+        (stage === 'prod' ? prod : sandbox).template.findResources('AWS::CloudFront::Distribution'),
+      );
+      const config = (
+        distribution as {
+          Properties: {
+            DistributionConfig: {
+              CustomErrorResponses?: Record<string, unknown>[];
+              DefaultCacheBehavior: { CachePolicyId: string };
+              CacheBehaviors: { CachePolicyId: string }[];
+            };
+          };
+        }
+      ).Properties.DistributionConfig;
+      // Every status CloudFront's error caching applies to, each with a TTL of 0 and no replacement
+      // page or status: the client gets the origin's own error, never a cached one.
+      expect(config.CustomErrorResponses).toEqual(
+        [400, 403, 404, 405, 414, 416, 500, 501, 502, 503, 504].map((code) => ({
+          ErrorCode: code,
+          ErrorCachingMinTTL: 0,
+        })),
+      );
+      // No route caches a success either, so GET /models (answered per key) is never shared
+      // between accounts: both behaviours use Managed-CachingDisabled, whose cache key is moot.
+      for (const policy of [config.DefaultCacheBehavior, ...config.CacheBehaviors].map(
+        (b) => b.CachePolicyId,
+      ))
+        expect(policy).toBe('4135ea2d-6df8-44a3-9df3-4b5a84be39ad');
+    },
+  );
+
   it('enforces TLS 1.2 when deployed with a custom domain and certificate', () => {
     const app = new App();
     const stack = new ApiStack(app, 'Domain', {

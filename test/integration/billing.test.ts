@@ -11,6 +11,7 @@ import {
   revokeKey,
   setAccountStatus,
 } from '../../lib/admin/operations.js';
+import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { readSse } from '../support/sse.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
@@ -20,7 +21,8 @@ import { balanceNano, newAccount, startTarget, type Target } from '../support/ta
  */
 let target: Target;
 beforeAll(async () => {
-  target = await startTarget();
+  // The functions run in this thread (inProcessLauncher): the tests reach into their own SDK clients.
+  target = await startTarget({ launcher: inProcessLauncher });
 });
 afterAll(async () => {
   await target?.stop();

@@ -2,6 +2,7 @@ import { QueryCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getStore } from '../../functions/adapters/dynamodb/index.js';
 import { usdToNano } from '../../functions/core/money.js';
+import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
 /** The request path through the Function URL emulator, against DynamoDB Local and the simulator. */
@@ -9,7 +10,8 @@ let target: Target;
 let key: string;
 let accountId: string;
 beforeAll(async () => {
-  target = await startTarget();
+  // The functions run in this thread (inProcessLauncher): the tests reach into their own SDK clients.
+  target = await startTarget({ launcher: inProcessLauncher });
   ({ key, accountId } = await newAccount(target, '5'));
 });
 afterAll(async () => {

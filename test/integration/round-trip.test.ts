@@ -3,6 +3,7 @@ import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-sec
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getStore } from '../../functions/adapters/dynamodb/index.js';
+import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
@@ -22,7 +23,9 @@ beforeAll(async () => {
   secrets
     .on(GetSecretValueCommand)
     .resolves({ SecretString: JSON.stringify({ UPSTREAM_API_KEY: 'sk-from-secrets-manager' }) });
+  // The functions run in this thread (inProcessLauncher): the tests reach into their own SDK clients.
   target = await startTarget({
+    launcher: inProcessLauncher,
     env: {
       UPSTREAM_SECRET_ARN: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:upstream',
       UPSTREAM_API_KEY: 'unused-locally',
