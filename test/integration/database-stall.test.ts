@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { billingFailures } from '../../functions/shared/observability.js';
 import { listLedger } from '../../lib/admin/operations.js';
 import { type RunningDynamo, startDynamoLocal } from '../../lib/local/dynamodb-local.js';
+import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { startLocalStack } from '../../lib/local/stack.js';
 import { readSse } from '../support/sse.js';
 import { balanceNano, newAccount, type Target } from '../support/target.js';
@@ -21,6 +22,8 @@ beforeAll(async () => {
   const local = await startLocalStack({
     dynamoEndpoint: dynamo.endpoint,
     tablePrefix: 'stall-',
+    // The functions run in this thread (inProcessLauncher): the test reads the billing-failure counter.
+    launcher: inProcessLauncher,
     // Settlement may take the reserve: 4 s here (10 s by default) keeps the test short.
     // The deployed defaults (DynamoDB Local alone would get 5 s per request).
     env: {

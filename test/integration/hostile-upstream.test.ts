@@ -7,6 +7,7 @@ import { CAP_MARGIN } from '../../functions/core/usage-bounds.js';
 import { usageAdjustments } from '../../functions/shared/observability.js';
 import { startSimulator } from '../../functions/simulator/server.js';
 import { listLedger } from '../../lib/admin/operations.js';
+import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { readSse } from '../support/sse.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
@@ -52,7 +53,9 @@ beforeAll(async () => {
       { baseUrl: hostileUrl, model: 'liar', prices: SIMULATOR_PRICES['svc-heavy'], reportsCost: true },
     ],
   };
+  // The functions run in this thread (inProcessLauncher): the tests read their metric counters.
   target = await startTarget({
+    launcher: inProcessLauncher,
     env: {
       TIERS_CONFIG: JSON.stringify(tiers),
       UPSTREAM_RETRY_BASE_MS: '20',
