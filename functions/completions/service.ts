@@ -10,6 +10,7 @@ import {
   ServiceUnavailableError,
   UpstreamError,
 } from '../core/errors.js';
+import { toUpstreamBody } from '../core/forwarding.js';
 import { needsHold, worstCaseBilledNano } from '../core/holds.js';
 import { newGenerationId } from '../core/ids.js';
 import { costToUsd, nanoToUsd } from '../core/money.js';
@@ -102,7 +103,7 @@ export async function handleCompletion(
   try {
     opened = await openWithFallback({
       targets: tier.targets,
-      bodyFor: (target) => toUpstreamBody(request, target),
+      bodyFor: (target) => toUpstreamBody(request, target).body,
       credential: deps.credential,
       policy: request.stream
         ? deps.config.retry
@@ -135,6 +136,9 @@ export async function handleCompletion(
       ? startedAt + remainingMs - SETTLE_MARGIN_MS
       : Math.min(startedAt + remainingMs, startedAt + ORIGIN_READ_TIMEOUT_MS) - SETTLE_MARGIN_MS,
   };
+  // Extra fields this target does not take were left out: say which (forwarding.ts).
+  const dropped = toUpstreamBody(request, opened.target).dropped;
+  if (dropped.length > 0) Object.assign(headers, { 'x-dropped-fields': dropped.join(', ').slice(0, 1_000) });
   const body = opened.response.body;
   if (!request.stream || !body) {
     try {
@@ -220,14 +224,6 @@ async function releaseQuietly(deps: CompletionsDeps, hold: Hold): Promise<void> 
       error: error instanceof Error ? error : String(error),
     });
   }
-}
-
-/** What the upstream receives: the client's fields, our upstream model id, and always a usage report. */
-function toUpstreamBody(request: ChatRequest, target: UpstreamTarget): Record<string, unknown> {
-  const body: Record<string, unknown> = { ...request, model: target.model };
-  if (request.stream) body.stream_options = { include_usage: true };
-  else delete body.stream_options;
-  return body;
 }
 
 async function completeBuffered(
