@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { billingFailures } from '../../functions/shared/observability.js';
 import { listLedger } from '../../lib/admin/operations.js';
 import { type RunningDynamo, startDynamoLocal } from '../../lib/local/dynamodb-local.js';
+import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { startLocalStack } from '../../lib/local/stack.js';
 import { readSse } from '../support/sse.js';
 import { balanceNano, newAccount, type Target } from '../support/target.js';
@@ -19,6 +20,8 @@ const STATED_BOUND_MS = 5_000;
 beforeAll(async () => {
   dynamo = await startDynamoLocal();
   const local = await startLocalStack({
+    // In this thread (inProcessLauncher): the test reads the function's own counters.
+    launcher: inProcessLauncher,
     dynamoEndpoint: dynamo.endpoint,
     tablePrefix: 'stall-',
     // Settlement may take the reserve: 4 s here (10 s by default) keeps the test short.

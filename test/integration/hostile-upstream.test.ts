@@ -7,6 +7,7 @@ import { CAP_MARGIN } from '../../functions/core/usage-bounds.js';
 import { usageAdjustments } from '../../functions/shared/observability.js';
 import { startSimulator } from '../../functions/simulator/server.js';
 import { listLedger } from '../../lib/admin/operations.js';
+import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { readSse } from '../support/sse.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
@@ -53,6 +54,8 @@ beforeAll(async () => {
     ],
   };
   target = await startTarget({
+    // In this thread (inProcessLauncher): the test reads the function's own counters.
+    launcher: inProcessLauncher,
     env: {
       TIERS_CONFIG: JSON.stringify(tiers),
       UPSTREAM_RETRY_BASE_MS: '20',
