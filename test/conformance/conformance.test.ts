@@ -386,7 +386,7 @@ describe('the service functions', () => {
   );
 
   probe(
-    'the models list (a buffered JSON reply through the same streaming path)',
+    'the models list: a buffered (not streamed) function result, as the Function URL translates it',
     async (side) => {
       const seen = await send(`${side.target.baseUrl}/models`, {
         headers: { authorization: `Bearer ${side.key}` },
