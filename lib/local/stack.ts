@@ -4,7 +4,6 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoStore, type TableNames } from '../../functions/adapters/dynamodb/index.js';
 import { startSimulator } from '../../functions/simulator/server.js';
 import { SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
-import { sweepExpiredHolds } from '../../functions/sweeper/sweep.js';
 import { FUNCTION_SETTINGS } from '../infra/function-settings.js';
 import { LOCAL_TABLE_NAMES, TABLE_ENV } from '../tables.js';
 import {
@@ -162,6 +161,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     // The hold sweeper on the schedule it has in AWS (an EventBridge rule there).
     const store = new DynamoStore(client, tables);
+    // Loaded here, after the environment is set: the sweeper's logger reads LOG_LEVEL when it loads.
+    const { sweepExpiredHolds } = await import('../../functions/sweeper/sweep.js');
     const sweepTimer = setInterval(
       () => {
         sweepExpiredHolds(store).catch((error: unknown) =>

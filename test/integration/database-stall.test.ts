@@ -20,10 +20,10 @@ const STATED_BOUND_MS = 5_000;
 beforeAll(async () => {
   dynamo = await startDynamoLocal();
   const local = await startLocalStack({
-    // In this thread (inProcessLauncher): the test reads the function's own counters.
-    launcher: inProcessLauncher,
     dynamoEndpoint: dynamo.endpoint,
     tablePrefix: 'stall-',
+    // The functions run in this thread (inProcessLauncher): the test reads the billing-failure counter.
+    launcher: inProcessLauncher,
     // Settlement may take the reserve: 4 s here (10 s by default) keeps the test short.
     // The deployed defaults (DynamoDB Local alone would get 5 s per request).
     env: {

@@ -53,8 +53,8 @@ beforeAll(async () => {
       { baseUrl: hostileUrl, model: 'liar', prices: SIMULATOR_PRICES['svc-heavy'], reportsCost: true },
     ],
   };
+  // The functions run in this thread (inProcessLauncher): the tests read their metric counters.
   target = await startTarget({
-    // In this thread (inProcessLauncher): the test reads the function's own counters.
     launcher: inProcessLauncher,
     env: {
       TIERS_CONFIG: JSON.stringify(tiers),
