@@ -155,10 +155,10 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
       ...(fn.maxInstances !== undefined ? { maxInstances: fn.maxInstances } : {}),
       ...(fn.warmInstances !== undefined ? { warmInstances: fn.warmInstances } : {}),
     };
-    const pool = new FunctionPool(config, (options.launcher ?? workerLauncher)(fn));
-    pools.set(fn.name, pool);
-    await pool.warm();
+    pools.set(fn.name, new FunctionPool(config, (options.launcher ?? workerLauncher)(fn)));
   }
+  // The warm instances of every function start together; the emulator answers once they are ready.
+  await Promise.all([...pools.values()].map((pool) => pool.warm()));
 
   /** A Function URL: the request as an event, answered by one invocation. */
   const functionUrl = async (

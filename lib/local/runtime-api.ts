@@ -133,6 +133,11 @@ class Instance {
   current: Invocation | undefined;
   dead = false;
   initialised = false;
+  private markReady!: () => void;
+  /** Settles when the runtime first asks for work (its init is done), or the instance is gone. */
+  readonly ready = new Promise<void>((resolve) => {
+    this.markReady = resolve;
+  });
 
   constructor(
     private readonly pool: FunctionPool,
@@ -201,6 +206,7 @@ class Instance {
   private die(): void {
     if (this.dead) return;
     this.dead = true;
+    this.markReady();
     this.waiting?.destroy();
     this.waiting = undefined;
     // The runtime went away mid-invocation (crash, process.exit): a function error.
@@ -218,6 +224,7 @@ class Instance {
         return;
       }
       this.initialised = true;
+      this.markReady();
       this.waiting = res;
       this.pool.pump();
       return;
@@ -278,9 +285,12 @@ export class FunctionPool {
     return this.instances.size;
   }
 
+  /** Starts the warm instances and waits for their init, as provisioned environments are ready before traffic. */
   async warm(): Promise<void> {
     const n = this.config.warmInstances ?? 1;
-    for (let i = this.instances.size; i < n; i++) this.spawn();
+    const started: Promise<void>[] = [];
+    for (let i = this.instances.size; i < n; i++) started.push(this.spawn().ready);
+    await Promise.all(started);
   }
 
   /** Runs one invocation; the client's response is written by the time this settles. */
@@ -331,7 +341,7 @@ export class FunctionPool {
     return [...this.instances].some((i) => !i.dead);
   }
 
-  private spawn(): void {
+  private spawn(): Instance {
     const instance = new Instance(this, this.launcher);
     this.instances.add(instance);
     this.stats.coldStarts += 1;
@@ -347,6 +357,7 @@ export class FunctionPool {
       console.error('[runtime-api] instance failed to start', error);
       instance.kill();
     });
+    return instance;
   }
 
   async close(): Promise<void> {

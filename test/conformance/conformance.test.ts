@@ -1,11 +1,3 @@
-import { request } from 'node:http';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO_ROOT } from '../../lib/infra/service-function.js';
-import { type RunningEmulator, startEmulator } from '../../lib/local/emulator.js';
-import { newAccount, startTarget, type Target } from '../support/target.js';
-import { bundle, ricLauncher, runtimeInstalled } from './ric.js';
-
 /**
  * The conformance suite (issue 13): the same probes run against the emulator's runtime client and
  * against AWS's own `aws-lambda-ric` (Node 22) running the bundles built with the stack's esbuild
@@ -15,6 +7,14 @@ import { bundle, ricLauncher, runtimeInstalled } from './ric.js';
  * Without the runtime installed (a plain `npm test`) the comparison is skipped with a message; in CI
  * (CI=true) it must run: `.ci/run` installs it with scripts/install-lambda-runtime.sh.
  */
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REPO_ROOT } from '../../lib/infra/service-function.js';
+import { type RunningEmulator, startEmulator } from '../../lib/local/emulator.js';
+import { newAccount, startTarget, type Target } from '../support/target.js';
+import { bundle, ricLauncher, runtimeInstalled } from './ric.js';
+
 const RIC = runtimeInstalled();
 const IN_CI = process.env.CI === 'true';
 const TIMEOUT_MS = 1_500;
@@ -386,7 +386,7 @@ describe('the service functions', () => {
   );
 
   probe(
-    'the models list (a buffered JSON reply through the same streaming path)',
+    'the models list: a buffered (not streamed) function result, as the Function URL translates it',
     async (side) => {
       const seen = await send(`${side.target.baseUrl}/models`, {
         headers: { authorization: `Bearer ${side.key}` },
