@@ -252,7 +252,11 @@ function deepest(issue: z.core.$ZodIssue): z.core.$ZodIssue {
   const firsts = issue.errors.map((branch) => branch[0]);
   if (firsts.every((inner) => inner?.code === 'invalid_type' && inner.path.length === 0)) {
     const expected = [...new Set(firsts.map((inner) => (inner as { expected: string }).expected))];
-    return { ...(firsts[0] as z.core.$ZodIssue), path: issue.path, expected: expected.join(' or ') } as z.core.$ZodIssue;
+    return {
+      ...(firsts[0] as z.core.$ZodIssue),
+      path: issue.path,
+      expected: expected.join(' or '),
+    } as z.core.$ZodIssue;
   }
   let best: z.core.$ZodIssue = issue;
   for (const branch of issue.errors) {
@@ -272,7 +276,11 @@ export function toBadRequest(first: z.core.$ZodIssue): BadRequestError {
   const where = field ? `'${field}'` : 'the request body';
   const input = (issue as { input?: unknown }).input;
   if (input === undefined && issue.code !== 'custom')
-    return new BadRequestError(`Missing required parameter: '${field}'.`, param, 'missing_required_parameter');
+    return new BadRequestError(
+      `Missing required parameter: '${field}'.`,
+      param,
+      'missing_required_parameter',
+    );
   switch (issue.code) {
     case 'invalid_type':
       if (input === undefined)

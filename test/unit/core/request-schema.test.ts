@@ -165,10 +165,10 @@ describe('forwarding', () => {
     expect(body).toMatchObject({ model: 'up-model', top_k: 40, provider: { order: ['x'] } });
     expect(body.stream_options).toEqual({ include_usage: true });
     const [user, assistant] = body.messages as Record<string, unknown>[];
-    expect((user?.content as Record<string, unknown>[])[0]?.cache_control).toEqual({ type: 'ephemeral' });
+    expect((user?.content as Record<string, unknown>[] | undefined)?.[0]?.cache_control).toEqual({ type: 'ephemeral' });
     expect(assistant?.reasoning).toBe('hmm');
     expect(assistant).not.toHaveProperty('parsed');
-    expect((assistant?.tool_calls as Record<string, unknown>[])[0]).not.toHaveProperty('index');
+    expect((assistant?.tool_calls as Record<string, unknown>[] | undefined)?.[0]).not.toHaveProperty('index');
   });
 
   it('drops them for a drop target and names what it dropped', () => {
@@ -181,7 +181,7 @@ describe('forwarding', () => {
     ]);
     expect(body).not.toHaveProperty('top_k');
     const [user, assistant] = body.messages as Record<string, unknown>[];
-    expect((user?.content as Record<string, unknown>[])[0]).toEqual({ type: 'text', text: 'hi' });
+    expect((user?.content as Record<string, unknown>[] | undefined)?.[0]).toEqual({ type: 'text', text: 'hi' });
     expect(assistant).not.toHaveProperty('reasoning');
   });
 });
