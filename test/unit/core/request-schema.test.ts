@@ -165,7 +165,9 @@ describe('forwarding', () => {
     expect(body).toMatchObject({ model: 'up-model', top_k: 40, provider: { order: ['x'] } });
     expect(body.stream_options).toEqual({ include_usage: true });
     const [user, assistant] = body.messages as Record<string, unknown>[];
-    expect((user?.content as Record<string, unknown>[] | undefined)?.[0]?.cache_control).toEqual({ type: 'ephemeral' });
+    expect((user?.content as Record<string, unknown>[] | undefined)?.[0]?.cache_control).toEqual({
+      type: 'ephemeral',
+    });
     expect(assistant?.reasoning).toBe('hmm');
     expect(assistant).not.toHaveProperty('parsed');
     expect((assistant?.tool_calls as Record<string, unknown>[] | undefined)?.[0]).not.toHaveProperty('index');
@@ -181,7 +183,10 @@ describe('forwarding', () => {
     ]);
     expect(body).not.toHaveProperty('top_k');
     const [user, assistant] = body.messages as Record<string, unknown>[];
-    expect((user?.content as Record<string, unknown>[] | undefined)?.[0]).toEqual({ type: 'text', text: 'hi' });
+    expect((user?.content as Record<string, unknown>[] | undefined)?.[0]).toEqual({
+      type: 'text',
+      text: 'hi',
+    });
     expect(assistant).not.toHaveProperty('reasoning');
   });
 });
