@@ -81,7 +81,7 @@ describe('body validation', () => {
     ['missing messages', { model: 'svc-fast' }, 'messages'],
     ['temperature above 2', { ...hello, temperature: 2.1 }, 'temperature'],
     ['max_tokens of 0', { ...hello, max_tokens: 0 }, 'max_tokens'],
-    ['an unknown field', { ...hello, colour: 'red' }, 'colour'],
+    ['a field of the wrong type', { ...hello, temperature: 'hot' }, 'temperature'],
     [
       'a tool message without tool_call_id',
       { ...hello, messages: [{ role: 'tool', content: 'x' }] },
