@@ -1,7 +1,6 @@
 import type { Readable } from 'node:stream';
 import { BodyDeadlineError, openWithFallback, readBodyBounded } from '../adapters/upstream.js';
 import { authorize, type Principal } from '../core/access.js';
-import { hashKey, parseBearerKey } from '../core/auth.js';
 import {
   GatewayTimeoutError,
   HttpError,
@@ -35,6 +34,7 @@ import {
   recordGeneration,
   recordUsageOutOfBounds,
 } from '../shared/observability.js';
+import { loadCaller } from '../shared/principal.js';
 import type { CompletionsConfig } from './config.js';
 import { type RelayOutcome, relay } from './relay.js';
 
@@ -74,8 +74,7 @@ export async function handleCompletion(
   deps: CompletionsDeps,
 ): Promise<FunctionUrlResult> {
   const startedAt = Date.now();
-  const key = parseBearerKey(header(event, 'authorization'));
-  const principal = authorize(await loadPrincipal(deps, hashKey(key)), {
+  const principal = authorize(await loadCaller(deps.store, header(event, 'authorization')), {
     requireCredit: true,
     topUpUrl: deps.config.topUpUrl,
   });
@@ -173,20 +172,6 @@ export async function handleCompletion(
     },
     body: stream,
   };
-}
-
-/**
- * The principal behind a key hash. Before anything is spent, a database that fails or does not answer
- * within its bounded wait (adapters/dynamodb) is a 503 with Retry-After, never a hang or a bare 500.
- */
-async function loadPrincipal(deps: CompletionsDeps, keyHash: string): Promise<Principal | undefined> {
-  try {
-    return await deps.store.loadPrincipal(keyHash);
-  } catch (error) {
-    if (error instanceof HttpError) throw error;
-    logger.error('principal read failed', { error: error instanceof Error ? error : String(error) });
-    throw new ServiceUnavailableError({ cause: error });
-  }
 }
 
 /**

@@ -181,6 +181,10 @@ export class ApiStack extends Stack {
     );
     models.fn.addToRolePolicy(readAuth);
     models.fn.addToRolePolicy(readOriginSecret);
+    // GET /api/v1/generation reads one ledger entry of the caller's own account.
+    models.fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:GetItem'], resources: [tables.ledger.tableArn] }),
+    );
 
     // The hold sweeper: releases holds whose request died before settling, on a schedule.
     const sweeper = new ServiceFunction(this, 'HoldSweeper', {

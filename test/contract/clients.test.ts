@@ -147,7 +147,9 @@ describe('the official openai SDK', () => {
         .catch((e: unknown) => e);
     const bad = await ask(key, 'hi', 'gpt-4o');
     expect(bad).toBeInstanceOf(BadRequestError);
-    expect((bad as BadRequestError).message).toContain("Supported values are: 'svc-fast', 'svc-pro', 'svc-heavy'");
+    expect((bad as BadRequestError).message).toContain(
+      "Supported values are: 'svc-fast', 'svc-pro', 'svc-heavy'",
+    );
     expect(await ask(keys.revoked)).toBeInstanceOf(AuthenticationError);
     const suspended = await ask(keys.suspended);
     expect(suspended).toBeInstanceOf(PermissionDeniedError);

@@ -341,7 +341,7 @@ describe('least privilege', () => {
     }
   });
 
-  it('gives the models function only the reads and the origin secret it uses', () => {
+  it('gives the models function only the reads (keys, accounts, one ledger entry) and the origin secret it uses', () => {
     const models = policies(prod.template).find((p) => p.id.startsWith('Models'));
     const actions = new Set(models?.statements.flatMap((s) => [s.Action].flat()));
     expect([...actions].sort()).toEqual([
