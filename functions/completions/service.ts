@@ -3,7 +3,6 @@ import { BodyDeadlineError, openWithFallback, readBodyBounded } from '../adapter
 import { authorize, type Principal } from '../core/access.js';
 import {
   GatewayTimeoutError,
-  HttpError,
   InsufficientCreditsError,
   InternalError,
   ServiceUnavailableError,

@@ -87,7 +87,7 @@ async function generation(
     );
   // The ledger is keyed by account: another account's generation is simply not found here.
   const entry = await store.getLedgerEntry(principal.accountId, id);
-  if (!entry || entry.type !== 'charge') throw new NotFoundError(`No generation ${id} on this account.`);
+  if (entry?.type !== 'charge') throw new NotFoundError(`No generation ${id} on this account.`);
   const prompt = entry.promptTokens ?? 0;
   const completion = entry.completionTokens ?? 0;
   return {
