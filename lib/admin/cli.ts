@@ -33,7 +33,7 @@ export const USAGE = `usage: npm run --silent admin -- <command> [--json]
   key create <accountId> --name <label>
   key revoke <keyId>
   key list <accountId>
-  usage <accountId> [--since <iso time>] [--format json|csv]
+  usage <accountId> [--since <iso time>] [--format json|csv] [--by key|user|day]
   holds [<accountId>]
   reconcile [<accountId>]
 
@@ -68,6 +68,7 @@ interface Parsed {
     name?: string;
     since?: string;
     format?: string;
+    by?: string;
     help?: boolean;
   };
 }
@@ -85,6 +86,7 @@ export function parseCommandLine(argv: string[]): Parsed {
         name: { type: 'string' },
         since: { type: 'string' },
         format: { type: 'string' },
+        by: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -184,6 +186,8 @@ const CSV_COLUMNS = [
   'entryId',
   'type',
   'tier',
+  'keyId',
+  'user',
   'promptTokens',
   'completionTokens',
   'cachedTokens',
@@ -216,6 +220,8 @@ async function usageCommand(ctx: AdminContext, p: string[], values: Parsed['valu
     entryId: entry.entryId,
     type: entry.type,
     tier: entry.tier ?? '',
+    keyId: entry.keyId ?? '',
+    user: entry.user ?? '',
     promptTokens: entry.promptTokens ?? '',
     completionTokens: entry.completionTokens ?? '',
     cachedTokens: entry.cachedTokens ?? '',
@@ -223,6 +229,7 @@ async function usageCommand(ctx: AdminContext, p: string[], values: Parsed['valu
     estimated: entry.type === 'charge' ? Boolean(entry.estimated) : '',
     reference: entry.reference ?? '',
   }));
+  if (values.by !== undefined) return usageSummary(accountId, entries, values.by, format);
   const json = { accountId, entries: rows.map((row) => ({ ...row, amountUsd: Number(row.amountUsd) })) };
   if (format === 'csv') {
     const csvCell = (value: unknown) =>
@@ -241,6 +248,58 @@ async function usageCommand(ctx: AdminContext, p: string[], values: Parsed['valu
   return { json, text: lines.length ? lines.join('\n') : `no ledger entries for ${accountId}` };
 }
 
+/**
+ * `usage --by key|user|day`: the charges summed per API key, per end user (the request's `user`), or
+ * per UTC day: requests, tokens and cost, exact (summed in nano-USD).
+ */
+function usageSummary(
+  accountId: string,
+  entries: Awaited<ReturnType<typeof listLedger>>,
+  by: string,
+  format: string,
+): CliResult {
+  if (!['key', 'user', 'day'].includes(by)) throw new UsageError('--by must be key, user or day');
+  const groups = new Map<
+    string,
+    { requests: number; promptTokens: number; completionTokens: number; costNano: bigint }
+  >();
+  for (const entry of entries) {
+    if (entry.type !== 'charge') continue;
+    const group =
+      by === 'key' ? (entry.keyId ?? '') : by === 'user' ? (entry.user ?? '') : entry.createdAt.slice(0, 10);
+    const sum = groups.get(group) ?? { requests: 0, promptTokens: 0, completionTokens: 0, costNano: 0n };
+    sum.requests += 1;
+    sum.promptTokens += entry.promptTokens ?? 0;
+    sum.completionTokens += entry.completionTokens ?? 0;
+    sum.costNano += -entry.deltaNano;
+    groups.set(group, sum);
+  }
+  const rows = [...groups.entries()]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([group, sum]) => ({
+      [by]: group,
+      requests: sum.requests,
+      promptTokens: sum.promptTokens,
+      completionTokens: sum.completionTokens,
+      costUsd: nanoToUsd(sum.costNano),
+    }));
+  const json = { accountId, by, groups: rows.map((row) => ({ ...row, costUsd: Number(row.costUsd) })) };
+  if (format === 'json') return { json, text: JSON.stringify(json), raw: true };
+  if (format === 'csv') {
+    const columns = [by, 'requests', 'promptTokens', 'completionTokens', 'costUsd'];
+    const text = [
+      columns.join(','),
+      ...rows.map((row) => columns.map((c) => String(row[c] ?? '')).join(',')),
+    ].join('\n');
+    return { json, text, raw: true };
+  }
+  const lines = rows.map(
+    (row) =>
+      `${String(row[by] || '(none)').padEnd(24)}  ${String(row.requests).padStart(6)} requests  ${row.promptTokens}+${row.completionTokens} tokens  $${row.costUsd}`,
+  );
+  return { json, text: lines.length ? lines.join('\n') : `no charges for ${accountId}` };
+}
+
 /** `reconcile [<accountId>]`: creditBalance must equal top-ups minus charges, for every account. */
 async function reconcileCommand(
   ctx: AdminContext,
@@ -248,7 +307,7 @@ async function reconcileCommand(
   values: Parsed['values'],
 ): Promise<CliResult> {
   if (p.length > 2) throw new UsageError('reconcile takes at most one account id');
-  for (const flag of ['credits', 'ref', 'name', 'since', 'format'] as const)
+  for (const flag of ['credits', 'ref', 'name', 'since', 'format', 'by'] as const)
     if (values[flag] !== undefined) throw new UsageError(`--${flag} does not apply to "reconcile"`);
   const results = await reconcile(ctx, p[1]);
   const differences = results.filter((r) => r.differenceNano !== 0n);
@@ -276,7 +335,7 @@ async function reconcileCommand(
 /** `holds [<accountId>]`: live and expired (not yet swept) holds, soonest expiry first. */
 async function holdsCommand(ctx: AdminContext, p: string[], values: Parsed['values']): Promise<CliResult> {
   if (p.length > 2) throw new UsageError('holds takes at most one account id');
-  for (const flag of ['credits', 'ref', 'name', 'since', 'format'] as const)
+  for (const flag of ['credits', 'ref', 'name', 'since', 'format', 'by'] as const)
     if (values[flag] !== undefined) throw new UsageError(`--${flag} does not apply to "holds"`);
   const holds = await listHolds(ctx, p[1]);
   const json = {
