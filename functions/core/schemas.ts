@@ -304,7 +304,9 @@ export function toBadRequest(first: z.core.$ZodIssue): BadRequestError {
           : issue.origin === 'string'
             ? `a string of length ${typeof input === 'string' ? input.length : '?'}, ${bound} of ${limit}`
             : `${show(input)}, ${bound} of ${limit}`;
-      return new BadRequestError(`Invalid ${where}: ${what}. ${issue.message}`.trim(), param, 'out_of_range');
+      // zod's own wording ("Too big: ...") says it again; a message written here adds to it.
+      const extra = /^Too (big|small)/.test(issue.message) ? '' : ` ${issue.message}`;
+      return new BadRequestError(`Invalid ${where}: ${what}.${extra}`, param, 'out_of_range');
     }
     case 'invalid_value':
       return new BadRequestError(
