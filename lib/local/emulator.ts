@@ -169,7 +169,8 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
   ) => {
     const body = await readBody(req, maxBody);
     if (body === undefined) {
-      res.writeHead(413, { 'content-type': 'application/json' });
+      // Answered without the body: this connection is not reused (its client may still be mid-request).
+      res.writeHead(413, { 'content-type': 'application/json', connection: 'close' });
       res.end(JSON.stringify({ message: 'Request Entity Too Large' }));
       return;
     }
@@ -238,15 +239,27 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
   };
 }
 
-async function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer | undefined> {
-  const parts: Buffer[] = [];
-  let size = 0;
-  for await (const part of req) {
-    size += (part as Buffer).length;
-    if (size > maxBytes) return undefined;
-    parts.push(part as Buffer);
-  }
-  return Buffer.concat(parts);
+/**
+ * The request body, or undefined when it is larger than `maxBytes`. An oversized body is still read to
+ * its end (and thrown away), up to 4 x the limit, so the client can finish sending and read the 413;
+ * past that the connection is cut.
+ */
+function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    req.on('data', (part: Buffer) => {
+      size += part.length;
+      if (size > maxBytes * 4) req.destroy();
+      else if (size > maxBytes) parts.length = 0;
+      else parts.push(part);
+    });
+    req.on('end', () => resolve(size > maxBytes ? undefined : Buffer.concat(parts)));
+    req.on('error', reject);
+    req.on('close', () => {
+      if (!req.complete) resolve(undefined);
+    });
+  });
 }
 
 /** A Function URL event (payload format 2.0). */

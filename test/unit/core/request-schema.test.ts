@@ -213,7 +213,12 @@ describe('exact 400s', () => {
     [{ ...base, user: null }, 'user', 'invalid_type', /expected string, but got null/],
     [{ ...base, tools: null }, 'tools', 'invalid_type', /expected array, but got null/],
     [{ ...base, metadata: { a: 1 } }, 'metadata.a', 'invalid_type', /expected string, but got an integer/],
-    [{ ...base, temperature: 3 }, 'temperature', 'out_of_range', /^Invalid 'temperature': 3, above the maximum of 2\.$/],
+    [
+      { ...base, temperature: 3 },
+      'temperature',
+      'out_of_range',
+      /^Invalid 'temperature': 3, above the maximum of 2\.$/,
+    ],
     [{ ...base, n: 2 }, 'n', 'out_of_range', /n must be 1/],
     [{ ...base, model: 'gpt-4o' }, 'model', 'invalid_value', /'svc-fast', 'svc-pro', 'svc-heavy'/],
     [{ ...base, reasoning_effort: 'extreme' }, 'reasoning_effort', 'invalid_value', /"extreme"/],
