@@ -4,9 +4,10 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { build } from 'esbuild';
+import { DynamoStore } from '../functions/adapters/dynamodb/index.js';
 import { TIER_IDS, type TierId } from '../functions/core/tiers.js';
 import { createAccount, createKey } from '../lib/admin/operations.js';
-import { FUNCTION_MEMORY_MB } from '../lib/infra/service-function.js';
+import { FUNCTION_SETTINGS } from '../lib/infra/function-settings.js';
 import { ensureTables, freePort, localClient, startDynamoLocal } from '../lib/local/dynamodb-local.js';
 import { localTableNames } from '../lib/local/stack.js';
 import { type MeasuredRequest, percent, requestCost, usd } from './cost.js';
@@ -362,8 +363,9 @@ async function main() {
   // The gateway (bin/local.ts) uses the local stack's table names on this fresh in-memory DynamoDB.
   const tables = localTableNames();
   await ensureTables(client, tables);
-  await createAccount({ client, tables }, 'bench', '100000');
-  const { key } = await createKey({ client, tables }, 'bench', 'bench');
+  const admin = { store: new DynamoStore(client, tables) };
+  await createAccount(admin, 'bench', '100000');
+  const { key } = await createKey(admin, 'bench', 'bench');
 
   const sim = await spawnService(['bench/simulator.ts'], {}, /SIMULATOR (\S+)/);
   const simUrl = sim.match[1] ?? '';
@@ -562,7 +564,7 @@ async function main() {
       return { kind, runs };
     }),
   );
-  const configuredMb = FUNCTION_MEMORY_MB.completions;
+  const configuredMb = FUNCTION_SETTINGS.completions.memoryMb;
   say('');
   say(`## Infrastructure cost per request (prices of ${PRICES_DATE}, bench/prices.ts)`);
   say('');
@@ -689,7 +691,7 @@ async function main() {
     const cheapest = verdicts.find((v) => v.ok);
     say('');
     say(
-      `Cheapest size within budget here: ${cheapest ? `${cheapest.mb} MB` : 'none'}; configured: completions ${FUNCTION_MEMORY_MB.completions} MB, models ${FUNCTION_MEMORY_MB.models} MB.`,
+      `Cheapest size within budget here: ${cheapest ? `${cheapest.mb} MB` : 'none'}; configured: completions ${FUNCTION_SETTINGS.completions.memoryMb} MB, models ${FUNCTION_SETTINGS.models.memoryMb} MB.`,
     );
   }
 

@@ -36,7 +36,7 @@ async function main(): Promise<void> {
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
 
-  const ctx = { client: stack.client, tables: stack.tables };
+  const ctx = { store: stack.store };
   console.log(`hosted-model-api listening on ${stack.baseUrl}`);
   console.log(
     `  DynamoDB:  ${stack.dynamoEndpoint}${env.DYNAMODB_ENDPOINT ? '' : ` (data in ${settings.dynamoDataDir})`}`,

@@ -1,52 +1,11 @@
 /**
- * The table schema, written once and used by the CDK stack, the local stack and the admin CLI.
- *
- * keys:     keyHash (S, SHA-256 hex of the full key)          GSI byAccount (accountId, createdAt), GSI byKeyId (keyId)
- * accounts: accountId (S)                                      creditBalance (N, integer nano-USD), status
- * ledger:   accountId (S) + entryId (S: generation id or `topup#<reference>`)
+ * The table schema for the CDK stack and the local stack. It is defined once, beside the adapter that
+ * owns the tables (functions/adapters/dynamodb/schema.ts, pure data with no runtime dependency).
  */
-export interface TableDefinition {
-  /** Logical name, also the suffix of the local table name. */
-  readonly id: 'keys' | 'accounts' | 'ledger';
-  readonly partitionKey: string;
-  readonly sortKey?: string;
-  readonly indexes: readonly { name: string; partitionKey: string; sortKey?: string }[];
-}
-
-export const TABLES = {
-  keys: {
-    id: 'keys',
-    partitionKey: 'keyHash',
-    indexes: [
-      { name: 'byAccount', partitionKey: 'accountId', sortKey: 'createdAt' },
-      { name: 'byKeyId', partitionKey: 'keyId' },
-    ],
-  },
-  accounts: { id: 'accounts', partitionKey: 'accountId', indexes: [] },
-  ledger: { id: 'ledger', partitionKey: 'accountId', sortKey: 'entryId', indexes: [] },
-} as const satisfies Record<string, TableDefinition>;
-
-/** Environment variables through which a function learns its table names. */
-export const TABLE_ENV = {
-  keys: 'KEYS_TABLE',
-  accounts: 'ACCOUNTS_TABLE',
-  ledger: 'LEDGER_TABLE',
-} as const;
-
-/** Table names the local stack uses when no environment variable names them. */
-export const LOCAL_TABLE_NAMES = {
-  keys: 'svc-keys',
-  accounts: 'svc-accounts',
-  ledger: 'svc-ledger',
-} as const;
-
-/** Every attribute used in a key schema is a string. */
-export function keyAttributes(def: TableDefinition): string[] {
-  const names = new Set<string>([def.partitionKey]);
-  if (def.sortKey) names.add(def.sortKey);
-  for (const index of def.indexes) {
-    names.add(index.partitionKey);
-    if (index.sortKey) names.add(index.sortKey);
-  }
-  return [...names];
-}
+export {
+  keyAttributes,
+  LOCAL_TABLE_NAMES,
+  TABLE_ENV,
+  TABLES,
+  type TableDefinition,
+} from '../functions/adapters/dynamodb/schema.js';

@@ -10,7 +10,11 @@ export function secretsClient(): SecretsManagerClient {
   // Bounded waits: a stalled Secrets Manager fails the cold request in seconds, never hangs it.
   client ??= new SecretsManagerClient({
     maxAttempts: 3,
-    requestHandler: new NodeHttpHandler({ connectionTimeout: 1_000, requestTimeout: 2_000 }),
+    requestHandler: new NodeHttpHandler({
+      connectionTimeout: 1_000,
+      requestTimeout: 2_000,
+      throwOnRequestTimeout: true,
+    }),
   });
   return client;
 }

@@ -1,6 +1,7 @@
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { Readable } from 'node:stream';
+import { createParser } from 'eventsource-parser';
 import { BadRequestError, UpstreamError } from '../core/errors.js';
 import type { UpstreamTarget } from '../core/tiers.js';
 
@@ -156,6 +157,7 @@ async function attemptOnce(
   body: Record<string, unknown>,
   timeoutMs: number,
 ): Promise<OpenedUpstream> {
+  const attemptDeadline = Date.now() + timeoutMs;
   let opened: { response: Response; abort: () => void };
   try {
     opened = await post(
@@ -173,7 +175,15 @@ async function attemptOnce(
   }
   const { response } = opened;
   // node:http never follows redirects: a 3xx is simply not a success (OWASP API10).
-  if (response.ok) return { response, target, abort: opened.abort };
+  if (response.ok) {
+    if (!body.stream) return { response, target, abort: opened.abort };
+    try {
+      return { response: await checkEventStream(response, attemptDeadline), target, abort: opened.abort };
+    } catch (error) {
+      opened.abort();
+      throw error;
+    }
+  }
   const status = response.status;
   if (status === 400) {
     const message = await readErrorMessage(response);
@@ -184,6 +194,85 @@ async function attemptOnce(
   }
   const retryable = status === 408 || status === 409 || status === 429 || status >= 500;
   throw new AttemptFailure(`HTTP ${status}`, retryable, retryAfterMs(response.headers.get('retry-after')));
+}
+
+/**
+ * A stream request's 2xx must be an event stream whose first event is a chat-completion chunk (or an SSE
+ * comment, as OpenRouter sends while it waits). An HTML page, a JSON body or an error event in its place
+ * is a failed attempt, known before any byte goes to the client, so it is retried, falls back, or ends
+ * as a 502 with nothing charged. Returns a response that replays what was read to decide.
+ */
+async function checkEventStream(response: Response, deadline: number): Promise<Response> {
+  const type = response.headers.get('content-type') ?? '';
+  if (!/^text\/event-stream\b/i.test(type.trim())) {
+    await response.body?.cancel().catch(() => {});
+    throw new AttemptFailure(`not an event stream (${type.slice(0, 40) || 'no content type'})`, false);
+  }
+  if (!response.body) throw new AttemptFailure('empty event stream', false);
+  const reader = response.body.getReader();
+  const seen: Uint8Array[] = [];
+  let verdict: 'ok' | AttemptFailure | undefined;
+  const parser = createParser({
+    onComment() {
+      verdict ??= 'ok';
+    },
+    onEvent(event) {
+      verdict ??= judgeFirstEvent(event.data);
+    },
+  });
+  const decoder = new TextDecoder();
+  let size = 0;
+  while (verdict === undefined) {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), Math.max(0, deadline - Date.now()));
+    });
+    const next = await Promise.race([reader.read(), timeout])
+      .catch(() => 'lost' as const)
+      .finally(() => clearTimeout(timer));
+    if (next === 'lost') verdict = new AttemptFailure('connection lost before the first event', true);
+    else if (next === 'timeout') verdict = new AttemptFailure('timeout', true);
+    else if (next.done) verdict = new AttemptFailure('event stream ended before its first event', true);
+    else {
+      seen.push(next.value);
+      size += next.value.byteLength;
+      parser.feed(decoder.decode(next.value, { stream: true }));
+      if (verdict === undefined && size > FIRST_EVENT_MAX_BYTES)
+        verdict = new AttemptFailure('first event too large', false);
+    }
+  }
+  if (verdict !== 'ok') {
+    await reader.cancel().catch(() => {});
+    throw verdict;
+  }
+  const replay = new ReadableStream<Uint8Array>({
+    pull: async (controller) => {
+      const buffered = seen.shift();
+      if (buffered) return controller.enqueue(buffered);
+      const next = await reader.read();
+      if (next.done) controller.close();
+      else controller.enqueue(next.value);
+    },
+    cancel: (reason) => reader.cancel(reason),
+  });
+  return new Response(replay, { status: response.status, headers: response.headers });
+}
+
+const FIRST_EVENT_MAX_BYTES = 1024 * 1024;
+
+function judgeFirstEvent(data: string): 'ok' | AttemptFailure {
+  let first: unknown;
+  try {
+    first = JSON.parse(data);
+  } catch {
+    return new AttemptFailure('first event is not JSON', false);
+  }
+  if (typeof first !== 'object' || first === null)
+    return new AttemptFailure('first event is not a chunk', false);
+  const chunk = first as { error?: unknown; choices?: unknown; usage?: unknown };
+  if (chunk.error !== undefined) return new AttemptFailure('error event', true);
+  if (Array.isArray(chunk.choices)) return 'ok';
+  return new AttemptFailure('first event is not a chat completion chunk', false);
 }
 
 /** Retry-After as seconds or an HTTP date. */
@@ -203,26 +292,58 @@ function hostOf(target: UpstreamTarget): string {
   }
 }
 
+/** The body did not arrive completely before the caller's deadline. */
+export class BodyDeadlineError extends Error {
+  constructor() {
+    super('upstream body not complete before the deadline');
+    this.name = 'BodyDeadlineError';
+  }
+}
+
 /**
  * Reads a body as text up to a byte bound; a larger body is an upstream failure (thrown), never a
- * memory problem. The rest of the body is not read.
+ * memory problem. With a deadline (epoch ms), a body still arriving then is a BodyDeadlineError.
+ * The rest of the body is not read.
  */
-export async function readBodyBounded(response: Response, maxBytes: number): Promise<string> {
+export async function readBodyBounded(
+  response: Response,
+  maxBytes: number,
+  deadline?: number,
+): Promise<string> {
   if (!response.body) return '';
   const reader = response.body.getReader();
   const parts: Uint8Array[] = [];
   let size = 0;
   for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
+    const next = deadline === undefined ? await reader.read() : await readBefore(reader, deadline);
+    if (next === 'deadline') {
+      await reader.cancel().catch(() => {});
+      throw new BodyDeadlineError();
+    }
+    if (next.done) break;
+    size += next.value.byteLength;
     if (size > maxBytes) {
       await reader.cancel();
       throw new Error(`upstream body larger than ${maxBytes} bytes`);
     }
-    parts.push(value);
+    parts.push(next.value);
   }
   return Buffer.concat(parts).toString('utf8');
+}
+
+async function readBefore<T>(
+  reader: ReadableStreamDefaultReader<T>,
+  deadline: number,
+): Promise<Awaited<ReturnType<ReadableStreamDefaultReader<T>['read']>> | 'deadline'> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<'deadline'>((resolve) => {
+    timer = setTimeout(() => resolve('deadline'), Math.max(0, deadline - Date.now()));
+  });
+  try {
+    return await Promise.race([reader.read(), expired]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The `error.message` of an OpenAI-shaped error body of at most 16 KiB; undefined otherwise. */

@@ -13,8 +13,7 @@
  * compact) goes the current way, so the output is byte-identical to the relay's for the chunk
  * shapes of the relay tests, and the same JSON value for any input.
  */
-import type { TokenUsage } from '../core/pricing.js';
-import { readUpstreamUsage } from '../core/usage.js';
+import { readUpstreamUsage, type UsageReport } from '../core/usage.js';
 
 export interface ChunkEnvelope {
   id: string;
@@ -23,10 +22,19 @@ export interface ChunkEnvelope {
 }
 
 export type RewrittenChunk =
-  /** Forward `json` to the client; `text` is the delta text streamed (the basis of an estimate). */
-  | { kind: 'forward'; json: string; text: string; usage: TokenUsage | undefined }
+  /**
+   * Forward `json` to the client; `text` is the delta text streamed (the basis of an estimate),
+   * `finishReason` the first choice's finish_reason when it is a string.
+   */
+  | {
+      kind: 'forward';
+      json: string;
+      text: string;
+      usage: UsageReport | undefined;
+      finishReason: string | undefined;
+    }
   /** A chunk without choices (usage only): not forwarded, our own final chunk replaces it. */
-  | { kind: 'usage-only'; usage: TokenUsage | undefined }
+  | { kind: 'usage-only'; usage: UsageReport | undefined }
   | { kind: 'error' }
   | { kind: 'malformed' };
 
@@ -61,6 +69,7 @@ export function chunkRewriter(envelope: ChunkEnvelope): ChunkRewriter {
           json: `${prefix}${between},"choices":[${choiceHead}${content}${choiceTail}}`,
           text,
           usage: undefined,
+          finishReason: undefined,
         };
       }
       return rewriteParsed(data, envelope);
@@ -93,14 +102,29 @@ export function rewriteParsed(data: string, envelope: ChunkEnvelope): RewrittenC
     model: envelope.model,
     choices: normalised,
   });
-  return { kind: 'forward', json, text, usage };
+  const finish = choices[0]?.finish_reason;
+  return {
+    kind: 'forward',
+    json,
+    text,
+    usage,
+    finishReason: typeof finish === 'string' ? finish : undefined,
+  };
 }
 
 function textOfDelta(delta: unknown): string {
   if (typeof delta !== 'object' || delta === null) return '';
-  const d = delta as { content?: unknown; refusal?: unknown; tool_calls?: unknown };
+  const d = delta as {
+    content?: unknown;
+    refusal?: unknown;
+    reasoning?: unknown;
+    reasoning_content?: unknown;
+    tool_calls?: unknown;
+  };
   let text = typeof d.content === 'string' ? d.content : '';
   if (typeof d.refusal === 'string') text += d.refusal;
+  if (typeof d.reasoning === 'string') text += d.reasoning;
+  if (typeof d.reasoning_content === 'string') text += d.reasoning_content;
   if (Array.isArray(d.tool_calls)) {
     for (const call of d.tool_calls as { function?: { name?: unknown; arguments?: unknown } }[]) {
       if (typeof call.function?.name === 'string') text += call.function.name;

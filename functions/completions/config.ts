@@ -5,7 +5,7 @@ import { parseTierConfig, singleUpstreamConfig, type TierConfig } from '../core/
 export interface CompletionsConfig {
   tiers: TierConfig;
   topUpUrl: string;
-  /** SSE comment interval while the upstream has not sent its first chunk. */
+  /** A stream is never silent longer than this: an SSE comment goes out (below CloudFront's 60 s read timeout). */
   keepAliveMs: number;
   /** Retries and timeouts before the first byte (per attempt and per target). */
   retry: RetryPolicy;
@@ -13,8 +13,25 @@ export interface CompletionsConfig {
   upstreamBudgetMs: number;
   /** Time kept back from the function's timeout to settle the bill. */
   settleReserveMs: number;
-  /** No bytes from the upstream within this, mid-stream: the stream ends with an error event. */
+  /**
+   * No bytes from the upstream within this, mid-stream: the stream ends with an error event. Longer
+   * than CloudFront's read timeout on purpose: keep-alives hold the client, and a reasoning model may
+   * pause for a minute or more; the function deadline bounds it in any case.
+   */
   idleTimeoutMs: number;
+  /**
+   * A `stream: false` request must have its whole upstream reply within this (below CloudFront's 60 s
+   * origin read timeout, with room to settle), else 504 and nothing charged.
+   */
+  jsonReplyTimeoutMs: number;
+  /**
+   * How many completions can run at once (the function's reserved concurrency, set by the stack;
+   * AWS's default account limit otherwise): an account whose available credit covers this many of a
+   * request's worst case is served without a hold.
+   */
+  maxConcurrency: number;
+  /** A hold expires this long after its function's own timeout (the sweeper releases it then). */
+  holdExpiryMarginMs: number;
   /** Upper bound on a buffered (non-streaming) upstream body. */
   maxResponseBytes: number;
 }
@@ -66,7 +83,10 @@ export function loadCompletionsConfig(env: NodeJS.ProcessEnv = process.env): Com
     },
     upstreamBudgetMs: positiveInt(env, 'UPSTREAM_BUDGET_MS', 25_000),
     settleReserveMs: positiveInt(env, 'SETTLE_RESERVE_MS', 10_000),
-    idleTimeoutMs: positiveInt(env, 'UPSTREAM_IDLE_TIMEOUT_MS', 60_000),
+    idleTimeoutMs: positiveInt(env, 'UPSTREAM_IDLE_TIMEOUT_MS', 120_000),
+    jsonReplyTimeoutMs: positiveInt(env, 'JSON_REPLY_TIMEOUT_MS', 50_000),
+    maxConcurrency: positiveInt(env, 'MAX_CONCURRENCY', 1_000),
+    holdExpiryMarginMs: positiveInt(env, 'HOLD_EXPIRY_MARGIN_MS', 60_000),
     maxResponseBytes: positiveInt(env, 'UPSTREAM_MAX_RESPONSE_BYTES', 8 * 1024 * 1024),
   };
 }

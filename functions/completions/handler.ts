@@ -1,7 +1,7 @@
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
-import { getStore } from '../adapters/dynamodb.js';
+import { getStore } from '../adapters/dynamodb/index.js';
 import { originVerifyValue, upstreamCredential } from '../adapters/secrets.js';
 import { MethodNotAllowedError, NotFoundError } from '../core/errors.js';
 import {

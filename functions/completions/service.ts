@@ -1,16 +1,24 @@
 import type { Readable } from 'node:stream';
-import type { ChargeEntry, DynamoStore } from '../adapters/dynamodb.js';
-import { openWithFallback, readBodyBounded } from '../adapters/upstream.js';
+import { BodyDeadlineError, openWithFallback, readBodyBounded } from '../adapters/upstream.js';
 import { authorize, type Principal } from '../core/access.js';
-import { hashKey, parseBearerKey } from '../core/auth.js';
-import { InternalError, UpstreamError } from '../core/errors.js';
+import {
+  GatewayTimeoutError,
+  InsufficientCreditsError,
+  InternalError,
+  ServiceUnavailableError,
+  UpstreamError,
+} from '../core/errors.js';
+import { toUpstreamBody } from '../core/forwarding.js';
+import { needsHold, worstCaseBilledNano } from '../core/holds.js';
 import { newGenerationId } from '../core/ids.js';
 import { costToUsd, nanoToUsd } from '../core/money.js';
 import { priceUsage, type TokenUsage } from '../core/pricing.js';
 import { type ChatRequest, parseChatRequest } from '../core/schemas.js';
-import type { UpstreamTarget } from '../core/tiers.js';
+import type { ChargeEntry, Hold, Store } from '../core/store.js';
+import { outputCap, type UpstreamTarget } from '../core/tiers.js';
 import { estimatePromptTokens, estimateTextTokens, textOfContent } from '../core/tokens.js';
-import { readUpstreamUsage, usageForClient } from '../core/usage.js';
+import { readUpstreamUsage, type UsageReport, usageForClient } from '../core/usage.js';
+import { boundUsage, promptBound, type UsageLimits } from '../core/usage-bounds.js';
 import {
   type FunctionUrlEvent,
   type FunctionUrlResult,
@@ -19,12 +27,22 @@ import {
   rawBody,
   SSE_CONTENT_TYPE,
 } from '../shared/http.js';
-import { logger, recordBillingFailure, recordGeneration } from '../shared/observability.js';
+import {
+  logger,
+  recordBillingFailure,
+  recordGeneration,
+  recordUsageOutOfBounds,
+} from '../shared/observability.js';
+import { loadCaller } from '../shared/principal.js';
 import type { CompletionsConfig } from './config.js';
 import { type RelayOutcome, relay } from './relay.js';
 
+/** CloudFront's origin read timeout (lib/infra), and what is kept back from a deadline to answer. */
+const ORIGIN_READ_TIMEOUT_MS = 60_000;
+const SETTLE_MARGIN_MS = 1_000;
+
 export interface CompletionsDeps {
-  store: DynamoStore;
+  store: Store;
   config: CompletionsConfig;
   credential: (name: string | undefined) => Promise<string | undefined>;
 }
@@ -37,6 +55,13 @@ interface Generation {
   request: ChatRequest;
   target: UpstreamTarget;
   startedAt: number;
+  /** What the gateway bounds this request's usage by (usage-bounds.ts). */
+  outputCap: number;
+  promptBound: number;
+  /** Settlement gives up by then: 1 s before Lambda's timeout, and for JSON before CloudFront's. */
+  settleDeadline: number;
+  /** The hold this request placed, released by its settlement; none on the fast path. */
+  hold: Hold | undefined;
 }
 
 /** POST /api/v1/chat/completions: authenticate, validate, call the upstream, bill, answer. */
@@ -48,28 +73,53 @@ export async function handleCompletion(
   deps: CompletionsDeps,
 ): Promise<FunctionUrlResult> {
   const startedAt = Date.now();
-  const key = parseBearerKey(header(event, 'authorization'));
-  const principal = authorize(await deps.store.loadPrincipal(hashKey(key)), {
+  const principal = authorize(await loadCaller(deps.store, header(event, 'authorization')), {
     requireCredit: true,
     topUpUrl: deps.config.topUpUrl,
   });
-  const request = parseChatRequest(rawBody(event));
-  const targets = deps.config.tiers[request.model].targets;
+  const bodyText = rawBody(event);
+  const request = parseChatRequest(bodyText);
+  const tier = deps.config.tiers[request.model];
   const id = newGenerationId(startedAt);
   const headers = { 'x-request-id': requestId, 'x-generation-id': id };
-  const deadline = Math.min(
-    startedAt + deps.config.upstreamBudgetMs,
-    startedAt + remainingMs - deps.config.settleReserveMs,
-  );
-  const opened = await openWithFallback({
-    targets,
-    bodyFor: (target) => toUpstreamBody(request, target),
-    credential: deps.credential,
-    policy: deps.config.retry,
-    deadline,
-    onAttemptFailed: (info) =>
-      logger.warn('upstream attempt failed', { ...info, generationId: id, tier: request.model }),
+  // The function's own deadline: past it Lambda kills the invocation, so the relay settles before it.
+  const functionDeadline = startedAt + remainingMs - deps.config.settleReserveMs;
+  // A JSON reply sends nothing until it is complete: it must be done before CloudFront's origin read
+  // timeout, so its upstream gets until the JSON deadline, headers and body together.
+  const jsonDeadline = Math.min(functionDeadline, startedAt + deps.config.jsonReplyTimeoutMs);
+  const cap = outputCap(request, tier);
+  const bound = promptBound(Buffer.byteLength(bodyText ?? ''), request.messages);
+  const hold = await holdIfNeeded(deps, principal, {
+    accountId: principal.accountId,
+    holdId: id,
+    amountNano: worstCaseBilledNano(bound, cap, tier.targets),
+    // Past the function's own timeout nothing can settle it: the sweeper may release it then.
+    expiresAt: startedAt + remainingMs + deps.config.holdExpiryMarginMs,
+    createdAt: new Date(startedAt).toISOString(),
   });
+  let opened: Awaited<ReturnType<typeof openWithFallback>>;
+  try {
+    opened = await openWithFallback({
+      targets: tier.targets,
+      bodyFor: (target) => toUpstreamBody(request, target).body,
+      credential: deps.credential,
+      policy: request.stream
+        ? deps.config.retry
+        : { ...deps.config.retry, firstByteTimeoutMs: Math.max(1, jsonDeadline - startedAt) },
+      deadline: request.stream
+        ? Math.min(startedAt + deps.config.upstreamBudgetMs, functionDeadline)
+        : jsonDeadline,
+      onAttemptFailed: (info) =>
+        logger.warn('upstream attempt failed', { ...info, generationId: id, tier: request.model }),
+    }).catch((error: unknown) => {
+      if (!request.stream && error instanceof UpstreamError && Date.now() >= jsonDeadline)
+        throw new GatewayTimeoutError(Math.round(deps.config.jsonReplyTimeoutMs / 1000), { cause: error });
+      throw error;
+    });
+  } catch (error) {
+    if (hold) await releaseQuietly(deps, hold);
+    throw error;
+  }
   const generation: Generation = {
     id,
     created: Math.floor(startedAt / 1000),
@@ -77,12 +127,26 @@ export async function handleCompletion(
     request,
     target: opened.target,
     startedAt,
+    outputCap: cap,
+    promptBound: bound,
+    hold,
+    settleDeadline: request.stream
+      ? startedAt + remainingMs - SETTLE_MARGIN_MS
+      : Math.min(startedAt + remainingMs, startedAt + ORIGIN_READ_TIMEOUT_MS) - SETTLE_MARGIN_MS,
   };
+  // Extra fields this target does not take were left out: say which (forwarding.ts).
+  const dropped = toUpstreamBody(request, opened.target).dropped;
+  if (dropped.length > 0) Object.assign(headers, { 'x-dropped-fields': dropped.join(', ').slice(0, 1_000) });
   const body = opened.response.body;
-  if (!body) throw new UpstreamError();
-
-  if (!request.stream) {
-    return jsonResponse(200, await completeBuffered(generation, opened.response, deps), headers);
+  if (!request.stream || !body) {
+    try {
+      if (!body) throw new UpstreamError();
+      return jsonResponse(200, await completeBuffered(generation, opened, jsonDeadline, deps), headers);
+    } catch (error) {
+      // Nothing was billed (a billing failure keeps its hold for the sweeper: the usage record is logged).
+      if (hold && !(error instanceof InternalError)) await releaseQuietly(deps, hold);
+      throw error;
+    }
   }
   const stream: Readable = relay({
     body,
@@ -92,6 +156,8 @@ export async function handleCompletion(
     keepAliveMs: deps.config.keepAliveMs,
     idleTimeoutMs: deps.config.idleTimeoutMs,
     maxBytes: deps.config.maxResponseBytes,
+    deadline: functionDeadline,
+    outputCap: generation.outputCap,
     abortUpstream: opened.abort,
     settle: (outcome) => settleStream(generation, outcome, deps),
   });
@@ -107,42 +173,92 @@ export async function handleCompletion(
   };
 }
 
-/** What the upstream receives: the client's fields, our upstream model id, and always a usage report. */
-function toUpstreamBody(request: ChatRequest, target: UpstreamTarget): Record<string, unknown> {
-  const body: Record<string, unknown> = { ...request, model: target.model };
-  if (request.stream) body.stream_options = { include_usage: true };
-  else delete body.stream_options;
-  return body;
+/**
+ * The fast path or a hold (core/holds.ts): an account whose available credit covers every request that
+ * can run at once is served on its one read; any other places a hold first, one conditional write,
+ * refused (402) when the credit is all held. A database failure here is a 503, as for the read.
+ */
+async function holdIfNeeded(
+  deps: CompletionsDeps,
+  principal: Principal,
+  hold: Hold,
+): Promise<Hold | undefined> {
+  if (!needsHold(principal, hold.amountNano, deps.config.maxConcurrency)) return undefined;
+  let placed: 'held' | 'refused';
+  try {
+    placed = await deps.store.placeHold(hold);
+  } catch (error) {
+    logger.error('hold write failed', { error: error instanceof Error ? error : String(error) });
+    throw new ServiceUnavailableError({ cause: error });
+  }
+  if (placed === 'refused')
+    throw new InsufficientCreditsError(nanoToUsd(principal.balanceNano), deps.config.topUpUrl, {
+      held: principal.balanceNano > 0n,
+    });
+  return hold;
+}
+
+/** Gives a hold back when its request ends without a bill; a failure here leaves it to the sweeper. */
+async function releaseQuietly(deps: CompletionsDeps, hold: Hold): Promise<void> {
+  try {
+    await deps.store.releaseHold(hold);
+  } catch (error) {
+    logger.warn('hold release failed; the sweeper will release it at expiry', {
+      holdId: hold.holdId,
+      error: error instanceof Error ? error : String(error),
+    });
+  }
 }
 
 async function completeBuffered(
   generation: Generation,
-  response: Response,
+  opened: { response: Response; abort: () => void },
+  deadline: number,
   deps: CompletionsDeps,
 ): Promise<unknown> {
   let text: string;
   let parsed: { choices?: unknown; usage?: unknown; system_fingerprint?: unknown };
   try {
-    text = await readBodyBounded(response, deps.config.maxResponseBytes);
+    text = await readBodyBounded(opened.response, deps.config.maxResponseBytes, deadline);
     parsed = JSON.parse(text) as typeof parsed;
   } catch (cause) {
+    opened.abort();
+    if (cause instanceof BodyDeadlineError)
+      throw new GatewayTimeoutError(Math.round(deps.config.jsonReplyTimeoutMs / 1000), { cause });
     throw new UpstreamError(undefined, { cause });
   }
-  if (!Array.isArray(parsed.choices))
+  if (typeof parsed !== 'object' || parsed === null || !Array.isArray(parsed.choices))
     throw new UpstreamError(undefined, { cause: new Error('upstream body has no choices') });
   const choices = parsed.choices as {
-    message?: { content?: unknown; refusal?: unknown; tool_calls?: unknown };
+    message?: {
+      content?: unknown;
+      refusal?: unknown;
+      reasoning?: unknown;
+      reasoning_content?: unknown;
+      tool_calls?: unknown;
+    };
   }[];
-  let usage = readUpstreamUsage(parsed.usage, text);
-  let estimated = false;
-  if (!usage) {
-    const completionText = choices
-      .map((choice) => textOfContent(choice.message?.content) + toolCallText(choice.message?.tool_calls))
-      .join('');
-    usage = await estimateUsage(generation.request, completionText);
-    estimated = true;
-  }
-  const billedNano = await settle(generation, usage, estimated, deps);
+  const completionText = choices
+    .map((choice) => {
+      const m = choice.message;
+      return (
+        textOfContent(m?.content) +
+        (typeof m?.refusal === 'string' ? m.refusal : '') +
+        (typeof m?.reasoning === 'string' ? m.reasoning : '') +
+        (typeof m?.reasoning_content === 'string' ? m.reasoning_content : '') +
+        toolCallText(m?.tool_calls)
+      );
+    })
+    .join('');
+  const finish = (choices[0] as { finish_reason?: unknown } | undefined)?.finish_reason;
+  const { usage, billedNano } = await bill(
+    generation,
+    readUpstreamUsage(parsed.usage, text),
+    completionText,
+    [],
+    typeof finish === 'string' ? finish.slice(0, 32) : undefined,
+    deps,
+  );
   return {
     id: generation.id,
     object: 'chat.completion',
@@ -161,14 +277,67 @@ async function settleStream(
   outcome: RelayOutcome,
   deps: CompletionsDeps,
 ): Promise<unknown> {
-  let usage = outcome.usage;
+  const notes =
+    outcome.cut === 'output_cap'
+      ? ['stream cut at the output cap']
+      : outcome.cut === 'deadline'
+        ? ['stream cut at the function deadline']
+        : [];
+  const finish = outcome.failure ? 'error' : outcome.cut ? 'length' : outcome.finishReason;
+  const { usage, billedNano } = await bill(
+    generation,
+    outcome.usage,
+    outcome.streamedText,
+    notes,
+    finish,
+    deps,
+  );
+  return usageForClient(usage, nanoToUsd(billedNano));
+}
+
+/**
+ * The usage to bill: the upstream's report when it sent a readable one, else the gateway's estimate
+ * (flagged); either way held to what the request could have used (usage-bounds.ts), and any
+ * adjustment logged with the raw report, counted and kept on the ledger entry. Then settled.
+ */
+async function bill(
+  generation: Generation,
+  report: UsageReport | undefined,
+  completionText: string,
+  notes: string[],
+  finishReason: string | undefined,
+  deps: CompletionsDeps,
+): Promise<{ usage: TokenUsage; billedNano: bigint }> {
+  const limits: UsageLimits = {
+    outputCap: generation.outputCap,
+    promptBound: generation.promptBound,
+    completionTextBytes: Buffer.byteLength(completionText),
+  };
+  let reported: TokenUsage;
   let estimated = false;
-  if (!usage) {
-    usage = await estimateUsage(generation.request, outcome.streamedText);
+  const adjustments = [...notes];
+  if (report && 'usage' in report) {
+    reported = report.usage;
+  } else {
+    if (report) adjustments.push(`unusable usage report: ${report.invalid}`);
+    reported = await estimateUsage(generation.request, completionText);
     estimated = true;
   }
-  const billedNano = await settle(generation, usage, estimated, deps);
-  return usageForClient(usage, nanoToUsd(billedNano));
+  const bounded = boundUsage(reported, limits, generation.target.prices);
+  adjustments.push(...bounded.adjustments);
+  if (bounded.adjustments.length > 0 || (report && 'invalid' in report)) {
+    recordUsageOutOfBounds({
+      generationId: generation.id,
+      accountId: generation.principal.accountId,
+      tier: generation.request.model,
+      upstreamModel: generation.target.model,
+      // The upstream's own words, for the provider conversation; bounded by the body size limits.
+      reportedUsage: report?.raw,
+      adjustments,
+    });
+  }
+  const billedNano = await settle(generation, bounded.usage, estimated, adjustments, finishReason, deps);
+  return { usage: bounded.usage, billedNano };
 }
 
 /** One conditional write: the ledger entry under the generation id and the deduction (DESIGN section 4, step 6). */
@@ -176,6 +345,8 @@ async function settle(
   generation: Generation,
   usage: TokenUsage,
   estimated: boolean,
+  adjustments: string[],
+  finishReason: string | undefined,
   deps: CompletionsDeps,
 ): Promise<bigint> {
   const { upstreamCost, billedNano } = priceUsage(usage, generation.target);
@@ -191,10 +362,20 @@ async function settle(
     upstreamCostUsd: costToUsd(upstreamCost),
     billedNano,
     estimated,
+    ...(adjustments.length > 0 ? { usageAdjusted: adjustments.join('; ').slice(0, 1_000) } : {}),
+    ...userField(generation.request),
+    ...(finishReason ? { finishReason } : {}),
     createdAt: new Date().toISOString(),
   };
   try {
-    await deps.store.settleCharge(entry);
+    // At most the settlement reserve, and never past the invocation's own deadline.
+    await deps.store.settleCharge(entry, {
+      ...(generation.hold ? { hold: generation.hold } : {}),
+      deadline: Math.min(
+        generation.settleDeadline,
+        Date.now() + deps.config.settleReserveMs - SETTLE_MARGIN_MS,
+      ),
+    });
   } catch (error) {
     recordBillingFailure(
       // The full usage record, so the charge can be applied by hand; bigint becomes decimal text.
@@ -217,6 +398,13 @@ async function settle(
     latencyMs: Date.now() - generation.startedAt,
   });
   return billedNano;
+}
+
+/** The request's end-user id (`user`, or OpenAI's newer `safety_identifier`), at most 256 characters. */
+function userField(request: ChatRequest): { user?: string } {
+  const fields = request as { user?: unknown; safety_identifier?: unknown };
+  const user = typeof fields.user === 'string' ? fields.user : fields.safety_identifier;
+  return typeof user === 'string' && user !== '' ? { user: user.slice(0, 256) } : {};
 }
 
 async function estimateUsage(request: ChatRequest, completionText: string): Promise<TokenUsage> {

@@ -12,11 +12,14 @@ export interface Principal {
   accountStatus: AccountStatus;
   /** creditBalance in nano-USD. */
   balanceNano: bigint;
+  /** What the account's requests in flight hold (nano-USD); available credit is balance - held. */
+  heldNano: bigint;
 }
 
 /**
  * The order of checks (DESIGN section 4): unknown or revoked key 401, suspended or banned account 403,
- * and, where the request spends money, a balance at or below 0 is 402.
+ * and, where the request spends money, no available credit (balance minus what requests in flight
+ * hold, at or below 0) is 402.
  */
 export function authorize(
   principal: Principal | undefined,
@@ -34,8 +37,10 @@ export function authorize(
       `account_${principal.accountStatus}`,
     );
   }
-  if (opts.requireCredit && principal.balanceNano <= 0n) {
-    throw new InsufficientCreditsError(nanoToUsd(principal.balanceNano), opts.topUpUrl);
+  if (opts.requireCredit && principal.balanceNano - principal.heldNano <= 0n) {
+    throw new InsufficientCreditsError(nanoToUsd(principal.balanceNano), opts.topUpUrl, {
+      held: principal.balanceNano > 0n,
+    });
   }
   return principal;
 }

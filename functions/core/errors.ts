@@ -82,11 +82,17 @@ export class InsufficientCreditsError extends HttpError {
   readonly balanceUsd: string;
   readonly topUpUrl: string;
 
-  constructor(balanceUsd: string, topUpUrl: string) {
-    super(402, `Your credit balance is empty. Buy credits at ${topUpUrl} to continue.`, {
-      type: 'insufficient_credits',
-      code: 'insufficient_credits',
-    });
+  constructor(balanceUsd: string, topUpUrl: string, options: { held?: boolean } = {}) {
+    super(
+      402,
+      options.held
+        ? `Your available credit is held by requests in flight (balance ${balanceUsd} USD). Retry when they finish, or buy credits at ${topUpUrl}.`
+        : `Your credit balance is empty. Buy credits at ${topUpUrl} to continue.`,
+      {
+        type: 'insufficient_credits',
+        code: 'insufficient_credits',
+      },
+    );
     this.name = 'InsufficientCreditsError';
     this.balanceUsd = balanceUsd;
     this.topUpUrl = topUpUrl;
@@ -125,6 +131,36 @@ export class InternalError extends HttpError {
       options,
     );
     this.name = 'InternalError';
+  }
+}
+
+/** The database (or another dependency) did not answer in time before anything was spent: retry soon. */
+export class ServiceUnavailableError extends HttpError {
+  constructor(options?: ErrorOptions) {
+    super(
+      503,
+      'The service is temporarily unavailable. Nothing was charged; retry with exponential backoff.',
+      { type: 'server_error', code: 'service_unavailable', headers: { 'retry-after': '1' } },
+      options,
+    );
+    this.name = 'ServiceUnavailableError';
+  }
+}
+
+/**
+ * A `stream: false` reply that could not be completed before CloudFront's origin read timeout: the
+ * upstream is abandoned and nothing is charged. `x-should-retry: false` stops the OpenAI SDKs from
+ * retrying a request that would time out again.
+ */
+export class GatewayTimeoutError extends HttpError {
+  constructor(seconds: number, options?: ErrorOptions) {
+    super(
+      504,
+      `The model did not finish within ${seconds} s, the limit for a non-streaming request. Nothing was charged; use "stream": true for long generations.`,
+      { type: 'timeout', code: 'upstream_timeout', headers: { 'x-should-retry': 'false' } },
+      options,
+    );
+    this.name = 'GatewayTimeoutError';
   }
 }
 

@@ -1,11 +1,20 @@
 import { billedNanoFromUpstreamCost, usdToCost } from './money.js';
-import type { UpstreamTarget } from './tiers.js';
+import type { PriceTable, UpstreamTarget } from './tiers.js';
+
+export type { PriceTable };
 
 /** Token usage as an OpenAI-compatible upstream reports it. */
 export interface TokenUsage {
   promptTokens: number;
   completionTokens: number;
   cachedTokens: number;
+  /** Prompt tokens written to the provider's cache (priced at `cacheWrite` where the table has it). */
+  cacheWriteTokens?: number;
+  /** Reasoning tokens, counted inside completionTokens (OpenAI's `completion_tokens_details`). */
+  reasoningTokens?: number;
+  /** The upstream's `prompt_tokens_details` / `completion_tokens_details`, numeric entries only. */
+  promptDetails?: Record<string, number>;
+  completionDetails?: Record<string, number>;
   /** The upstream's own cost in USD (OpenRouter's `usage.cost`), as its decimal text. */
   reportedCostUsd?: string;
 }
@@ -28,12 +37,28 @@ export function priceUsage(
   if (target.reportsCost && usage.reportedCostUsd !== undefined) {
     upstreamCost = usdToCost(usage.reportedCostUsd);
   } else {
-    const cached = BigInt(Math.min(usage.cachedTokens, usage.promptTokens));
-    const uncached = BigInt(usage.promptTokens) - cached;
-    const { input, cachedInput, output } = target.prices;
-    // femto-USD per million tokens x tokens = 1e-21 USD units, exactly.
-    upstreamCost = uncached * input + cached * cachedInput + BigInt(usage.completionTokens) * output;
+    upstreamCost = tableCost(usage, target.prices);
   }
   if (upstreamCost < 0n) upstreamCost = 0n;
   return { upstreamCost, billedNano: billedNanoFromUpstreamCost(upstreamCost) };
 }
+
+/**
+ * The cost of a usage at a price table: cached input at the cached rate, cache writes at the write rate
+ * where the table has one (else the input rate), the rest of the input at the input rate, output at the
+ * output rate. femto-USD per million tokens x tokens = 1e-21 USD units, exactly.
+ */
+export function tableCost(usage: TokenUsage, prices: PriceTable): bigint {
+  const prompt = BigInt(usage.promptTokens);
+  const cached = minBig(BigInt(usage.cachedTokens), prompt);
+  const written = minBig(BigInt(usage.cacheWriteTokens ?? 0), prompt - cached);
+  const uncached = prompt - cached - written;
+  return (
+    uncached * prices.input +
+    cached * prices.cachedInput +
+    written * (prices.cacheWrite ?? prices.input) +
+    BigInt(usage.completionTokens) * prices.output
+  );
+}
+
+const minBig = (a: bigint, b: bigint) => (a < b ? a : b);

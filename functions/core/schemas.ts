@@ -1,169 +1,332 @@
+/**
+ * The chat-completions request body. Accepts every field and message shape of OpenAI's published
+ * request schema (test/contract/schemas/), plus what OpenAI-compatible clients echo back from
+ * upstreams (`reasoning`, `reasoning_details`, `annotations`, `parsed`, `tool_calls[].index`,
+ * `cache_control` on content parts), and unknown top-level fields (OpenRouter's `provider`, vLLM's
+ * `top_k`...), which forwarding.ts forwards or drops per target. Types are checked where they matter
+ * to the gateway: model, messages, stream, sampling ranges, output caps, tools and tool_choice.
+ *
+ * A bad body is a 400 in OpenAI's shape that names the field path and the kind of problem: a missing
+ * parameter, a wrong type, a value out of range, or an unknown value.
+ */
 import * as z from 'zod';
 import { BadRequestError } from './errors.js';
 import { TIER_IDS } from './tiers.js';
 
-/**
- * The chat-completions request body. Accepts the message shapes OpenAI clients really send and the
- * sampling fields upstreams understand; anything else is a 400 naming the offending field.
- */
-const TextPartSchema = z.strictObject({ type: z.literal('text'), text: z.string() });
-const UserPartSchema = z.discriminatedUnion('type', [
-  TextPartSchema,
-  z.strictObject({
-    type: z.literal('image_url'),
-    image_url: z.strictObject({ url: z.string(), detail: z.enum(['auto', 'low', 'high']).optional() }),
-  }),
-  z.strictObject({
-    type: z.literal('input_audio'),
-    input_audio: z.strictObject({ data: z.string(), format: z.enum(['wav', 'mp3']) }),
-  }),
-  z.strictObject({
-    type: z.literal('file'),
-    file: z.strictObject({
-      file_data: z.string().optional(),
-      file_id: z.string().optional(),
-      filename: z.string().optional(),
-    }),
-  }),
-]);
-const AssistantPartSchema = z.discriminatedUnion('type', [
-  TextPartSchema,
-  z.strictObject({ type: z.literal('refusal'), refusal: z.string() }),
-]);
+/** Bounds on what one request may carry (the body itself is bounded by the Function URL: 6 MB). */
+const MAX_MESSAGES = 10_000;
+const MAX_TOOLS = 512;
+const MAX_PARTS = 1_000;
 
-const ToolCallSchema = z.strictObject({
+const text = z.string();
+/** A content part: its `type` and the field that type needs are checked; anything else rides along. */
+const PartSchema = z.looseObject({ type: z.string() }).superRefine((part, ctx) => {
+  const need = (field: string, check: (v: unknown) => boolean, expected: string) => {
+    const value = (part as Record<string, unknown>)[field];
+    if (!check(value))
+      ctx.addIssue({
+        code: 'invalid_type',
+        expected: expected as 'string',
+        input: value,
+        path: [field],
+        message: `expected ${expected}`,
+      });
+  };
+  const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v);
+  if (part.type === 'text') need('text', (v) => typeof v === 'string', 'string');
+  else if (part.type === 'refusal') need('refusal', (v) => typeof v === 'string', 'string');
+  else if (part.type === 'image_url') need('image_url', isObject, 'object');
+  else if (part.type === 'input_audio') need('input_audio', isObject, 'object');
+  else if (part.type === 'file') need('file', isObject, 'object');
+});
+const ContentSchema = z.union([text, z.array(PartSchema).max(MAX_PARTS)]);
+
+const ToolCallSchema = z.looseObject({
   id: z.string(),
-  type: z.literal('function'),
-  function: z.strictObject({ name: z.string(), arguments: z.string() }),
+  type: z.enum(['function', 'custom']).optional(),
+  function: z.looseObject({ name: z.string(), arguments: z.string() }).optional(),
+  custom: z.looseObject({ name: z.string(), input: z.string() }).optional(),
 });
 
 const name = z.string().optional();
 const MessageSchema = z.discriminatedUnion(
   'role',
   [
-    z.strictObject({
-      role: z.literal('system'),
-      content: z.union([z.string(), z.array(TextPartSchema)]),
-      name,
-    }),
-    z.strictObject({
-      role: z.literal('developer'),
-      content: z.union([z.string(), z.array(TextPartSchema)]),
-      name,
-    }),
-    z.strictObject({
-      role: z.literal('user'),
-      content: z.union([z.string(), z.array(UserPartSchema)]),
-      name,
-    }),
+    z.looseObject({ role: z.literal('system'), content: ContentSchema, name }),
+    z.looseObject({ role: z.literal('developer'), content: ContentSchema, name }),
+    z.looseObject({ role: z.literal('user'), content: ContentSchema, name }),
     z
-      .strictObject({
+      .looseObject({
         role: z.literal('assistant'),
-        content: z.union([z.string(), z.array(AssistantPartSchema), z.null()]).optional(),
+        content: z.union([ContentSchema, z.null()]).optional(),
         refusal: z.string().nullable().optional(),
-        tool_calls: z.array(ToolCallSchema).optional(),
-        audio: z.strictObject({ id: z.string() }).nullable().optional(),
-        function_call: z.strictObject({ name: z.string(), arguments: z.string() }).nullable().optional(),
+        tool_calls: z.array(ToolCallSchema).nullable().optional(),
+        function_call: z.looseObject({ name: z.string(), arguments: z.string() }).nullable().optional(),
         name,
       })
       .refine(
         (m) =>
           (m.content !== undefined && m.content !== null) ||
           (m.tool_calls?.length ?? 0) > 0 ||
-          m.function_call,
+          Boolean(m.function_call) ||
+          (m as { audio?: unknown }).audio != null ||
+          typeof m.refusal === 'string',
         {
-          message: 'an assistant message needs content or tool_calls',
+          message: 'an assistant message needs content, tool_calls, function_call, audio or refusal',
           path: ['content'],
         },
       ),
-    z.strictObject({
-      role: z.literal('tool'),
-      content: z.union([z.string(), z.array(TextPartSchema)]),
-      tool_call_id: z.string(),
-    }),
+    z.looseObject({ role: z.literal('tool'), content: ContentSchema, tool_call_id: z.string(), name }),
+    z.looseObject({ role: z.literal('function'), content: z.string().nullable(), name: z.string() }),
   ],
-  { error: () => 'role must be one of system, developer, user, assistant, tool' },
+  { error: () => 'role must be one of system, developer, user, assistant, tool, function' },
 );
 
-const ToolSchema = z.strictObject({
+const FunctionToolSchema = z.looseObject({
   type: z.literal('function'),
-  function: z.strictObject({
+  function: z.looseObject({
     name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'a tool name of 1 to 64 letters, digits, _ or -'),
     description: z.string().optional(),
     parameters: z.record(z.string(), z.unknown()).optional(),
     strict: z.boolean().nullable().optional(),
   }),
 });
+const CustomToolSchema = z.looseObject({
+  type: z.literal('custom'),
+  custom: z.looseObject({ name: z.string(), description: z.string().optional() }),
+});
+const ToolSchema = z.discriminatedUnion('type', [FunctionToolSchema, CustomToolSchema], {
+  error: () => 'a tool type of function or custom',
+});
 
 const ToolChoiceSchema = z.union([
   z.enum(['none', 'auto', 'required']),
-  z.strictObject({ type: z.literal('function'), function: z.strictObject({ name: z.string() }) }),
+  z.looseObject({ type: z.literal('function'), function: z.looseObject({ name: z.string() }) }),
+  z.looseObject({ type: z.literal('custom'), custom: z.looseObject({ name: z.string() }) }),
+  z.looseObject({
+    type: z.literal('allowed_tools'),
+    allowed_tools: z.looseObject({
+      mode: z.enum(['auto', 'required']),
+      tools: z.array(z.record(z.string(), z.unknown())),
+    }),
+  }),
 ]);
 
-const positiveInt = z.number().int().positive();
+const positiveInt = z.int().positive();
 const penalty = z.number().min(-2).max(2);
+const object = z.record(z.string(), z.unknown());
 
-export const ChatRequestSchema = z.strictObject({
-  model: z.enum(TIER_IDS, { error: () => `model must be one of ${TIER_IDS.join(', ')}` }),
-  messages: z
-    .array(MessageSchema, { error: () => 'messages is required: an array of message objects' })
-    .min(1, 'messages must not be empty'),
-  stream: z.boolean().nullable().optional(),
-  stream_options: z.strictObject({ include_usage: z.boolean().optional() }).nullable().optional(),
-  temperature: z
-    .number()
-    .min(0, 'temperature must be between 0 and 2')
-    .max(2, 'temperature must be between 0 and 2')
-    .nullable()
-    .optional(),
-  max_tokens: positiveInt.nullable().optional(),
-  max_completion_tokens: positiveInt.nullable().optional(),
-  tools: z.array(ToolSchema).optional(),
-  tool_choice: ToolChoiceSchema.optional(),
-  parallel_tool_calls: z.boolean().optional(),
-  top_p: z.number().min(0).max(1).nullable().optional(),
-  stop: z
-    .union([z.string(), z.array(z.string()).max(4)])
-    .nullable()
-    .optional(),
-  seed: z.number().int().nullable().optional(),
-  frequency_penalty: penalty.nullable().optional(),
-  presence_penalty: penalty.nullable().optional(),
-  logit_bias: z.record(z.string(), z.number().min(-100).max(100)).nullable().optional(),
-  logprobs: z.boolean().nullable().optional(),
-  top_logprobs: z.number().int().min(0).max(20).nullable().optional(),
-  response_format: z
-    .discriminatedUnion('type', [
-      z.strictObject({ type: z.literal('text') }),
-      z.strictObject({ type: z.literal('json_object') }),
-      z.strictObject({
-        type: z.literal('json_schema'),
-        json_schema: z.strictObject({
+export const ChatRequestSchema = z
+  .looseObject({
+    model: z.enum(TIER_IDS),
+    messages: z.array(MessageSchema).min(1, 'at least one message').max(MAX_MESSAGES),
+    stream: z.boolean().nullable().optional(),
+    stream_options: z
+      .looseObject({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() })
+      .nullable()
+      .optional(),
+    temperature: z.number().min(0).max(2).nullable().optional(),
+    top_p: z.number().min(0).max(1).nullable().optional(),
+    max_tokens: positiveInt.nullable().optional(),
+    max_completion_tokens: positiveInt.nullable().optional(),
+    n: z.int().min(1).max(1, 'n must be 1: one choice per request').nullable().optional(),
+    tools: z.array(ToolSchema).max(MAX_TOOLS).optional(),
+    tool_choice: ToolChoiceSchema.optional(),
+    parallel_tool_calls: z.boolean().optional(),
+    functions: z
+      .array(
+        z.looseObject({
           name: z.string(),
           description: z.string().optional(),
-          schema: z.record(z.string(), z.unknown()).optional(),
-          strict: z.boolean().nullable().optional(),
+          parameters: object.optional(),
         }),
-      }),
-    ])
-    .optional(),
-  n: z
-    .literal(1, { error: () => 'n must be 1: one choice per request' })
-    .nullable()
-    .optional(),
-  user: z.string().optional(),
-  metadata: z.record(z.string(), z.string()).nullable().optional(),
-  reasoning_effort: z.enum(['minimal', 'low', 'medium', 'high']).nullable().optional(),
-  store: z.boolean().nullable().optional(),
-});
+      )
+      .max(MAX_TOOLS)
+      .optional(),
+    function_call: z.union([z.enum(['none', 'auto']), z.looseObject({ name: z.string() })]).optional(),
+    stop: z
+      .union([z.string(), z.array(z.string()).min(1).max(4)])
+      .nullable()
+      .optional(),
+    seed: z.int().nullable().optional(),
+    frequency_penalty: penalty.nullable().optional(),
+    presence_penalty: penalty.nullable().optional(),
+    logit_bias: z.record(z.string(), z.number().min(-100).max(100)).nullable().optional(),
+    logprobs: z.boolean().nullable().optional(),
+    top_logprobs: z.int().min(0).max(20).nullable().optional(),
+    response_format: z
+      .discriminatedUnion('type', [
+        z.looseObject({ type: z.literal('text') }),
+        z.looseObject({ type: z.literal('json_object') }),
+        z.looseObject({
+          type: z.literal('json_schema'),
+          json_schema: z.looseObject({ name: z.string(), schema: object.optional() }),
+        }),
+      ])
+      .optional(),
+    user: z.string().max(256).optional(),
+    safety_identifier: z.string().max(64).nullable().optional(),
+    prompt_cache_key: z.string().nullable().optional(),
+    prompt_cache_retention: z.enum(['in_memory', '24h']).nullable().optional(),
+    prompt_cache_options: object.nullable().optional(),
+    metadata: z.record(z.string().max(64), z.string().max(512)).nullable().optional(),
+    reasoning_effort: z
+      .enum(['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max'])
+      .nullable()
+      .optional(),
+    verbosity: z.enum(['low', 'medium', 'high']).nullable().optional(),
+    service_tier: z.string().nullable().optional(),
+    modalities: z
+      .array(z.enum(['text', 'audio']))
+      .nullable()
+      .optional(),
+    audio: object.nullable().optional(),
+    prediction: object.nullable().optional(),
+    web_search_options: object.optional(),
+    moderation: object.nullable().optional(),
+    store: z.boolean().nullable().optional(),
+  })
+  .superRefine((request, ctx) => {
+    // A named tool must be one of `tools` (OpenAI answers 400 naming tool_choice).
+    const choice = request.tool_choice;
+    if (choice && typeof choice === 'object' && (choice.type === 'function' || choice.type === 'custom')) {
+      const wanted =
+        choice.type === 'function'
+          ? (choice as { function: { name: string } }).function.name
+          : (choice as { custom: { name: string } }).custom.name;
+      const names = (request.tools ?? []).map((tool) =>
+        tool.type === 'function' ? tool.function.name : tool.custom.name,
+      );
+      if (!names.includes(wanted))
+        ctx.addIssue({
+          code: 'invalid_value',
+          values: names,
+          input: wanted,
+          path: ['tool_choice'],
+          message: `tool_choice names the tool "${wanted}", which is not in tools`,
+        });
+    }
+    const call = request.function_call;
+    if (call && typeof call === 'object') {
+      if (!(request.functions ?? []).some((f) => f.name === call.name))
+        ctx.addIssue({
+          code: 'invalid_value',
+          values: [],
+          input: call.name,
+          path: ['function_call'],
+          message: `function_call names the function "${call.name}", which is not in functions`,
+        });
+    }
+  });
 export type ChatRequest = z.output<typeof ChatRequestSchema>;
 
+/** The top-level fields of OpenAI's request schema that the gateway knows (the rest are "extra"). */
+export const KNOWN_REQUEST_FIELDS: ReadonlySet<string> = new Set(Object.keys(ChatRequestSchema.shape));
+
 /** `messages.1.tool_call_id` -> `messages[1].tool_call_id` */
-function formatPath(path: readonly PropertyKey[]): string {
+export function formatPath(path: readonly PropertyKey[]): string {
   return path.reduce<string>(
     (out, key) => (typeof key === 'number' ? `${out}[${key}]` : out ? `${out}.${String(key)}` : String(key)),
     '',
   );
+}
+
+/** What a JSON value is, in the words of an error message. */
+function kindOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object') return 'an object';
+  if (typeof value === 'number') return Number.isInteger(value) ? 'an integer' : 'a number';
+  return `a ${typeof value}`;
+}
+
+function show(value: unknown): string {
+  const json = JSON.stringify(value);
+  return json === undefined ? String(value) : json.length > 60 ? `${json.slice(0, 57)}...` : json;
+}
+
+/** Descends into a union's branches to the issue that names the deepest field (the most useful one). */
+function deepest(issue: z.core.$ZodIssue): z.core.$ZodIssue {
+  if (issue.code !== 'invalid_union' || issue.errors.length === 0) return issue;
+  // Every branch wanted another type for this very value: a type error, expecting any of them.
+  const firsts = issue.errors.map((branch) => branch[0]);
+  if (firsts.every((inner) => inner?.code === 'invalid_type' && inner.path.length === 0)) {
+    const expected = [...new Set(firsts.map((inner) => (inner as { expected: string }).expected))];
+    return {
+      ...(firsts[0] as z.core.$ZodIssue),
+      path: issue.path,
+      expected: expected.join(' or '),
+    } as z.core.$ZodIssue;
+  }
+  let best: z.core.$ZodIssue = issue;
+  for (const branch of issue.errors) {
+    for (const inner of branch) {
+      const candidate = deepest({ ...inner, path: [...issue.path, ...inner.path] } as z.core.$ZodIssue);
+      if (candidate.path.length > best.path.length) best = candidate;
+    }
+  }
+  return best;
+}
+
+/** One zod issue as OpenAI's 400: which field, what kind of problem, what was expected. */
+export function toBadRequest(first: z.core.$ZodIssue): BadRequestError {
+  const issue = deepest(first);
+  const field = formatPath(issue.path);
+  const param = field || null;
+  const where = field ? `'${field}'` : 'the request body';
+  const input = (issue as { input?: unknown }).input;
+  if (input === undefined && issue.code !== 'custom')
+    return new BadRequestError(
+      `Missing required parameter: '${field}'.`,
+      param,
+      'missing_required_parameter',
+    );
+  switch (issue.code) {
+    case 'invalid_type':
+      if (input === undefined)
+        return new BadRequestError(
+          `Missing required parameter: '${field}'.`,
+          param,
+          'missing_required_parameter',
+        );
+      return new BadRequestError(
+        `Invalid type for ${where}: expected ${issue.expected === 'int' ? 'an integer' : issue.expected}, but got ${kindOf(input)}.`,
+        param,
+        'invalid_type',
+      );
+    case 'too_small':
+    case 'too_big': {
+      const limit = String(issue.code === 'too_small' ? issue.minimum : issue.maximum);
+      const bound = issue.code === 'too_small' ? 'below the minimum' : 'above the maximum';
+      const what =
+        issue.origin === 'array'
+          ? `${Array.isArray(input) ? input.length : '?'} items, ${bound} of ${limit}`
+          : issue.origin === 'string'
+            ? `a string of length ${typeof input === 'string' ? input.length : '?'}, ${bound} of ${limit}`
+            : `${show(input)}, ${bound} of ${limit}`;
+      // zod's own wording ("Too big: ...") says it again; a message written here adds to it.
+      const extra = /^Too (big|small)/.test(issue.message) ? '' : ` ${issue.message}`;
+      return new BadRequestError(`Invalid ${where}: ${what}.${extra}`, param, 'out_of_range');
+    }
+    case 'invalid_value':
+      return new BadRequestError(
+        `Invalid value for ${where}: ${show(input)}. ${
+          issue.values.length > 0 && issue.path[0] !== 'tool_choice'
+            ? `Supported values are: ${issue.values.map((v) => `'${String(v)}'`).join(', ')}.`
+            : issue.message
+        }`,
+        param,
+        'invalid_value',
+      );
+    case 'invalid_union':
+      return new BadRequestError(
+        `Invalid value for ${where}: ${show(input)} matches none of the accepted shapes.`,
+        param,
+        'invalid_value',
+      );
+    default:
+      return new BadRequestError(`Invalid value for ${where}: ${issue.message}`, param, 'invalid_value');
+  }
 }
 
 /** Parses the raw body (a JSON string) into a ChatRequest, or throws a 400 naming the field. */
@@ -177,21 +340,8 @@ export function parseChatRequest(rawBody: string | undefined): ChatRequest {
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
     throw new BadRequestError('The request body must be a JSON object.', null, 'invalid_json');
   }
-  const result = ChatRequestSchema.safeParse(json);
+  const result = ChatRequestSchema.safeParse(json, { reportInput: true });
   if (result.success) return result.data;
   const issue = result.error.issues[0];
-  if (!issue) throw new BadRequestError('Invalid request body.');
-  if (issue.code === 'unrecognized_keys') {
-    const field = formatPath([...issue.path, issue.keys[0] ?? '']);
-    throw new BadRequestError(`Unrecognized request argument supplied: ${field}`, field, 'unknown_parameter');
-  }
-  const field = formatPath(issue.path);
-  const missing = issue.code === 'invalid_type' && issue.input === undefined;
-  if (missing)
-    throw new BadRequestError(`Missing required parameter: ${field}`, field, 'missing_required_parameter');
-  throw new BadRequestError(
-    `Invalid value for ${field || 'body'}: ${issue.message}`,
-    field || null,
-    'invalid_value',
-  );
+  throw issue ? toBadRequest(issue) : new BadRequestError('Invalid request body.');
 }

@@ -25,6 +25,8 @@ export const PriceTableSchema = z.object({
   input: PriceSchema,
   cachedInput: PriceSchema,
   output: PriceSchema,
+  /** Prompt tokens written to the provider's cache, where it charges them (Anthropic: 1.25 x input). */
+  cacheWrite: PriceSchema.optional(),
 });
 /** Prices in femto-USD per million tokens. */
 export type PriceTable = z.output<typeof PriceTableSchema>;
@@ -39,6 +41,12 @@ export const UpstreamTargetSchema = z.object({
   prices: PriceTableSchema,
   /** The upstream reports its own cost in `usage.cost` (OpenRouter does); then the price table is a fallback. */
   reportsCost: z.boolean().default(false),
+  /**
+   * Request fields outside OpenAI's schema (`provider`, `top_k`, `reasoning` on messages,
+   * `cache_control`...): `forward` them (OpenRouter, vLLM, llama.cpp take them) or `drop` them
+   * (OpenAI refuses unknown arguments). forwarding.ts.
+   */
+  extraFields: z.enum(['forward', 'drop']).default('forward'),
 });
 export type UpstreamTarget = z.output<typeof UpstreamTargetSchema>;
 

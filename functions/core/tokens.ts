@@ -17,7 +17,13 @@ const REPLY_PRIMER = 3;
 
 export interface MessageLike {
   content?: unknown;
-  tool_calls?: readonly { function: { name: string; arguments: string } }[] | undefined;
+  tool_calls?:
+    | readonly {
+        function?: { name: string; arguments: string } | undefined;
+        custom?: { name: string; input: string } | undefined;
+      }[]
+    | null
+    | undefined;
 }
 
 export function textOfContent(content: unknown): string {
@@ -37,7 +43,11 @@ export async function estimatePromptTokens(messages: readonly MessageLike[]): Pr
   for (const message of messages) {
     total += PER_MESSAGE + countTokens(textOfContent(message.content));
     for (const call of message.tool_calls ?? [])
-      total += countTokens(call.function.name + call.function.arguments);
+      total += countTokens(
+        call.function
+          ? call.function.name + call.function.arguments
+          : `${call.custom?.name ?? ''}${call.custom?.input ?? ''}`,
+      );
   }
   return total;
 }

@@ -52,3 +52,27 @@ export function recordRequest(statusCode: number): void {
   metrics.addMetric('Requests', MetricUnit.Count, 1);
   metrics.publishStoredMetrics();
 }
+
+/** Counts of usage reports billed at a bound instead of as reported, read by tests. */
+export const usageAdjustments = { count: 0 };
+
+/**
+ * An upstream usage report outside what the request could have used (or unreadable): logged with the
+ * raw report and counted in the `UsageOutOfBounds` metric, which has an alarm. The bill used the bound.
+ */
+export function recordUsageOutOfBounds(record: Record<string, unknown>): void {
+  usageAdjustments.count += 1;
+  logger.warn('upstream usage out of bounds', record);
+  metrics.addMetric('UsageOutOfBounds', MetricUnit.Count, 1);
+  metrics.publishStoredMetrics();
+}
+
+/** Holds released by the sweeper after expiry, read by tests. */
+export const expiredHolds = { released: 0 };
+
+/** An expired hold released: its request was never billed (revenue to look at). Metric `ExpiredHoldsReleased`. */
+export function recordExpiredHoldReleased(): void {
+  expiredHolds.released += 1;
+  metrics.addMetric('ExpiredHoldsReleased', MetricUnit.Count, 1);
+  metrics.publishStoredMetrics();
+}

@@ -38,6 +38,11 @@ export interface Directives {
   error?: number;
   cutAfter?: number;
   malformedAfter?: number;
+  /** Before event N (0-based), wait `pauseMs` instead of `delayMs`: a mid-stream pause. */
+  pauseAfter?: number;
+  pauseMs?: number;
+  /** Stream this many extra content chunks past the reply, without usage: an upstream that runs on. */
+  runOn?: number;
   noUsage: boolean;
   usageOnLastChunk: boolean;
 }
@@ -58,6 +63,9 @@ export function parseDirectives(text: string): Directives {
       else if (name === 'error') found.error = value;
       else if (name === 'cut_after') found.cutAfter = value;
       else if (name === 'malformed_after') found.malformedAfter = value;
+      else if (name === 'pause_after') found.pauseAfter = value;
+      else if (name === 'pause_ms') found.pauseMs = value;
+      else if (name === 'run_on') found.runOn = value;
     }
   }
   return found;
@@ -360,18 +368,29 @@ function streamResponse(
     events.push(JSON.stringify(finish));
     if (usage) events.push(JSON.stringify({ ...envelope, choices: [], usage }));
   }
+  if (directives.runOn !== undefined) {
+    // An upstream that never finishes on its own (bounded here so a test can use it safely).
+    const extra = Array.from({ length: directives.runOn }, (_, i) =>
+      JSON.stringify({
+        ...envelope,
+        choices: [{ index: 0, delta: { content: ` more${i}` }, logprobs: null, finish_reason: null }],
+      }),
+    );
+    events.splice(reply.deltas.length, 0, ...extra);
+  }
   const delayMs = directives.delayMs ?? 0;
   const body: SimPiece[] = [];
   for (const [index, event] of events.entries()) {
+    const wait = index === directives.pauseAfter ? (directives.pauseMs ?? delayMs) : delayMs;
     if (directives.cutAfter !== undefined && index === directives.cutAfter) {
       body.push({ drop: true });
       break;
     }
     if (directives.malformedAfter !== undefined && index === directives.malformedAfter) {
-      body.push({ text: 'data: {not json\n\n', delayMs });
+      body.push({ text: 'data: {not json\n\n', delayMs: wait });
       break;
     }
-    body.push({ text: `data: ${event}\n\n`, delayMs });
+    body.push({ text: `data: ${event}\n\n`, delayMs: wait });
   }
   const last = body.at(-1);
   if (last && !('drop' in last) && directives.malformedAfter === undefined)

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { tableNamesFromEnv } from '../../functions/adapters/dynamodb.js';
+import { DynamoStore, tableNamesFromEnv } from '../../functions/adapters/dynamodb/index.js';
 import { nanoToUsd } from '../../functions/core/money.js';
 import { ensureTables, JavaMissingError, localClient } from '../local/dynamodb-local.js';
 import { localDynamoSettings } from '../local/settings.js';
@@ -13,6 +13,7 @@ import {
   checkAccountId,
   createAccount,
   createKey,
+  listHolds,
   listKeys,
   listLedger,
   reconcile,
@@ -32,13 +33,14 @@ export const USAGE = `usage: npm run --silent admin -- <command> [--json]
   key create <accountId> --name <label>
   key revoke <keyId>
   key list <accountId>
-  usage <accountId> [--since <iso time>] [--format json|csv]
+  usage <accountId> [--since <iso time>] [--format json|csv] [--by key|user|day]
+  holds [<accountId>]
   reconcile [<accountId>]
 
 Environment: DYNAMODB_ENDPOINT (a running DynamoDB), else DynamoDB Local on DYNAMODB_LOCAL_PORT
 (default 8000) with its data under SVC_DATA_DIR (default .data), started for the command if it is
-not running. With KEYS_TABLE, ACCOUNTS_TABLE and LEDGER_TABLE set and no DYNAMODB_ENDPOINT, the
-deployed tables in AWS (credentials and region from the environment).`;
+not running. With KEYS_TABLE, ACCOUNTS_TABLE, LEDGER_TABLE and HOLDS_TABLE set and no DYNAMODB_ENDPOINT,
+the deployed tables in AWS (credentials and region from the environment).`;
 
 export class UsageError extends Error {
   constructor(message: string) {
@@ -66,6 +68,7 @@ interface Parsed {
     name?: string;
     since?: string;
     format?: string;
+    by?: string;
     help?: boolean;
   };
 }
@@ -83,6 +86,7 @@ export function parseCommandLine(argv: string[]): Parsed {
         name: { type: 'string' },
         since: { type: 'string' },
         format: { type: 'string' },
+        by: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -112,6 +116,7 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
   const arg = p[2] ?? '';
   if (group === 'usage') return usageCommand(ctx, p, values);
   if (group === 'reconcile') return reconcileCommand(ctx, p, values);
+  if (group === 'holds') return holdsCommand(ctx, p, values);
   const command = `${group ?? ''} ${verb ?? ''}`;
   switch (command) {
     case 'account create': {
@@ -181,6 +186,8 @@ const CSV_COLUMNS = [
   'entryId',
   'type',
   'tier',
+  'keyId',
+  'user',
   'promptTokens',
   'completionTokens',
   'cachedTokens',
@@ -213,6 +220,8 @@ async function usageCommand(ctx: AdminContext, p: string[], values: Parsed['valu
     entryId: entry.entryId,
     type: entry.type,
     tier: entry.tier ?? '',
+    keyId: entry.keyId ?? '',
+    user: entry.user ?? '',
     promptTokens: entry.promptTokens ?? '',
     completionTokens: entry.completionTokens ?? '',
     cachedTokens: entry.cachedTokens ?? '',
@@ -220,6 +229,7 @@ async function usageCommand(ctx: AdminContext, p: string[], values: Parsed['valu
     estimated: entry.type === 'charge' ? Boolean(entry.estimated) : '',
     reference: entry.reference ?? '',
   }));
+  if (values.by !== undefined) return usageSummary(accountId, entries, values.by, format);
   const json = { accountId, entries: rows.map((row) => ({ ...row, amountUsd: Number(row.amountUsd) })) };
   if (format === 'csv') {
     const csvCell = (value: unknown) =>
@@ -238,6 +248,58 @@ async function usageCommand(ctx: AdminContext, p: string[], values: Parsed['valu
   return { json, text: lines.length ? lines.join('\n') : `no ledger entries for ${accountId}` };
 }
 
+/**
+ * `usage --by key|user|day`: the charges summed per API key, per end user (the request's `user`), or
+ * per UTC day: requests, tokens and cost, exact (summed in nano-USD).
+ */
+function usageSummary(
+  accountId: string,
+  entries: Awaited<ReturnType<typeof listLedger>>,
+  by: string,
+  format: string,
+): CliResult {
+  if (!['key', 'user', 'day'].includes(by)) throw new UsageError('--by must be key, user or day');
+  const groups = new Map<
+    string,
+    { requests: number; promptTokens: number; completionTokens: number; costNano: bigint }
+  >();
+  for (const entry of entries) {
+    if (entry.type !== 'charge') continue;
+    const group =
+      by === 'key' ? (entry.keyId ?? '') : by === 'user' ? (entry.user ?? '') : entry.createdAt.slice(0, 10);
+    const sum = groups.get(group) ?? { requests: 0, promptTokens: 0, completionTokens: 0, costNano: 0n };
+    sum.requests += 1;
+    sum.promptTokens += entry.promptTokens ?? 0;
+    sum.completionTokens += entry.completionTokens ?? 0;
+    sum.costNano += -entry.deltaNano;
+    groups.set(group, sum);
+  }
+  const rows = [...groups.entries()]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([group, sum]) => ({
+      [by]: group,
+      requests: sum.requests,
+      promptTokens: sum.promptTokens,
+      completionTokens: sum.completionTokens,
+      costUsd: nanoToUsd(sum.costNano),
+    }));
+  const json = { accountId, by, groups: rows.map((row) => ({ ...row, costUsd: Number(row.costUsd) })) };
+  if (format === 'json') return { json, text: JSON.stringify(json), raw: true };
+  if (format === 'csv') {
+    const columns = [by, 'requests', 'promptTokens', 'completionTokens', 'costUsd'];
+    const text = [
+      columns.join(','),
+      ...rows.map((row) => columns.map((c) => String(row[c] ?? '')).join(',')),
+    ].join('\n');
+    return { json, text, raw: true };
+  }
+  const lines = rows.map(
+    (row) =>
+      `${String(row[by] || '(none)').padEnd(24)}  ${String(row.requests).padStart(6)} requests  ${row.promptTokens}+${row.completionTokens} tokens  $${row.costUsd}`,
+  );
+  return { json, text: lines.length ? lines.join('\n') : `no charges for ${accountId}` };
+}
+
 /** `reconcile [<accountId>]`: creditBalance must equal top-ups minus charges, for every account. */
 async function reconcileCommand(
   ctx: AdminContext,
@@ -245,7 +307,7 @@ async function reconcileCommand(
   values: Parsed['values'],
 ): Promise<CliResult> {
   if (p.length > 2) throw new UsageError('reconcile takes at most one account id');
-  for (const flag of ['credits', 'ref', 'name', 'since', 'format'] as const)
+  for (const flag of ['credits', 'ref', 'name', 'since', 'format', 'by'] as const)
     if (values[flag] !== undefined) throw new UsageError(`--${flag} does not apply to "reconcile"`);
   const results = await reconcile(ctx, p[1]);
   const differences = results.filter((r) => r.differenceNano !== 0n);
@@ -257,15 +319,40 @@ async function reconcileCommand(
       creditBalance: Number(nanoToUsd(r.balanceNano)),
       ledgerBalance: Number(nanoToUsd(r.ledgerNano)),
       difference: Number(nanoToUsd(r.differenceNano)),
+      held: Number(nanoToUsd(r.heldNano)),
+      holds: Number(nanoToUsd(r.holdsNano)),
       entries: r.entries,
     })),
   };
   const lines = results.map(
     (r) =>
-      `${r.differenceNano === 0n ? 'ok  ' : 'DIFF'}  ${r.accountId}  creditBalance=$${nanoToUsd(r.balanceNano)}  ledger=$${nanoToUsd(r.ledgerNano)}  difference=$${nanoToUsd(r.differenceNano)}  (${r.entries} entries)`,
+      `${r.differenceNano === 0n ? 'ok  ' : 'DIFF'}  ${r.accountId}  creditBalance=$${nanoToUsd(r.balanceNano)}  ledger=$${nanoToUsd(r.ledgerNano)}  held=$${nanoToUsd(r.heldNano)}  holds=$${nanoToUsd(r.holdsNano)}  difference=$${nanoToUsd(r.differenceNano)}  (${r.entries} entries)`,
   );
   lines.push(`${results.length} account(s) checked, ${differences.length} with a difference`);
   return { json, text: lines.join('\n'), exitCode: differences.length > 0 ? 1 : 0 };
+}
+
+/** `holds [<accountId>]`: live and expired (not yet swept) holds, soonest expiry first. */
+async function holdsCommand(ctx: AdminContext, p: string[], values: Parsed['values']): Promise<CliResult> {
+  if (p.length > 2) throw new UsageError('holds takes at most one account id');
+  for (const flag of ['credits', 'ref', 'name', 'since', 'format', 'by'] as const)
+    if (values[flag] !== undefined) throw new UsageError(`--${flag} does not apply to "holds"`);
+  const holds = await listHolds(ctx, p[1]);
+  const json = {
+    holds: holds.map((h) => ({
+      accountId: h.accountId,
+      holdId: h.holdId,
+      amountUsd: Number(nanoToUsd(h.amountNano)),
+      createdAt: h.createdAt,
+      expiresAt: h.expiresAt,
+      expired: h.expired,
+    })),
+  };
+  const lines = holds.map(
+    (h) =>
+      `${h.expired ? 'EXPIRED' : 'live   '}  ${h.accountId}  ${h.holdId}  $${nanoToUsd(h.amountNano)}  expires ${h.expiresAt}`,
+  );
+  return { json, text: lines.length ? lines.join('\n') : 'no holds' };
 }
 
 /** Where the CLI's tables are: the deployed ones, a given endpoint, or DynamoDB Local on the data directory. */
@@ -275,8 +362,13 @@ async function openContext(
   const deployed =
     !env.DYNAMODB_ENDPOINT && env[TABLE_ENV.keys] && env[TABLE_ENV.accounts] && env[TABLE_ENV.ledger];
   if (deployed) {
+    if (!env[TABLE_ENV.holds])
+      throw new UsageError(`set ${TABLE_ENV.holds} too (the stack output HoldsTableName)`);
     const client = new DynamoDBClient({});
-    return { ctx: { client, tables: tableNamesFromEnv(env) }, close: async () => client.destroy() };
+    return {
+      ctx: { store: new DynamoStore(client, tableNamesFromEnv(env)) },
+      close: async () => client.destroy(),
+    };
   }
   const settings = localDynamoSettings(env);
   const dynamo = await connectDynamo(
@@ -286,7 +378,7 @@ async function openContext(
   const tables = env[TABLE_ENV.keys] ? tableNamesFromEnv(env) : localTableNames();
   await ensureTables(client, tables);
   return {
-    ctx: { client, tables },
+    ctx: { store: new DynamoStore(client, tables) },
     close: async () => {
       client.destroy();
       await dynamo.stop();

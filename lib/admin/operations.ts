@@ -1,24 +1,20 @@
-import {
-  type AttributeValue,
-  type DynamoDBClient,
-  GetItemCommand,
-  paginateQuery,
-  paginateScan,
-  QueryCommand,
-  type QueryCommandInput,
-  TransactionCanceledException,
-  TransactWriteItemsCommand,
-  UpdateItemCommand,
-} from '@aws-sdk/client-dynamodb';
-import type { TableNames } from '../../functions/adapters/dynamodb.js';
+/**
+ * The operator's operations on accounts, credits, keys, the ledger and holds: validation and views
+ * over the store port (core/store.ts), which alone knows the tables. Every balance change is a
+ * transaction that also writes its ledger entry, so `creditBalance` always equals top-ups minus charges.
+ */
 import type { AccountStatus } from '../../functions/core/access.js';
 import { generateApiKey } from '../../functions/core/auth.js';
 import { nanoToUsd, usdToNano } from '../../functions/core/money.js';
+import {
+  AccountExistsError,
+  AccountNotFoundError,
+  type Hold,
+  type LedgerEntry,
+  type Store,
+} from '../../functions/core/store.js';
 
-/**
- * The operator's operations on accounts, credits and keys. Every balance change is a transaction
- * that also writes its ledger entry, so `creditBalance` always equals top-ups minus charges.
- */
+export type { LedgerEntry };
 
 export class AdminError extends Error {
   constructor(message: string) {
@@ -27,9 +23,9 @@ export class AdminError extends Error {
   }
 }
 
+/** The operator works through the same store port as the functions. */
 export interface AdminContext {
-  client: DynamoDBClient;
-  tables: TableNames;
+  store: Store;
 }
 
 export interface AccountView {
@@ -37,6 +33,8 @@ export interface AccountView {
   status: AccountStatus;
   /** USD. */
   creditBalance: number;
+  /** USD held by requests in flight, when any. */
+  held?: number;
 }
 
 export interface KeyView {
@@ -48,8 +46,6 @@ export interface KeyView {
   revokedAt?: string;
 }
 
-const S = (value: string): AttributeValue => ({ S: value });
-const N = (value: bigint): AttributeValue => ({ N: value.toString() });
 const ACCOUNT_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 export function checkAccountId(accountId: string): string {
@@ -69,23 +65,6 @@ export function parseCredits(usd: string): bigint {
   return nano;
 }
 
-function topUpEntry(accountId: string, reference: string, amountNano: bigint, now: string) {
-  return {
-    Put: {
-      TableName: '',
-      Item: {
-        accountId: S(accountId),
-        entryId: S(`topup#${reference}`),
-        type: S('topup'),
-        reference: S(reference),
-        amountNanoUsd: N(amountNano),
-        createdAt: S(now),
-      },
-      ConditionExpression: 'attribute_not_exists(entryId)',
-    },
-  };
-}
-
 export async function createAccount(
   ctx: AdminContext,
   accountId: string,
@@ -93,29 +72,10 @@ export async function createAccount(
 ): Promise<AccountView> {
   checkAccountId(accountId);
   const credits = creditsUsd === undefined ? 0n : parseCredits(creditsUsd);
-  const now = new Date().toISOString();
-  const items: NonNullable<ConstructorParameters<typeof TransactWriteItemsCommand>[0]['TransactItems']> = [
-    {
-      Put: {
-        TableName: ctx.tables.accounts,
-        Item: { accountId: S(accountId), status: S('active'), creditBalance: N(credits), createdAt: S(now) },
-        ConditionExpression: 'attribute_not_exists(accountId)',
-      },
-    },
-  ];
-  if (credits > 0n) {
-    const entry = topUpEntry(accountId, 'initial-credits', credits, now);
-    items.push({ Put: { ...entry.Put, TableName: ctx.tables.ledger } });
-  }
   try {
-    await ctx.client.send(new TransactWriteItemsCommand({ TransactItems: items }));
+    await ctx.store.createAccount(accountId, credits, new Date().toISOString());
   } catch (error) {
-    if (
-      error instanceof TransactionCanceledException &&
-      error.CancellationReasons?.[0]?.Code === 'ConditionalCheckFailed'
-    ) {
-      throw new AdminError(`account ${accountId} already exists`);
-    }
+    if (error instanceof AccountExistsError) throw new AdminError(`account ${accountId} already exists`);
     throw error;
   }
   return { accountId, status: 'active', creditBalance: Number(nanoToUsd(credits)) };
@@ -124,26 +84,21 @@ export async function createAccount(
 export async function getAccount(
   ctx: AdminContext,
   accountId: string,
-): Promise<{ accountId: string; status: AccountStatus; balanceNano: bigint } | undefined> {
-  const out = await ctx.client.send(
-    new GetItemCommand({
-      TableName: ctx.tables.accounts,
-      Key: { accountId: S(accountId) },
-      ConsistentRead: true,
-    }),
-  );
-  if (!out.Item) return undefined;
-  return {
-    accountId,
-    status: (out.Item.status?.S ?? 'active') as AccountStatus,
-    balanceNano: BigInt(out.Item.creditBalance?.N ?? '0'),
-  };
+): Promise<{ accountId: string; status: AccountStatus; balanceNano: bigint; heldNano: bigint } | undefined> {
+  const account = await ctx.store.getAccount(accountId);
+  if (!account) return undefined;
+  return { accountId, status: account.status, balanceNano: account.balanceNano, heldNano: account.heldNano };
 }
 
 export async function showAccount(ctx: AdminContext, accountId: string): Promise<AccountView> {
   const account = await getAccount(ctx, accountId);
   if (!account) throw new AdminError(`no such account: ${accountId}`);
-  return { accountId, status: account.status, creditBalance: Number(nanoToUsd(account.balanceNano)) };
+  return {
+    accountId,
+    status: account.status,
+    creditBalance: Number(nanoToUsd(account.balanceNano)),
+    ...(account.heldNano !== 0n ? { held: Number(nanoToUsd(account.heldNano)) } : {}),
+  };
 }
 
 export async function setAccountStatus(
@@ -151,22 +106,9 @@ export async function setAccountStatus(
   accountId: string,
   status: AccountStatus,
 ): Promise<AccountView> {
-  try {
-    await ctx.client.send(
-      new UpdateItemCommand({
-        TableName: ctx.tables.accounts,
-        Key: { accountId: S(accountId) },
-        UpdateExpression: 'SET #status = :status, statusChangedAt = :now',
-        ConditionExpression: 'attribute_exists(accountId)',
-        ExpressionAttributeNames: { '#status': 'status' },
-        ExpressionAttributeValues: { ':status': S(status), ':now': S(new Date().toISOString()) },
-      }),
-    );
-  } catch (error) {
-    if ((error as Error).name === 'ConditionalCheckFailedException')
-      throw new AdminError(`no such account: ${accountId}`);
-    throw error;
-  }
+  await notFoundAsAdminError(accountId, () =>
+    ctx.store.setAccountStatus(accountId, status, new Date().toISOString()),
+  );
   return showAccount(ctx, accountId);
 }
 
@@ -180,32 +122,9 @@ export async function addCredits(
   const amount = parseCredits(usd);
   if (!/^[\x21-\x7e]{1,128}$/.test(reference))
     throw new AdminError('the reference must be 1-128 printable characters without spaces');
-  const entry = topUpEntry(accountId, reference, amount, new Date().toISOString());
-  let applied = true;
-  try {
-    await ctx.client.send(
-      new TransactWriteItemsCommand({
-        TransactItems: [
-          { Put: { ...entry.Put, TableName: ctx.tables.ledger } },
-          {
-            Update: {
-              TableName: ctx.tables.accounts,
-              Key: { accountId: S(accountId) },
-              UpdateExpression: 'ADD creditBalance :amount',
-              ConditionExpression: 'attribute_exists(accountId)',
-              ExpressionAttributeValues: { ':amount': N(amount) },
-            },
-          },
-        ],
-      }),
-    );
-  } catch (error) {
-    if (!(error instanceof TransactionCanceledException)) throw error;
-    const [ledger, account] = error.CancellationReasons ?? [];
-    if (account?.Code === 'ConditionalCheckFailed') throw new AdminError(`no such account: ${accountId}`);
-    if (ledger?.Code !== 'ConditionalCheckFailed') throw error;
-    applied = false;
-  }
+  const applied = await notFoundAsAdminError(accountId, () =>
+    ctx.store.topUp(accountId, reference, amount, new Date().toISOString()),
+  );
   return { applied, account: await showAccount(ctx, accountId) };
 }
 
@@ -216,158 +135,78 @@ export async function createKey(
 ): Promise<{ key: string; keyId: string; name: string; accountId: string }> {
   if (name.trim() === '' || name.length > 128) throw new AdminError('the key name must be 1-128 characters');
   const generated = generateApiKey();
-  try {
-    await ctx.client.send(
-      new TransactWriteItemsCommand({
-        TransactItems: [
-          {
-            ConditionCheck: {
-              TableName: ctx.tables.accounts,
-              Key: { accountId: S(accountId) },
-              ConditionExpression: 'attribute_exists(accountId)',
-            },
-          },
-          {
-            Put: {
-              TableName: ctx.tables.keys,
-              Item: {
-                keyHash: S(generated.keyHash),
-                keyId: S(generated.keyId),
-                accountId: S(accountId),
-                name: S(name),
-                displayPrefix: S(generated.displayPrefix),
-                status: S('active'),
-                createdAt: S(new Date().toISOString()),
-              },
-              ConditionExpression: 'attribute_not_exists(keyHash)',
-            },
-          },
-        ],
-      }),
-    );
-  } catch (error) {
-    if (
-      error instanceof TransactionCanceledException &&
-      error.CancellationReasons?.[0]?.Code === 'ConditionalCheckFailed'
-    ) {
-      throw new AdminError(`no such account: ${accountId}`);
-    }
-    throw error;
-  }
+  await notFoundAsAdminError(accountId, () =>
+    ctx.store.createKey({
+      keyHash: generated.keyHash,
+      keyId: generated.keyId,
+      accountId,
+      name,
+      displayPrefix: generated.displayPrefix,
+      status: 'active',
+      createdAt: new Date().toISOString(),
+    }),
+  );
   return { key: generated.key, keyId: generated.keyId, name, accountId };
 }
 
 export async function revokeKey(ctx: AdminContext, keyId: string): Promise<KeyView> {
-  const found = await ctx.client.send(
-    new QueryCommand({
-      TableName: ctx.tables.keys,
-      IndexName: 'byKeyId',
-      KeyConditionExpression: 'keyId = :keyId',
-      ExpressionAttributeValues: { ':keyId': S(keyId) },
-    }),
-  );
-  const item = found.Items?.[0];
-  const keyHash = item?.keyHash?.S;
-  if (!item || !keyHash) throw new AdminError(`no such key: ${keyId}`);
-  const out = await ctx.client.send(
-    new UpdateItemCommand({
-      TableName: ctx.tables.keys,
-      Key: { keyHash: S(keyHash) },
-      UpdateExpression: 'SET #status = :revoked, revokedAt = if_not_exists(revokedAt, :now)',
-      ExpressionAttributeNames: { '#status': 'status' },
-      ExpressionAttributeValues: { ':revoked': S('revoked'), ':now': S(new Date().toISOString()) },
-      ReturnValues: 'ALL_NEW',
-    }),
-  );
-  return toKeyView(out.Attributes ?? item);
+  const found = await ctx.store.findKeyById(keyId);
+  if (!found) throw new AdminError(`no such key: ${keyId}`);
+  return toKeyView(await ctx.store.revokeKey(found.keyHash, new Date().toISOString()));
 }
 
 export async function listKeys(ctx: AdminContext, accountId: string): Promise<KeyView[]> {
   if (!(await getAccount(ctx, accountId))) throw new AdminError(`no such account: ${accountId}`);
-  const items = await queryAll(ctx, {
-    TableName: ctx.tables.keys,
-    IndexName: 'byAccount',
-    KeyConditionExpression: 'accountId = :accountId',
-    ExpressionAttributeValues: { ':accountId': S(accountId) },
-  });
-  return items.map(toKeyView);
+  return (await ctx.store.listKeys(accountId)).map(toKeyView);
 }
 
-/** Every item a query matches, through the SDK's own paginator. */
-async function queryAll(
-  ctx: AdminContext,
-  input: QueryCommandInput,
-): Promise<Record<string, AttributeValue>[]> {
-  const items: Record<string, AttributeValue>[] = [];
-  for await (const page of paginateQuery({ client: ctx.client }, input)) items.push(...(page.Items ?? []));
-  return items;
-}
-
-function toKeyView(item: Record<string, AttributeValue>): KeyView {
-  return {
-    keyId: item.keyId?.S ?? '',
-    name: item.name?.S ?? '',
-    displayPrefix: item.displayPrefix?.S ?? '',
-    status: item.status?.S ?? '',
-    createdAt: item.createdAt?.S ?? '',
-    ...(item.revokedAt?.S ? { revokedAt: item.revokedAt.S } : {}),
-  };
-}
-
-export interface LedgerEntry {
-  entryId: string;
-  type: 'charge' | 'topup';
+function toKeyView(key: {
+  keyId: string;
+  name: string;
+  displayPrefix: string;
+  status: string;
   createdAt: string;
-  /** Signed change to the balance in nano-USD: a top-up is positive, a charge negative. */
-  deltaNano: bigint;
-  tier?: string;
-  keyId?: string;
-  promptTokens?: number;
-  completionTokens?: number;
-  cachedTokens?: number;
-  estimated?: boolean;
-  reference?: string;
-}
-
-/** Every ledger entry of an account, oldest first within each type (generation ids sort by time). */
-export async function listLedger(ctx: AdminContext, accountId: string): Promise<LedgerEntry[]> {
-  const items = await queryAll(ctx, {
-    TableName: ctx.tables.ledger,
-    KeyConditionExpression: 'accountId = :accountId',
-    ExpressionAttributeValues: { ':accountId': S(accountId) },
-    ConsistentRead: true,
-  });
-  const entries = items.map(toLedgerEntry);
-  return entries.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.entryId.localeCompare(b.entryId));
-}
-
-function toLedgerEntry(item: Record<string, AttributeValue>): LedgerEntry {
-  const num = (name: string) => (item[name]?.N === undefined ? undefined : Number(item[name]?.N));
-  if (item.type?.S === 'topup') {
-    return {
-      entryId: item.entryId?.S ?? '',
-      type: 'topup',
-      createdAt: item.createdAt?.S ?? '',
-      deltaNano: BigInt(item.amountNanoUsd?.N ?? '0'),
-      ...(item.reference?.S ? { reference: item.reference.S } : {}),
-    };
-  }
-  const entry: LedgerEntry = {
-    entryId: item.entryId?.S ?? '',
-    type: 'charge',
-    createdAt: item.createdAt?.S ?? '',
-    deltaNano: -BigInt(item.billedNanoUsd?.N ?? '0'),
-    estimated: item.estimated?.BOOL ?? false,
+  revokedAt?: string;
+}): KeyView {
+  return {
+    keyId: key.keyId,
+    name: key.name,
+    displayPrefix: key.displayPrefix,
+    status: key.status,
+    createdAt: key.createdAt,
+    ...(key.revokedAt ? { revokedAt: key.revokedAt } : {}),
   };
-  if (item.tier?.S) entry.tier = item.tier.S;
-  if (item.keyId?.S) entry.keyId = item.keyId.S;
-  const prompt = num('promptTokens');
-  const completion = num('completionTokens');
-  const cached = num('cachedTokens');
-  if (prompt !== undefined) entry.promptTokens = prompt;
-  if (completion !== undefined) entry.completionTokens = completion;
-  if (cached !== undefined) entry.cachedTokens = cached;
-  return entry;
+}
+
+/** Every ledger entry of an account, oldest first. */
+export async function listLedger(ctx: AdminContext, accountId: string): Promise<LedgerEntry[]> {
+  return ctx.store.listLedger(accountId);
+}
+
+export interface HoldView {
+  accountId: string;
+  holdId: string;
+  amountNano: bigint;
+  createdAt: string;
+  expiresAt: string;
+  expired: boolean;
+}
+
+/** Live and expired (not yet swept) holds, of one account or of all. */
+export async function listHolds(
+  ctx: AdminContext,
+  accountId?: string,
+  now = Date.now(),
+): Promise<HoldView[]> {
+  if (accountId && !(await getAccount(ctx, accountId))) throw new AdminError(`no such account: ${accountId}`);
+  return (await ctx.store.listHolds(accountId)).map((hold: Hold) => ({
+    accountId: hold.accountId,
+    holdId: hold.holdId,
+    amountNano: hold.amountNano,
+    createdAt: hold.createdAt,
+    expiresAt: new Date(hold.expiresAt).toISOString(),
+    expired: hold.expiresAt <= now,
+  }));
 }
 
 export interface Reconciliation {
@@ -377,36 +216,43 @@ export interface Reconciliation {
   /** Top-ups minus charges in nano-USD. */
   ledgerNano: bigint;
   differenceNano: bigint;
+  /** heldNano on the account, and the sum of its hold items: they must agree too. */
+  heldNano: bigint;
+  holdsNano: bigint;
   entries: number;
 }
 
-/** Checks that each account's creditBalance equals its top-ups minus its charges. */
+/**
+ * Checks that each account's creditBalance equals its top-ups minus its charges, and that what the
+ * account says is held equals its live holds (a held amount no hold explains is a difference).
+ */
 export async function reconcile(ctx: AdminContext, accountId?: string): Promise<Reconciliation[]> {
-  const accountIds = accountId ? [accountId] : await allAccountIds(ctx);
+  const accountIds = accountId ? [accountId] : await ctx.store.listAccountIds();
   const results: Reconciliation[] = [];
   for (const id of accountIds) {
     const account = await getAccount(ctx, id);
     if (!account) throw new AdminError(`no such account: ${id}`);
     const entries = await listLedger(ctx, id);
     const ledgerNano = entries.reduce((sum, entry) => sum + entry.deltaNano, 0n);
+    const holdsNano = (await ctx.store.listHolds(id)).reduce((sum, hold) => sum + hold.amountNano, 0n);
     results.push({
       accountId: id,
       balanceNano: account.balanceNano,
       ledgerNano,
-      differenceNano: account.balanceNano - ledgerNano,
+      differenceNano: account.balanceNano - ledgerNano + (account.heldNano - holdsNano),
+      heldNano: account.heldNano,
+      holdsNano,
       entries: entries.length,
     });
   }
   return results;
 }
 
-async function allAccountIds(ctx: AdminContext): Promise<string[]> {
-  const ids: string[] = [];
-  for await (const page of paginateScan(
-    { client: ctx.client },
-    { TableName: ctx.tables.accounts, ProjectionExpression: 'accountId' },
-  )) {
-    for (const item of page.Items ?? []) if (item.accountId?.S) ids.push(item.accountId.S);
+async function notFoundAsAdminError<T>(accountId: string, action: () => Promise<T>): Promise<T> {
+  try {
+    return await action();
+  } catch (error) {
+    if (error instanceof AccountNotFoundError) throw new AdminError(`no such account: ${accountId}`);
+    throw error;
   }
-  return ids.sort();
 }

@@ -4,6 +4,7 @@ import {
   AllowedMethods,
   CachePolicy,
   Distribution,
+  type ErrorResponse,
   HttpVersion,
   OriginRequestPolicy,
   PriceClass,
@@ -19,6 +20,8 @@ import {
   TreatMissingData,
 } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
+import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
+import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { FunctionUrlAuthType, type IFunction, InvokeMode } from 'aws-cdk-lib/aws-lambda';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -33,18 +36,26 @@ import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { Construct } from 'constructs';
+import { SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
 import { TABLE_ENV } from '../tables.js';
+import { FUNCTION_SETTINGS } from './function-settings.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
-import { FUNCTION_MEMORY_MB, ServiceFunction } from './service-function.js';
+import { ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
 
 export type Stage = 'sandbox' | 'prod';
+
+/** The status codes whose responses CloudFront caches (its error caching minimum TTL applies to these). */
+export const CLOUDFRONT_CACHEABLE_ERRORS = [400, 403, 404, 405, 414, 416, 500, 501, 502, 503, 504] as const;
+
+/** AWS's default concurrent-execution limit of an account: the fast path's bound without reservedConcurrency. */
+const ACCOUNT_CONCURRENCY_DEFAULT = 1_000;
 
 export interface ApiStackProps extends StackProps {
   stage: Stage;
   /** Ceiling on concurrent completions, and so on in-flight spend (README "Balance floor"). */
   reservedConcurrency?: number;
-  /** Completions function timeout in seconds (default 300). */
+  /** Completions function timeout in seconds (default FUNCTION_SETTINGS.completions). */
   completionsTimeoutSeconds?: number;
   /** Tier routing (TIERS_CONFIG JSON); required in prod, where there is no simulator. */
   tiersConfig?: string;
@@ -88,6 +99,7 @@ export class ApiStack extends Stack {
       [TABLE_ENV.keys]: tables.keys.tableName,
       [TABLE_ENV.accounts]: tables.accounts.tableName,
       [TABLE_ENV.ledger]: tables.ledger.tableName,
+      [TABLE_ENV.holds]: tables.holds.tableName,
       ORIGIN_VERIFY_SECRET_ARN: originSecret.secretArn,
     };
 
@@ -96,8 +108,8 @@ export class ApiStack extends Stack {
       // The sandbox never spends real money: its upstream is the simulator, as its own function.
       const simulator = new ServiceFunction(this, 'Simulator', {
         entry: 'functions/simulator/handler.ts',
-        memorySize: 512,
-        timeout: Duration.minutes(2),
+        memorySize: FUNCTION_SETTINGS.simulator.memoryMb,
+        timeout: Duration.seconds(FUNCTION_SETTINGS.simulator.timeoutSeconds),
         logRetention,
         removalPolicy,
       });
@@ -110,8 +122,10 @@ export class ApiStack extends Stack {
 
     const completions = new ServiceFunction(this, 'Completions', {
       entry: 'functions/completions/handler.ts',
-      memorySize: FUNCTION_MEMORY_MB.completions,
-      timeout: Duration.seconds(props.completionsTimeoutSeconds ?? 300),
+      memorySize: FUNCTION_SETTINGS.completions.memoryMb,
+      timeout: Duration.seconds(
+        props.completionsTimeoutSeconds ?? FUNCTION_SETTINGS.completions.timeoutSeconds,
+      ),
       ...(props.reservedConcurrency !== undefined
         ? { reservedConcurrentExecutions: props.reservedConcurrency }
         : {}),
@@ -122,13 +136,15 @@ export class ApiStack extends Stack {
         ...upstreamEnv,
         UPSTREAM_SECRET_ARN: upstreamSecret.secretArn,
         KEEPALIVE_INTERVAL_MS: '10000',
+        // The fast path's bound (core/holds.ts): how many completions can run at once.
+        MAX_CONCURRENCY: String(props.reservedConcurrency ?? ACCOUNT_CONCURRENCY_DEFAULT),
         ...(props.topUpUrl ? { TOP_UP_URL: props.topUpUrl } : {}),
       },
     });
     const models = new ServiceFunction(this, 'Models', {
       entry: 'functions/models/handler.ts',
-      memorySize: FUNCTION_MEMORY_MB.models,
-      timeout: Duration.seconds(10),
+      memorySize: FUNCTION_SETTINGS.models.memoryMb,
+      timeout: Duration.seconds(FUNCTION_SETTINGS.models.timeoutSeconds),
       logRetention,
       removalPolicy,
       environment: tableEnv,
@@ -153,12 +169,46 @@ export class ApiStack extends Stack {
     );
     completions.fn.addToRolePolicy(
       new PolicyStatement({
+        actions: ['dynamodb:PutItem', 'dynamodb:DeleteItem'],
+        resources: [tables.holds.tableArn],
+      }),
+    );
+    completions.fn.addToRolePolicy(
+      new PolicyStatement({
         actions: ['secretsmanager:GetSecretValue'],
         resources: [upstreamSecret.secretArn],
       }),
     );
     models.fn.addToRolePolicy(readAuth);
     models.fn.addToRolePolicy(readOriginSecret);
+    // GET /api/v1/generation reads one ledger entry of the caller's own account.
+    models.fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:GetItem'], resources: [tables.ledger.tableArn] }),
+    );
+
+    // The hold sweeper: releases holds whose request died before settling, on a schedule.
+    const sweeper = new ServiceFunction(this, 'HoldSweeper', {
+      entry: 'functions/sweeper/handler.ts',
+      memorySize: FUNCTION_SETTINGS.sweeper.memoryMb,
+      timeout: Duration.seconds(FUNCTION_SETTINGS.sweeper.timeoutSeconds),
+      logRetention,
+      removalPolicy,
+      environment: tableEnv,
+    });
+    sweeper.fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['dynamodb:Scan', 'dynamodb:DeleteItem'],
+        resources: [tables.holds.tableArn],
+      }),
+    );
+    sweeper.fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [tables.accounts.tableArn] }),
+    );
+    new Rule(this, 'HoldSweep', {
+      description: 'Release expired holds',
+      schedule: Schedule.rate(Duration.minutes(SWEEP_INTERVAL_MINUTES)),
+      targets: [new LambdaFunction(sweeper.fn, { retryAttempts: 0 })],
+    });
 
     const completionsUrl = completions.fn.addFunctionUrl({
       authType: FunctionUrlAuthType.NONE,
@@ -188,6 +238,14 @@ export class ApiStack extends Stack {
       viewerProtocolPolicy: ViewerProtocolPolicy.HTTPS_ONLY,
       compress: false,
     };
+    // CloudFront caches an origin's error response (10 s by default) whatever the cache policy: one
+    // account's 403 or a passing 5xx would then be served to other callers. A TTL of 0 for every
+    // status CloudFront can cache means each error is the origin's answer to that request. Only the
+    // TTL is set, so the origin's own status and body still reach the client.
+    const errorResponses: ErrorResponse[] = CLOUDFRONT_CACHEABLE_ERRORS.map((httpStatus) => ({
+      httpStatus,
+      ttl: Duration.seconds(0),
+    }));
     const customDomain =
       props.domainName && props.certificateArn
         ? {
@@ -205,6 +263,7 @@ export class ApiStack extends Stack {
       logBucket: logBucket as unknown as IBucket,
       logFilePrefix: 'cloudfront/',
       ...customDomain,
+      errorResponses,
       defaultBehavior: {
         ...behaviour,
         origin: new FunctionUrlOrigin(modelsUrl, { customHeaders: originHeaders }),
@@ -222,7 +281,7 @@ export class ApiStack extends Stack {
       },
     });
 
-    this.addAlarms(props, completions.fn, models.fn);
+    this.addAlarms(props, completions.fn, models.fn, sweeper.fn);
 
     const baseUrl =
       props.domainName && props.certificateArn
@@ -235,12 +294,18 @@ export class ApiStack extends Stack {
     new CfnOutput(this, 'KeysTableName', { value: tables.keys.tableName });
     new CfnOutput(this, 'AccountsTableName', { value: tables.accounts.tableName });
     new CfnOutput(this, 'LedgerTableName', { value: tables.ledger.tableName });
+    new CfnOutput(this, 'HoldsTableName', { value: tables.holds.tableName });
     new CfnOutput(this, 'UpstreamSecretArn', { value: upstreamSecret.secretArn });
 
     applyNagSuppressions(this);
   }
 
-  private addAlarms(props: ApiStackProps, completions: IFunction, models: IFunction): void {
+  private addAlarms(
+    props: ApiStackProps,
+    completions: IFunction,
+    models: IFunction,
+    sweeper: IFunction,
+  ): void {
     const topic = new Topic(this, 'Alarms', { enforceSSL: true });
     if (props.alarmEmail) topic.addSubscription(new EmailSubscription(props.alarmEmail));
     const action = new SnsAction(topic);
@@ -303,6 +368,36 @@ export class ApiStack extends Stack {
       }),
       1,
       'A generation could not be billed: its usage record is in the completions log ("billing failed")',
+    );
+    alarm(
+      'HoldSweeperErrors',
+      sweeper.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
+      1,
+      'The hold sweeper failed: expired holds keep credit held until it runs again',
+    );
+    alarm(
+      'ExpiredHoldsReleased',
+      new Metric({
+        namespace: 'HostedModelApi',
+        metricName: 'ExpiredHoldsReleased',
+        dimensionsMap: { service: 'hosted-model-api' },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      }),
+      1,
+      'A hold expired and was released: its request was never billed (its log line names the generation)',
+    );
+    alarm(
+      'UsageOutOfBounds',
+      new Metric({
+        namespace: 'HostedModelApi',
+        metricName: 'UsageOutOfBounds',
+        dimensionsMap: { service: 'hosted-model-api' },
+        statistic: 'Sum',
+        period: minute,
+      }),
+      1,
+      'An upstream reported usage beyond what the request could use; it was billed at the bound. The raw report is in the completions log ("upstream usage out of bounds")',
     );
   }
 }

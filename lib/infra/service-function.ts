@@ -8,11 +8,23 @@ import { Construct } from 'constructs';
 const TOKENIZER = 'gpt-tokenizer';
 
 /**
- * Memory sizes in MB, chosen from `npm run bench` (README "Cost"): the cheapest size whose CPU
- * share keeps the added time to first byte within one DynamoDB round trip + 5 ms. Lambda bills the
- * whole wall time of a streamed generation, so memory is most of a request's infrastructure cost.
+ * The esbuild settings of every function bundle, shared with the conformance suite
+ * (test/conformance), which runs the same bundles under AWS's runtime interface client.
  */
-export const FUNCTION_MEMORY_MB = { completions: 384, models: 256 } as const;
+export const BUNDLE_SETTINGS = {
+  format: 'esm',
+  target: 'node22',
+  minify: true,
+  sourceMap: true,
+  mainFields: ['module', 'main'],
+  // ESM bundles of CommonJS dependencies still call require().
+  banner: "import{createRequire as __cr}from'node:module';const require=__cr(import.meta.url);",
+  // The AWS SDK is bundled (a pinned, tested version; faster cold starts than the runtime's copy).
+  // The tokenizer (several MB of BPE ranks) is only needed when an upstream reports no usage:
+  // it stays out of the main bundle, so a cold start does not parse it, and ships beside it
+  // as its own ESM file, loaded on first use.
+  externalModules: [TOKENIZER],
+} as const;
 
 /** Lambda's bounds on memory size, in MB. */
 const MEMORY_MIN_MB = 128;
@@ -84,18 +96,13 @@ export class ServiceFunction extends Construct {
       },
       bundling: {
         format: OutputFormat.ESM,
-        target: 'node22',
-        minify: true,
-        sourceMap: true,
-        mainFields: ['module', 'main'],
-        // ESM bundles of CommonJS dependencies still call require().
-        banner: "import{createRequire as __cr}from'node:module';const require=__cr(import.meta.url);",
+        target: BUNDLE_SETTINGS.target,
+        minify: BUNDLE_SETTINGS.minify,
+        sourceMap: BUNDLE_SETTINGS.sourceMap,
+        mainFields: [...BUNDLE_SETTINGS.mainFields],
+        banner: BUNDLE_SETTINGS.banner,
         forceDockerBundling: false,
-        // The AWS SDK is bundled (a pinned, tested version; faster cold starts than the runtime's copy).
-        // The tokenizer (several MB of BPE ranks) is only needed when an upstream reports no usage:
-        // it stays out of the main bundle, so a cold start does not parse it, and ships beside it
-        // as its own ESM file, loaded on first use.
-        externalModules: [TOKENIZER],
+        externalModules: [...BUNDLE_SETTINGS.externalModules],
         commandHooks: {
           beforeBundling: () => [],
           beforeInstall: () => [],

@@ -4,13 +4,14 @@ import { Construct } from 'constructs';
 import { TABLES, type TableDefinition } from '../tables.js';
 
 /**
- * The three tables from the one schema in lib/tables.ts: on-demand, point-in-time recovery,
+ * The tables from the one schema in lib/tables.ts: on-demand, point-in-time recovery,
  * encrypted, and (outside the sandbox) deletion-protected and retained.
  */
 export class ServiceTables extends Construct {
   readonly keys: TableV2;
   readonly accounts: TableV2;
   readonly ledger: TableV2;
+  readonly holds: TableV2;
 
   constructor(scope: Construct, id: string, props: { retain: boolean }) {
     super(scope, id);
@@ -34,5 +35,6 @@ export class ServiceTables extends Construct {
     this.keys = make(TABLES.keys);
     this.accounts = make(TABLES.accounts);
     this.ledger = make(TABLES.ledger);
+    this.holds = make(TABLES.holds);
   }
 }

@@ -65,6 +65,8 @@ export async function dynamoAnswers(endpoint: string, timeoutMs = 1_000): Promis
 
 export interface RunningDynamo {
   endpoint: string;
+  /** The Java process, when this module started it (fault tests pause it with SIGSTOP). */
+  pid?: number;
   stop(): Promise<void>;
 }
 
@@ -94,6 +96,7 @@ export async function startDynamoLocal(
   const exited = new Promise<void>((resolveExit) => child.once('exit', () => resolveExit()));
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGCONT'); // a fault test may have paused it
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
       await exited;
@@ -104,7 +107,8 @@ export async function startDynamoLocal(
   while (Date.now() < deadline) {
     if (child.exitCode !== null)
       throw new Error(`DynamoDB Local exited (code ${child.exitCode}): ${output.trim().slice(-500)}`);
-    if (await dynamoAnswers(endpoint, 500)) return { endpoint, stop };
+    if (await dynamoAnswers(endpoint, 500))
+      return { endpoint, stop, ...(child.pid !== undefined ? { pid: child.pid } : {}) };
     await new Promise((r) => setTimeout(r, 200));
   }
   await stop();
@@ -138,7 +142,7 @@ export function createTableInput(def: TableDefinition, tableName: string): Creat
 /** Creates the three tables where they are missing. */
 export async function ensureTables(
   client: DynamoDBClient,
-  names: { keys: string; accounts: string; ledger: string },
+  names: Record<keyof typeof TABLES, string>,
 ): Promise<void> {
   const existing = new Set<string>();
   let start: string | undefined;
@@ -147,7 +151,7 @@ export async function ensureTables(
     for (const name of page.TableNames ?? []) existing.add(name);
     start = page.LastEvaluatedTableName;
   } while (start);
-  for (const id of ['keys', 'accounts', 'ledger'] as const) {
+  for (const id of Object.keys(TABLES) as (keyof typeof TABLES)[]) {
     if (existing.has(names[id])) continue;
     try {
       await client.send(new CreateTableCommand(createTableInput(TABLES[id], names[id])));

@@ -1,86 +1,46 @@
-import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { Writable } from 'node:stream';
-import type { Context } from 'aws-lambda';
-
 /**
- * A Lambda Function URL emulator: turns each HTTP request into a Function URL event (payload
- * format 2.0) and invokes the same middy handlers Lambda runs. Streaming handlers get the
- * `awslambda.streamifyResponse` / `HttpResponseStream.from` contract; buffered ones return a result.
+ * The local stand-in for CloudFront and the Lambda Function URLs behind it (DESIGN section 3), used
+ * by `npm start`, the integration and contract tests and the benchmark. It behaves as the AWS path
+ * does, so that what passes here passes there:
+ * - a "CloudFront" port routes by path, as the distribution's behaviours do, and adds the secret
+ *   `x-origin-verify` header; each function also has a bare "Function URL" port that adds nothing
+ *   (a request there gets the function's 403, as in AWS);
+ * - each request becomes a Function URL event (payload format 2.0) and an invocation of a function
+ *   run by `runtime-api.ts`: one invocation at a time per instance, instances started on demand up
+ *   to a limit, the function timeout enforced by killing the instance, errors contained to the
+ *   invocation (502 before the first byte, a truncated response after);
+ * - each instance is a worker thread running the handler module (TypeScript, through tsx) under
+ *   the emulator's runtime client (`lambda-runtime.ts`, which follows AWS's aws-lambda-ric: the
+ *   conformance suite in test/conformance runs the same probes against both). Worker threads
+ *   rather than child processes: each has its own module state and heap (capped at the function's
+ *   memory size) and can be terminated at the deadline, yet starts in a fraction of the time of a
+ *   process and shares the parent's stdout, so `npm start` and the tests stay fast.
  *
  * Like Lambda, a streaming function gets no signal when the client goes away: writes after a
  * disconnect are dropped and the function runs to its end.
  */
-
-const STREAMING = Symbol.for('emulator.streamifyResponse');
-
-interface Prelude {
-  statusCode?: number;
-  headers?: Record<string, string>;
-  cookies?: string[];
-}
-
-/** The response stream a streaming handler writes to: bytes go to the client while it is connected. */
-class ResponseStream extends Writable {
-  private headSent = false;
-
-  constructor(private readonly res: ServerResponse) {
-    super();
-  }
-
-  setPrelude(prelude: Prelude): void {
-    if (this.headSent) return;
-    this.headSent = true;
-    const headers: Record<string, string | string[]> = { ...(prelude.headers ?? {}) };
-    if (prelude.cookies?.length) headers['set-cookie'] = prelude.cookies;
-    if (!this.res.destroyed) {
-      this.res.writeHead(prelude.statusCode ?? 200, headers);
-      this.res.flushHeaders();
-    }
-  }
-
-  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-    if (!this.headSent)
-      this.setPrelude({ statusCode: 200, headers: { 'content-type': 'application/octet-stream' } });
-    if (this.res.destroyed || this.res.writableEnded) {
-      callback();
-      return;
-    }
-    this.res.write(chunk, () => callback());
-  }
-
-  override _final(callback: (error?: Error | null) => void): void {
-    if (!this.headSent) this.setPrelude({ statusCode: 200 });
-    if (!this.res.destroyed && !this.res.writableEnded) this.res.end(() => callback());
-    else callback();
-  }
-}
-
-type StreamingHandler = (event: unknown, stream: Writable, context: Context) => Promise<unknown>;
-type BufferedHandler = (event: unknown, context: Context) => Promise<unknown>;
-
-/** Installs the globals the Lambda Node.js runtime provides to streaming functions. Idempotent. */
-export function installLambdaGlobals(): void {
-  // Other libraries (the AWS SDK's invoke store) may have created `awslambda` already: add to it.
-  const g = globalThis as { awslambda?: Record<string, unknown> };
-  g.awslambda ??= {};
-  g.awslambda.streamifyResponse ??= (fn: StreamingHandler) => {
-    Object.defineProperty(fn, STREAMING, { value: true });
-    return fn;
-  };
-  g.awslambda.HttpResponseStream ??= {
-    from(stream: ResponseStream, prelude: Prelude) {
-      stream.setPrelude(prelude);
-      return stream;
-    },
-  };
-}
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createRequire } from 'node:module';
+import type { AddressInfo } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { type FunctionConfig, FunctionPool, type FunctionStats, type Launcher } from './runtime-api.js';
 
 export interface EmulatedFunction {
   name: string;
-  /** The handler module's `handler` export, loaded after the Lambda globals are installed. */
-  load: () => Promise<unknown>;
+  /** Absolute path of the handler module (TypeScript or JavaScript). */
+  module: string;
+  /** The handler's export name; default `handler`. */
+  exportName?: string;
+  /** The function timeout and memory size (lib/infra/function-settings.ts). */
   timeoutMs: number;
+  memoryMb: number;
+  /** Most instances at once; default 4. */
+  maxInstances?: number;
+  /** Instances started with the emulator; default 1. */
+  warmInstances?: number;
 }
 
 export interface EmulatorOptions {
@@ -88,149 +48,233 @@ export interface EmulatorOptions {
   port?: number;
   /** CloudFront's behaviours: the first route whose path matches wins; the last should be a catch-all. */
   routes: { match: (path: string) => boolean; fn: EmulatedFunction }[];
-  /** Added as `x-origin-verify`, as CloudFront does. */
+  /** Added as `x-origin-verify` on the CloudFront port, as CloudFront does. */
   originVerifyValue?: string;
   /** Largest request body accepted (a Function URL accepts 6 MB). */
   maxBodyBytes?: number;
+  /** The functions' environment; default a copy of process.env at start. */
+  env?: Record<string, string>;
+  /** What runs an instance; default a worker thread with the emulator's runtime client. */
+  launcher?: (fn: EmulatedFunction) => Launcher;
 }
 
 export interface RunningEmulator {
+  /** The CloudFront stand-in. */
   url: string;
   port: number;
   server: Server;
+  /** Each function's bare Function URL (no origin-verify header added), by function name. */
+  functionUrls: Record<string, string>;
+  /** Invocations, function errors, timeouts and cold starts, by function name. */
+  stats(name: string): FunctionStats;
   close(): Promise<void>;
 }
 
 const TEXT_TYPES = /^(text\/|application\/(json|x-www-form-urlencoded|xml|javascript))/i;
 
-export async function startEmulator(options: EmulatorOptions): Promise<RunningEmulator> {
-  installLambdaGlobals();
-  const handlers = new Map<string, Promise<unknown>>();
-  const handlerOf = (fn: EmulatedFunction) => {
-    let loaded = handlers.get(fn.name);
-    if (!loaded) {
-      loaded = fn.load();
-      handlers.set(fn.name, loaded);
-    }
-    return loaded;
-  };
-  const maxBody = options.maxBodyBytes ?? 6 * 1024 * 1024;
+const RUNTIME_MODULE = fileURLToPath(new URL('./lambda-runtime.ts', import.meta.url));
+// Resolved here (not in the worker) so the worker needs no module resolution before tsx is loaded.
+const TSX_API = pathToFileURL(
+  join(dirname(createRequire(import.meta.url).resolve('tsx/package.json')), 'dist/esm/api/index.mjs'),
+).href;
+const BOOT = `
+const { workerData } = require('node:worker_threads');
+import(workerData.tsx).then((tsx) => { tsx.register(); return import(workerData.runtime); });
+`;
 
-  const server = createServer(async (req, res) => {
-    try {
-      const body = await readBody(req, maxBody);
-      if (body === undefined) {
-        res.writeHead(413, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ message: 'Request Entity Too Large' }));
-        return;
-      }
-      const url = new URL(req.url ?? '/', 'http://localhost');
-      const route = options.routes.find((r) => r.match(url.pathname));
+/** An instance as a worker thread: own module state, heap capped at the function's memory size. */
+export function workerLauncher(fn: EmulatedFunction): Launcher {
+  return (runtimeApi, env) => {
+    const worker = new Worker(BOOT, {
+      eval: true,
+      env: { ...env, AWS_LAMBDA_RUNTIME_API: runtimeApi },
+      execArgv: [],
+      workerData: {
+        lambdaRuntime: true,
+        tsx: TSX_API,
+        runtime: pathToFileURL(RUNTIME_MODULE).href,
+        module: fn.module,
+        exportName: fn.exportName ?? 'handler',
+      },
+      resourceLimits: { maxOldGenerationSizeMb: fn.memoryMb },
+    });
+    const exited = new Promise((resolve) => {
+      worker.on('exit', resolve);
+      worker.on('error', (error) => {
+        console.error(`[emulator] ${fn.name}: instance crashed`, error);
+      });
+    });
+    return { exited, kill: () => void worker.terminate() };
+  };
+}
+
+/**
+ * An instance in the caller's own thread: for tests that reach into a function's own module state
+ * (a fault injected into its DynamoDB client, a mocked Secrets Manager). Every instance then shares
+ * one module graph, and a deadline can only cut the client off, not stop the handler: Lambda's
+ * isolation is what the worker launcher is for.
+ */
+export function inProcessLauncher(fn: EmulatedFunction): Launcher {
+  return (runtimeApi, env) => {
+    const exited = import('./lambda-runtime.js').then(({ runRuntime }) =>
+      runRuntime({
+        runtimeApi,
+        module: fn.module,
+        exportName: fn.exportName ?? 'handler',
+        env,
+        inProcess: true,
+      }),
+    );
+    // Killing it closes its Runtime API server; the loop then ends on its own.
+    return { exited, kill: () => {} };
+  };
+}
+
+async function listen(server: Server, port: number, host: string): Promise<number> {
+  await new Promise<void>((resolve) => server.listen(port, host, resolve));
+  return (server.address() as AddressInfo).port;
+}
+
+export async function startEmulator(options: EmulatorOptions): Promise<RunningEmulator> {
+  const host = options.host ?? '127.0.0.1';
+  const maxBody = options.maxBodyBytes ?? 6 * 1024 * 1024;
+  const env =
+    options.env ??
+    (Object.fromEntries(Object.entries(process.env).filter(([, v]) => v !== undefined)) as Record<
+      string,
+      string
+    >);
+  const pools = new Map<string, FunctionPool>();
+  for (const { fn } of options.routes) {
+    if (pools.has(fn.name)) continue;
+    const config: FunctionConfig = {
+      name: fn.name,
+      timeoutMs: fn.timeoutMs,
+      memoryMb: fn.memoryMb,
+      env,
+      ...(fn.maxInstances !== undefined ? { maxInstances: fn.maxInstances } : {}),
+      ...(fn.warmInstances !== undefined ? { warmInstances: fn.warmInstances } : {}),
+    };
+    pools.set(fn.name, new FunctionPool(config, (options.launcher ?? workerLauncher)(fn)));
+  }
+  // The warm instances of every function start together; the emulator answers once they are ready.
+  await Promise.all([...pools.values()].map((pool) => pool.warm()));
+
+  /** A Function URL: the request as an event, answered by one invocation. */
+  const functionUrl = async (
+    pool: FunctionPool,
+    req: IncomingMessage,
+    res: ServerResponse,
+    extraHeaders: Record<string, string>,
+  ) => {
+    const body = await readBody(req, maxBody);
+    if (body === undefined) {
+      // Answered without the body: this connection is not reused (its client may still be mid-request).
+      res.writeHead(413, { 'content-type': 'application/json', connection: 'close' });
+      res.end(JSON.stringify({ message: 'Request Entity Too Large' }));
+      return;
+    }
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    await pool.invoke(toEvent(req, url, body, extraHeaders), res);
+  };
+  const guard = (serve: (req: IncomingMessage, res: ServerResponse) => Promise<void>) => {
+    return (req: IncomingMessage, res: ServerResponse) => {
+      serve(req, res).catch((error) => {
+        console.error('[emulator] request failed', error);
+        if (!res.headersSent && !res.destroyed) {
+          res.writeHead(502, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ message: 'Internal Server Error' }));
+        } else if (!res.writableEnded) res.destroy();
+      });
+    };
+  };
+
+  const servers: Server[] = [];
+  const functionUrls: Record<string, string> = {};
+  for (const [name, pool] of pools) {
+    const server = createServer(guard((req, res) => functionUrl(pool, req, res, {})));
+    servers.push(server);
+    functionUrls[name] = `http://${host}:${await listen(server, 0, host)}`;
+  }
+
+  const originHeaders: Record<string, string> =
+    options.originVerifyValue !== undefined ? { 'x-origin-verify': options.originVerifyValue } : {};
+  const server = createServer(
+    guard(async (req, res) => {
+      const path = new URL(req.url ?? '/', 'http://localhost').pathname;
+      const route = options.routes.find((r) => r.match(path));
       if (!route) {
         res.writeHead(404, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ message: 'Not Found' }));
         return;
       }
-      const event = toEvent(req, url, body, options.originVerifyValue);
-      const deadline = Date.now() + route.fn.timeoutMs;
-      const context = toContext(route.fn, event.requestContext.requestId, deadline);
-      const handler = (await handlerOf(route.fn)) as StreamingHandler | BufferedHandler;
-      if ((handler as unknown as Record<symbol, unknown>)[STREAMING]) {
-        await invokeStreaming(handler as StreamingHandler, event, context, res);
-      } else {
-        await invokeBuffered(handler as BufferedHandler, event, context, res);
-      }
-    } catch (error) {
-      // Lambda answers an unhandled function error with a 502.
-      console.error('[emulator] function error', error);
-      if (!res.headersSent && !res.destroyed) {
-        res.writeHead(502, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ message: 'Internal Server Error' }));
-      } else if (!res.writableEnded) {
-        res.destroy();
-      }
-    }
-  });
-  server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve) =>
-    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve),
+      await functionUrl(pools.get(route.fn.name) as FunctionPool, req, res, originHeaders);
+    }),
   );
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : 0;
+  server.keepAliveTimeout = 65_000;
+  servers.push(server);
+  const port = await listen(server, options.port ?? 0, host);
   return {
-    url: `http://${options.host ?? '127.0.0.1'}:${port}`,
+    url: `http://${host}:${port}`,
     port,
     server,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+    functionUrls,
+    stats: (name) => {
+      const pool = pools.get(name);
+      if (!pool) throw new Error(`no function ${name}`);
+      return { ...pool.stats };
+    },
+    close: async () => {
+      await Promise.all([...pools.values()].map((p) => p.close()));
+      await Promise.all(
+        servers.map(
+          (s) =>
+            new Promise<void>((resolve) => {
+              s.close(() => resolve());
+              s.closeAllConnections();
+            }),
+        ),
+      );
+    },
   };
 }
 
-async function invokeStreaming(
-  handler: StreamingHandler,
-  event: unknown,
-  context: Context,
-  res: ServerResponse,
+/**
+ * The request body, or undefined when it is larger than `maxBytes`. An oversized body is still read to
+ * its end (and thrown away), up to 4 x the limit, so the client can finish sending and read the 413;
+ * past that the connection is cut.
+ */
+function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    req.on('data', (part: Buffer) => {
+      size += part.length;
+      if (size > maxBytes * 4) req.destroy();
+      else if (size > maxBytes) parts.length = 0;
+      else parts.push(part);
+    });
+    req.on('end', () => resolve(size > maxBytes ? undefined : Buffer.concat(parts)));
+    req.on('error', reject);
+    req.on('close', () => {
+      if (!req.complete) resolve(undefined);
+    });
+  });
+}
+
+/** A Function URL event (payload format 2.0). */
+export function toEvent(
+  req: IncomingMessage,
+  url: URL,
+  body: Buffer,
+  extraHeaders: Record<string, string> = {},
 ) {
-  const stream = new ResponseStream(res);
-  await handler(event, stream, context);
-  if (!stream.writableFinished) await new Promise<void>((resolve) => stream.end(resolve));
-}
-
-async function invokeBuffered(
-  handler: BufferedHandler,
-  event: unknown,
-  context: Context,
-  res: ServerResponse,
-) {
-  const result = (await handler(event, context)) as
-    | {
-        statusCode?: number;
-        headers?: Record<string, string>;
-        body?: string;
-        isBase64Encoded?: boolean;
-        cookies?: string[];
-      }
-    | string
-    | undefined;
-  if (typeof result === 'string' || result === undefined || result.statusCode === undefined) {
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(typeof result === 'string' ? result : JSON.stringify(result ?? null));
-    return;
-  }
-  const headers: Record<string, string | string[]> = { ...(result.headers ?? {}) };
-  if (result.cookies?.length) headers['set-cookie'] = result.cookies;
-  res.writeHead(result.statusCode, headers);
-  res.end(
-    result.body === undefined
-      ? ''
-      : result.isBase64Encoded
-        ? Buffer.from(result.body, 'base64')
-        : result.body,
-  );
-}
-
-async function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer | undefined> {
-  const parts: Buffer[] = [];
-  let size = 0;
-  for await (const part of req) {
-    size += (part as Buffer).length;
-    if (size > maxBytes) return undefined;
-    parts.push(part as Buffer);
-  }
-  return Buffer.concat(parts);
-}
-
-function toEvent(req: IncomingMessage, url: URL, body: Buffer, originVerifyValue: string | undefined) {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined) continue;
     headers[name.toLowerCase()] = Array.isArray(value) ? value.join(',') : value;
   }
-  if (originVerifyValue !== undefined) headers['x-origin-verify'] = originVerifyValue;
+  Object.assign(headers, extraHeaders);
   const queryStringParameters: Record<string, string> = {};
   for (const [name, value] of url.searchParams) {
     queryStringParameters[name] = queryStringParameters[name]
@@ -266,22 +310,5 @@ function toEvent(req: IncomingMessage, url: URL, body: Buffer, originVerifyValue
     },
     ...(body.length > 0 ? { body: isText ? body.toString('utf8') : body.toString('base64') } : {}),
     isBase64Encoded: !isText,
-  };
-}
-
-function toContext(fn: EmulatedFunction, requestId: string, deadline: number): Context {
-  return {
-    callbackWaitsForEmptyEventLoop: false,
-    functionName: fn.name,
-    functionVersion: '$LATEST',
-    invokedFunctionArn: `arn:aws:lambda:local:000000000000:function:${fn.name}`,
-    memoryLimitInMB: '1024',
-    awsRequestId: requestId,
-    logGroupName: `/aws/lambda/${fn.name}`,
-    logStreamName: 'local',
-    getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
-    done: () => {},
-    fail: () => {},
-    succeed: () => {},
   };
 }

@@ -1,6 +1,10 @@
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { TableNames } from '../../functions/adapters/dynamodb.js';
+import { DynamoStore, type TableNames } from '../../functions/adapters/dynamodb/index.js';
 import { startSimulator } from '../../functions/simulator/server.js';
+import { SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
+import { FUNCTION_SETTINGS } from '../infra/function-settings.js';
 import { LOCAL_TABLE_NAMES, TABLE_ENV } from '../tables.js';
 import {
   dynamoAnswers,
@@ -9,7 +13,7 @@ import {
   type RunningDynamo,
   startDynamoLocal,
 } from './dynamodb-local.js';
-import { type RunningEmulator, startEmulator } from './emulator.js';
+import { type EmulatedFunction, type RunningEmulator, startEmulator } from './emulator.js';
 
 /**
  * The whole service on one machine (DESIGN section 3): DynamoDB Local, the upstream simulator and
@@ -33,6 +37,12 @@ export interface LocalStackOptions {
   upstreamApiKey?: string;
   /** Extra environment for the functions (set before their modules load). */
   env?: Record<string, string>;
+  /** Per-function overrides of the emulator's settings (e.g. a short timeout in a test). */
+  functions?: Partial<Record<'completions' | 'models', Partial<EmulatedFunction>>>;
+  /** Passed to the emulator: what runs an instance (the conformance suite runs aws-lambda-ric). */
+  launcher?: Parameters<typeof startEmulator>[0]['launcher'];
+  /** How often expired holds are swept (default: the deployed schedule, SWEEP_INTERVAL_MINUTES). */
+  sweepIntervalMs?: number;
 }
 
 export interface LocalStack {
@@ -42,6 +52,8 @@ export interface LocalStack {
   dynamoEndpoint: string;
   client: DynamoDBClient;
   tables: TableNames;
+  /** The store over these tables, for the operator's side (accounts, keys, ledger, holds). */
+  store: DynamoStore;
   /** The simulator's base URL when it runs. */
   simulatorUrl: string | undefined;
   stop(): Promise<void>;
@@ -52,6 +64,7 @@ export function localTableNames(prefix = ''): TableNames {
     keys: `${prefix}${LOCAL_TABLE_NAMES.keys}`,
     accounts: `${prefix}${LOCAL_TABLE_NAMES.accounts}`,
     ledger: `${prefix}${LOCAL_TABLE_NAMES.ledger}`,
+    holds: `${prefix}${LOCAL_TABLE_NAMES.holds}`,
   };
 }
 
@@ -104,40 +117,69 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       [TABLE_ENV.keys]: tables.keys,
       [TABLE_ENV.accounts]: tables.accounts,
       [TABLE_ENV.ledger]: tables.ledger,
+      [TABLE_ENV.holds]: tables.holds,
       UPSTREAM_BASE_URL: upstreamBaseUrl,
       ...(options.upstreamApiKey ? { UPSTREAM_API_KEY: options.upstreamApiKey } : {}),
       ...options.env,
     });
 
+    // As CloudFront does: a secret header on every request it forwards, which the functions check.
+    const originVerifyValue =
+      options.env?.ORIGIN_VERIFY_VALUE ?? process.env.ORIGIN_VERIFY_VALUE ?? randomBytes(16).toString('hex');
+    process.env.ORIGIN_VERIFY_VALUE = originVerifyValue;
+    const handlerPath = (fn: string) =>
+      fileURLToPath(new URL(`../../functions/${fn}/handler.ts`, import.meta.url));
     const emulator = await startEmulator({
       port: options.port ?? 0,
       ...(options.host ? { host: options.host } : {}),
+      originVerifyValue,
+      ...(options.launcher ? { launcher: options.launcher } : {}),
       routes: [
         {
           match: (path) => path === '/api/v1/chat/completions',
           fn: {
             name: 'completions',
-            timeoutMs: 300_000,
-            load: async () => (await import('../../functions/completions/handler.js')).handler,
+            module: handlerPath('completions'),
+            timeoutMs: FUNCTION_SETTINGS.completions.timeoutSeconds * 1000,
+            memoryMb: FUNCTION_SETTINGS.completions.memoryMb,
+            ...options.functions?.completions,
           },
         },
         {
           match: () => true,
           fn: {
             name: 'models',
-            timeoutMs: 10_000,
-            load: async () => (await import('../../functions/models/handler.js')).handler,
+            module: handlerPath('models'),
+            timeoutMs: FUNCTION_SETTINGS.models.timeoutSeconds * 1000,
+            memoryMb: FUNCTION_SETTINGS.models.memoryMb,
+            ...options.functions?.models,
           },
         },
       ],
     });
     stops.push(emulator.close);
+
+    // The hold sweeper on the schedule it has in AWS (an EventBridge rule there).
+    const store = new DynamoStore(client, tables);
+    // Loaded here, after the environment is set: the sweeper's logger reads LOG_LEVEL when it loads.
+    const { sweepExpiredHolds } = await import('../../functions/sweeper/sweep.js');
+    const sweepTimer = setInterval(
+      () => {
+        sweepExpiredHolds(store).catch((error: unknown) =>
+          console.error(`hold sweep failed: ${error instanceof Error ? error.message : String(error)}`),
+        );
+      },
+      options.sweepIntervalMs ?? SWEEP_INTERVAL_MINUTES * 60_000,
+    );
+    sweepTimer.unref();
+    stops.push(async () => clearInterval(sweepTimer));
     return {
       baseUrl: `${emulator.url}/api/v1`,
       emulator,
       dynamoEndpoint: dynamo.endpoint,
       client,
       tables,
+      store,
       simulatorUrl,
       stop: stopAll,
     };

@@ -2,7 +2,7 @@ import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ApiStack } from '../../lib/infra/api-stack.js';
-import { FUNCTION_MEMORY_MB } from '../../lib/infra/service-function.js';
+import { FUNCTION_SETTINGS } from '../../lib/infra/function-settings.js';
 
 /** The functions' memory sizes (issue 15): measured defaults, and a CDK context value per function. */
 const TIERS = JSON.stringify({
@@ -36,19 +36,19 @@ beforeAll(() => {
 describe('function memory sizes', () => {
   it('defaults to the sizes chosen from the benchmark', () => {
     expect(defaults).toEqual({
-      Completions: FUNCTION_MEMORY_MB.completions,
-      Models: FUNCTION_MEMORY_MB.models,
+      Completions: FUNCTION_SETTINGS.completions.memoryMb,
+      Models: FUNCTION_SETTINGS.models.memoryMb,
     });
-    expect(FUNCTION_MEMORY_MB.completions).toBeLessThan(1024);
+    expect(FUNCTION_SETTINGS.completions.memoryMb).toBeLessThan(1024);
   });
 
   it('takes each function size from its own context value', () => {
     expect(memorySizes({ completionsMemorySize: '512' })).toEqual({
       Completions: 512,
-      Models: FUNCTION_MEMORY_MB.models,
+      Models: FUNCTION_SETTINGS.models.memoryMb,
     });
     expect(memorySizes({ modelsMemorySize: 1769 })).toEqual({
-      Completions: FUNCTION_MEMORY_MB.completions,
+      Completions: FUNCTION_SETTINGS.completions.memoryMb,
       Models: 1769,
     });
   }, 120_000);

@@ -77,7 +77,7 @@ describe('cdk-nag AwsSolutions', () => {
 describe('functions', () => {
   it('run Node.js 22 on arm64 with source maps, ESM bundles and their own log groups', () => {
     const fns = userFunctions(sandbox.template);
-    expect(fns).toHaveLength(3); // completions, models, simulator
+    expect(fns).toHaveLength(4); // completions, models, hold sweeper, simulator
     for (const [, fn] of fns) {
       const p = (fn as { Properties: Record<string, unknown> }).Properties;
       expect(p.Runtime).toBe('nodejs22.x');
@@ -147,7 +147,7 @@ describe('functions', () => {
         }),
       },
     });
-    expect(userFunctions(prod.template)).toHaveLength(2);
+    expect(userFunctions(prod.template)).toHaveLength(3);
     prod.template.hasResourceProperties('AWS::Lambda::Function', {
       Environment: { Variables: Match.objectLike({ TIERS_CONFIG: TIERS }) },
     });
@@ -161,7 +161,7 @@ describe('functions', () => {
 describe('tables', () => {
   it('are on-demand, encrypted, with point-in-time recovery and the GSIs of lib/tables.ts', () => {
     for (const { template } of [sandbox, prod]) {
-      template.resourceCountIs('AWS::DynamoDB::GlobalTable', 3);
+      template.resourceCountIs('AWS::DynamoDB::GlobalTable', 4);
       template.allResourcesProperties('AWS::DynamoDB::GlobalTable', {
         BillingMode: 'PAY_PER_REQUEST',
         SSESpecification: { SSEEnabled: true },
@@ -180,6 +180,12 @@ describe('tables', () => {
         KeySchema: [
           { AttributeName: 'accountId', KeyType: 'HASH' },
           { AttributeName: 'entryId', KeyType: 'RANGE' },
+        ],
+      });
+      template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
+        KeySchema: [
+          { AttributeName: 'accountId', KeyType: 'HASH' },
+          { AttributeName: 'holdId', KeyType: 'RANGE' },
         ],
       });
     }
@@ -244,6 +250,40 @@ describe('CloudFront', () => {
     ).toBe(true);
   });
 
+  it.each(['sandbox', 'prod'] as const)(
+    'caches no error response on any route, and passes the origin error through (%s)',
+    (stage) => {
+      const [distribution] = Object.values(
+        (stage === 'prod' ? prod : sandbox).template.findResources('AWS::CloudFront::Distribution'),
+      );
+      const config = (
+        distribution as {
+          Properties: {
+            DistributionConfig: {
+              CustomErrorResponses?: Record<string, unknown>[];
+              DefaultCacheBehavior: { CachePolicyId: string };
+              CacheBehaviors: { CachePolicyId: string }[];
+            };
+          };
+        }
+      ).Properties.DistributionConfig;
+      // Every status CloudFront's error caching applies to, each with a TTL of 0 and no replacement
+      // page or status: the client gets the origin's own error, never a cached one.
+      expect(config.CustomErrorResponses).toEqual(
+        [400, 403, 404, 405, 414, 416, 500, 501, 502, 503, 504].map((code) => ({
+          ErrorCode: code,
+          ErrorCachingMinTTL: 0,
+        })),
+      );
+      // No route caches a success either, so GET /models (answered per key) is never shared
+      // between accounts: both behaviours use Managed-CachingDisabled, whose cache key is moot.
+      for (const policy of [config.DefaultCacheBehavior, ...config.CacheBehaviors].map(
+        (b) => b.CachePolicyId,
+      ))
+        expect(policy).toBe('4135ea2d-6df8-44a3-9df3-4b5a84be39ad');
+    },
+  );
+
   it('enforces TLS 1.2 when deployed with a custom domain and certificate', () => {
     const app = new App();
     const stack = new ApiStack(app, 'Domain', {
@@ -301,7 +341,7 @@ describe('least privilege', () => {
     }
   });
 
-  it('gives the models function only the reads and the origin secret it uses', () => {
+  it('gives the models function only the reads (keys, accounts, one ledger entry) and the origin secret it uses', () => {
     const models = policies(prod.template).find((p) => p.id.startsWith('Models'));
     const actions = new Set(models?.statements.flatMap((s) => [s.Action].flat()));
     expect([...actions].sort()).toEqual([
@@ -318,6 +358,7 @@ describe('least privilege', () => {
     const actions = new Set(completions?.statements.flatMap((s) => [s.Action].flat()));
     expect([...actions].sort()).toEqual([
       'dynamodb:BatchGetItem',
+      'dynamodb:DeleteItem',
       'dynamodb:GetItem',
       'dynamodb:PutItem',
       'dynamodb:UpdateItem',
@@ -325,6 +366,25 @@ describe('least privilege', () => {
       'xray:PutTelemetryRecords',
       'xray:PutTraceSegments',
     ]);
+    // Holds: placed and deleted on the holds table only; the ledger only ever gets new entries.
+    const onHolds = completions?.statements.filter((s) => JSON.stringify(s.Resource).includes('holds'));
+    expect(onHolds?.flatMap((s) => [s.Action].flat()).sort()).toEqual([
+      'dynamodb:DeleteItem',
+      'dynamodb:PutItem',
+    ]);
+  });
+
+  it('gives the hold sweeper a scan and delete on the holds table and an update on accounts, on a schedule', () => {
+    const sweeper = policies(prod.template).find((p) => p.id.startsWith('HoldSweeper'));
+    const actions = new Set(sweeper?.statements.flatMap((s) => [s.Action].flat()));
+    expect([...actions].sort()).toEqual([
+      'dynamodb:DeleteItem',
+      'dynamodb:Scan',
+      'dynamodb:UpdateItem',
+      'xray:PutTelemetryRecords',
+      'xray:PutTraceSegments',
+    ]);
+    prod.template.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'rate(1 minute)' });
   });
 });
 
@@ -334,9 +394,11 @@ describe('alarms and outputs', () => {
       Properties: Record<string, unknown>;
     }[];
     const names = alarms.map((a) => JSON.stringify(a.Properties));
-    expect(alarms.filter((a) => a.Properties.MetricName === 'Errors')).toHaveLength(2);
+    expect(alarms.filter((a) => a.Properties.MetricName === 'Errors')).toHaveLength(3);
+    expect(alarms.filter((a) => a.Properties.MetricName === 'ExpiredHoldsReleased')).toHaveLength(1);
     expect(alarms.filter((a) => a.Properties.MetricName === 'Throttles')).toHaveLength(2);
     expect(alarms.filter((a) => a.Properties.MetricName === 'BillingFailures')).toHaveLength(1);
+    expect(alarms.filter((a) => a.Properties.MetricName === 'UsageOutOfBounds')).toHaveLength(1);
     expect(names.filter((n) => n.includes('Url5xxCount'))).toHaveLength(2);
     for (const alarm of alarms) expect(alarm.Properties.AlarmActions).toBeDefined();
     prod.template.hasResourceProperties('AWS::SNS::Subscription', {

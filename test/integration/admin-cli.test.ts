@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
 import { ensureTables, freePort, localClient } from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';
 
@@ -18,6 +19,7 @@ const env = {
   KEYS_TABLE: tables.keys,
   ACCOUNTS_TABLE: tables.accounts,
   LEDGER_TABLE: tables.ledger,
+  HOLDS_TABLE: tables.holds,
 };
 
 /** Runs the operator CLI as a user does; returns exit code, stdout and stderr. */
@@ -104,12 +106,59 @@ describe('operator CLI', () => {
     const csv = await admin('usage', 'ledgered', '--format', 'csv');
     const lines = csv.stdout.trim().split('\n');
     expect(lines[0]).toBe(
-      'time,entryId,type,tier,promptTokens,completionTokens,cachedTokens,amountUsd,estimated,reference',
+      'time,entryId,type,tier,keyId,user,promptTokens,completionTokens,cachedTokens,amountUsd,estimated,reference',
     );
     expect(lines).toHaveLength(3);
     const future = await json('usage', 'ledgered', '--since', '2999-01-01T00:00:00Z');
     expect(future.entries).toEqual([]);
     expect((await admin('usage', 'ledgered', '--format', 'xml')).code).toBe(2);
+  });
+
+  it('sums charges by key, by end user and by day, exactly', async () => {
+    await json('account', 'create', 'split', '--credits', '10');
+    const client = localClient(inject('dynamoEndpoint'));
+    const store = new DynamoStore(client, tables);
+    const charge = (n: number, keyId: string, user: string | undefined, billedNano: bigint, day: string) =>
+      store.settleCharge({
+        accountId: 'split',
+        generationId: `gen-1767225600-SPLIT${n}`,
+        keyId,
+        tier: 'svc-fast',
+        upstreamModel: 'sim-fast',
+        promptTokens: 10 * n,
+        completionTokens: n,
+        cachedTokens: 0,
+        upstreamCostUsd: '0',
+        billedNano,
+        estimated: false,
+        ...(user ? { user } : {}),
+        createdAt: `${day}T12:00:00.000Z`,
+      });
+    await charge(1, 'key_a', 'alice', 100n, '2026-11-01');
+    await charge(2, 'key_a', 'bob', 250n, '2026-11-02');
+    await charge(3, 'key_b', 'alice', 1n, '2026-11-02');
+    await charge(4, 'key_b', undefined, 3n, '2026-11-02');
+    client.destroy();
+    const byUser = await json('usage', 'split', '--by', 'user');
+    expect(byUser.groups).toEqual([
+      { user: '', requests: 1, promptTokens: 40, completionTokens: 4, costUsd: 0.000000003 },
+      { user: 'alice', requests: 2, promptTokens: 40, completionTokens: 4, costUsd: 0.000000101 },
+      { user: 'bob', requests: 1, promptTokens: 20, completionTokens: 2, costUsd: 0.00000025 },
+    ]);
+    const byKey = await json('usage', 'split', '--by', 'key');
+    expect((byKey.groups as { key: string; costUsd: number }[]).map((g) => [g.key, g.costUsd])).toEqual([
+      ['key_a', 0.00000035],
+      ['key_b', 0.000000004],
+    ]);
+    const byDay = await admin('usage', 'split', '--by', 'day', '--format', 'csv');
+    expect(byDay.stdout.trim().split('\n')).toEqual([
+      'day,requests,promptTokens,completionTokens,costUsd',
+      '2026-11-01,1,10,1,0.0000001',
+      '2026-11-02,3,90,9,0.000000254',
+    ]);
+    const rows = (await json('usage', 'split')).entries as { keyId: string; user: string }[];
+    expect(rows.filter((r) => r.keyId === 'key_a').map((r) => r.user)).toEqual(['alice', 'bob']);
+    expect((await admin('usage', 'split', '--by', 'tier')).code).toBe(2);
   });
 
   it('reconciles: exit 0 when every balance equals its ledger, 1 and the difference when one does not', async () => {

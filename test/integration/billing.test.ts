@@ -1,7 +1,7 @@
 import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getStore } from '../../functions/adapters/dynamodb.js';
+import { getStore } from '../../functions/adapters/dynamodb/index.js';
 import { usdToNano } from '../../functions/core/money.js';
 import { billingFailures } from '../../functions/shared/observability.js';
 import {
@@ -11,6 +11,7 @@ import {
   revokeKey,
   setAccountStatus,
 } from '../../lib/admin/operations.js';
+import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { readSse } from '../support/sse.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
@@ -20,7 +21,8 @@ import { balanceNano, newAccount, startTarget, type Target } from '../support/ta
  */
 let target: Target;
 beforeAll(async () => {
-  target = await startTarget();
+  // The functions run in this thread (inProcessLauncher): the tests reach into their own SDK clients.
+  target = await startTarget({ launcher: inProcessLauncher });
 });
 afterAll(async () => {
   await target?.stop();
@@ -36,7 +38,8 @@ async function expectReconciled(accountId: string) {
 }
 
 /**
- * Injects a fault into the completions function's own DynamoDB client for TransactWriteItems:
+ * Injects a fault into the completions function's own DynamoDB client for the settlement's
+ * TransactWriteItems (the one that writes a ledger entry; a hold write is left alone):
  * `fault(attempt, next)` decides what each attempt does. Removed after the test.
  */
 function injectSettlementFault(
@@ -47,7 +50,9 @@ function injectSettlementFault(
   let attempt = 0;
   store.client.middlewareStack.add(
     (next, context) => async (args) => {
-      if (context.commandName !== 'TransactWriteItemsCommand') return next(args);
+      const items = (args.input as { TransactItems?: { Put?: { TableName?: string } }[] }).TransactItems;
+      const settlement = items?.some((item) => item.Put?.TableName === store.tables.ledger);
+      if (context.commandName !== 'TransactWriteItemsCommand' || !settlement) return next(args);
       attempt += 1;
       return fault(attempt, () => next(args)) as ReturnType<typeof next>;
     },

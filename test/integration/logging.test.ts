@@ -39,6 +39,12 @@ describe('structured logs', () => {
         ? ''
         : ((JSON.parse(text) as { choices: { message: { content: string } }[] }).choices[0]?.message
             .content ?? '');
+      // The function runs in its own thread (as in Lambda, its own environment): its log lines
+      // reach this process's stdout shortly after, not necessarily before, the response.
+      const until = Date.now() + 5_000;
+      while (!lines.some((l) => l.includes('generation settled')) && Date.now() < until)
+        await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 100));
       const records = lines.flatMap((line) => {
         try {
           return [JSON.parse(line) as Record<string, unknown>];

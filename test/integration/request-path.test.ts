@@ -1,7 +1,8 @@
 import { QueryCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getStore } from '../../functions/adapters/dynamodb.js';
+import { getStore } from '../../functions/adapters/dynamodb/index.js';
 import { usdToNano } from '../../functions/core/money.js';
+import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
 /** The request path through the Function URL emulator, against DynamoDB Local and the simulator. */
@@ -9,7 +10,8 @@ let target: Target;
 let key: string;
 let accountId: string;
 beforeAll(async () => {
-  target = await startTarget();
+  // The functions run in this thread (inProcessLauncher): the tests reach into their own SDK clients.
+  target = await startTarget({ launcher: inProcessLauncher });
   ({ key, accountId } = await newAccount(target, '5'));
 });
 afterAll(async () => {
@@ -79,7 +81,7 @@ describe('body validation', () => {
     ['missing messages', { model: 'svc-fast' }, 'messages'],
     ['temperature above 2', { ...hello, temperature: 2.1 }, 'temperature'],
     ['max_tokens of 0', { ...hello, max_tokens: 0 }, 'max_tokens'],
-    ['an unknown field', { ...hello, colour: 'red' }, 'colour'],
+    ['a field of the wrong type', { ...hello, temperature: 'hot' }, 'temperature'],
     [
       'a tool message without tool_call_id',
       { ...hello, messages: [{ role: 'tool', content: 'x' }] },
@@ -194,9 +196,9 @@ describe('billing', () => {
     // svc-heavy: $0.78/M input, $0.078/M cached, $3.25/M output, billed
     const expectedNano = BigInt(body.usage.prompt_tokens - 4) * 780n + 4n * 78n + 7n * 3250n;
     expect(usdToNano(String(body.usage.cost))).toBe(expectedNano);
-    const ledger = await target.admin.client.send(
+    const ledger = await target.client.send(
       new QueryCommand({
-        TableName: target.admin.tables.ledger,
+        TableName: target.tables.ledger,
         KeyConditionExpression: 'accountId = :a',
         ExpressionAttributeValues: { ':a': { S: account.accountId } },
       }),
@@ -204,7 +206,7 @@ describe('billing', () => {
     const charges = (ledger.Items ?? []).filter((item) => item.type?.S === 'charge');
     expect(charges).toHaveLength(1);
     expect(charges[0]?.entryId?.S).toBe(body.id);
-    expect(charges[0]?.billedNanoUsd?.N).toBe(expectedNano.toString());
+    expect(charges[0]?.amountNanoUsd?.N).toBe(expectedNano.toString());
     expect(charges[0]?.estimated?.BOOL).toBe(false);
     expect(await balanceNano(target, account.accountId)).toBe(1_000_000_000n - expectedNano);
   });
@@ -225,9 +227,9 @@ describe('billing', () => {
     expect(body.usage.completion_tokens).toBe(9);
     const before = 1_000_000_000n;
     expect(before - (await balanceNano(target, account.accountId))).toBe(usdToNano(String(body.usage.cost)));
-    const ledger = await target.admin.client.send(
+    const ledger = await target.client.send(
       new QueryCommand({
-        TableName: target.admin.tables.ledger,
+        TableName: target.tables.ledger,
         KeyConditionExpression: 'accountId = :a AND entryId = :e',
         ExpressionAttributeValues: { ':a': { S: account.accountId }, ':e': { S: body.id } },
       }),

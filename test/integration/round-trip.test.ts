@@ -2,31 +2,38 @@ import { subscribe } from 'node:diagnostics_channel';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getStore } from '../../functions/adapters/dynamodb.js';
+import { getStore } from '../../functions/adapters/dynamodb/index.js';
+import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
- * The round-trip budget (DESIGN section 4), counted, not timed: on a warm path exactly one DynamoDB
- * read before the upstream call and one write after the last token, no Secrets Manager call, and
- * no DynamoDB call at all for a malformed key. The upstream credential comes from a (mocked)
- * Secrets Manager, as in Lambda.
+ * The round-trip budget (DESIGN section 4), counted, not timed: on a warm path a funded account makes
+ * exactly one DynamoDB read before the upstream call and one write after the last token; a near-empty
+ * one adds exactly one hold write before the upstream call; no Secrets Manager call, and no DynamoDB
+ * call at all for a malformed key. The upstream credential comes from a (mocked) Secrets Manager, as
+ * in Lambda. The function believes 1000 requests can run at once (MAX_CONCURRENCY, the default).
  */
 const secrets = mockClient(SecretsManagerClient);
 let target: Target;
 let key: string;
+let nearEmptyKey: string;
 const events: string[] = [];
 
 beforeAll(async () => {
   secrets
     .on(GetSecretValueCommand)
     .resolves({ SecretString: JSON.stringify({ UPSTREAM_API_KEY: 'sk-from-secrets-manager' }) });
+  // The functions run in this thread (inProcessLauncher): the tests reach into their own SDK clients.
   target = await startTarget({
+    launcher: inProcessLauncher,
     env: {
       UPSTREAM_SECRET_ARN: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:upstream',
       UPSTREAM_API_KEY: 'unused-locally',
     },
   });
-  ({ key } = await newAccount(target, '10'));
+  // $1,000 covers 1000 svc-fast requests of this size at their worst case (about $0.012 each).
+  ({ key } = await newAccount(target, '1000'));
+  ({ key: nearEmptyKey } = await newAccount(target, '0.05'));
   // Record the order of DynamoDB calls and upstream calls made by the function.
   getStore().client.middlewareStack.add(
     (next, context) => async (args) => {
@@ -83,6 +90,21 @@ describe('the round-trip budget', () => {
         'dynamodb:TransactWriteItemsCommand',
       ]);
       expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(0);
+    },
+  );
+
+  it.each([false, true])(
+    'adds exactly one hold write before the upstream for a near-empty account (stream %s)',
+    async (stream) => {
+      await complete(stream, `Bearer ${nearEmptyKey}`); // warm this key's mapping
+      events.length = 0;
+      expect(await complete(stream, `Bearer ${nearEmptyKey}`)).toBe(200);
+      expect(events).toEqual([
+        'dynamodb:BatchGetItemCommand',
+        'dynamodb:TransactWriteItemsCommand',
+        'upstream',
+        'dynamodb:TransactWriteItemsCommand',
+      ]);
     },
   );
 

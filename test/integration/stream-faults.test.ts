@@ -76,9 +76,9 @@ describe('upstream failures before the first byte', () => {
 
 describe('upstream failures after the first byte', () => {
   it.each([
-    ['a dropped connection', '[[sim:tokens=10]] [[sim:cut_after=4]]'],
+    ['a dropped connection', '[[sim:tokens=10]] [[sim:delay_ms=20]] [[sim:cut_after=4]]'],
     ['a malformed chunk', '[[sim:tokens=10]] [[sim:malformed_after=4]]'],
-    ['an idle upstream', '[[sim:tokens=3]] [[sim:delay_ms=2000]]'],
+    ['an idle upstream', '[[sim:tokens=3]] [[sim:pause_after=1]] [[sim:pause_ms=2500]]'],
   ])(
     'end the stream with one error event and bill an estimate of what was generated, for %s',
     async (_name, directives) => {
@@ -131,15 +131,26 @@ describe('a client that goes away', () => {
 });
 
 describe('a slow upstream', () => {
-  it('gets SSE keep-alive comments at once and then on the interval until the first chunk', async () => {
-    const { key } = await newAccount(target);
-    const started = Date.now();
-    const response = await call(key, 'slow [[sim:tokens=2]] [[sim:delay_ms=900]]', { stream: true });
-    expect(Date.now() - started).toBeLessThan(600);
+  it('keeps the client connection busy with SSE comments during a pause after the first chunk', async () => {
+    const { accountId, key } = await newAccount(target);
+    const response = await call(key, 'slow [[sim:tokens=3]] [[sim:pause_after=1]] [[sim:pause_ms=1000]]', {
+      stream: true,
+    });
+    expect(response.status).toBe(200);
     const { raw, data } = await readSse(response);
-    const beforeFirstData = raw.slice(0, raw.indexOf('data: '));
-    expect(beforeFirstData.match(/^: keep-alive$/gm)?.length ?? 0).toBeGreaterThanOrEqual(3);
+    const afterFirstData = raw.slice(raw.indexOf('data: '));
+    const betweenChunks = afterFirstData.slice(0, afterFirstData.indexOf('data: ', 6));
+    // A 1000 ms pause with a 200 ms keep-alive interval: comments keep flowing mid-stream.
+    expect(betweenChunks.match(/^: keep-alive$/gm)?.length ?? 0).toBeGreaterThanOrEqual(3);
     expect(data.at(-1)).toBe('[DONE]');
+    await expectOneCharge(accountId);
+  });
+
+  it('answers 502, charging nothing, when the first event does not come within the first-byte timeout', async () => {
+    const { accountId, key } = await newAccount(target);
+    const response = await call(key, 'slow [[sim:tokens=2]] [[sim:delay_ms=900]]', { stream: true });
+    expect(response.status).toBe(502);
+    await expectNoCharge(accountId);
   });
 });
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { inject } from 'vitest';
-import { tableNamesFromEnv } from '../../functions/adapters/dynamodb.js';
+import { DynamoStore, type TableNames, tableNamesFromEnv } from '../../functions/adapters/dynamodb/index.js';
 import { type AdminContext, createAccount, createKey, getAccount } from '../../lib/admin/operations.js';
 import { type LocalStack, type LocalStackOptions, startLocalStack } from '../../lib/local/stack.js';
 
@@ -13,6 +13,9 @@ import { type LocalStack, type LocalStackOptions, startLocalStack } from '../../
 export interface Target {
   baseUrl: string;
   admin: AdminContext;
+  /** The raw client and tables, for tests that look at items directly. */
+  client: DynamoDBClient;
+  tables: TableNames;
   /** Present only for the local stack. */
   local: LocalStack | undefined;
   stop(): Promise<void>;
@@ -21,9 +24,12 @@ export interface Target {
 export async function startTarget(options: LocalStackOptions = {}): Promise<Target> {
   if (process.env.SVC_BASE_URL) {
     const client = new DynamoDBClient({});
+    const tables = tableNamesFromEnv();
     return {
       baseUrl: process.env.SVC_BASE_URL.replace(/\/+$/, ''),
-      admin: { client, tables: tableNamesFromEnv() },
+      admin: { store: new DynamoStore(client, tables) },
+      client,
+      tables,
       local: undefined,
       stop: async () => client.destroy(),
     };
@@ -35,7 +41,9 @@ export async function startTarget(options: LocalStackOptions = {}): Promise<Targ
   });
   return {
     baseUrl: local.baseUrl,
-    admin: { client: local.client, tables: local.tables },
+    admin: { store: local.store },
+    client: local.client,
+    tables: local.tables,
     local,
     stop: local.stop,
   };

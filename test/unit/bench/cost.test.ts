@@ -20,10 +20,11 @@ describe('requestCost', () => {
     expect(usd(cost.dynamo)).toBe('$0.00000275');
     // one HTTPS request, no bytes: $0.000001
     expect(usd(cost.cloudFront)).toBe('$0.000001');
-    // billed: ceil((500 x 0.269230769230769 + 300 x 1.1) / 1e6 x 1.3 in nano-USD) = 603,500 nano;
-    // upstream 464,615.3846... nano: margin $0.000138884615...
-    expect(usd(cost.margin)).toBe('$0.000138885');
-    expect(percent(cost.infra, cost.margin)).toBe('43.7%');
+    // upstream: (500 x 0.269230769230769 + 300 x 1.1) / 1e6 = $0.000464615384615...;
+    // billed: that x 1.3, rounded up to a nano-USD = $0.000604 (the figure); margin $0.000139385
+    expect(usd(cost.margin)).toBe('$0.000139385');
+    // ($0.000056867 + $0.00000275 + $0.000001) / $0.000139385
+    expect(percent(cost.infra, cost.margin)).toBe('43.5%');
   });
 
   it('scales the duration charge with memory and bills whole milliseconds', () => {

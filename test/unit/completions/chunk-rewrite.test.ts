@@ -110,6 +110,7 @@ const other: Record<string, string> = {
     model: 'm',
   }),
   'refusal delta': chunkOf({ index: 0, delta: { refusal: 'no' }, finish_reason: null }),
+  'reasoning delta': chunkOf({ index: 0, delta: { reasoning_content: 'think' }, finish_reason: null }),
 };
 
 describe('chunkRewriter', () => {
@@ -129,13 +130,13 @@ describe('chunkRewriter', () => {
     });
   }
 
-  it('hands back the usage of a chunk that has both choices and usage', () => {
+  it('hands back the usage of a chunk that has both choices and usage, and the finish reason', () => {
     const result = chunkRewriter(envelope).rewrite(other['usage on a chunk that still has choices'] ?? '');
-    expect(result.kind === 'forward' && result.usage).toEqual({
-      promptTokens: 9,
-      completionTokens: 1,
-      cachedTokens: 0,
+    expect(result.kind === 'forward' && result.usage).toMatchObject({
+      usage: { promptTokens: 9, completionTokens: 1, cachedTokens: 0 },
     });
+    const finished = chunkRewriter(envelope).rewrite(other['finish reason'] ?? '');
+    expect(finished.kind === 'forward' && finished.finishReason).toBe('tool_calls');
   });
 
   it('reports a usage-only chunk with its usage, and does not forward it', () => {
@@ -152,8 +153,9 @@ describe('chunkRewriter', () => {
         prompt_tokens_details: { cached_tokens: 1 },
       },
     });
-    expect(chunkRewriter(envelope).rewrite(data)).toEqual({
-      kind: 'usage-only',
+    const result = chunkRewriter(envelope).rewrite(data);
+    expect(result.kind).toBe('usage-only');
+    expect(result.kind === 'usage-only' && result.usage).toMatchObject({
       usage: { promptTokens: 4, completionTokens: 2, cachedTokens: 1 },
     });
   });

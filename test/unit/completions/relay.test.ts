@@ -59,7 +59,7 @@ function splitAt(bytes: Uint8Array, offsets: number[]): Uint8Array[] {
 describe('relay', () => {
   it('rewrites id and model, drops the upstream usage chunk and ends with one usage chunk and [DONE]', async () => {
     const { events, settled, text } = await run([
-      enc.encode(chunk('Hel') + chunk('lo') + usageChunk + 'data: [DONE]\n\n'),
+      enc.encode(`${chunk('Hel') + chunk('lo') + usageChunk}data: [DONE]\n\n`),
     ]);
     expect(text.startsWith(': keep-alive\n\n')).toBe(true);
     expect(events.at(-1)).toBe('[DONE]');
@@ -70,7 +70,9 @@ describe('relay', () => {
     expect(parsed.filter((c) => c.usage)).toHaveLength(1);
     expect(parsed.at(-1).choices).toEqual([]);
     expect(parsed.at(-1).usage.cost).toBe(0.5);
-    expect(settled?.usage).toEqual({ promptTokens: 4, completionTokens: 2, cachedTokens: 0 });
+    expect(settled?.usage).toMatchObject({
+      usage: { promptTokens: 4, completionTokens: 2, cachedTokens: 0 },
+    });
     expect(settled?.streamedText).toBe('Hello');
     expect(settled?.failure).toBeUndefined();
   });
@@ -89,17 +91,19 @@ describe('relay', () => {
   });
 
   it('parses several events arriving in one read, and one event arriving a byte at a time', async () => {
-    const bytes = enc.encode(chunk('a') + chunk('b') + usageChunk + 'data: [DONE]\n\n');
+    const bytes = enc.encode(`${chunk('a') + chunk('b') + usageChunk}data: [DONE]\n\n`);
     const byteByByte = Array.from(bytes, (b) => Uint8Array.of(b));
     const { settled } = await run(byteByByte);
     expect(settled?.streamedText).toBe('ab');
-    expect(settled?.usage?.completionTokens).toBe(2);
+    const report = settled?.usage;
+    expect(report && 'usage' in report ? report.usage.completionTokens : undefined).toBe(2);
   });
 
   it('keeps usage that arrives on a chunk that still has choices, or after finish_reason', async () => {
     const withChoices = chunk('x', { usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } });
-    const { settled, events } = await run([enc.encode(withChoices + 'data: [DONE]\n\n')]);
-    expect(settled?.usage?.promptTokens).toBe(9);
+    const { settled, events } = await run([enc.encode(`${withChoices}data: [DONE]\n\n`)]);
+    const report = settled?.usage;
+    expect(report && 'usage' in report ? report.usage.promptTokens : undefined).toBe(9);
     const forwarded = JSON.parse(events[0] ?? '{}');
     expect(forwarded.usage).toBeUndefined();
   });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { nanoToUsd } from '../../../functions/core/money.js';
-import { priceUsage } from '../../../functions/core/pricing.js';
+import { priceUsage, tableCost } from '../../../functions/core/pricing.js';
 import {
   DEFAULT_MAX_OUTPUT_TOKENS,
   outputCap,
@@ -127,5 +127,23 @@ describe('outputCap', () => {
     expect(outputCap({ max_tokens: 70 }, tier)).toBe(70);
     expect(outputCap({ max_tokens: null }, tier)).toBe(1000);
     expect(outputCap({}, tier)).toBe(1000);
+  });
+});
+
+describe('cache writes', () => {
+  it('are priced at the cacheWrite rate where the table has one, else as input', () => {
+    const prices = { input: 1_000_000n, cachedInput: 100_000n, output: 2_000_000n };
+    const usage = { promptTokens: 100, completionTokens: 0, cachedTokens: 10, cacheWriteTokens: 50 };
+    expect(tableCost(usage, prices)).toBe(40n * 1_000_000n + 10n * 100_000n + 50n * 1_000_000n);
+    expect(tableCost(usage, { ...prices, cacheWrite: 1_250_000n })).toBe(
+      40n * 1_000_000n + 10n * 100_000n + 50n * 1_250_000n,
+    );
+  });
+
+  it('never count more tokens than the uncached prompt', () => {
+    const prices = { input: 1n, cachedInput: 1n, output: 1n, cacheWrite: 1_000n };
+    expect(
+      tableCost({ promptTokens: 10, completionTokens: 0, cachedTokens: 8, cacheWriteTokens: 50 }, prices),
+    ).toBe(8n + 2n * 1_000n);
   });
 });

@@ -1,0 +1,83 @@
+/**
+ * The DynamoDB client and the module-scope store of a function: kept-alive sockets, bounded waits,
+ * built once per cold start from the environment.
+ */
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+import { DynamoDBClient, type DynamoDBClientConfig } from '@aws-sdk/client-dynamodb';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
+import { tableNamesFromEnv } from './items.js';
+import { DynamoStore } from './store.js';
+
+/** Client options: `DYNAMODB_ENDPOINT` points at DynamoDB Local (with dummy credentials). */
+export function dynamoClientConfig(env: NodeJS.ProcessEnv = process.env): DynamoDBClientConfig {
+  const endpoint = env.DYNAMODB_ENDPOINT;
+  if (!endpoint) return {};
+  return {
+    endpoint,
+    region: env.AWS_REGION ?? 'local',
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+  };
+}
+
+/**
+ * Bounded waits (a stalled database must not hang a request): each attempt gets
+ * `DYNAMODB_CONNECT_TIMEOUT_MS` to connect and `DYNAMODB_REQUEST_TIMEOUT_MS` of socket silence, and the
+ * SDK makes at most `DYNAMODB_MAX_ATTEMPTS` attempts. Defaults 1 s, 1 s, 3: a dead database is known
+ * in about 3.3 s, while a healthy DynamoDB answers in milliseconds. DynamoDB Local (`DYNAMODB_ENDPOINT`
+ * set) gets 5 s to connect and 5 s per request by default: one Java process on a laptop under a
+ * 200-request burst can take longer than a second to accept or answer, which is slowness, not a fault.
+ */
+export interface DynamoTimeouts {
+  connectTimeoutMs: number;
+  requestTimeoutMs: number;
+  maxAttempts: number;
+}
+
+function envInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value <= 0)
+    throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
+  return value;
+}
+
+export function dynamoTimeouts(env: NodeJS.ProcessEnv = process.env): DynamoTimeouts {
+  return {
+    connectTimeoutMs: envInt(env, 'DYNAMODB_CONNECT_TIMEOUT_MS', env.DYNAMODB_ENDPOINT ? 5_000 : 1_000),
+    requestTimeoutMs: envInt(env, 'DYNAMODB_REQUEST_TIMEOUT_MS', env.DYNAMODB_ENDPOINT ? 5_000 : 1_000),
+    maxAttempts: envInt(env, 'DYNAMODB_MAX_ATTEMPTS', 3),
+  };
+}
+
+/**
+ * Kept-alive sockets for the warm path. An explicit agent measured 1.01 ms of client CPU per call
+ * against DynamoDB Local, against 1.36 ms with the SDK's default handler (500 calls each, bench notes).
+ */
+function keepAliveHandler(timeouts: DynamoTimeouts): NodeHttpHandler {
+  return new NodeHttpHandler({
+    httpAgent: new HttpAgent({ keepAlive: true, maxSockets: 64 }),
+    httpsAgent: new HttpsAgent({ keepAlive: true, maxSockets: 64 }),
+    connectionTimeout: timeouts.connectTimeoutMs,
+    requestTimeout: timeouts.requestTimeoutMs,
+    // Without this, smithy only logs a warning when requestTimeout passes, and the call waits on.
+    throwOnRequestTimeout: true,
+  });
+}
+
+let defaultStore: DynamoStore | undefined;
+/** The module-scope store, built once per cold start from the environment. */
+export function getStore(): DynamoStore {
+  if (defaultStore) return defaultStore;
+  const timeouts = dynamoTimeouts();
+  defaultStore = new DynamoStore(
+    new DynamoDBClient({
+      ...dynamoClientConfig(),
+      requestHandler: keepAliveHandler(timeouts),
+      maxAttempts: timeouts.maxAttempts,
+    }),
+    tableNamesFromEnv(),
+  );
+  return defaultStore;
+}

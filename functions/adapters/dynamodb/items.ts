@@ -1,0 +1,187 @@
+/**
+ * Table names and the item format: the one place that knows how a key, an account, a ledger entry
+ * and a hold are stored. Money attributes are integer nano-USD numbers, read and written as their
+ * decimal text, never as a JS float.
+ *
+ * Formats (decided once, read leniently for items written by earlier versions):
+ * - account: `creditBalance` (N), `heldNano` (N, absent = 0), `status` (absent = active, the status
+ *   of every account before statuses existed); a key whose account item is gone cannot spend: banned.
+ * - ledger: `type` charge|topup and `amountNanoUsd` (N, positive; the type gives the sign). Charges
+ *   written before this format carry `billedNanoUsd` instead, and are read as such.
+ * - hold: `amountNano` (N), `expiresAt` (N, epoch ms), `createdAt`.
+ */
+import type { AttributeValue } from '@aws-sdk/client-dynamodb';
+import type { AccountStatus, KeyStatus, Principal } from '../../core/access.js';
+import type { AccountRecord, ChargeEntry, Hold, KeyRecord, LedgerEntry } from '../../core/store.js';
+import { LOCAL_TABLE_NAMES, TABLE_ENV } from './schema.js';
+
+export interface TableNames {
+  keys: string;
+  accounts: string;
+  ledger: string;
+  holds: string;
+}
+
+/**
+ * The table names from the environment. In Lambda every one must be set (a missing one fails the
+ * cold start, naming it); elsewhere the local stack's names are the default.
+ */
+export function tableNamesFromEnv(env: NodeJS.ProcessEnv = process.env): TableNames {
+  const inLambda = Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
+  const name = (id: keyof TableNames) => {
+    const value = env[TABLE_ENV[id]];
+    if (value) return value;
+    if (inLambda) throw new Error(`${TABLE_ENV[id]} is not set: the function cannot find its ${id} table`);
+    return LOCAL_TABLE_NAMES[id];
+  };
+  return { keys: name('keys'), accounts: name('accounts'), ledger: name('ledger'), holds: name('holds') };
+}
+
+export type Item = Record<string, AttributeValue>;
+export const S = (value: string): AttributeValue => ({ S: value });
+export const N = (value: bigint | number): AttributeValue => ({ N: value.toString() });
+const big = (value: AttributeValue | undefined) => BigInt(value?.N ?? '0');
+const num = (value: AttributeValue | undefined) => (value?.N === undefined ? undefined : Number(value.N));
+
+export function accountStatusOf(item: Item): AccountStatus {
+  return (item.status?.S as AccountStatus | undefined) ?? 'active';
+}
+
+export function toAccount(item: Item): AccountRecord {
+  return {
+    accountId: item.accountId?.S ?? '',
+    status: accountStatusOf(item),
+    balanceNano: big(item.creditBalance),
+    heldNano: big(item.heldNano),
+    ...(item.createdAt?.S ? { createdAt: item.createdAt.S } : {}),
+  };
+}
+
+export function toPrincipal(keyItem: Item, accountItem: Item | undefined): Principal | undefined {
+  const accountId = keyItem.accountId?.S;
+  if (!accountId) return undefined;
+  return {
+    keyId: keyItem.keyId?.S ?? '',
+    accountId,
+    keyStatus: (keyItem.status?.S as KeyStatus | undefined) ?? 'revoked',
+    accountStatus: accountItem ? accountStatusOf(accountItem) : 'banned',
+    balanceNano: big(accountItem?.creditBalance),
+    heldNano: big(accountItem?.heldNano),
+  };
+}
+
+export function keyItem(key: KeyRecord): Item {
+  return {
+    keyHash: S(key.keyHash),
+    keyId: S(key.keyId),
+    accountId: S(key.accountId),
+    name: S(key.name),
+    displayPrefix: S(key.displayPrefix),
+    status: S(key.status),
+    createdAt: S(key.createdAt),
+    ...(key.revokedAt ? { revokedAt: S(key.revokedAt) } : {}),
+  };
+}
+
+export function toKey(item: Item): KeyRecord {
+  return {
+    keyHash: item.keyHash?.S ?? '',
+    keyId: item.keyId?.S ?? '',
+    accountId: item.accountId?.S ?? '',
+    name: item.name?.S ?? '',
+    displayPrefix: item.displayPrefix?.S ?? '',
+    status: (item.status?.S as KeyStatus | undefined) ?? 'revoked',
+    createdAt: item.createdAt?.S ?? '',
+    ...(item.revokedAt?.S ? { revokedAt: item.revokedAt.S } : {}),
+  };
+}
+
+export function chargeItem(entry: ChargeEntry): Item {
+  return {
+    accountId: S(entry.accountId),
+    entryId: S(entry.generationId),
+    type: S('charge'),
+    keyId: S(entry.keyId),
+    tier: S(entry.tier),
+    upstreamModel: S(entry.upstreamModel),
+    promptTokens: N(entry.promptTokens),
+    completionTokens: N(entry.completionTokens),
+    cachedTokens: N(entry.cachedTokens),
+    upstreamCostUsd: S(entry.upstreamCostUsd),
+    amountNanoUsd: N(entry.billedNano),
+    estimated: { BOOL: entry.estimated },
+    ...(entry.usageAdjusted ? { usageAdjusted: S(entry.usageAdjusted) } : {}),
+    ...(entry.user ? { user: S(entry.user) } : {}),
+    ...(entry.finishReason ? { finishReason: S(entry.finishReason) } : {}),
+    createdAt: S(entry.createdAt),
+  };
+}
+
+export function topUpItem(
+  accountId: string,
+  entryId: string,
+  reference: string,
+  amountNano: bigint,
+  now: string,
+): Item {
+  return {
+    accountId: S(accountId),
+    entryId: S(entryId),
+    type: S('topup'),
+    reference: S(reference),
+    amountNanoUsd: N(amountNano),
+    createdAt: S(now),
+  };
+}
+
+export function toLedgerEntry(item: Item): LedgerEntry {
+  const amount = BigInt(item.amountNanoUsd?.N ?? item.billedNanoUsd?.N ?? '0');
+  if (item.type?.S === 'topup') {
+    return {
+      entryId: item.entryId?.S ?? '',
+      type: 'topup',
+      createdAt: item.createdAt?.S ?? '',
+      deltaNano: amount,
+      ...(item.reference?.S ? { reference: item.reference.S } : {}),
+    };
+  }
+  const entry: LedgerEntry = {
+    entryId: item.entryId?.S ?? '',
+    type: 'charge',
+    createdAt: item.createdAt?.S ?? '',
+    deltaNano: -amount,
+    estimated: item.estimated?.BOOL ?? false,
+  };
+  if (item.tier?.S) entry.tier = item.tier.S;
+  if (item.keyId?.S) entry.keyId = item.keyId.S;
+  if (item.user?.S) entry.user = item.user.S;
+  if (item.usageAdjusted?.S) entry.usageAdjusted = item.usageAdjusted.S;
+  if (item.finishReason?.S) entry.finishReason = item.finishReason.S;
+  const prompt = num(item.promptTokens);
+  const completion = num(item.completionTokens);
+  const cached = num(item.cachedTokens);
+  if (prompt !== undefined) entry.promptTokens = prompt;
+  if (completion !== undefined) entry.completionTokens = completion;
+  if (cached !== undefined) entry.cachedTokens = cached;
+  return entry;
+}
+
+export function holdItem(hold: Hold): Item {
+  return {
+    accountId: S(hold.accountId),
+    holdId: S(hold.holdId),
+    amountNano: N(hold.amountNano),
+    expiresAt: N(hold.expiresAt),
+    createdAt: S(hold.createdAt),
+  };
+}
+
+export function toHold(item: Item): Hold {
+  return {
+    accountId: item.accountId?.S ?? '',
+    holdId: item.holdId?.S ?? '',
+    amountNano: big(item.amountNano),
+    expiresAt: num(item.expiresAt) ?? 0,
+    createdAt: item.createdAt?.S ?? '',
+  };
+}

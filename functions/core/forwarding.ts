@@ -1,0 +1,86 @@
+/**
+ * What an upstream receives. The client's fields go through as they came (the gateway validated the
+ * ones it depends on), with three changes: the tier becomes the target's own model id; a stream
+ * always asks for usage (`stream_options.include_usage`), a JSON request sends no stream_options; and
+ * what OpenAI's SDKs echo back from a reply but no API accepts is removed (`tool_calls[].index`,
+ * `parsed`).
+ *
+ * Fields outside OpenAI's request schema (OpenRouter's `provider` and `transforms`, vLLM's `top_k`,
+ * `min_p`, `repetition_penalty`; `reasoning`, `reasoning_details` and `annotations` on assistant
+ * messages; `cache_control` on content parts) follow the target's `extraFields` setting: `forward`
+ * (the default: OpenRouter, vLLM, llama.cpp and LiteLLM take them) or `drop` (OpenAI itself refuses
+ * unknown arguments); dropped names are reported to the client in the `x-dropped-fields` header.
+ */
+import { type ChatRequest, KNOWN_REQUEST_FIELDS } from './schemas.js';
+import type { UpstreamTarget } from './tiers.js';
+
+/** OpenAI's own message fields, by role; anything else on a message is extra. */
+const MESSAGE_FIELDS: Record<string, ReadonlySet<string>> = {
+  system: new Set(['role', 'content', 'name']),
+  developer: new Set(['role', 'content', 'name']),
+  user: new Set(['role', 'content', 'name']),
+  assistant: new Set(['role', 'content', 'refusal', 'tool_calls', 'function_call', 'audio', 'name']),
+  tool: new Set(['role', 'content', 'tool_call_id']),
+  function: new Set(['role', 'content', 'name']),
+};
+/** OpenAI's own content-part fields, by part type. */
+const PART_FIELDS: Record<string, ReadonlySet<string>> = {
+  text: new Set(['type', 'text']),
+  refusal: new Set(['type', 'refusal']),
+  image_url: new Set(['type', 'image_url']),
+  input_audio: new Set(['type', 'input_audio']),
+  file: new Set(['type', 'file']),
+};
+/** Echoed from replies, accepted by no API. */
+const NEVER_FORWARDED_MESSAGE_FIELDS = new Set(['parsed']);
+
+export interface UpstreamBody {
+  body: Record<string, unknown>;
+  /** Extra field names not sent to this target (`provider`, `messages[].reasoning`, ...). */
+  dropped: string[];
+}
+
+export function toUpstreamBody(
+  request: ChatRequest,
+  target: Pick<UpstreamTarget, 'model' | 'extraFields'>,
+): UpstreamBody {
+  const drop = target.extraFields === 'drop';
+  const dropped = new Set<string>();
+  const body: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(request)) {
+    if (drop && !KNOWN_REQUEST_FIELDS.has(key)) dropped.add(key);
+    else body[key] = value;
+  }
+  body.model = target.model;
+  if (request.stream) body.stream_options = { ...(request.stream_options ?? {}), include_usage: true };
+  else delete body.stream_options;
+  body.messages = request.messages.map((message) => {
+    const allowed = MESSAGE_FIELDS[message.role];
+    const out: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(message)) {
+      if (NEVER_FORWARDED_MESSAGE_FIELDS.has(key)) continue;
+      if (drop && allowed && !allowed.has(key)) {
+        dropped.add(`messages[].${key}`);
+        continue;
+      }
+      out[key] = value;
+    }
+    if (Array.isArray(out.tool_calls))
+      out.tool_calls = (out.tool_calls as Record<string, unknown>[]).map(
+        ({ index: _index, ...call }) => call,
+      );
+    if (drop && Array.isArray(out.content))
+      out.content = (out.content as Record<string, unknown>[]).map((part) => {
+        const fields = PART_FIELDS[String(part.type)];
+        if (!fields) return part;
+        const kept: Record<string, unknown> = {};
+        for (const [key, value] of Object.entries(part)) {
+          if (fields.has(key)) kept[key] = value;
+          else dropped.add(`messages[].content[].${key}`);
+        }
+        return kept;
+      });
+    return out;
+  });
+  return { body, dropped: [...dropped].sort() };
+}

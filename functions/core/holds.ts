@@ -1,0 +1,45 @@
+/**
+ * Holds (issue: prepaid means prepaid). A request's worst case is the most it can be billed: every
+ * usage is held to its bounds before pricing (usage-bounds.ts), so pricing those bounds at the tier's
+ * most expensive target gives a ceiling no bill of this request can pass.
+ *
+ * Admission: available credit = balance - held. With no available credit: 402. A request needs a hold
+ * when the account could otherwise overdraw: when available < (requests that can run at once) x worst
+ * case. A hold is placed by one conditional write (available > 0 before it) and released by the
+ * settlement transaction. So at any moment the requests in flight without a hold can cost at most what
+ * is available, and each held request was admitted only while the held amounts, which cover every held
+ * request's bill, left credit over: the balance can end below zero by at most one request's own bill.
+ */
+import { billedNanoFromUpstreamCost } from './money.js';
+import { tableCost } from './pricing.js';
+import type { UpstreamTarget } from './tiers.js';
+import { CAP_MARGIN, COST_FACTOR, COST_SLACK } from './usage-bounds.js';
+
+/** The most this request can be billed, in nano-USD, whichever of the tier's targets answers. */
+export function worstCaseBilledNano(
+  promptBoundTokens: number,
+  outputCap: number,
+  targets: readonly Pick<UpstreamTarget, 'prices' | 'reportsCost'>[],
+): bigint {
+  let worst = 0n;
+  for (const target of targets) {
+    const { input, cacheWrite } = target.prices;
+    const dearestInput = cacheWrite !== undefined && cacheWrite > input ? cacheWrite : input;
+    let cost = tableCost(
+      { promptTokens: promptBoundTokens, completionTokens: outputCap + CAP_MARGIN, cachedTokens: 0 },
+      { ...target.prices, input: dearestInput },
+    );
+    if (target.reportsCost) cost = cost * COST_FACTOR + COST_SLACK;
+    if (cost > worst) worst = cost;
+  }
+  return billedNanoFromUpstreamCost(worst);
+}
+
+/** True when the account's available credit does not cover `maxConcurrency` requests like this one. */
+export function needsHold(
+  account: { balanceNano: bigint; heldNano: bigint },
+  worstCaseNano: bigint,
+  maxConcurrency: number,
+): boolean {
+  return account.balanceNano - account.heldNano < BigInt(maxConcurrency) * worstCaseNano;
+}

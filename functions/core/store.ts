@@ -1,0 +1,139 @@
+/**
+ * The store port: everything the request path, the hold sweeper and the operator need from the
+ * database, in domain terms. One adapter implements it (functions/adapters/dynamodb/, the only place
+ * that knows table names and item formats); tests use an in-memory implementation
+ * (test/support/memory-store.ts). Money is integer nano-USD throughout.
+ */
+import type { AccountStatus, KeyStatus, Principal } from './access.js';
+
+/** One charge: the ledger entry keyed by its generation id, and the deduction it stands for. */
+export interface ChargeEntry {
+  accountId: string;
+  generationId: string;
+  keyId: string;
+  tier: string;
+  upstreamModel: string;
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+  /** Upstream cost as an exact USD decimal string. */
+  upstreamCostUsd: string;
+  billedNano: bigint;
+  /** The token counts were estimated by the gateway (the upstream reported none, or none usable). */
+  estimated: boolean;
+  /** Why the billed usage differs from the upstream's report (usage-bounds.ts); absent when it does not. */
+  usageAdjusted?: string;
+  /** The request's `user` field (at most 256 characters), for splitting a bill by end user. */
+  user?: string;
+  /** How the generation ended, as the client saw it (`stop`, `length`, `tool_calls`, `error`...). */
+  finishReason?: string;
+  createdAt: string;
+}
+
+/**
+ * A hold: the worst-case billed cost of one admitted request, set aside from the account's available
+ * credit (balance minus everything held) until the request settles or the hold expires.
+ */
+export interface Hold {
+  accountId: string;
+  /** The generation id of the request it holds for. */
+  holdId: string;
+  amountNano: bigint;
+  /** Epoch ms after which the sweeper may release it (the function's timeout plus a margin). */
+  expiresAt: number;
+  createdAt: string;
+}
+
+export interface AccountRecord {
+  accountId: string;
+  status: AccountStatus;
+  balanceNano: bigint;
+  /** The sum of the account's live holds. */
+  heldNano: bigint;
+  createdAt?: string;
+}
+
+export interface KeyRecord {
+  keyHash: string;
+  keyId: string;
+  accountId: string;
+  name: string;
+  displayPrefix: string;
+  status: KeyStatus;
+  createdAt: string;
+  revokedAt?: string;
+}
+
+export interface LedgerEntry {
+  entryId: string;
+  type: 'charge' | 'topup';
+  createdAt: string;
+  /** Signed change to the balance in nano-USD: a top-up is positive, a charge negative. */
+  deltaNano: bigint;
+  tier?: string;
+  keyId?: string;
+  user?: string;
+  promptTokens?: number;
+  completionTokens?: number;
+  cachedTokens?: number;
+  estimated?: boolean;
+  usageAdjusted?: string;
+  finishReason?: string;
+  reference?: string;
+}
+
+export type SettleOutcome = 'settled' | 'already-settled';
+
+export interface Store {
+  /** The key and its account, read strongly consistently (revocation, status and balance are fresh). */
+  loadPrincipal(keyHash: string): Promise<Principal | undefined>;
+  /**
+   * Places a hold in one conditional write: only if the account is active and its available credit
+   * (balance minus held) is above zero before this hold. 'refused' otherwise.
+   */
+  placeHold(hold: Hold): Promise<'held' | 'refused'>;
+  /**
+   * Writes the ledger entry and deducts its cost in ONE transaction, releasing `hold` in the same
+   * transaction when given (and still live). Idempotent by generation id. Gives up by `deadline`.
+   */
+  settleCharge(entry: ChargeEntry, options?: { hold?: Hold; deadline?: number }): Promise<SettleOutcome>;
+  /** Releases a hold without a charge (sweeper, or a request that failed before spending). True if it was live. */
+  releaseHold(hold: Hold, options?: { onlyIfExpiredAt?: number }): Promise<boolean>;
+  listHolds(accountId?: string): Promise<Hold[]>;
+
+  getAccount(accountId: string): Promise<AccountRecord | undefined>;
+  listAccountIds(): Promise<string[]>;
+  /** Creates an active account, with its initial credits as a top-up entry. Throws AccountExistsError. */
+  createAccount(accountId: string, initialCreditsNano: bigint, now: string): Promise<void>;
+  /** Throws AccountNotFoundError. */
+  setAccountStatus(accountId: string, status: AccountStatus, now: string): Promise<void>;
+  /** Adds credits once per reference; false when the reference was already applied. Throws AccountNotFoundError. */
+  topUp(accountId: string, reference: string, amountNano: bigint, now: string): Promise<boolean>;
+
+  /** Throws AccountNotFoundError. */
+  createKey(key: KeyRecord): Promise<void>;
+  findKeyById(keyId: string): Promise<KeyRecord | undefined>;
+  /** Marks the key revoked (keeping the first revocation time) and returns it. */
+  revokeKey(keyHash: string, now: string): Promise<KeyRecord>;
+  listKeys(accountId: string): Promise<KeyRecord[]>;
+
+  listLedger(accountId: string): Promise<LedgerEntry[]>;
+  getLedgerEntry(accountId: string, entryId: string): Promise<LedgerEntry | undefined>;
+}
+
+export class AccountNotFoundError extends Error {
+  constructor(accountId: string) {
+    super(`account ${accountId} does not exist`);
+    this.name = 'AccountNotFoundError';
+  }
+}
+
+export class AccountExistsError extends Error {
+  constructor(accountId: string) {
+    super(`account ${accountId} already exists`);
+    this.name = 'AccountExistsError';
+  }
+}
+
+/** Ledger entry ids: a charge is its generation id, a top-up `topup#<reference>`. */
+export const topUpEntryId = (reference: string) => `topup#${reference}`;

@@ -1,0 +1,36 @@
+/**
+ * Releases expired holds. A hold outlives its request only when the function died, timed out or could
+ * not settle: its request was never billed, so each release is logged (with the hold) and counted in the
+ * `ExpiredHoldsReleased` metric for the operator to look at. A release is one conditional transaction
+ * (the hold item must still exist and be expired), so a hold is never released twice and never after
+ * its settlement.
+ */
+
+import { nanoToUsd } from '../core/money.js';
+import type { Store } from '../core/store.js';
+import { logger, recordExpiredHoldReleased } from '../shared/observability.js';
+
+export interface SweepResult {
+  examined: number;
+  released: number;
+}
+
+export async function sweepExpiredHolds(store: Store, now = Date.now()): Promise<SweepResult> {
+  const holds = await store.listHolds();
+  let released = 0;
+  for (const hold of holds) {
+    if (hold.expiresAt > now) continue;
+    if (await store.releaseHold(hold, { onlyIfExpiredAt: now })) {
+      released += 1;
+      recordExpiredHoldReleased();
+      logger.warn('expired hold released: its request was never billed', {
+        accountId: hold.accountId,
+        generationId: hold.holdId,
+        heldUsd: nanoToUsd(hold.amountNano),
+        createdAt: hold.createdAt,
+        expiresAt: new Date(hold.expiresAt).toISOString(),
+      });
+    }
+  }
+  return { examined: holds.length, released };
+}

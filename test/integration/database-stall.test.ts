@@ -1,0 +1,145 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { billingFailures } from '../../functions/shared/observability.js';
+import { listLedger } from '../../lib/admin/operations.js';
+import { type RunningDynamo, startDynamoLocal } from '../../lib/local/dynamodb-local.js';
+import { inProcessLauncher } from '../../lib/local/emulator.js';
+import { startLocalStack } from '../../lib/local/stack.js';
+import { readSse } from '../support/sse.js';
+import { balanceNano, newAccount, type Target } from '../support/target.js';
+
+/**
+ * A database that stops answering (DynamoDB Local paused with SIGSTOP: connections open, nothing
+ * answered, as a stalled network path looks). This file starts its own DynamoDB Local so pausing it
+ * cannot disturb other test files. The functions run with the deployed default timeouts: 1 s per
+ * attempt, 3 attempts, so a stalled read is known in about 3.3 s.
+ */
+let dynamo: RunningDynamo;
+let target: Target;
+const STATED_BOUND_MS = 5_000;
+
+beforeAll(async () => {
+  dynamo = await startDynamoLocal();
+  const local = await startLocalStack({
+    dynamoEndpoint: dynamo.endpoint,
+    tablePrefix: 'stall-',
+    // The functions run in this thread (inProcessLauncher): the test reads the billing-failure counter.
+    launcher: inProcessLauncher,
+    // Settlement may take the reserve: 4 s here (10 s by default) keeps the test short.
+    // The deployed defaults (DynamoDB Local alone would get 5 s per request).
+    env: {
+      SETTLE_RESERVE_MS: '4000',
+      KEEPALIVE_INTERVAL_MS: '500',
+      DYNAMODB_REQUEST_TIMEOUT_MS: '1000',
+      DYNAMODB_CONNECT_TIMEOUT_MS: '1000',
+    },
+  });
+  target = {
+    baseUrl: local.baseUrl,
+    admin: { store: local.store },
+    client: local.client,
+    tables: local.tables,
+    local,
+    stop: local.stop,
+  };
+});
+afterAll(async () => {
+  if (dynamo?.pid) process.kill(dynamo.pid, 'SIGCONT');
+  await target?.stop();
+  await dynamo?.stop();
+});
+
+function pause() {
+  if (!dynamo.pid) throw new Error('DynamoDB Local has no pid');
+  process.kill(dynamo.pid, 'SIGSTOP');
+}
+function resume() {
+  if (dynamo.pid) process.kill(dynamo.pid, 'SIGCONT');
+}
+
+const START_CREDIT = 5_000_000_000n;
+
+async function call(key: string, stream: boolean, content = 'hi [[sim:tokens=3]]') {
+  return fetch(`${target.baseUrl}/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: 'svc-fast',
+      messages: [{ role: 'user', content }],
+      stream,
+    }),
+  });
+}
+
+describe('DynamoDB stalled before admission', () => {
+  it('answers JSON and stream requests with a clean 503 within the stated bound, charging nothing', async () => {
+    const { accountId, key } = await newAccount(target);
+    // Warm: the key's account is known, so the paused read is the one consistent read of the hot path.
+    expect((await call(key, false)).status).toBe(200);
+    const balance = await balanceNano(target, accountId);
+    pause();
+    try {
+      for (const stream of [false, true]) {
+        const started = Date.now();
+        const response = await call(key, stream);
+        const elapsed = Date.now() - started;
+        expect(response.status).toBe(503);
+        expect(response.headers.get('retry-after')).toBe('1');
+        const body = (await response.json()) as { error: { type: string; code: string; message: string } };
+        expect(body.error).toMatchObject({ type: 'server_error', code: 'service_unavailable' });
+        expect(body.error.message).toMatch(/Nothing was charged/);
+        expect(elapsed).toBeLessThan(STATED_BOUND_MS);
+      }
+    } finally {
+      resume();
+    }
+    // After SIGCONT the next request is served, and only it is billed.
+    const response = await call(key, true);
+    expect(response.status).toBe(200);
+    const { data } = await readSse(response);
+    expect(data.at(-1)).toBe('[DONE]');
+    const charges = (await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge');
+    expect(charges).toHaveLength(2);
+    expect(balance - (await balanceNano(target, accountId))).toBe(-(charges[1]?.deltaNano ?? 0n));
+  });
+});
+
+describe('DynamoDB stalled during settlement', () => {
+  it('logs the usage record, sends the error event, and charges at most once when the database returns', async () => {
+    const { accountId, key } = await newAccount(target);
+    const failuresBefore = billingFailures.count;
+    const response = await call(key, true, 'hi [[sim:tokens=3]] [[sim:pause_after=1]] [[sim:pause_ms=800]]');
+    expect(response.status).toBe(200);
+    const reader = response.body?.getReader();
+    const first = await reader?.read(); // admitted and streaming: the read is done
+    expect(first?.done).toBe(false);
+    pause();
+    let text = new TextDecoder().decode(first?.value);
+    const started = Date.now();
+    try {
+      for (;;) {
+        const next = await reader?.read();
+        if (!next || next.done) break;
+        text += new TextDecoder().decode(next.value);
+      }
+    } finally {
+      resume();
+    }
+    // Within the 4 s reserve (and the keep-alives ran meanwhile).
+    expect(Date.now() - started).toBeLessThan(6_000);
+    const events = text
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: '))
+      .map((e) => e.slice(6));
+    expect(events).not.toContain('[DONE]');
+    const last = JSON.parse(events.at(-1) ?? '{}');
+    expect(last.error.code).toBe('billing_failed');
+    expect(last.choices[0].finish_reason).toBe('error');
+    expect(billingFailures.count - failuresBefore).toBe(1);
+    // The paused database may still apply the queued transaction when it resumes: at most once.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const charges = (await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge');
+    expect(charges.length).toBeLessThanOrEqual(1);
+    const drop = START_CREDIT - (await balanceNano(target, accountId));
+    expect(drop).toBe(charges.length === 0 ? 0n : -(charges[0]?.deltaNano ?? 0n));
+  });
+});

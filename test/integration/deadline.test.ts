@@ -1,0 +1,49 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { usdToNano } from '../../functions/core/money.js';
+import { listLedger } from '../../lib/admin/operations.js';
+import { readSse } from '../support/sse.js';
+import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
+
+/** A generation longer than the function may run: it ends, settled, before Lambda would kill it. */
+const START = 5_000_000_000n;
+
+describe('a generation that would outlive the function', () => {
+  let short: Target;
+  beforeAll(async () => {
+    // A 4 s function with a 2 s settlement reserve: the relay must stop reading at 2 s, and the emulator
+    // kills the invocation at 4 s as Lambda does, so anything not settled by then is lost.
+    short = await startTarget({
+      functions: { completions: { timeoutMs: 4_000 } },
+      env: { SETTLE_RESERVE_MS: '2000', KEEPALIVE_INTERVAL_MS: '200' },
+    });
+  });
+  afterAll(async () => {
+    await short?.stop();
+  });
+
+  it('ends before the deadline with a length finish, one usage chunk and [DONE], billed once', async () => {
+    const { accountId, key } = await newAccount(short);
+    const started = Date.now();
+    const response = await fetch(`${short.baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'svc-fast',
+        messages: [{ role: 'user', content: 'long [[sim:tokens=200]] [[sim:delay_ms=50]]' }],
+        stream: true,
+      }),
+    });
+    const { data } = await readSse(response);
+    expect(Date.now() - started).toBeLessThan(4_000);
+    expect(data.at(-1)).toBe('[DONE]');
+    const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
+    expect(chunks.at(-2).choices[0].finish_reason).toBe('length');
+    const usage = chunks.at(-1).usage;
+    expect(usage.completion_tokens).toBeGreaterThan(0);
+    expect(usage.completion_tokens).toBeLessThan(200);
+    const ledger = (await listLedger(short.admin, accountId)).filter((e) => e.type === 'charge');
+    expect(ledger).toHaveLength(1);
+    expect(ledger[0]?.estimated).toBe(true);
+    expect(START - (await balanceNano(short, accountId))).toBe(usdToNano(String(usage.cost)));
+  });
+});

@@ -1,0 +1,35 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newAccount, startTarget, type Target } from '../support/target.js';
+
+/** The Function URL's 6 MB request limit, as the emulator enforces it, and the connection after it. */
+let target: Target;
+beforeAll(async () => {
+  target = await startTarget();
+});
+afterAll(async () => {
+  await target?.stop();
+});
+
+describe('an oversized request body', () => {
+  it('is answered 413 with Connection: close, and the next request is served', async () => {
+    const { key } = await newAccount(target);
+    const huge = JSON.stringify({
+      model: 'svc-fast',
+      messages: [{ role: 'user', content: 'x'.repeat(7 * 1024 * 1024) }],
+    });
+    const post = (body: string) =>
+      fetch(`${target.baseUrl}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body,
+      });
+    const refused = await post(huge);
+    expect(refused.status).toBe(413);
+    expect(refused.headers.get('connection')).toBe('close');
+    await refused.text();
+    const next = await post(
+      JSON.stringify({ model: 'svc-fast', messages: [{ role: 'user', content: 'hi [[sim:tokens=2]]' }] }),
+    );
+    expect(next.status).toBe(200);
+  });
+});

@@ -1,0 +1,320 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { usdToNano } from '../../functions/core/money.js';
+import { SIMULATOR_PRICES } from '../../functions/core/tiers.js';
+import { CAP_MARGIN } from '../../functions/core/usage-bounds.js';
+import { usageAdjustments } from '../../functions/shared/observability.js';
+import { startSimulator } from '../../functions/simulator/server.js';
+import { listLedger } from '../../lib/admin/operations.js';
+import { inProcessLauncher } from '../../lib/local/emulator.js';
+import { readSse } from '../support/sse.js';
+import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
+
+/**
+ * An upstream that lies or sends garbage, driven through the emulator against DynamoDB Local: every
+ * case checks what the client saw, the ledger entry (flagged when the usage was not billed as
+ * reported) and the balance. svc-fast and svc-heavy go to the hostile upstream alone; svc-pro tries it
+ * first and falls back to the simulator.
+ */
+type Behaviour = (body: Record<string, unknown>, res: ServerResponse) => void;
+let behave: Behaviour;
+let hostile: Server;
+let sim: Awaited<ReturnType<typeof startSimulator>>;
+let target: Target;
+let upstreamClosed: Promise<void>;
+let markClosed: () => void;
+
+const REPLY = 'This reply is exactly 33 bytes.!!';
+const START = 5_000_000_000n;
+
+beforeAll(async () => {
+  hostile = createServer((req: IncomingMessage, res: ServerResponse) => {
+    let raw = '';
+    req.on('data', (part) => {
+      raw += part;
+    });
+    req.on('end', () => {
+      res.on('close', () => markClosed());
+      behave(JSON.parse(raw) as Record<string, unknown>, res);
+    });
+  });
+  await new Promise<void>((resolve) => hostile.listen(0, '127.0.0.1', resolve));
+  const address = hostile.address();
+  const hostileUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/v1`;
+  sim = await startSimulator({ port: 0 });
+  const tiers = {
+    'svc-fast': [{ baseUrl: hostileUrl, model: 'liar', prices: SIMULATOR_PRICES['svc-fast'] }],
+    'svc-pro': [
+      { baseUrl: hostileUrl, model: 'liar', prices: SIMULATOR_PRICES['svc-pro'] },
+      { baseUrl: sim.url, model: 'sim-pro', prices: SIMULATOR_PRICES['svc-pro'] },
+    ],
+    'svc-heavy': [
+      { baseUrl: hostileUrl, model: 'liar', prices: SIMULATOR_PRICES['svc-heavy'], reportsCost: true },
+    ],
+  };
+  // The functions run in this thread (inProcessLauncher): the tests read their metric counters.
+  target = await startTarget({
+    launcher: inProcessLauncher,
+    env: {
+      TIERS_CONFIG: JSON.stringify(tiers),
+      UPSTREAM_RETRY_BASE_MS: '20',
+      UPSTREAM_FIRST_BYTE_TIMEOUT_MS: '1000',
+      KEEPALIVE_INTERVAL_MS: '200',
+    },
+  });
+});
+afterAll(async () => {
+  await target?.stop();
+  await sim?.close();
+  hostile?.closeAllConnections();
+  await new Promise((resolve) => hostile?.close(resolve));
+});
+beforeEach(() => {
+  upstreamClosed = new Promise((resolve) => {
+    markClosed = resolve;
+  });
+});
+
+function completion(usage: unknown) {
+  return {
+    id: 'up-1',
+    object: 'chat.completion',
+    created: 1,
+    model: 'liar',
+    choices: [
+      { index: 0, message: { role: 'assistant', content: REPLY }, finish_reason: 'stop', logprobs: null },
+    ],
+    usage,
+  };
+}
+
+/** Answers JSON or SSE (per the request) with the reply and the given usage. */
+function lyingUsage(usage: unknown): Behaviour {
+  return (body, res) => {
+    if (!body.stream) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return void res.end(JSON.stringify(completion(usage)));
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const envelope = { id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'liar' };
+    for (const piece of [REPLY.slice(0, 10), REPLY.slice(10)]) {
+      res.write(
+        `data: ${JSON.stringify({ ...envelope, choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] })}\n\n`,
+      );
+    }
+    res.write(
+      `data: ${JSON.stringify({ ...envelope, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n`,
+    );
+    res.write(`data: ${JSON.stringify({ ...envelope, choices: [], usage })}\n\n`);
+    res.end('data: [DONE]\n\n');
+  };
+}
+
+async function call(key: string, model: string, stream: boolean, extra: Record<string, unknown> = {}) {
+  return fetch(`${target.baseUrl}/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model,
+      messages: [{ role: 'user', content: 'Say something.' }],
+      stream,
+      ...extra,
+    }),
+  });
+}
+
+/** The client's usage block, from a JSON body or the final usage chunk of a stream. */
+async function clientUsage(response: Response, stream: boolean) {
+  if (!stream) return ((await response.json()) as { usage: Record<string, number> }).usage;
+  const { data } = await readSse(response);
+  expect(data.at(-1)).toBe('[DONE]');
+  return JSON.parse(data.at(-2) ?? '{}').usage as Record<string, number>;
+}
+
+async function oneCharge(accountId: string) {
+  const charges = (await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge');
+  expect(charges).toHaveLength(1);
+  const [charge] = charges;
+  if (!charge) throw new Error('no charge');
+  expect(START - (await balanceNano(target, accountId))).toBe(-charge.deltaNano);
+  const item = await target.client.send(
+    new GetItemCommand({
+      TableName: target.tables.ledger,
+      Key: { accountId: { S: accountId }, entryId: { S: charge.entryId } },
+      ConsistentRead: true,
+    }),
+  );
+  return { charge, adjusted: item.Item?.usageAdjusted?.S };
+}
+
+async function noCharge(accountId: string) {
+  expect((await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge')).toHaveLength(0);
+  expect(await balanceNano(target, accountId)).toBe(START);
+}
+
+describe('usage an upstream misreports is billed within its bound, flagged and counted', () => {
+  it.each([false, true])(
+    '1e12 completion tokens for a 33-byte reply with max_tokens 16 (stream %s)',
+    async (stream) => {
+      behave = lyingUsage({ prompt_tokens: 10, completion_tokens: 1e12, total_tokens: 1e12 + 10 });
+      const { accountId, key } = await newAccount(target);
+      const before = usageAdjustments.count;
+      const response = await call(key, 'svc-fast', stream, { max_tokens: 16 });
+      expect(response.status).toBe(200);
+      const usage = await clientUsage(response, stream);
+      expect(usage.completion_tokens).toBe(16 + CAP_MARGIN);
+      // 32 tokens of svc-fast output at $1.43 per million, rounded up: far from $1.43 million.
+      expect(usdToNano(String(usage.cost))).toBeLessThan(100_000n);
+      const { charge, adjusted } = await oneCharge(accountId);
+      expect(-charge.deltaNano).toBe(usdToNano(String(usage.cost)));
+      expect(adjusted).toMatch(/completion_tokens 1000000000000 > bound/);
+      expect(usageAdjustments.count - before).toBe(1);
+    },
+  );
+
+  it.each([false, true])(
+    'negative counts are not billed as sent: the estimate is (stream %s)',
+    async (stream) => {
+      behave = lyingUsage({ prompt_tokens: -500, completion_tokens: -7, total_tokens: -507 });
+      const { accountId, key } = await newAccount(target);
+      const before = usageAdjustments.count;
+      const usage = await clientUsage(await call(key, 'svc-fast', stream), stream);
+      expect(usage.prompt_tokens).toBeGreaterThan(0);
+      expect(usage.completion_tokens).toBeGreaterThan(0);
+      const { charge, adjusted } = await oneCharge(accountId);
+      expect(charge.estimated).toBe(true);
+      expect(adjusted).toMatch(/unusable usage report/);
+      expect(usageAdjustments.count - before).toBe(1);
+    },
+  );
+
+  it('cached tokens above the prompt are billed as at most the prompt', async () => {
+    behave = lyingUsage({
+      prompt_tokens: 20,
+      completion_tokens: 5,
+      total_tokens: 25,
+      prompt_tokens_details: { cached_tokens: 5_000 },
+    });
+    const { accountId, key } = await newAccount(target);
+    const usage = await clientUsage(await call(key, 'svc-fast', false), false);
+    expect(usage.prompt_tokens).toBe(20);
+    expect((usage.prompt_tokens_details as unknown as { cached_tokens: number }).cached_tokens).toBe(20);
+    const { adjusted } = await oneCharge(accountId);
+    expect(adjusted).toMatch(/cached_tokens 5000 > prompt_tokens 20/);
+  });
+
+  it('a reported cost 1000x the priced tokens is replaced by the price table', async () => {
+    // 20 prompt + 5 completion tokens of svc-heavy cost about $0.0000245 at the table; report $0.0245.
+    behave = lyingUsage({ prompt_tokens: 20, completion_tokens: 5, total_tokens: 25, cost: 0.0245 });
+    const { accountId, key } = await newAccount(target);
+    const usage = await clientUsage(await call(key, 'svc-heavy', false), false);
+    const tableBilled = 20n * 780n + 5n * 3250n; // the spec's billed svc-heavy rates, in nano-USD per token
+    expect(usdToNano(String(usage.cost))).toBeLessThanOrEqual(tableBilled + 1n);
+    const { adjusted } = await oneCharge(accountId);
+    expect(adjusted).toMatch(/cost 0.0245 > 3x the price table/);
+  });
+
+  it('an honest reported cost is billed as reported x 1.3', async () => {
+    behave = lyingUsage({ prompt_tokens: 20, completion_tokens: 5, total_tokens: 25, cost: 0.00003 });
+    const { accountId, key } = await newAccount(target);
+    const usage = await clientUsage(await call(key, 'svc-heavy', false), false);
+    expect(usdToNano(String(usage.cost))).toBe(39_000n);
+    const { adjusted } = await oneCharge(accountId);
+    expect(adjusted).toBeUndefined();
+  });
+});
+
+describe('usage details', () => {
+  it.each([false, true])('pass through to the client, JSON and stream (stream %s)', async (stream) => {
+    behave = lyingUsage({
+      prompt_tokens: 20,
+      completion_tokens: 9,
+      total_tokens: 29,
+      prompt_tokens_details: { cached_tokens: 4, audio_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 3, accepted_prediction_tokens: 0 },
+    });
+    const { accountId, key } = await newAccount(target);
+    const usage = await clientUsage(await call(key, 'svc-fast', stream), stream);
+    expect(usage.prompt_tokens_details).toEqual({ cached_tokens: 4, audio_tokens: 0 });
+    expect(usage.completion_tokens_details).toEqual({ reasoning_tokens: 3, accepted_prediction_tokens: 0 });
+    const { charge, adjusted } = await oneCharge(accountId);
+    expect(charge.cachedTokens).toBe(4);
+    expect(adjusted).toBeUndefined();
+  });
+});
+
+describe('a stream request answered with something other than an event stream', () => {
+  const html: Behaviour = (_body, res) => {
+    res.writeHead(200, { 'content-type': 'text/html' });
+    res.end('<html><body>Gateway login</body></html>');
+  };
+  const choiceless: Behaviour = (_body, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(
+      JSON.stringify({
+        id: 'x',
+        object: 'chat.completion',
+        usage: { prompt_tokens: 3, completion_tokens: 0 },
+      }),
+    );
+  };
+  const sseWithoutChunk: Behaviour = (_body, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.end('data: {"status":"ok"}\n\ndata: [DONE]\n\n');
+  };
+
+  it.each([
+    ['an HTML page', html],
+    ['a JSON body without choices', choiceless],
+    ['an event stream whose first event is not a chunk', sseWithoutChunk],
+  ])('is a 502 with nothing charged for %s', async (_name, behaviour) => {
+    behave = behaviour;
+    const { accountId, key } = await newAccount(target);
+    const response = await call(key, 'svc-fast', true);
+    expect(response.status).toBe(502);
+    expect(((await response.json()) as { error: { type: string } }).error.type).toBe('upstream_error');
+    await noCharge(accountId);
+  });
+
+  it('falls back to the next target when one is configured, billed once at its price', async () => {
+    behave = html;
+    const { accountId, key } = await newAccount(target);
+    const response = await call(key, 'svc-pro', true);
+    expect(response.status).toBe(200);
+    const usage = await clientUsage(response, true);
+    const { charge, adjusted } = await oneCharge(accountId);
+    expect(-charge.deltaNano).toBe(usdToNano(String(usage.cost)));
+    expect(adjusted).toBeUndefined();
+  });
+});
+
+describe('an upstream that streams forever', () => {
+  it('is cut at the output cap with finish_reason length, billed once at the bound, and hung up on', async () => {
+    behave = (_body, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const envelope = { id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'liar' };
+      const timer = setInterval(() => {
+        res.write(
+          `data: ${JSON.stringify({ ...envelope, choices: [{ index: 0, delta: { content: 'more words ' }, finish_reason: null }] })}\n\n`,
+        );
+      }, 2);
+      res.on('close', () => clearInterval(timer));
+    };
+    const { accountId, key } = await newAccount(target);
+    const started = Date.now();
+    const response = await call(key, 'svc-fast', true, { max_tokens: 20 });
+    expect(response.status).toBe(200);
+    const { data } = await readSse(response);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(data.at(-1)).toBe('[DONE]');
+    const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
+    expect(chunks.at(-2).choices[0].finish_reason).toBe('length');
+    const usage = chunks.at(-1).usage;
+    expect(usage.completion_tokens).toBe(20 + CAP_MARGIN);
+    const { charge, adjusted } = await oneCharge(accountId);
+    expect(-charge.deltaNano).toBe(usdToNano(String(usage.cost)));
+    expect(adjusted).toMatch(/output cap/);
+    await upstreamClosed; // the gateway hung up on the upstream
+  });
+});

@@ -1,0 +1,181 @@
+/**
+ * An in-memory implementation of the store port (functions/core/store.ts), for unit tests of the
+ * request path without a database. It keeps the port's contract: conditional writes refuse or
+ * succeed whole, a settlement is idempotent by generation id, a hold is released once.
+ */
+import type { AccountStatus, Principal } from '../../functions/core/access.js';
+import {
+  AccountExistsError,
+  AccountNotFoundError,
+  type AccountRecord,
+  type ChargeEntry,
+  type Hold,
+  type KeyRecord,
+  type LedgerEntry,
+  type SettleOutcome,
+  type Store,
+  topUpEntryId,
+} from '../../functions/core/store.js';
+
+export class MemoryStore implements Store {
+  readonly accounts = new Map<string, AccountRecord>();
+  readonly keys = new Map<string, KeyRecord>();
+  readonly ledger = new Map<string, LedgerEntry[]>();
+  readonly holds = new Map<string, Hold>();
+  /** Every call, by operation name: what a round-trip test counts. */
+  readonly calls: string[] = [];
+
+  async loadPrincipal(keyHash: string): Promise<Principal | undefined> {
+    this.calls.push('loadPrincipal');
+    const key = this.keys.get(keyHash);
+    if (!key) return undefined;
+    const account = this.accounts.get(key.accountId);
+    return {
+      keyId: key.keyId,
+      accountId: key.accountId,
+      keyStatus: key.status,
+      accountStatus: account?.status ?? 'banned',
+      balanceNano: account?.balanceNano ?? 0n,
+      heldNano: account?.heldNano ?? 0n,
+    };
+  }
+
+  async placeHold(hold: Hold): Promise<'held' | 'refused'> {
+    this.calls.push('placeHold');
+    const account = this.accounts.get(hold.accountId);
+    if (this.holds.has(hold.holdId)) return 'held';
+    if (account?.status !== 'active' || account.balanceNano - account.heldNano <= 0n) return 'refused';
+    account.heldNano += hold.amountNano;
+    this.holds.set(hold.holdId, { ...hold });
+    return 'held';
+  }
+
+  async settleCharge(entry: ChargeEntry, options: { hold?: Hold } = {}): Promise<SettleOutcome> {
+    this.calls.push('settleCharge');
+    const account = this.accounts.get(entry.accountId);
+    if (!account) throw new AccountNotFoundError(entry.accountId);
+    const entries = this.ledger.get(entry.accountId) ?? [];
+    if (entries.some((e) => e.entryId === entry.generationId)) return 'already-settled';
+    entries.push({
+      entryId: entry.generationId,
+      type: 'charge',
+      createdAt: entry.createdAt,
+      deltaNano: -entry.billedNano,
+      tier: entry.tier,
+      keyId: entry.keyId,
+      promptTokens: entry.promptTokens,
+      completionTokens: entry.completionTokens,
+      cachedTokens: entry.cachedTokens,
+      estimated: entry.estimated,
+      ...(entry.user ? { user: entry.user } : {}),
+      ...(entry.usageAdjusted ? { usageAdjusted: entry.usageAdjusted } : {}),
+      ...(entry.finishReason ? { finishReason: entry.finishReason } : {}),
+    });
+    this.ledger.set(entry.accountId, entries);
+    account.balanceNano -= entry.billedNano;
+    const hold = options.hold && this.holds.get(options.hold.holdId);
+    if (hold) {
+      this.holds.delete(hold.holdId);
+      account.heldNano -= hold.amountNano;
+    }
+    return 'settled';
+  }
+
+  async releaseHold(hold: Hold, options: { onlyIfExpiredAt?: number } = {}): Promise<boolean> {
+    this.calls.push('releaseHold');
+    const live = this.holds.get(hold.holdId);
+    if (!live) return false;
+    if (options.onlyIfExpiredAt !== undefined && live.expiresAt > options.onlyIfExpiredAt) return false;
+    this.holds.delete(hold.holdId);
+    const account = this.accounts.get(hold.accountId);
+    if (account) account.heldNano -= live.amountNano;
+    return true;
+  }
+
+  async listHolds(accountId?: string): Promise<Hold[]> {
+    return [...this.holds.values()].filter((h) => accountId === undefined || h.accountId === accountId);
+  }
+
+  async getAccount(accountId: string): Promise<AccountRecord | undefined> {
+    const account = this.accounts.get(accountId);
+    return account ? { ...account } : undefined;
+  }
+
+  async listAccountIds(): Promise<string[]> {
+    return [...this.accounts.keys()].sort();
+  }
+
+  async createAccount(accountId: string, initialCreditsNano: bigint, now: string): Promise<void> {
+    if (this.accounts.has(accountId)) throw new AccountExistsError(accountId);
+    this.accounts.set(accountId, {
+      accountId,
+      status: 'active',
+      balanceNano: initialCreditsNano,
+      heldNano: 0n,
+      createdAt: now,
+    });
+    if (initialCreditsNano > 0n) {
+      this.ledger.set(accountId, [
+        {
+          entryId: topUpEntryId('initial-credits'),
+          type: 'topup',
+          createdAt: now,
+          deltaNano: initialCreditsNano,
+          reference: 'initial-credits',
+        },
+      ]);
+    }
+  }
+
+  async setAccountStatus(accountId: string, status: AccountStatus): Promise<void> {
+    const account = this.accounts.get(accountId);
+    if (!account) throw new AccountNotFoundError(accountId);
+    account.status = status;
+  }
+
+  async topUp(accountId: string, reference: string, amountNano: bigint, now: string): Promise<boolean> {
+    const account = this.accounts.get(accountId);
+    if (!account) throw new AccountNotFoundError(accountId);
+    const entries = this.ledger.get(accountId) ?? [];
+    if (entries.some((e) => e.entryId === topUpEntryId(reference))) return false;
+    entries.push({
+      entryId: topUpEntryId(reference),
+      type: 'topup',
+      createdAt: now,
+      deltaNano: amountNano,
+      reference,
+    });
+    this.ledger.set(accountId, entries);
+    account.balanceNano += amountNano;
+    return true;
+  }
+
+  async createKey(key: KeyRecord): Promise<void> {
+    if (!this.accounts.has(key.accountId)) throw new AccountNotFoundError(key.accountId);
+    this.keys.set(key.keyHash, { ...key });
+  }
+
+  async findKeyById(keyId: string): Promise<KeyRecord | undefined> {
+    return [...this.keys.values()].find((k) => k.keyId === keyId);
+  }
+
+  async revokeKey(keyHash: string, now: string): Promise<KeyRecord> {
+    const key = this.keys.get(keyHash);
+    if (!key) throw new Error('no such key');
+    key.status = 'revoked';
+    key.revokedAt ??= now;
+    return { ...key };
+  }
+
+  async listKeys(accountId: string): Promise<KeyRecord[]> {
+    return [...this.keys.values()].filter((k) => k.accountId === accountId);
+  }
+
+  async listLedger(accountId: string): Promise<LedgerEntry[]> {
+    return [...(this.ledger.get(accountId) ?? [])];
+  }
+
+  async getLedgerEntry(accountId: string, entryId: string): Promise<LedgerEntry | undefined> {
+    return this.ledger.get(accountId)?.find((e) => e.entryId === entryId);
+  }
+}

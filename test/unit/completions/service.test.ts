@@ -1,0 +1,144 @@
+import type { Readable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadCompletionsConfig } from '../../../functions/completions/config.js';
+import { handleCompletion } from '../../../functions/completions/service.js';
+import { generateApiKey } from '../../../functions/core/auth.js';
+import { HttpError } from '../../../functions/core/errors.js';
+import { usdToNano } from '../../../functions/core/money.js';
+import type { FunctionUrlEvent } from '../../../functions/shared/http.js';
+import { startSimulator } from '../../../functions/simulator/server.js';
+import { MemoryStore } from '../../support/memory-store.js';
+
+/**
+ * The request path of the completions function, unit-tested over an in-memory store (the port, not
+ * DynamoDB) and the simulator: which store operations each kind of account costs, and that a hold is
+ * always either settled or given back.
+ */
+let sim: Awaited<ReturnType<typeof startSimulator>>;
+let config: ReturnType<typeof loadCompletionsConfig>;
+beforeAll(async () => {
+  sim = await startSimulator({ port: 0 });
+  config = loadCompletionsConfig({
+    UPSTREAM_BASE_URL: sim.url,
+    MAX_CONCURRENCY: '100',
+    UPSTREAM_BUDGET_MS: '3000',
+  });
+});
+afterAll(async () => {
+  await sim?.close();
+});
+
+async function accountWith(store: MemoryStore, usd: string) {
+  const accountId = `acct-${store.accounts.size + 1}`;
+  await store.createAccount(accountId, usdToNano(usd), new Date().toISOString());
+  const key = generateApiKey();
+  await store.createKey({
+    keyHash: key.keyHash,
+    keyId: key.keyId,
+    accountId,
+    name: 'unit',
+    displayPrefix: key.displayPrefix,
+    status: 'active',
+    createdAt: new Date().toISOString(),
+  });
+  return { accountId, key: key.key };
+}
+
+function event(key: string, body: Record<string, unknown>): FunctionUrlEvent {
+  return {
+    version: '2.0',
+    routeKey: '$default',
+    rawPath: '/api/v1/chat/completions',
+    rawQueryString: '',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    requestContext: { http: { method: 'POST', path: '/api/v1/chat/completions' } },
+    body: JSON.stringify(body),
+    isBase64Encoded: false,
+  } as unknown as FunctionUrlEvent;
+}
+
+async function run(store: MemoryStore, key: string, body: Record<string, unknown>) {
+  const result = await handleCompletion(event(key, body), 'req-1', 300_000, {
+    store,
+    config,
+    credential: async () => undefined,
+  });
+  let text = '';
+  if (typeof result.body === 'string') text = result.body;
+  else for await (const part of result.body as Readable) text += part.toString();
+  return { status: result.statusCode, text };
+}
+
+const ask = (stream: boolean, content = 'hello [[sim:tokens=6]]') => ({
+  model: 'svc-fast',
+  messages: [{ role: 'user', content }],
+  stream,
+});
+
+describe('handleCompletion over the store port', () => {
+  it.each([false, true])(
+    'serves a funded account on one read and one settlement (stream %s)',
+    async (stream) => {
+      const store = new MemoryStore();
+      const { accountId, key } = await accountWith(store, '1000');
+      store.calls.length = 0;
+      const { status } = await run(store, key, ask(stream));
+      expect(status).toBe(200);
+      expect(store.calls).toEqual(['loadPrincipal', 'settleCharge']);
+      const [charge] = (await store.listLedger(accountId)).filter((e) => e.type === 'charge');
+      const account = await store.getAccount(accountId);
+      expect(usdToNano('1000') - (account?.balanceNano ?? 0n)).toBe(-(charge?.deltaNano ?? 1n));
+    },
+  );
+
+  it.each([false, true])(
+    'holds for a near-empty account and releases the hold in the settlement (stream %s)',
+    async (stream) => {
+      const store = new MemoryStore();
+      const { accountId, key } = await accountWith(store, '0.05');
+      store.calls.length = 0;
+      expect((await run(store, key, ask(stream))).status).toBe(200);
+      expect(store.calls).toEqual(['loadPrincipal', 'placeHold', 'settleCharge']);
+      expect(store.holds.size).toBe(0);
+      expect((await store.getAccount(accountId))?.heldNano).toBe(0n);
+    },
+  );
+
+  it('gives a hold back when the upstream fails before anything is billed', async () => {
+    const store = new MemoryStore();
+    const { accountId, key } = await accountWith(store, '0.05');
+    const failed = await run(store, key, ask(false, 'x [[sim:error=500]]')).catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(HttpError);
+    expect((failed as HttpError).statusCode).toBe(502);
+    expect(store.calls).toContain('releaseHold');
+    expect(store.holds.size).toBe(0);
+    expect((await store.getAccount(accountId))?.heldNano).toBe(0n);
+    expect((await store.listLedger(accountId)).filter((e) => e.type === 'charge')).toHaveLength(0);
+  });
+
+  it('answers 402 saying the credit is held when a request in flight holds all of it', async () => {
+    const store = new MemoryStore();
+    const { accountId, key } = await accountWith(store, '0.01');
+    await store.placeHold({
+      accountId,
+      holdId: 'gen-in-flight',
+      amountNano: usdToNano('0.02'),
+      expiresAt: Date.now() + 60_000,
+      createdAt: new Date().toISOString(),
+    });
+    const refused = (await run(store, key, ask(false)).catch((error: unknown) => error)) as HttpError;
+    expect(refused.statusCode).toBe(402);
+    expect(refused.message).toMatch(/held by requests in flight/);
+    expect(refused.toBody()).toMatchObject({ balance: 0.01 });
+  });
+
+  it('records the key id, the user and the finish reason on the ledger entry', async () => {
+    const store = new MemoryStore();
+    const { accountId, key } = await accountWith(store, '1000');
+    await run(store, key, { ...ask(false), user: 'end-user-42' });
+    const [charge] = (await store.listLedger(accountId)).filter((e) => e.type === 'charge');
+    expect(charge?.keyId).toMatch(/^key_/);
+    expect(charge?.user).toBe('end-user-42');
+    expect(charge?.finishReason).toBe('stop');
+  });
+});
