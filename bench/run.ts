@@ -10,6 +10,7 @@ import { createAccount, createKey } from '../lib/admin/operations.js';
 import { FUNCTION_SETTINGS } from '../lib/infra/function-settings.js';
 import { ensureTables, freePort, localClient, startDynamoLocal } from '../lib/local/dynamodb-local.js';
 import { localTableNames } from '../lib/local/stack.js';
+import { startCapacityProxy } from './capacity-proxy.js';
 import { type MeasuredRequest, percent, requestCost, usd } from './cost.js';
 import { available as cgroupAvailable, cpuShare, limitCpu, PERIOD_US } from './cpu-limit.js';
 import { PRICES, PRICES_DATE } from './prices.js';
@@ -135,7 +136,6 @@ const ms = (value: number) => `${value.toFixed(2)}`;
 
 /** What bench/probe.ts reports from inside the gateway process. */
 interface Probe {
-  dynamo: { calls: number; readUnits: number; writeUnits: number; byCommand: Record<string, number> };
   cpuUserUs: number;
   cpuSystemUs: number;
   rss: number;
@@ -367,6 +367,8 @@ async function main() {
   await createAccount(admin, 'bench', '100000');
   const { key } = await createKey(admin, 'bench', 'bench');
 
+  // The gateway reaches DynamoDB Local through a proxy that counts the capacity units each call consumes.
+  const capacity = await startCapacityProxy(dynamo.endpoint);
   const sim = await spawnService(['bench/simulator.ts'], {}, /SIMULATOR (\S+)/);
   const simUrl = sim.match[1] ?? '';
   const gatewayPort = await freePort();
@@ -377,7 +379,7 @@ async function main() {
       // The long JSON generation answers after ~25 s: keep the first-byte timeouts out of the way.
       UPSTREAM_FIRST_BYTE_TIMEOUT_MS: '120000',
       UPSTREAM_BUDGET_MS: '120000',
-      DYNAMODB_ENDPOINT: dynamo.endpoint,
+      DYNAMODB_ENDPOINT: capacity.endpoint,
       UPSTREAM_BASE_URL: simUrl,
       LOG_LEVEL: 'SILENT',
       POWERTOOLS_METRICS_DISABLED: 'true',
@@ -528,16 +530,16 @@ async function main() {
   );
 
   // Cost of each kind of request. DynamoDB units and CPU from unpaced requests one kind at a time;
-  // durations from paced requests (realistic generation timing), all kinds at once.
+  // durations from paced requests (realistic generation timing), a few at a time.
   const kinds = [false, true].flatMap((stream) =>
     TIER_IDS.flatMap((tier) => [300, 2000].map((tokens) => ({ stream, tier, tokens }))),
   );
-  const usage = new Map<string, { readUnits: number; writeUnits: number; cpuMs: number }>();
+  const usage = new Map<string, { readUnits: number; writeUnits: number }>();
   const kindName = (k: { stream: boolean; tier: TierId; tokens: number }) =>
     `${k.stream ? 'stream' : 'json'} ${k.tier} ${k.tokens}`;
   const UNITS_SAMPLES = 5;
   for (const kind of kinds) {
-    const before = await probe(gateway.child);
+    const unitsBefore = capacity.totals();
     for (let i = 0; i < UNITS_SAMPLES; i++) {
       const r = await timedRequest(
         viaGateway,
@@ -546,32 +548,42 @@ async function main() {
       );
       if (r.status !== 200) throw new Error(`${kindName(kind)}: status ${r.status}`);
     }
-    const after = await probe(gateway.child);
+    const unitsAfter = capacity.totals();
     usage.set(kindName(kind), {
-      readUnits: (after.dynamo.readUnits - before.dynamo.readUnits) / UNITS_SAMPLES,
-      writeUnits: (after.dynamo.writeUnits - before.dynamo.writeUnits) / UNITS_SAMPLES,
-      cpuMs: (cpuUs(after) - cpuUs(before)) / UNITS_SAMPLES / 1000,
+      readUnits: (unitsAfter.readUnits - unitsBefore.readUnits) / UNITS_SAMPLES,
+      writeUnits: (unitsAfter.writeUnits - unitsBefore.writeUnits) / UNITS_SAMPLES,
     });
   }
   const PACED_SAMPLES = 2;
-  const paced = await Promise.all(
-    kinds.map(async (kind) => {
-      const runs: Timed[] = [];
-      for (let i = 0; i < PACED_SAMPLES; i++)
-        runs.push(
-          await timedRequest(viaGateway, completionBody(kind.tier, kind.stream, kind.tokens, true), auth),
+  // At most PACED_AT_ONCE at a time: the local emulator runs 4 instances per function (one request
+  // each, as Lambda does); more would queue and lengthen the measured duration.
+  const PACED_AT_ONCE = 4;
+  const pacedJobs = kinds.flatMap((kind) => Array.from({ length: PACED_SAMPLES }, () => kind));
+  const pacedRuns = new Map<(typeof kinds)[number], Timed[]>();
+  let nextJob = 0;
+  await Promise.all(
+    Array.from({ length: PACED_AT_ONCE }, async () => {
+      while (nextJob < pacedJobs.length) {
+        const kind = pacedJobs[nextJob++];
+        if (!kind) break;
+        const run = await timedRequest(
+          viaGateway,
+          completionBody(kind.tier, kind.stream, kind.tokens, true),
+          auth,
         );
-      return { kind, runs };
+        pacedRuns.set(kind, [...(pacedRuns.get(kind) ?? []), run]);
+      }
     }),
   );
+  const paced = kinds.map((kind) => ({ kind, runs: pacedRuns.get(kind) ?? [] }));
   const configuredMb = FUNCTION_SETTINGS.completions.memoryMb;
   say('');
   say(`## Infrastructure cost per request (prices of ${PRICES_DATE}, bench/prices.ts)`);
   say('');
   say(
     `Completions function at its configured ${configuredMb} MB (arm64). Prompt ~500 tokens; ~${TTFT_MS} ms to the first token, then one token every ${Math.round(MS_PER_TOKEN)} ms ` +
-      `(simulator directives); duration = wall time through the gateway, mean of ${PACED_SAMPLES} (all kinds at once). ` +
-      `DynamoDB units as DynamoDB Local reports them (ReturnConsumedCapacity, mean of ${UNITS_SAMPLES}). ` +
+      `(simulator directives); duration = wall time through the gateway, mean of ${PACED_SAMPLES} (${PACED_AT_ONCE} requests at a time). ` +
+      `DynamoDB units as DynamoDB Local reports them (ReturnConsumedCapacity added by bench/capacity-proxy.ts, mean of ${UNITS_SAMPLES}). ` +
       'CloudFront: one HTTPS request plus the response bytes out. Margin = billed - upstream cost (30% markup). ' +
       `Lambda $${PRICES.lambdaArmPerGbSecond}/GB-s + $${PRICES.lambdaPerRequest}/request; DynamoDB $${PRICES.dynamoPerReadUnit}/RRU, $${PRICES.dynamoPerWriteUnit}/WRU; ` +
       `CloudFront $${PRICES.cloudFrontPerHttpsRequest}/request, $${PRICES.cloudFrontPerGbOut}/GB.`,
@@ -583,10 +595,10 @@ async function main() {
   say(`|---|---|---|---|---|---|---|---|---|---|${COMPARED_MB.map(() => '---|').join('')}`);
   const typical: { share: string; infra: bigint; margin: bigint }[] = [];
   for (const { kind, runs } of paced) {
-    const units = usage.get(kindName(kind)) ?? { readUnits: Number.NaN, writeUnits: Number.NaN, cpuMs: 0 };
+    const units = usage.get(kindName(kind)) ?? { readUnits: Number.NaN, writeUnits: Number.NaN };
     const first = runs[0];
     if (!first || runs.some((r) => r.status !== 200))
-      throw new Error(`${kindName(kind)}: a paced request failed`);
+      throw new Error(`${kindName(kind)}: a paced request failed (${runs.map((r) => r.status).join(', ')})`);
     const measured: MeasuredRequest = {
       durationMs: runs.reduce((sum, r) => sum + r.totalMs, 0) / runs.length,
       readUnits: units.readUnits,
@@ -708,7 +720,7 @@ async function main() {
     `| after the first JSON, stream and /models request (cold) | ${mib(cold.rss)} | ${mib(cold.heapUsed)} | ${mib(cold.maxRssKb * 1024)} |`,
   );
   say(
-    `| after the whole bench (${end.dynamo.calls} DynamoDB calls, load at up to 64 clients) | ${mib(end.rss)} | ${mib(end.heapUsed)} | ${mib(end.maxRssKb * 1024)} |`,
+    `| after the whole bench (${capacity.totals().calls} DynamoDB calls, load at up to 64 clients) | ${mib(end.rss)} | ${mib(end.heapUsed)} | ${mib(end.maxRssKb * 1024)} |`,
   );
 
   say('');
@@ -721,6 +733,7 @@ async function main() {
   gateway.child.kill('SIGTERM');
   sim.child.kill('SIGTERM');
   client.destroy();
+  await capacity.close();
   await dynamo.stop();
   mkdirSync('bench/results', { recursive: true });
   const file = `bench/results/${new Date().toISOString().slice(0, 10)}.md`;
