@@ -232,6 +232,30 @@ describe('exact 400s', () => {
       'invalid_value',
       /"b", which is not in tools/,
     ],
+    [
+      { ...base, messages: [{ content: 'x' }] },
+      'messages[0].role',
+      'missing_required_parameter',
+      /'messages\[0\].role'/,
+    ],
+    [
+      { ...base, messages: [{ role: 'robot', content: 'x' }] },
+      'messages[0].role',
+      'invalid_value',
+      /"robot"\. Supported values are: 'system', 'developer', 'user', 'assistant', 'tool', 'function'/,
+    ],
+    [
+      { ...base, messages: [{ role: 7, content: 'x' }] },
+      'messages[0].role',
+      'invalid_type',
+      /expected string, but got an integer/,
+    ],
+    [
+      { ...base, tools: [{ type: 'x' }] },
+      'tools[0].type',
+      'invalid_value',
+      /"x"\. Supported values are: 'function', 'custom'/,
+    ],
   ])('%j: %s is %s', (raw, param, code, message) => {
     const error = badRequest(raw);
     expect(error.statusCode).toBe(400);
