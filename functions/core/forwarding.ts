@@ -9,7 +9,8 @@
  * `min_p`, `repetition_penalty`; `reasoning`, `reasoning_details` and `annotations` on assistant
  * messages; `cache_control` on content parts) follow the target's `extraFields` setting: `forward`
  * (the default: OpenRouter, vLLM, llama.cpp and LiteLLM take them) or `drop` (OpenAI itself refuses
- * unknown arguments); dropped names are reported to the client in the `x-dropped-fields` header.
+ * unknown arguments); dropped names are reported to the client in the `x-dropped-fields` header
+ * (percent-encoded where a name is not printable ASCII, so any JSON key makes a valid header value).
  */
 import { type ChatRequest, KNOWN_REQUEST_FIELDS } from './schemas.js';
 import type { UpstreamTarget } from './tiers.js';
@@ -34,6 +35,12 @@ const PART_FIELDS: Record<string, ReadonlySet<string>> = {
 /** Echoed from replies, accepted by no API. */
 const NEVER_FORWARDED_MESSAGE_FIELDS = new Set(['parsed']);
 
+/** A field name as it can appear in a header value: printable ASCII as is, anything else percent-encoded. */
+function headerSafe(name: string): string {
+  const short = name.length > 64 ? `${name.slice(0, 64)}...` : name;
+  return /^[\x21-\x2b\x2d-\x7e]+$/.test(short) ? short : encodeURIComponent(short);
+}
+
 export interface UpstreamBody {
   body: Record<string, unknown>;
   /** Extra field names not sent to this target (`provider`, `messages[].reasoning`, ...). */
@@ -48,7 +55,8 @@ export function toUpstreamBody(
   const dropped = new Set<string>();
   const body: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(request)) {
-    if (drop && !KNOWN_REQUEST_FIELDS.has(key)) dropped.add(key);
+    // `__proto__` would set the body's prototype rather than send a field: never forwarded.
+    if (key === '__proto__' || (drop && !KNOWN_REQUEST_FIELDS.has(key))) dropped.add(headerSafe(key));
     else body[key] = value;
   }
   body.model = target.model;
@@ -60,7 +68,7 @@ export function toUpstreamBody(
     for (const [key, value] of Object.entries(message)) {
       if (NEVER_FORWARDED_MESSAGE_FIELDS.has(key)) continue;
       if (drop && allowed && !allowed.has(key)) {
-        dropped.add(`messages[].${key}`);
+        dropped.add(`messages[].${headerSafe(key)}`);
         continue;
       }
       out[key] = value;
@@ -76,7 +84,7 @@ export function toUpstreamBody(
         const kept: Record<string, unknown> = {};
         for (const [key, value] of Object.entries(part)) {
           if (fields.has(key)) kept[key] = value;
-          else dropped.add(`messages[].content[].${key}`);
+          else dropped.add(`messages[].content[].${headerSafe(key)}`);
         }
         return kept;
       });

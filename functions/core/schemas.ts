@@ -274,7 +274,31 @@ export function toBadRequest(first: z.core.$ZodIssue): BadRequestError {
   const field = formatPath(issue.path);
   const param = field || null;
   const where = field ? `'${field}'` : 'the request body';
-  const input = (issue as { input?: unknown }).input;
+  let input = (issue as { input?: unknown }).input;
+  // A discriminated union whose tag matched no branch (`role`, `type`): zod's input is the whole object
+  // and its path ends at the tag; judge the tag itself (absent, wrong type, or an unknown value).
+  const tagged = issue as { discriminator?: string; options?: unknown[] };
+  if (issue.code === 'invalid_union' && tagged.discriminator && issue.errors.length === 0) {
+    const owner = input;
+    input =
+      typeof owner === 'object' && owner !== null && !Array.isArray(owner)
+        ? (owner as Record<string, unknown>)[tagged.discriminator]
+        : undefined;
+    if (input !== undefined && typeof input !== 'string')
+      return new BadRequestError(
+        `Invalid type for ${where}: expected string, but got ${kindOf(input)}.`,
+        param,
+        'invalid_type',
+      );
+    if (input !== undefined)
+      return new BadRequestError(
+        `Invalid value for ${where}: ${show(input)}. Supported values are: ${(tagged.options ?? [])
+          .map((v) => `'${String(v)}'`)
+          .join(', ')}.`,
+        param,
+        'invalid_value',
+      );
+  }
   if (input === undefined && issue.code !== 'custom')
     return new BadRequestError(
       `Missing required parameter: '${field}'.`,

@@ -232,6 +232,30 @@ describe('exact 400s', () => {
       'invalid_value',
       /"b", which is not in tools/,
     ],
+    [
+      { ...base, messages: [{ content: 'x' }] },
+      'messages[0].role',
+      'missing_required_parameter',
+      /'messages\[0\].role'/,
+    ],
+    [
+      { ...base, messages: [{ role: 'robot', content: 'x' }] },
+      'messages[0].role',
+      'invalid_value',
+      /"robot"\. Supported values are: 'system', 'developer', 'user', 'assistant', 'tool', 'function'/,
+    ],
+    [
+      { ...base, messages: [{ role: 7, content: 'x' }] },
+      'messages[0].role',
+      'invalid_type',
+      /expected string, but got an integer/,
+    ],
+    [
+      { ...base, tools: [{ type: 'x' }] },
+      'tools[0].type',
+      'invalid_value',
+      /"x"\. Supported values are: 'function', 'custom'/,
+    ],
   ])('%j: %s is %s', (raw, param, code, message) => {
     const error = badRequest(raw);
     expect(error.statusCode).toBe(400);
@@ -305,12 +329,36 @@ describe('exact 400s', () => {
           return true;
         })
         .map(([field, value]) => ({ body: { ...base, [field]: value }, param: field, code: 'invalid_type' })),
+      // A tagged shape (a message's role, a tool's type) absent, mistyped or unknown, at a generated index.
+      fc
+        .tuple(
+          fc.nat({ max: 3 }),
+          fc.oneof(
+            fc.constant({ value: undefined, code: 'missing_required_parameter' }),
+            fc
+              .oneof(fc.integer(), fc.boolean(), fc.constant(null))
+              .map((value) => ({ value, code: 'invalid_type' })),
+            fc.string({ maxLength: 10 }).map((value) => ({ value: `bot-${value}`, code: 'invalid_value' })),
+          ),
+          fc.constantFrom(['messages', 'role'], ['tools', 'type']),
+        )
+        .map(([at, { value, code }, [list, tag]]) => {
+          const good =
+            list === 'messages'
+              ? { role: 'user', content: 'hi' }
+              : { type: 'function', function: { name: 'f' } };
+          const items: Record<string, unknown>[] = Array.from({ length: at + 1 }, () => ({ ...good }));
+          const spoiled = { ...good, [tag as string]: value };
+          if (value === undefined) delete spoiled[tag as keyof typeof spoiled];
+          items[at] = spoiled;
+          return { body: { ...base, [list as string]: items }, param: `${list}[${at}].${tag}`, code };
+        }),
     );
     fc.assert(
       fc.property(spoilers, ({ body, param, code }) => {
         const error = badRequest(body);
         expect(error.param?.startsWith(param)).toBe(true);
-        if (error.param === param) expect(error.code).toBe(code);
+        expect(error.code).toBe(code);
         expect(error.message).toContain(param);
       }),
       { numRuns: 300 },
