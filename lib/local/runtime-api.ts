@@ -149,6 +149,14 @@ class Instance {
         if (!res.headersSent) res.writeHead(500).end();
       });
     });
+    // The runtime client takes a pooled socket for an invocation's response when the invocation
+    // starts and writes to it only when the handler has something to send: a JSON reply after the
+    // whole generation. Node's default 5 s keep-alive timeout closed that socket under it (a JSON
+    // reply slower than 5 s was a 502). The Runtime API has no such limits; the function timeout is
+    // enforced by the invocation's own timer.
+    this.server.keepAliveTimeout = 0;
+    this.server.requestTimeout = 0;
+    this.server.headersTimeout = 0;
   }
 
   async start(env: Record<string, string>): Promise<void> {

@@ -10,6 +10,22 @@ afterAll(async () => {
   await target?.stop();
 });
 
+describe('a slow JSON reply', () => {
+  it('reaches the client after longer than an idle keep-alive socket lives (5 s in Node)', async () => {
+    const { key } = await newAccount(target);
+    const response = await fetch(`${target.baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'svc-fast',
+        messages: [{ role: 'user', content: 'slow [[sim:tokens=3]] [[sim:first_byte_delay_ms=6500]]' }],
+      }),
+    });
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as { object: string }).object).toBe('chat.completion');
+  }, 20_000);
+});
+
 describe('an oversized request body', () => {
   it('is answered 413 with Connection: close, and the next request is served', async () => {
     const { key } = await newAccount(target);
