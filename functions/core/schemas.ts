@@ -203,7 +203,7 @@ export const ChatRequestSchema = z
           values: names,
           input: wanted,
           path: ['tool_choice'],
-          message: `tool_choice names the tool "${wanted}", which is not in tools`,
+          message: `tool_choice names the tool ${show(wanted)}, which is not in tools`,
         });
     }
     const call = request.function_call;
@@ -214,7 +214,7 @@ export const ChatRequestSchema = z
           values: [],
           input: call.name,
           path: ['function_call'],
-          message: `function_call names the function "${call.name}", which is not in functions`,
+          message: `function_call names the function ${show(call.name)}, which is not in functions`,
         });
     }
   });
@@ -223,10 +223,17 @@ export type ChatRequest = z.output<typeof ChatRequestSchema>;
 /** The top-level fields of OpenAI's request schema that the gateway knows (the rest are "extra"). */
 export const KNOWN_REQUEST_FIELDS: ReadonlySet<string> = new Set(Object.keys(ChatRequestSchema.shape));
 
-/** `messages.1.tool_call_id` -> `messages[1].tool_call_id` */
+/** A client's own key (of `metadata`, a forwarded object) as it may appear in an error: bounded. */
+function shortKey(key: PropertyKey): string {
+  const text = String(key);
+  return text.length > 64 ? `${text.slice(0, 61)}...` : text;
+}
+
+/** `messages.1.tool_call_id` -> `messages[1].tool_call_id` (keys longer than 64 characters shortened) */
 export function formatPath(path: readonly PropertyKey[]): string {
   return path.reduce<string>(
-    (out, key) => (typeof key === 'number' ? `${out}[${key}]` : out ? `${out}.${String(key)}` : String(key)),
+    (out, key) =>
+      typeof key === 'number' ? `${out}[${key}]` : out ? `${out}.${shortKey(key)}` : shortKey(key),
     '',
   );
 }
