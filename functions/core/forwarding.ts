@@ -55,7 +55,8 @@ export function toUpstreamBody(
   const dropped = new Set<string>();
   const body: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(request)) {
-    if (drop && !KNOWN_REQUEST_FIELDS.has(key)) dropped.add(headerSafe(key));
+    // `__proto__` would set the body's prototype rather than send a field: never forwarded.
+    if (key === '__proto__' || (drop && !KNOWN_REQUEST_FIELDS.has(key))) dropped.add(headerSafe(key));
     else body[key] = value;
   }
   body.model = target.model;

@@ -9,8 +9,14 @@ export interface FunctionSettings {
   memoryMb: number;
 }
 
+/**
+ * Memory sizes were chosen from `npm run bench` (README "Cost"): Lambda bills the whole wall time of
+ * a streamed generation, so memory is most of a request's infrastructure cost; completions and
+ * models get the cheapest size whose CPU share kept the added latency at the unlimited run's.
+ * `cdk deploy -c completionsMemorySize=512` (or `modelsMemorySize`) overrides one at deploy time.
+ */
 export const FUNCTION_SETTINGS = {
-  completions: { timeoutSeconds: 300, memoryMb: 1024 },
+  completions: { timeoutSeconds: 300, memoryMb: 384 },
   models: { timeoutSeconds: 10, memoryMb: 256 },
   simulator: { timeoutSeconds: 120, memoryMb: 512 },
   sweeper: { timeoutSeconds: 60, memoryMb: 256 },

@@ -26,6 +26,26 @@ export const BUNDLE_SETTINGS = {
   externalModules: [TOKENIZER],
 } as const;
 
+/** Lambda's bounds on memory size, in MB. */
+const MEMORY_MIN_MB = 128;
+const MEMORY_MAX_MB = 10_240;
+
+/**
+ * The memory size of the function with construct id `id`: the CDK context value
+ * `<id>MemorySize` (e.g. `cdk deploy -c completionsMemorySize=512`) when set, else `fallback`.
+ */
+export function memorySizeFor(scope: Construct, id: string, fallback: number): number {
+  const key = `${id.charAt(0).toLowerCase()}${id.slice(1)}MemorySize`;
+  const raw: unknown = scope.node.tryGetContext(key);
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < MEMORY_MIN_MB || value > MEMORY_MAX_MB)
+    throw new Error(
+      `${key} must be a whole number of MB from ${MEMORY_MIN_MB} to ${MEMORY_MAX_MB}, got ${String(raw)}`,
+    );
+  return value;
+}
+
 /** The repository root, for the function entry points (infrastructure never imports runtime code). */
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -61,7 +81,7 @@ export class ServiceFunction extends Construct {
       depsLockFilePath: `${REPO_ROOT}package-lock.json`,
       runtime: Runtime.NODEJS_22_X,
       architecture: Architecture.ARM_64,
-      memorySize: props.memorySize,
+      memorySize: memorySizeFor(scope, id, props.memorySize),
       timeout: props.timeout,
       ...(props.reservedConcurrentExecutions !== undefined
         ? { reservedConcurrentExecutions: props.reservedConcurrentExecutions }

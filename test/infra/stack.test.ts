@@ -129,7 +129,7 @@ describe('functions', () => {
     prod.template.hasResourceProperties('AWS::Lambda::Function', {
       ReservedConcurrentExecutions: 50,
       Timeout: 300,
-      MemorySize: 1024,
+      MemorySize: 384,
     });
     const reserved = userFunctions(sandbox.template).filter(
       ([, f]) =>

@@ -23,7 +23,7 @@ describe('toUpstreamBody over generated extra fields (property)', () => {
         const raw = { ...base, ...Object.fromEntries(names.map((n) => [n, 1])) };
         const request = parseChatRequest(JSON.stringify(raw));
         const { body, dropped } = toUpstreamBody(request, { model: 'up', extraFields: 'drop' });
-        for (const name of names) expect(body).not.toHaveProperty([name]);
+        for (const name of names) expect(Object.hasOwn(body, name)).toBe(false);
         expect(dropped).toHaveLength(names.length);
         expect(() => validateHeaderValue('x-dropped-fields', dropped.join(', '))).not.toThrow();
         for (const name of dropped) expect(name).not.toContain(',');
@@ -108,5 +108,17 @@ describe('nesting depth', () => {
       }),
       { numRuns: 200 },
     );
+  });
+});
+
+describe('a field named __proto__', () => {
+  it('is never forwarded and never becomes the prototype of what is sent', () => {
+    const request = parseChatRequest(
+      `{"model":"svc-fast","messages":[{"role":"user","content":"hi"}],"__proto__":{"polluted":true}}`,
+    );
+    const { body } = toUpstreamBody(request, { model: 'up', extraFields: 'forward' });
+    expect(Object.getPrototypeOf(body)).toBe(Object.prototype);
+    expect((body as { polluted?: unknown }).polluted).toBeUndefined();
+    expect(JSON.stringify(body)).not.toContain('polluted');
   });
 });
