@@ -203,7 +203,7 @@ export const ChatRequestSchema = z
           values: names,
           input: wanted,
           path: ['tool_choice'],
-          message: `tool_choice names the tool "${wanted}", which is not in tools`,
+          message: `tool_choice names the tool ${show(wanted)}, which is not in tools`,
         });
     }
     const call = request.function_call;
@@ -214,7 +214,7 @@ export const ChatRequestSchema = z
           values: [],
           input: call.name,
           path: ['function_call'],
-          message: `function_call names the function "${call.name}", which is not in functions`,
+          message: `function_call names the function ${show(call.name)}, which is not in functions`,
         });
     }
   });
@@ -223,10 +223,17 @@ export type ChatRequest = z.output<typeof ChatRequestSchema>;
 /** The top-level fields of OpenAI's request schema that the gateway knows (the rest are "extra"). */
 export const KNOWN_REQUEST_FIELDS: ReadonlySet<string> = new Set(Object.keys(ChatRequestSchema.shape));
 
-/** `messages.1.tool_call_id` -> `messages[1].tool_call_id` */
+/** A client's own key (of `metadata`, a forwarded object) as it may appear in an error: bounded. */
+function shortKey(key: PropertyKey): string {
+  const text = String(key);
+  return text.length > 64 ? `${text.slice(0, 61)}...` : text;
+}
+
+/** `messages.1.tool_call_id` -> `messages[1].tool_call_id` (keys longer than 64 characters shortened) */
 export function formatPath(path: readonly PropertyKey[]): string {
   return path.reduce<string>(
-    (out, key) => (typeof key === 'number' ? `${out}[${key}]` : out ? `${out}.${String(key)}` : String(key)),
+    (out, key) =>
+      typeof key === 'number' ? `${out}[${key}]` : out ? `${out}.${shortKey(key)}` : shortKey(key),
     '',
   );
 }
@@ -353,6 +360,62 @@ export function toBadRequest(first: z.core.$ZodIssue): BadRequestError {
   }
 }
 
+/**
+ * JSON nested deeper than this is a 400: fields the gateway forwards without looking inside
+ * (`provider`, `reasoning_details`, tool parameter schemas) are serialised again for the upstream, and
+ * JSON.stringify recurses (a 6 MB body of brackets overflows the stack: a 5xx, not the client's 400).
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/** Whether a (valid) JSON text nests deeper than `limit`: one pass over its characters, no allocation. */
+function nestsDeeperThan(raw: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c)
+        i++; // a backslash escapes the next character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > limit) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return false;
+}
+
+/** Walks the parsed body without recursion; throws a 400 naming where it first nests too deep. */
+function checkDepth(json: unknown): void {
+  interface Node {
+    value: object;
+    key: PropertyKey;
+    parent: Node | undefined;
+    depth: number;
+  }
+  if (typeof json !== 'object' || json === null) return;
+  const stack: Node[] = [{ value: json, key: '', parent: undefined, depth: 0 }];
+  for (let node = stack.pop(); node; node = stack.pop()) {
+    if (node.depth >= MAX_JSON_DEPTH) {
+      const path: PropertyKey[] = [];
+      for (let at: Node | undefined = node; at?.parent; at = at.parent) path.unshift(at.key);
+      const field = formatPath(path.slice(0, 4));
+      throw new BadRequestError(
+        `Invalid '${field}${path.length > 4 ? '...' : ''}': nested deeper than ${MAX_JSON_DEPTH} levels.`,
+        field || null,
+        'out_of_range',
+      );
+    }
+    const parent = node;
+    const visit = (value: unknown, key: PropertyKey) => {
+      if (typeof value === 'object' && value !== null)
+        stack.push({ value, key, parent, depth: parent.depth + 1 });
+    };
+    if (Array.isArray(node.value)) for (let i = 0; i < node.value.length; i++) visit(node.value[i], i);
+    else for (const key in node.value) visit((node.value as Record<string, unknown>)[key], key);
+  }
+}
+
 /** Parses the raw body (a JSON string) into a ChatRequest, or throws a 400 naming the field. */
 export function parseChatRequest(rawBody: string | undefined): ChatRequest {
   let json: unknown;
@@ -364,6 +427,7 @@ export function parseChatRequest(rawBody: string | undefined): ChatRequest {
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {
     throw new BadRequestError('The request body must be a JSON object.', null, 'invalid_json');
   }
+  if (nestsDeeperThan(rawBody ?? '', MAX_JSON_DEPTH)) checkDepth(json);
   const result = ChatRequestSchema.safeParse(json, { reportInput: true });
   if (result.success) return result.data;
   const issue = result.error.issues[0];

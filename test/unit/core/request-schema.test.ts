@@ -365,3 +365,29 @@ describe('exact 400s', () => {
     );
   });
 });
+
+describe('a 400 is bounded whatever the client sent', () => {
+  it('long keys and values in bad bodies give short messages (property)', () => {
+    const long = fc.string({ minLength: 100, maxLength: 5_000 });
+    const bodies = fc.oneof(
+      long.map((key) => ({ ...base, metadata: { [key]: 1 } })),
+      long.map((name) => ({
+        ...base,
+        tools: [{ type: 'function', function: { name: 'a' } }],
+        tool_choice: { type: 'function', function: { name } },
+      })),
+      long.map((name) => ({ ...base, function_call: { name } })),
+      long.map((model) => ({ ...base, model })),
+      long.map((role) => ({ ...base, messages: [{ role, content: 'x' }] })),
+      long.map((key) => ({ ...base, logit_bias: { [key]: 'x' } })),
+    );
+    fc.assert(
+      fc.property(bodies, (body) => {
+        const error = badRequest(body);
+        expect(error.message.length).toBeLessThanOrEqual(400);
+        expect(error.param?.length ?? 0).toBeLessThanOrEqual(100);
+      }),
+      { numRuns: 200 },
+    );
+  });
+});
