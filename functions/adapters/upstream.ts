@@ -200,7 +200,9 @@ async function attemptOnce(
  * A stream request's 2xx must be an event stream whose first event is a chat-completion chunk (or an SSE
  * comment, as OpenRouter sends while it waits). An HTML page, a JSON body or an error event in its place
  * is a failed attempt, known before any byte goes to the client, so it is retried, falls back, or ends
- * as a 502 with nothing charged. Returns a response that replays what was read to decide.
+ * as a 502 with nothing charged. The first event is awaited until the attempt's first-byte deadline;
+ * an event stream still silent then is committed to (a slow first token is not a fault). Returns a
+ * response that replays what was read to decide.
  */
 async function checkEventStream(response: Response, deadline: number): Promise<Response> {
   const type = response.headers.get('content-type') ?? '';
@@ -231,7 +233,9 @@ async function checkEventStream(response: Response, deadline: number): Promise<R
       .catch(() => 'lost' as const)
       .finally(() => clearTimeout(timer));
     if (next === 'lost') verdict = new AttemptFailure('connection lost before the first event', true);
-    else if (next === 'timeout') verdict = new AttemptFailure('timeout', true);
+    // A live event stream that is still thinking (a reasoning model's first token can take a minute):
+    // commit to it, and let the relay's keep-alives hold the client from here.
+    else if (next === 'timeout') verdict = 'ok';
     else if (next.done) verdict = new AttemptFailure('event stream ended before its first event', true);
     else {
       seen.push(next.value);

@@ -146,11 +146,19 @@ describe('a slow upstream', () => {
     await expectOneCharge(accountId);
   });
 
-  it('answers 502, charging nothing, when the first event does not come within the first-byte timeout', async () => {
+  it('commits to a live event stream whose first token is slower than the first-byte timeout', async () => {
     const { accountId, key } = await newAccount(target);
-    const response = await call(key, 'slow [[sim:tokens=2]] [[sim:delay_ms=900]]', { stream: true });
-    expect(response.status).toBe(502);
-    await expectNoCharge(accountId);
+    const started = Date.now();
+    const response = await call(key, 'slow [[sim:tokens=2]] [[sim:delay_ms=1000]]', { stream: true });
+    // The status comes at the first-byte timeout (700 ms here), then keep-alives until the first token.
+    expect(response.status).toBe(200);
+    expect(Date.now() - started).toBeLessThan(1_400);
+    const { raw, data } = await readSse(response);
+    expect(raw.slice(0, raw.indexOf('data: ')).match(/^: keep-alive$/gm)?.length ?? 0).toBeGreaterThanOrEqual(
+      2,
+    );
+    expect(data.at(-1)).toBe('[DONE]');
+    await expectOneCharge(accountId);
   });
 });
 
