@@ -5,8 +5,9 @@
  * the simulator's content chunk, and (3) the whole relay (SSE parsing, rewrite, writes to the
  * client stream) per chunk for a 300-chunk stream. Prints microseconds per chunk.
  */
-import { chunkRewriter, rewriteParsed } from '../functions/completions/chunk-rewrite.js';
+
 import { relay } from '../functions/completions/relay.js';
+import { chunkRewriter, rewriteParsed } from './chunk-splice.js';
 
 const envelope = { id: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA', created: 1_767_225_600, model: 'svc-fast' };
 const chunk = (word: string) =>

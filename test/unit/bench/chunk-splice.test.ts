@@ -1,9 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  chunkRewriter,
-  isCompactContentChunk,
-  rewriteParsed,
-} from '../../../functions/completions/chunk-rewrite.js';
+import { chunkRewriter, isCompactContentChunk, rewriteParsed } from '../../../bench/chunk-splice.js';
 import { relay } from '../../../functions/completions/relay.js';
 import { stringifyJson } from '../../../functions/core/usage.js';
 
