@@ -166,7 +166,8 @@ async function pump(options: RelayOptions, write: (text: string) => void): Promi
       }
       const next = await readWithin(reader, Math.min(options.idleTimeoutMs, untilDeadline));
       if (next === 'timeout') {
-        if (Date.now() >= (options.deadline ?? Infinity)) outcome.cut = 'deadline';
+        // Which limit this wait was for (a timer may fire a millisecond before Date.now() agrees).
+        if (untilDeadline <= options.idleTimeoutMs) outcome.cut = 'deadline';
         else outcome.failure = 'The upstream stopped sending.';
         break;
       }

@@ -158,3 +158,36 @@ describe('relay', () => {
     expect(JSON.parse(events.at(-1) ?? '{}').choices[0].finish_reason).toBe('error');
   });
 });
+
+describe('relay limits', () => {
+  it('ends at its deadline with a length finish, even when the deadline comes before the idle limit', async () => {
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(enc.encode(chunk('partial ')));
+        // then silence: the upstream is still generating
+      },
+    });
+    let settled: RelayOutcome | undefined;
+    const out = relay({
+      body,
+      generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
+      tier: 'svc-fast',
+      created: 1_767_225_600,
+      keepAliveMs: 50,
+      idleTimeoutMs: 10_000,
+      maxBytes: 1_000_000,
+      deadline: Date.now() + 150,
+      abortUpstream: () => {},
+      settle: async (outcome) => {
+        settled = outcome;
+        return { cost: 0.5 };
+      },
+    });
+    let text = '';
+    for await (const part of out) text += part.toString();
+    expect(settled?.cut).toBe('deadline');
+    expect(settled?.failure).toBeUndefined();
+    expect(text).toContain('"finish_reason":"length"');
+    expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+  });
+});
