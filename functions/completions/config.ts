@@ -1,5 +1,6 @@
 import type { RetryPolicy } from '../adapters/upstream.js';
 import { parseTierConfig, singleUpstreamConfig, type TierConfig } from '../core/tiers.js';
+import { positiveIntFromEnv } from '../shared/env.js';
 
 /** Everything the completions function reads from its environment, checked once at cold start. */
 export interface CompletionsConfig {
@@ -38,15 +39,6 @@ export interface CompletionsConfig {
 
 export const DEFAULT_TOP_UP_URL = 'https://dashboard.example.com/settings/billing';
 
-function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isSafeInteger(value) || value <= 0)
-    throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
-  return value;
-}
-
 export function loadCompletionsConfig(env: NodeJS.ProcessEnv = process.env): CompletionsConfig {
   let tiers: TierConfig;
   if (env.TIERS_CONFIG) {
@@ -71,22 +63,22 @@ export function loadCompletionsConfig(env: NodeJS.ProcessEnv = process.env): Com
   return {
     tiers,
     topUpUrl: env.TOP_UP_URL || DEFAULT_TOP_UP_URL,
-    keepAliveMs: positiveInt(env, 'KEEPALIVE_INTERVAL_MS', 10_000),
+    keepAliveMs: positiveIntFromEnv(env, 'KEEPALIVE_INTERVAL_MS', 10_000),
     // Before the first byte the client has seen nothing, and CloudFront gives the origin 30 s
     // (60 s as configured) to answer: a 10 s first-byte timeout per attempt and a 25 s budget for all
     // attempts and fallbacks keep a 502 inside that window.
     retry: {
-      attemptsPerTarget: positiveInt(env, 'UPSTREAM_ATTEMPTS_PER_TARGET', 2),
-      baseDelayMs: positiveInt(env, 'UPSTREAM_RETRY_BASE_MS', 200),
-      maxDelayMs: positiveInt(env, 'UPSTREAM_RETRY_MAX_MS', 5_000),
-      firstByteTimeoutMs: positiveInt(env, 'UPSTREAM_FIRST_BYTE_TIMEOUT_MS', 10_000),
+      attemptsPerTarget: positiveIntFromEnv(env, 'UPSTREAM_ATTEMPTS_PER_TARGET', 2),
+      baseDelayMs: positiveIntFromEnv(env, 'UPSTREAM_RETRY_BASE_MS', 200),
+      maxDelayMs: positiveIntFromEnv(env, 'UPSTREAM_RETRY_MAX_MS', 5_000),
+      firstByteTimeoutMs: positiveIntFromEnv(env, 'UPSTREAM_FIRST_BYTE_TIMEOUT_MS', 10_000),
     },
-    upstreamBudgetMs: positiveInt(env, 'UPSTREAM_BUDGET_MS', 25_000),
-    settleReserveMs: positiveInt(env, 'SETTLE_RESERVE_MS', 10_000),
-    idleTimeoutMs: positiveInt(env, 'UPSTREAM_IDLE_TIMEOUT_MS', 120_000),
-    jsonReplyTimeoutMs: positiveInt(env, 'JSON_REPLY_TIMEOUT_MS', 50_000),
-    maxConcurrency: positiveInt(env, 'MAX_CONCURRENCY', 1_000),
-    holdExpiryMarginMs: positiveInt(env, 'HOLD_EXPIRY_MARGIN_MS', 60_000),
-    maxResponseBytes: positiveInt(env, 'UPSTREAM_MAX_RESPONSE_BYTES', 8 * 1024 * 1024),
+    upstreamBudgetMs: positiveIntFromEnv(env, 'UPSTREAM_BUDGET_MS', 25_000),
+    settleReserveMs: positiveIntFromEnv(env, 'SETTLE_RESERVE_MS', 10_000),
+    idleTimeoutMs: positiveIntFromEnv(env, 'UPSTREAM_IDLE_TIMEOUT_MS', 120_000),
+    jsonReplyTimeoutMs: positiveIntFromEnv(env, 'JSON_REPLY_TIMEOUT_MS', 50_000),
+    maxConcurrency: positiveIntFromEnv(env, 'MAX_CONCURRENCY', 1_000),
+    holdExpiryMarginMs: positiveIntFromEnv(env, 'HOLD_EXPIRY_MARGIN_MS', 60_000),
+    maxResponseBytes: positiveIntFromEnv(env, 'UPSTREAM_MAX_RESPONSE_BYTES', 8 * 1024 * 1024),
   };
 }

@@ -3,9 +3,8 @@ import { billingFailures } from '../../functions/shared/observability.js';
 import { listLedger } from '../../lib/admin/operations.js';
 import { type RunningDynamo, startDynamoLocal } from '../../lib/local/dynamodb-local.js';
 import { inProcessLauncher } from '../../lib/local/emulator.js';
-import { startLocalStack } from '../../lib/local/stack.js';
 import { readSse } from '../support/sse.js';
-import { balanceNano, newAccount, type Target } from '../support/target.js';
+import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
  * A database that stops answering (DynamoDB Local paused with SIGSTOP: connections open, nothing
@@ -19,13 +18,12 @@ const STATED_BOUND_MS = 5_000;
 
 beforeAll(async () => {
   dynamo = await startDynamoLocal();
-  const local = await startLocalStack({
+  target = await startTarget({
     dynamoEndpoint: dynamo.endpoint,
-    tablePrefix: 'stall-',
     // The functions run in this thread (inProcessLauncher): the test reads the billing-failure counter.
     launcher: inProcessLauncher,
-    // Settlement may take the reserve: 4 s here (10 s by default) keeps the test short.
-    // The deployed defaults (DynamoDB Local alone would get 5 s per request).
+    // Settlement may take the reserve: 4 s here (10 s by default) keeps the test short. The DynamoDB
+    // timeouts are the deployed defaults (DynamoDB Local alone would get 5 s per request).
     env: {
       SETTLE_RESERVE_MS: '4000',
       KEEPALIVE_INTERVAL_MS: '500',
@@ -33,14 +31,6 @@ beforeAll(async () => {
       DYNAMODB_CONNECT_TIMEOUT_MS: '1000',
     },
   });
-  target = {
-    baseUrl: local.baseUrl,
-    admin: { store: local.store },
-    client: local.client,
-    tables: local.tables,
-    local,
-    stop: local.stop,
-  };
 });
 afterAll(async () => {
   if (dynamo?.pid) process.kill(dynamo.pid, 'SIGCONT');

@@ -6,6 +6,7 @@ import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import { DynamoDBClient, type DynamoDBClientConfig } from '@aws-sdk/client-dynamodb';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
+import { positiveIntFromEnv } from '../../shared/env.js';
 import { tableNamesFromEnv } from './items.js';
 import { DynamoStore } from './store.js';
 
@@ -34,20 +35,19 @@ export interface DynamoTimeouts {
   maxAttempts: number;
 }
 
-function envInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isSafeInteger(value) || value <= 0)
-    throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
-  return value;
-}
-
 export function dynamoTimeouts(env: NodeJS.ProcessEnv = process.env): DynamoTimeouts {
   return {
-    connectTimeoutMs: envInt(env, 'DYNAMODB_CONNECT_TIMEOUT_MS', env.DYNAMODB_ENDPOINT ? 5_000 : 1_000),
-    requestTimeoutMs: envInt(env, 'DYNAMODB_REQUEST_TIMEOUT_MS', env.DYNAMODB_ENDPOINT ? 5_000 : 1_000),
-    maxAttempts: envInt(env, 'DYNAMODB_MAX_ATTEMPTS', 3),
+    connectTimeoutMs: positiveIntFromEnv(
+      env,
+      'DYNAMODB_CONNECT_TIMEOUT_MS',
+      env.DYNAMODB_ENDPOINT ? 5_000 : 1_000,
+    ),
+    requestTimeoutMs: positiveIntFromEnv(
+      env,
+      'DYNAMODB_REQUEST_TIMEOUT_MS',
+      env.DYNAMODB_ENDPOINT ? 5_000 : 1_000,
+    ),
+    maxAttempts: positiveIntFromEnv(env, 'DYNAMODB_MAX_ATTEMPTS', 3),
   };
 }
 
