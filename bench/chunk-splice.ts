@@ -16,6 +16,7 @@
  * compact) goes the current way, so the output is byte-identical to the relay's for the chunk
  * shapes of the relay tests, and the same JSON value for any input.
  */
+import { textOfDelta } from '../functions/completions/relay.js';
 import { readUpstreamUsage, type UsageReport } from '../functions/core/usage.js';
 
 export interface ChunkEnvelope {
@@ -113,26 +114,4 @@ export function rewriteParsed(data: string, envelope: ChunkEnvelope): RewrittenC
     usage,
     finishReason: typeof finish === 'string' ? finish : undefined,
   };
-}
-
-function textOfDelta(delta: unknown): string {
-  if (typeof delta !== 'object' || delta === null) return '';
-  const d = delta as {
-    content?: unknown;
-    refusal?: unknown;
-    reasoning?: unknown;
-    reasoning_content?: unknown;
-    tool_calls?: unknown;
-  };
-  let text = typeof d.content === 'string' ? d.content : '';
-  if (typeof d.refusal === 'string') text += d.refusal;
-  if (typeof d.reasoning === 'string') text += d.reasoning;
-  if (typeof d.reasoning_content === 'string') text += d.reasoning_content;
-  if (Array.isArray(d.tool_calls)) {
-    for (const call of d.tool_calls as { function?: { name?: unknown; arguments?: unknown } }[]) {
-      if (typeof call.function?.name === 'string') text += call.function.name;
-      if (typeof call.function?.arguments === 'string') text += call.function.arguments;
-    }
-  }
-  return text;
 }

@@ -224,7 +224,7 @@ function errorChunk(options: RelayOptions, message: string, code: string) {
 }
 
 /** The text a delta carries (content, refusal, reasoning, tool calls): what its tokens can be counted from. */
-function textOfDelta(delta: unknown): string {
+export function textOfDelta(delta: unknown): string {
   if (typeof delta !== 'object' || delta === null) return '';
   const d = delta as {
     content?: unknown;

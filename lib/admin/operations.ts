@@ -10,6 +10,7 @@ import {
   AccountExistsError,
   AccountNotFoundError,
   type Hold,
+  type KeyRecord,
   type LedgerEntry,
   type Store,
 } from '../../functions/core/store.js';
@@ -160,14 +161,7 @@ export async function listKeys(ctx: AdminContext, accountId: string): Promise<Ke
   return (await ctx.store.listKeys(accountId)).map(toKeyView);
 }
 
-function toKeyView(key: {
-  keyId: string;
-  name: string;
-  displayPrefix: string;
-  status: string;
-  createdAt: string;
-  revokedAt?: string;
-}): KeyView {
+function toKeyView(key: KeyRecord): KeyView {
   return {
     keyId: key.keyId,
     name: key.name,
