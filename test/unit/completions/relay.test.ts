@@ -5,7 +5,15 @@ import { stringifyJson } from '../../../functions/core/usage.js';
 /** Feeds the relay an upstream body cut into the given byte pieces and collects what the client gets. */
 async function run(
   pieces: Uint8Array[],
-  opts: { idleTimeoutMs?: number; failAfter?: boolean; maxBytes?: number } = {},
+  opts: {
+    idleTimeoutMs?: number;
+    failAfter?: boolean;
+    /** After the pieces the upstream goes silent, still connected. */
+    hangAfter?: boolean;
+    maxBytes?: number;
+    deadlineInMs?: number;
+    outputCap?: number;
+  } = {},
 ) {
   let index = 0;
   const body = new ReadableStream<Uint8Array>({
@@ -13,6 +21,7 @@ async function run(
       const piece = pieces[index++];
       if (piece) controller.enqueue(piece);
       else if (opts.failAfter) controller.error(new Error('socket hang up'));
+      else if (opts.hangAfter) return new Promise(() => {});
       else controller.close();
     },
   });
@@ -25,6 +34,8 @@ async function run(
     keepAliveMs: 10_000,
     idleTimeoutMs: opts.idleTimeoutMs ?? 5_000,
     maxBytes: opts.maxBytes ?? 1_000_000,
+    ...(opts.deadlineInMs !== undefined ? { deadline: Date.now() + opts.deadlineInMs } : {}),
+    ...(opts.outputCap !== undefined ? { outputCap: opts.outputCap } : {}),
     abortUpstream: () => {},
     settle: async (outcome) => {
       settled = outcome;
@@ -161,33 +172,24 @@ describe('relay', () => {
 
 describe('relay limits', () => {
   it('ends at its deadline with a length finish, even when the deadline comes before the idle limit', async () => {
-    const body = new ReadableStream<Uint8Array>({
-      start(controller) {
-        controller.enqueue(enc.encode(chunk('partial ')));
-        // then silence: the upstream is still generating
-      },
-    });
-    let settled: RelayOutcome | undefined;
-    const out = relay({
-      body,
-      generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
-      tier: 'svc-fast',
-      created: 1_767_225_600,
-      keepAliveMs: 50,
+    const { settled, text } = await run([enc.encode(chunk('partial '))], {
+      hangAfter: true,
       idleTimeoutMs: 10_000,
-      maxBytes: 1_000_000,
-      deadline: Date.now() + 150,
-      abortUpstream: () => {},
-      settle: async (outcome) => {
-        settled = outcome;
-        return { cost: 0.5 };
-      },
+      deadlineInMs: 150,
     });
-    let text = '';
-    for await (const part of out) text += part.toString();
     expect(settled?.cut).toBe('deadline');
     expect(settled?.failure).toBeUndefined();
     expect(text).toContain('"finish_reason":"length"');
     expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+  });
+
+  it('cuts a stream that clearly exceeds its output cap, without relaying the excess', async () => {
+    const pieces = Array.from({ length: 200 }, () => enc.encode(chunk('word ')));
+    const { settled, events } = await run(pieces, { hangAfter: true, outputCap: 4 });
+    expect(settled?.cut).toBe('output_cap');
+    // (4 + 16) allowed tokens x 4 chunks each: at most 80 content chunks reach the client.
+    const content = events.filter((e) => e.includes('"content"'));
+    expect(content.length).toBeLessThanOrEqual(80);
+    expect(events.at(-1)).toBe('[DONE]');
   });
 });
