@@ -93,6 +93,17 @@ describe('the round-trip budget', () => {
     },
   );
 
+  it('keeps the funded path under load: 40 requests at once make 40 reads, 40 settlements and no hold', async () => {
+    events.length = 0;
+    const statuses = await Promise.all(Array.from({ length: 40 }, (_, i) => complete(i % 2 === 0)));
+    expect(statuses.every((status) => status === 200)).toBe(true);
+    const count = (name: string) => events.filter((e) => e === name).length;
+    expect(count('dynamodb:BatchGetItemCommand')).toBe(40);
+    expect(count('upstream')).toBe(40);
+    expect(count('dynamodb:TransactWriteItemsCommand')).toBe(40);
+    expect(events).toHaveLength(120);
+  });
+
   it.each([false, true])(
     'adds exactly one hold write before the upstream for a near-empty account (stream %s)',
     async (stream) => {
