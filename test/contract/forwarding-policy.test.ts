@@ -4,39 +4,29 @@
  * which in `x-dropped-fields`, even for a field name that is not printable ASCII; and a body nested
  * too deep is a 400, not a 5xx.
  */
-import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SIMULATOR_PRICES } from '../../functions/core/tiers.js';
+import { type FakeUpstream, startFakeUpstream } from '../support/fake-upstream.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
 
-let upstream: Server;
+let upstream: FakeUpstream;
 let target: Target;
-const received: Record<string, unknown>[] = [];
 
 beforeAll(async () => {
-  upstream = createServer((req, res) => {
-    let raw = '';
-    req.on('data', (part) => {
-      raw += part;
-    });
-    req.on('end', () => {
-      received.push(JSON.parse(raw) as Record<string, unknown>);
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(
-        JSON.stringify({
-          id: 'x',
-          object: 'chat.completion',
-          created: 1_767_225_600,
-          model: 'up',
-          choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'ok' } }],
-          usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 },
-        }),
-      );
-    });
+  upstream = await startFakeUpstream((_body, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(
+      JSON.stringify({
+        id: 'x',
+        object: 'chat.completion',
+        created: 1_767_225_600,
+        model: 'up',
+        choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'ok' } }],
+        usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 },
+      }),
+    );
   });
-  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-  const address = upstream.address();
-  const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/v1`;
+  const url = upstream.url;
   const entry = (tier: keyof typeof SIMULATOR_PRICES, extraFields: 'forward' | 'drop') => [
     { baseUrl: url, model: `up-${tier}`, prices: SIMULATOR_PRICES[tier], extraFields },
   ];
@@ -52,8 +42,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await target?.stop();
-  upstream?.closeAllConnections();
-  await new Promise((resolve) => upstream?.close(resolve));
+  await upstream?.close();
 });
 
 const extras = {
@@ -81,7 +70,7 @@ describe.skipIf(Boolean(process.env.SVC_BASE_URL))('forwarding policy', () => {
     const response = await post(key, { model: 'svc-fast', ...extras });
     expect(response.status).toBe(200);
     expect(response.headers.get('x-dropped-fields')).toBeNull();
-    const body = received.at(-1);
+    const body = upstream.received.at(-1);
     expect(body).toMatchObject({ model: 'up-svc-fast', provider: { order: ['a'] }, top_k: 40, 'é☃\tkey': 1 });
     const messages = body?.messages as Record<string, unknown>[];
     expect(messages[1]).toMatchObject({ reasoning: 'r', annotations: [] });
@@ -100,7 +89,7 @@ describe.skipIf(Boolean(process.env.SVC_BASE_URL))('forwarding policy', () => {
       'provider',
       'top_k',
     ]);
-    const body = received.at(-1) as Record<string, unknown>;
+    const body = upstream.received.at(-1) as Record<string, unknown>;
     expect(body.model).toBe('up-svc-pro');
     for (const name of ['provider', 'top_k', 'é☃\tkey']) expect(body).not.toHaveProperty([name]);
     const messages = body.messages as Record<string, unknown>[];
@@ -110,7 +99,7 @@ describe.skipIf(Boolean(process.env.SVC_BASE_URL))('forwarding policy', () => {
 
   it('a body nested 100,000 levels deep is a 400 naming where, and nothing reaches the upstream', async () => {
     const { key } = await newAccount(target);
-    const before = received.length;
+    const before = upstream.received.length;
     const depth = 100_000;
     const response = await post(
       key,
@@ -119,6 +108,6 @@ describe.skipIf(Boolean(process.env.SVC_BASE_URL))('forwarding policy', () => {
     expect(response.status).toBe(400);
     const { error } = (await response.json()) as { error: { param: string; code: string } };
     expect(error).toMatchObject({ param: 'provider[0][0][0]', code: 'out_of_range' });
-    expect(received.length).toBe(before);
+    expect(upstream.received.length).toBe(before);
   });
 });

@@ -1,8 +1,8 @@
-import { createServer, type Server } from 'node:http';
 import OpenAI from 'openai';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SIMULATOR_PRICES } from '../../functions/core/tiers.js';
+import { type FakeUpstream, startFakeUpstream } from '../support/fake-upstream.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
@@ -11,9 +11,8 @@ import { newAccount, startTarget, type Target } from '../support/target.js';
  * `choices[0].message` back into `messages` as it came, and every round must be accepted. Local
  * only: it needs its own upstream.
  */
-let upstream: Server;
+let upstream: FakeUpstream;
 let target: Target;
-const received: Record<string, unknown>[] = [];
 
 function reply(round: number) {
   const base = { role: 'assistant', refusal: null, reasoning: null, annotations: [] as unknown[] };
@@ -66,22 +65,12 @@ function reply(round: number) {
 }
 
 beforeAll(async () => {
-  upstream = createServer((req, res) => {
-    let raw = '';
-    req.on('data', (part) => {
-      raw += part;
-    });
-    req.on('end', () => {
-      const body = JSON.parse(raw) as Record<string, unknown>;
-      received.push(body);
-      const round = (body.messages as { role: string }[]).filter((m) => m.role === 'tool').length + 1;
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(reply(round)));
-    });
+  upstream = await startFakeUpstream((body, res) => {
+    const round = (body.messages as { role: string }[]).filter((m) => m.role === 'tool').length + 1;
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(reply(round)));
   });
-  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-  const address = upstream.address();
-  const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/api/v1`;
+  const url = upstream.url;
   const target_ = (tier: keyof typeof SIMULATOR_PRICES) => [
     { baseUrl: url, model: 'openai/gpt-4o-mini', prices: SIMULATOR_PRICES[tier] },
   ];
@@ -97,8 +86,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await target?.stop();
-  upstream?.closeAllConnections();
-  await new Promise((resolve) => upstream?.close(resolve));
+  await upstream?.close();
 });
 
 describe.skipIf(Boolean(process.env.SVC_BASE_URL))('the openai SDK tool-call loop, OpenRouter-shaped', () => {
@@ -129,8 +117,8 @@ describe.skipIf(Boolean(process.env.SVC_BASE_URL))('the openai SDK tool-call loo
       if (!message.tool_calls?.length) final = message.content ?? '';
     }
     expect(final).toBe('Oslo is colder than Lima.');
-    expect(received).toHaveLength(3);
-    const last = received.at(-1)?.messages as Record<string, unknown>[];
+    expect(upstream.received).toHaveLength(3);
+    const last = upstream.received.at(-1)?.messages as Record<string, unknown>[];
     const echoed = last.filter((m) => m.role === 'assistant');
     expect(echoed).toHaveLength(2);
     expect(echoed[1]).toMatchObject({

@@ -1,6 +1,6 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { usdToNano } from '../../functions/core/money.js';
 import { SIMULATOR_PRICES } from '../../functions/core/tiers.js';
 import { CAP_MARGIN } from '../../functions/core/usage-bounds.js';
@@ -8,6 +8,7 @@ import { usageAdjustments } from '../../functions/shared/observability.js';
 import { startSimulator } from '../../functions/simulator/server.js';
 import { listLedger } from '../../lib/admin/operations.js';
 import { inProcessLauncher } from '../../lib/local/emulator.js';
+import { type FakeUpstream, startFakeUpstream } from '../support/fake-upstream.js';
 import { readSse } from '../support/sse.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
@@ -19,29 +20,16 @@ import { balanceNano, newAccount, startTarget, type Target } from '../support/ta
  */
 type Behaviour = (body: Record<string, unknown>, res: ServerResponse) => void;
 let behave: Behaviour;
-let hostile: Server;
+let hostile: FakeUpstream;
 let sim: Awaited<ReturnType<typeof startSimulator>>;
 let target: Target;
-let upstreamClosed: Promise<void>;
-let markClosed: () => void;
 
 const REPLY = 'This reply is exactly 33 bytes.!!';
 const START = 5_000_000_000n;
 
 beforeAll(async () => {
-  hostile = createServer((req: IncomingMessage, res: ServerResponse) => {
-    let raw = '';
-    req.on('data', (part) => {
-      raw += part;
-    });
-    req.on('end', () => {
-      res.on('close', () => markClosed());
-      behave(JSON.parse(raw) as Record<string, unknown>, res);
-    });
-  });
-  await new Promise<void>((resolve) => hostile.listen(0, '127.0.0.1', resolve));
-  const address = hostile.address();
-  const hostileUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/v1`;
+  hostile = await startFakeUpstream((body, res) => behave(body, res));
+  const hostileUrl = hostile.url;
   sim = await startSimulator({ port: 0 });
   const tiers = {
     'svc-fast': [{ baseUrl: hostileUrl, model: 'liar', prices: SIMULATOR_PRICES['svc-fast'] }],
@@ -67,13 +55,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await target?.stop();
   await sim?.close();
-  hostile?.closeAllConnections();
-  await new Promise((resolve) => hostile?.close(resolve));
-});
-beforeEach(() => {
-  upstreamClosed = new Promise((resolve) => {
-    markClosed = resolve;
-  });
+  await hostile?.close();
 });
 
 function completion(usage: unknown) {
@@ -315,6 +297,6 @@ describe('an upstream that streams forever', () => {
     const { charge, adjusted } = await oneCharge(accountId);
     expect(-charge.deltaNano).toBe(usdToNano(String(usage.cost)));
     expect(adjusted).toMatch(/output cap/);
-    await upstreamClosed; // the gateway hung up on the upstream
+    await hostile.lastClosed(); // the gateway hung up on the upstream
   });
 });
