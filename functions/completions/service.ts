@@ -8,7 +8,7 @@ import {
   ServiceUnavailableError,
   UpstreamError,
 } from '../core/errors.js';
-import { toUpstreamBody } from '../core/forwarding.js';
+import { toUpstreamBody, type UpstreamBody } from '../core/forwarding.js';
 import { needsHold, worstCaseBilledNano } from '../core/holds.js';
 import { newGenerationId } from '../core/ids.js';
 import { costToUsd, nanoToUsd } from '../core/money.js';
@@ -97,11 +97,21 @@ export async function handleCompletion(
     expiresAt: startedAt + remainingMs + deps.config.holdExpiryMarginMs,
     createdAt: new Date(startedAt).toISOString(),
   });
+  // Each target's body is built once (a retry resends it), and it says which extra fields it left out.
+  const forwarded = new Map<UpstreamTarget, UpstreamBody>();
+  const forwardedTo = (target: UpstreamTarget): UpstreamBody => {
+    let built = forwarded.get(target);
+    if (!built) {
+      built = toUpstreamBody(request, target);
+      forwarded.set(target, built);
+    }
+    return built;
+  };
   let opened: Awaited<ReturnType<typeof openWithFallback>>;
   try {
     opened = await openWithFallback({
       targets: tier.targets,
-      bodyFor: (target) => toUpstreamBody(request, target).body,
+      bodyFor: (target) => forwardedTo(target).body,
       credential: deps.credential,
       policy: request.stream
         ? deps.config.retry
@@ -135,7 +145,7 @@ export async function handleCompletion(
       : Math.min(startedAt + remainingMs, startedAt + ORIGIN_READ_TIMEOUT_MS) - SETTLE_MARGIN_MS,
   };
   // Extra fields this target does not take were left out: say which (forwarding.ts).
-  const dropped = toUpstreamBody(request, opened.target).dropped;
+  const { dropped } = forwardedTo(opened.target);
   if (dropped.length > 0) Object.assign(headers, { 'x-dropped-fields': dropped.join(', ').slice(0, 1_000) });
   const body = opened.response.body;
   if (!request.stream || !body) {
