@@ -4,6 +4,7 @@ import type { Context } from 'aws-lambda';
 import { getStore } from '../adapters/dynamodb/index.js';
 import { originVerifyValue, upstreamCredential } from '../adapters/secrets.js';
 import { MethodNotAllowedError, NotFoundError } from '../core/errors.js';
+import { compressResponse } from '../shared/compression.js';
 import {
   type FunctionUrlEvent,
   type FunctionUrlResult,
@@ -36,6 +37,8 @@ async function completions(event: FunctionUrlEvent, context: Context): Promise<F
 export const handler = middy<FunctionUrlEvent, FunctionUrlResult>({ streamifyResponse: true })
   .use(injectLambdaContext(logger, { resetKeys: true }))
   .use(requestMetrics())
+  // Its `after` sees the handler's answer (errors go out as they are): gzip if the client asks.
+  .use(compressResponse())
   .use(httpErrorHandler())
   .use(originVerify(originVerifyValue))
   .handler(completions);

@@ -87,6 +87,55 @@ describe('the official openai client', () => {
     expect(before - (await balanceNano(target, accountId))).toBe(costNano(usage.cost));
   });
 
+  it('gets a stream gzip-compressed, as it asks for, and each chunk as soon as it is generated', async () => {
+    const { key } = await newAccount(target);
+    // The simulator pauses 1.5 s after the 3rd token: compression must not hold the first ones back.
+    const started = Date.now();
+    const { data: stream, response } = await client(key)
+      .chat.completions.create({
+        model: 'svc-fast',
+        messages: [
+          { role: 'user', content: 'Count [[sim:tokens=8]] [[sim:pause_after=3]] [[sim:pause_ms=1500]]' },
+        ],
+        stream: true,
+      })
+      .withResponse();
+    expect(response.headers.get('content-encoding')).toBe('gzip');
+    let firstText: number | undefined;
+    let text = '';
+    for await (const chunk of stream) {
+      const piece = chunk.choices[0]?.delta.content ?? '';
+      if (piece && firstText === undefined) firstText = Date.now() - started;
+      text += piece;
+    }
+    const total = Date.now() - started;
+    expect(text.length).toBeGreaterThan(0);
+    expect(firstText).toBeDefined();
+    expect(total - (firstText ?? total)).toBeGreaterThan(1_000);
+  });
+
+  it('sends the stream uncompressed to a client that does not ask for gzip', async () => {
+    const { key } = await newAccount(target);
+    const response = await fetch(`${target.baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${key}`,
+        'content-type': 'application/json',
+        'accept-encoding': 'identity',
+      },
+      body: JSON.stringify({
+        model: 'svc-fast',
+        messages: [{ role: 'user', content: 'Count [[sim:tokens=5]]' }],
+        stream: true,
+      }),
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-encoding')).toBeNull();
+    const body = await response.text();
+    expect(body).toContain('"chat.completion.chunk"');
+    expect(body.trimEnd().endsWith('data: [DONE]')).toBe(true);
+  });
+
   it('raises AuthenticationError for a revoked key, on its very next request', async () => {
     const { key, keyId } = await newAccount(target);
     await client(key).models.list();

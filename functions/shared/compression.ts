@@ -1,0 +1,64 @@
+/**
+ * gzip for clients that accept it, as a middy `after` middleware (issue 15: CloudFront bills every
+ * byte out, and an SSE stream repeats a ~250-byte chunk envelope for a few characters of text).
+ *
+ * The official SDKs ask for it: the OpenAI Node SDK's fetch (undici) sends `Accept-Encoding: gzip,
+ * deflate`, the Python SDK's httpx the same, and both decode a stream as it arrives. A client that
+ * does not ask (curl without `--compressed`) gets the bytes as they are.
+ *
+ * A stream is compressed with a sync flush after every write: each SSE event (and each keep-alive
+ * comment) leaves as a complete deflate block, so compression never holds an event back and never
+ * leaves CloudFront's origin read timeout without bytes. The compressor keeps its 32 KiB window
+ * across events, so the repeated envelope costs a few bytes per chunk. A string body (a JSON reply)
+ * is compressed in one go when it is large enough to gain.
+ *
+ * Not `@middy/http-content-encoding`: its 7.x needs Node.js 22 (it imports zstd from node:zlib) and
+ * its 5.x leaves a streamed body uncompressed under a `Content-Encoding` header; neither flushes.
+ */
+import { PassThrough, pipeline, Readable } from 'node:stream';
+import { constants, createGzip, gzipSync } from 'node:zlib';
+import type { MiddlewareObj } from '@middy/core';
+import Negotiator from 'negotiator';
+import type { FunctionUrlEvent, FunctionUrlResult } from './http.js';
+
+/** Below this a JSON body is sent as it is: the gzip header and trailer would eat the gain. */
+export const MIN_COMPRESSED_BYTES = 1024;
+
+/** Whether the request's `Accept-Encoding` takes gzip (with a non-zero q-value, RFC 9110 section 12.5.3). */
+export function acceptsGzip(acceptEncoding: string | undefined): boolean {
+  if (!acceptEncoding) return false;
+  return new Negotiator({ headers: { 'accept-encoding': acceptEncoding } }).encoding(['gzip']) === 'gzip';
+}
+
+/** A gzip stream of `source` that flushes after every write. Errors on either side end both. */
+export function gzipStream(source: Readable): Readable {
+  const gzip = createGzip({ flush: constants.Z_SYNC_FLUSH });
+  return pipeline(source, gzip, () => {});
+}
+
+export function compressResponse(): MiddlewareObj<FunctionUrlEvent, FunctionUrlResult> {
+  return {
+    after(request) {
+      const response = request.response;
+      if (!response || response.headers['content-encoding']) return;
+      if (!acceptsGzip(request.event.headers?.['accept-encoding'])) return;
+      const { body } = response;
+      if (typeof body === 'string') {
+        if (Buffer.byteLength(body) < MIN_COMPRESSED_BYTES) return;
+        const compressed = gzipSync(body);
+        const out = new PassThrough();
+        out.end(compressed);
+        response.body = out;
+      } else if (body instanceof Readable) {
+        response.body = gzipStream(body);
+      } else {
+        return;
+      }
+      response.headers = {
+        ...response.headers,
+        'content-encoding': 'gzip',
+        vary: response.headers.vary ? `${response.headers.vary}, accept-encoding` : 'accept-encoding',
+      };
+    },
+  };
+}

@@ -1,0 +1,126 @@
+import { PassThrough, Readable } from 'node:stream';
+import { createGunzip, gunzipSync } from 'node:zlib';
+import type { Request } from '@middy/core';
+import { describe, expect, it } from 'vitest';
+import {
+  acceptsGzip,
+  compressResponse,
+  gzipStream,
+  MIN_COMPRESSED_BYTES,
+} from '../../functions/shared/compression.js';
+import type { FunctionUrlEvent, FunctionUrlResult } from '../../functions/shared/http.js';
+
+const chunk = (i: number) =>
+  `data: ${JSON.stringify({
+    id: 'gen-1763890000-AbCdEfGhIjKlMnOpQrSt',
+    object: 'chat.completion.chunk',
+    created: 1763890000,
+    model: 'svc-fast',
+    system_fingerprint: 'fp_sim',
+    choices: [
+      { index: 0, delta: { content: ` word${(i * 7919) % 1000}` }, logprobs: null, finish_reason: null },
+    ],
+  })}\n\n`;
+
+async function readAll(stream: Readable): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const part of stream) parts.push(part as Buffer);
+  return Buffer.concat(parts);
+}
+
+function run(acceptEncoding: string | undefined, response: FunctionUrlResult): FunctionUrlResult {
+  const request = {
+    event: {
+      headers: acceptEncoding === undefined ? {} : { 'accept-encoding': acceptEncoding },
+    } as FunctionUrlEvent,
+    response,
+  } as unknown as Request<FunctionUrlEvent, FunctionUrlResult>;
+  void compressResponse().after?.(request);
+  return request.response as FunctionUrlResult;
+}
+
+describe('acceptsGzip', () => {
+  it.each([
+    ['gzip, deflate', true],
+    ['gzip, deflate, br, zstd', true],
+    ['br;q=1.0, gzip;q=0.8, *;q=0.1', true],
+    ['*', true],
+    ['gzip;q=0', false],
+    ['br', false],
+    ['identity', false],
+    ['', false],
+    [undefined, false],
+  ])('%s -> %s', (header, expected) => {
+    expect(acceptsGzip(header)).toBe(expected);
+  });
+});
+
+describe('gzipStream', () => {
+  it('emits each write as a decodable block before the next write arrives', async () => {
+    const source = new PassThrough();
+    const decoded = gzipStream(source).pipe(createGunzip());
+    const received: string[] = [];
+    decoded.on('data', (part: Buffer) => received.push(part.toString()));
+    for (let i = 0; i < 5; i++) {
+      source.write(chunk(i));
+      // Nothing else is written until this event has come out the other side, decoded.
+      await expect.poll(() => received.join(''), { timeout: 2_000, interval: 5 }).toContain(chunk(i));
+    }
+    source.end();
+    await new Promise((done) => decoded.on('end', done));
+    expect(received.join('')).toBe([0, 1, 2, 3, 4].map(chunk).join(''));
+  });
+
+  it('sends a 300-chunk stream in under a fifth of its bytes', async () => {
+    const text = Array.from({ length: 300 }, (_, i) => chunk(i)).join('');
+    const source = new PassThrough();
+    const compressed = readAll(gzipStream(source));
+    for (let i = 0; i < 300; i++) source.write(chunk(i));
+    source.end();
+    const bytes = await compressed;
+    expect(gunzipSync(bytes).toString()).toBe(text);
+    expect(bytes.length).toBeLessThan(Buffer.byteLength(text) / 5);
+  });
+});
+
+describe('compressResponse', () => {
+  const sse = (): FunctionUrlResult => ({
+    statusCode: 200,
+    headers: { 'content-type': 'text/event-stream' },
+    body: Readable.from([chunk(1), chunk(2)]),
+  });
+
+  it('gzips a stream for a client that accepts gzip, with Vary', async () => {
+    const response = run('gzip, deflate', sse());
+    expect(response.headers['content-encoding']).toBe('gzip');
+    expect(response.headers.vary).toBe('accept-encoding');
+    expect(gunzipSync(await readAll(response.body as Readable)).toString()).toBe(chunk(1) + chunk(2));
+  });
+
+  it('leaves the body as it is when the client does not accept gzip', () => {
+    for (const header of [undefined, 'identity', 'gzip;q=0', 'br']) {
+      const original = sse();
+      const response = run(header, original);
+      expect(response.body).toBe(original.body);
+      expect(response.headers['content-encoding']).toBeUndefined();
+    }
+  });
+
+  it('gzips a large JSON body and leaves a small one alone', async () => {
+    const large = JSON.stringify({ text: 'x'.repeat(MIN_COMPRESSED_BYTES * 2) });
+    const response = run('gzip', { statusCode: 200, headers: {}, body: large });
+    expect(response.headers['content-encoding']).toBe('gzip');
+    expect(gunzipSync(await readAll(response.body as Readable)).toString()).toBe(large);
+
+    const small = JSON.stringify({ ok: true });
+    const untouched = run('gzip', { statusCode: 200, headers: {}, body: small });
+    expect(untouched.body).toBe(small);
+    expect(untouched.headers['content-encoding']).toBeUndefined();
+  });
+
+  it('does not encode a body that already has a content-encoding', () => {
+    const body = 'y'.repeat(MIN_COMPRESSED_BYTES * 2);
+    const response = run('gzip', { statusCode: 200, headers: { 'content-encoding': 'br' }, body });
+    expect(response.body).toBe(body);
+  });
+});
