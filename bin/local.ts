@@ -1,4 +1,5 @@
 import { createAccount, createKey, getAccount } from '../lib/admin/operations.js';
+import { bundleFunctions, ricLauncher, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
 import { JavaMissingError } from '../lib/local/dynamodb-local.js';
 import { emulatorPort, localDynamoSettings } from '../lib/local/settings.js';
 import { startLocalStack } from '../lib/local/stack.js';
@@ -6,6 +7,9 @@ import { startLocalStack } from '../lib/local/stack.js';
 /**
  * `npm start`: the service on http://127.0.0.1:8787/api/v1 with DynamoDB Local (data under .data/),
  * the upstream simulator and the Function URL emulator. Ctrl-C stops everything it started.
+ * With LOCAL_RUNTIME=aws-lambda-ric the functions run as Lambda runs them: their bundles, built at
+ * start into .cache/bundles, each instance a Node 22 process under AWS's runtime client (install it
+ * once with scripts/install-lambda-runtime.sh).
  */
 const DEV_ACCOUNT = 'dev';
 // Node.js 20 runs locally (Lambda runs 22): keep the SDK's multi-line notice about it out of the output.
@@ -19,6 +23,7 @@ async function main(): Promise<void> {
     : await settings.connectOptions();
   const stack = await startLocalStack({
     port: emulatorPort(env),
+    ...(await launcherFor(env.LOCAL_RUNTIME)),
     ...(dynamo.endpoint
       ? { dynamoEndpoint: dynamo.endpoint }
       : { dataDir: settings.dynamoDataDir, dynamoPort: settings.port }),
@@ -70,6 +75,17 @@ Or with the OpenAI SDK (npm install openai):
     );
   }
   console.log('Ctrl-C stops the service and DynamoDB Local.');
+}
+
+async function launcherFor(runtime: string | undefined) {
+  if (!runtime || runtime === 'worker') return {};
+  if (runtime !== 'aws-lambda-ric')
+    throw new Error(`LOCAL_RUNTIME must be "worker" (the default) or "aws-lambda-ric", not "${runtime}"`);
+  if (!runtimeInstalled())
+    throw new Error('LOCAL_RUNTIME=aws-lambda-ric: run scripts/install-lambda-runtime.sh first');
+  const bundles = await bundleFunctions('.cache/bundles');
+  console.log('  functions: bundles in .cache/bundles, run by aws-lambda-ric on Node 22');
+  return { launcher: ricLauncher(bundles, 'inherit') };
 }
 
 main().catch((error: unknown) => {

