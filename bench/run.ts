@@ -1,13 +1,25 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { cpus, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
+import { createGunzip } from 'node:zlib';
 import autocannon from 'autocannon';
 import { build } from 'esbuild';
 import { DynamoStore } from '../functions/adapters/dynamodb/index.js';
 import { TIER_IDS, type TierId } from '../functions/core/tiers.js';
 import { createAccount, createKey } from '../lib/admin/operations.js';
 import { FUNCTION_SETTINGS } from '../lib/infra/function-settings.js';
+import { runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
 import { ensureTables, freePort, localClient, startDynamoLocal } from '../lib/local/dynamodb-local.js';
 import { localTableNames } from '../lib/local/stack.js';
 import { startCapacityProxy } from './capacity-proxy.js';
@@ -16,16 +28,20 @@ import { available as cgroupAvailable, cpuShare, limitCpu, PERIOD_US } from './c
 import { PRICES, PRICES_DATE } from './prices.js';
 
 /**
- * `npm run bench`: what the gateway adds on top of the model (issue: lean and measured).
+ * `npm run bench`: what the gateway adds on top of the model, and what a request costs (issue 15).
  * Starts its own DynamoDB Local (in memory), the simulator and the gateway in separate processes on
- * free ports, then measures with autocannon against the simulator directly and through the
- * gateway: added latency (p50, p99), added time to first byte, requests per second, and the
- * gateway process's CPU per request; then, measured inside the gateway process (bench/probe.ts),
- * CPU per request and per relayed chunk, peak RSS and the DynamoDB units each request consumes;
- * the infrastructure cost of each kind of request at realistic generation timing and its share of
- * the margin (bench/cost.ts, bench/prices.ts); added latency at the CPU share of each Lambda
- * memory size (bench/cpu-limit.ts); bundle sizes and import times on this Node and on Node 22.
- * Prints the tables and writes them to bench/results/.
+ * free ports. The gateway runs its functions as Lambda does (LOCAL_RUNTIME=aws-lambda-ric: the
+ * bundles, each instance a Node 22 process under AWS's runtime client), so each function's own CPU
+ * time and memory are read from its own process (/proc/<pid>/stat and status: the kernel's count of
+ * what `process.cpuUsage()` and `process.resourceUsage().maxRSS` report inside it), apart from the
+ * emulator's. It measures, with autocannon, against the simulator directly and through the
+ * gateway: added latency (p50, p99), added time to first byte, requests per second; CPU per request
+ * and per relayed chunk of the completions function; its peak RSS cold, after a usage estimate
+ * (the tokenizer loaded) and after the whole bench; the DynamoDB units each request consumes; the
+ * infrastructure cost of each kind of request at realistic generation timing and its share of the
+ * margin (bench/cost.ts, bench/prices.ts); added latency with the function processes held to the
+ * CPU share of each Lambda memory size (bench/cpu-limit.ts); bundle sizes and import times on this
+ * Node and on Node 22. Prints the tables and writes them to bench/results/.
  */
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 const DURATION_S = Number(process.env.BENCH_SECONDS ?? 5);
@@ -134,33 +150,49 @@ const percentile = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? NaN;
 const ms = (value: number) => `${value.toFixed(2)}`;
 
-/** What bench/probe.ts reports from inside the gateway process. */
-interface Probe {
-  cpuUserUs: number;
-  cpuSystemUs: number;
-  rss: number;
-  heapUsed: number;
-  maxRssKb: number;
+type FunctionName = 'completions' | 'models';
+
+/** The gateway's function instances: its child processes whose working directory is that function's bundle. */
+function functionPids(gatewayPid: number, name: FunctionName): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const ppid = Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.split(' ')[1]);
+      if (ppid === gatewayPid && basename(readlinkSync(`/proc/${entry}/cwd`)) === name)
+        pids.push(Number(entry));
+    } catch {
+      // the process has gone
+    }
+  }
+  return pids;
 }
 
-/** Asks the gateway process (SIGUSR2) for its probe line. */
-function probe(child: ChildProcess): Promise<Probe> {
-  return new Promise((resolve) => {
-    let buffer = '';
-    const onData = (data: Buffer) => {
-      buffer += data.toString();
-      const match = /PROBE (\{.*\})\n/.exec(buffer);
-      if (match?.[1]) {
-        child.stdout?.off('data', onData);
-        resolve(JSON.parse(match[1]) as Probe);
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.kill('SIGUSR2');
-  });
+/** CPU ms (user + system, all threads) of all instances of a function. */
+function functionCpuMs(gatewayPid: number, name: FunctionName): number {
+  return functionPids(gatewayPid, name).reduce((sum, pid) => {
+    const { user, sys } = cpuMs(pid);
+    return sum + user + sys;
+  }, 0);
 }
 
-const cpuUs = (p: Probe) => p.cpuUserUs + p.cpuSystemUs;
+/** Largest current and peak RSS (bytes) among a function's instances (VmRSS, VmHWM). */
+function functionMemory(
+  gatewayPid: number,
+  name: FunctionName,
+): { rss: number; peak: number; instances: number } {
+  const pids = functionPids(gatewayPid, name);
+  let rss = 0;
+  let peak = 0;
+  for (const pid of pids) {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0);
+    rss = Math.max(rss, kb('VmRSS') * 1024);
+    peak = Math.max(peak, kb('VmHWM') * 1024);
+  }
+  return { rss, peak, instances: pids.length };
+}
+
 const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
 
 interface Timed {
@@ -178,60 +210,85 @@ interface Timed {
   events: number;
 }
 
-/** One request, timed from the client: first byte, first chunk, last byte; the usage it reports. */
+/** What the OpenAI SDKs send (undici's fetch, httpx): the gateway answers gzip to it. */
+const CLIENT_ACCEPT_ENCODING = 'gzip, deflate';
+
+/**
+ * One request, timed from the client: first byte, first chunk, last byte; the bytes on the wire
+ * (headers and the body as sent, compressed or not: what CloudFront bills); the usage it reports.
+ */
 async function timedRequest(
   url: string,
   body: string | undefined,
   headers: Record<string, string>,
 ): Promise<Timed> {
   const started = performance.now();
-  const response = await fetch(url, {
-    method: body === undefined ? 'GET' : 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    ...(body === undefined ? {} : { body }),
+  return new Promise<Timed>((resolve, reject) => {
+    const req = httpRequest(
+      url,
+      {
+        method: body === undefined ? 'GET' : 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'accept-encoding': CLIENT_ACCEPT_ENCODING,
+          ...headers,
+        },
+      },
+      (response) => {
+        let headerBytes = 17;
+        for (let i = 0; i < response.rawHeaders.length; i += 2)
+          headerBytes +=
+            (response.rawHeaders[i]?.length ?? 0) + (response.rawHeaders[i + 1]?.length ?? 0) + 4;
+        let bodyBytes = 0;
+        let firstByteMs = Number.NaN;
+        let firstChunkMs = Number.NaN;
+        let text = '';
+        response.on('data', (part: Buffer) => {
+          if (Number.isNaN(firstByteMs)) firstByteMs = performance.now() - started;
+          bodyBytes += part.byteLength;
+        });
+        const decoded =
+          response.headers['content-encoding'] === 'gzip' ? response.pipe(createGunzip()) : response;
+        decoded.setEncoding('utf8');
+        decoded.on('data', (part: string) => {
+          text += part;
+          if (Number.isNaN(firstChunkMs) && text.includes('data: {'))
+            firstChunkMs = performance.now() - started;
+        });
+        decoded.on('error', reject);
+        decoded.on('end', () => {
+          const totalMs = performance.now() - started;
+          let usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
+          if (text.startsWith('{')) usage = (JSON.parse(text) as { usage?: typeof usage }).usage;
+          else {
+            const last = text
+              .split('\n\n')
+              .filter((e) => e.startsWith('data: {') && e.includes('"usage"'))
+              .at(-1);
+            if (last) usage = (JSON.parse(last.slice(6)) as { usage?: typeof usage }).usage;
+          }
+          resolve({
+            status: response.statusCode ?? 0,
+            firstByteMs,
+            firstChunkMs: Number.isNaN(firstChunkMs) ? totalMs : firstChunkMs,
+            totalMs,
+            bytes: headerBytes + bodyBytes,
+            promptTokens: usage?.prompt_tokens ?? 0,
+            completionTokens: usage?.completion_tokens ?? 0,
+            events: text.split('data: {').length - 1,
+          });
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
   });
-  let headerBytes = 17;
-  response.headers.forEach((value, name) => {
-    headerBytes += name.length + value.length + 4;
-  });
-  const reader = response.body?.getReader();
-  const decoder = new TextDecoder();
-  let text = '';
-  let bodyBytes = 0;
-  let firstByteMs = Number.NaN;
-  let firstChunkMs = Number.NaN;
-  while (reader) {
-    const next = await reader.read();
-    if (next.done) break;
-    if (Number.isNaN(firstByteMs)) firstByteMs = performance.now() - started;
-    bodyBytes += next.value.byteLength;
-    text += decoder.decode(next.value, { stream: true });
-    if (Number.isNaN(firstChunkMs) && text.includes('data: {')) firstChunkMs = performance.now() - started;
-  }
-  const totalMs = performance.now() - started;
-  let usage: { prompt_tokens?: number; completion_tokens?: number } | undefined;
-  if (text.startsWith('{')) usage = (JSON.parse(text) as { usage?: typeof usage }).usage;
-  else {
-    const last = text
-      .split('\n\n')
-      .filter((e) => e.startsWith('data: {') && e.includes('"usage"'))
-      .at(-1);
-    if (last) usage = (JSON.parse(last.slice(6)) as { usage?: typeof usage }).usage;
-  }
-  return {
-    status: response.status,
-    firstByteMs,
-    firstChunkMs: Number.isNaN(firstChunkMs) ? totalMs : firstChunkMs,
-    totalMs,
-    bytes: headerBytes + bodyBytes,
-    promptTokens: usage?.prompt_tokens ?? 0,
-    completionTokens: usage?.completion_tokens ?? 0,
-    events: text.split('data: {').length - 1,
-  };
 }
 
 /** Memory sizes the cost table compares with the configured one. */
-const COMPARED_MB = [1024, 512, 384, 256, 128];
+const COMPARED_MB = [1024, 512, 256, 192, 160, 128];
+/** Memory sizes the power tuning runs at. */
+const TUNED_MB = [128, 160, 192, 256, 384, 512, 1024, 1769];
 
 /** About 500 prompt tokens of plain words (the simulator counts them with the tokenizer). */
 const PROMPT = Array.from(
@@ -358,6 +415,12 @@ async function main() {
     console.log(line);
     lines.push(line);
   };
+  if (!runtimeInstalled()) {
+    console.error(
+      'npm run bench runs the functions under aws-lambda-ric on Node 22: run scripts/install-lambda-runtime.sh first',
+    );
+    process.exit(1);
+  }
   const dynamo = await startDynamoLocal();
   const client = localClient(dynamo.endpoint);
   // The gateway (bin/local.ts) uses the local stack's table names on this fresh in-memory DynamoDB.
@@ -373,9 +436,10 @@ async function main() {
   const simUrl = sim.match[1] ?? '';
   const gatewayPort = await freePort();
   const gateway = await spawnService(
-    ['--import', './bench/probe.ts', 'bin/local.ts'],
+    ['bin/local.ts'],
     {
       PORT: String(gatewayPort),
+      LOCAL_RUNTIME: 'aws-lambda-ric',
       // The long JSON generation answers after ~25 s: keep the first-byte timeouts out of the way.
       UPSTREAM_FIRST_BYTE_TIMEOUT_MS: '120000',
       UPSTREAM_BUDGET_MS: '120000',
@@ -385,21 +449,33 @@ async function main() {
       POWERTOOLS_METRICS_DISABLED: 'true',
     },
     /Ctrl-C/,
-    // BENCH_PROFILE=1 writes a V8 CPU profile of the gateway to bench/results/profile/ (open it in Chrome DevTools).
-    process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=bench/results/profile'] : [],
   );
   const gatewayPid = gateway.child.pid ?? 0;
   const direct = `${simUrl}/chat/completions`;
   const viaGateway = `http://127.0.0.1:${gatewayPort}/api/v1/chat/completions`;
   const auth = { authorization: `Bearer ${key}` };
   const modelsUrl = `http://127.0.0.1:${gatewayPort}/api/v1/models`;
-  // Memory before any function is loaded (the emulator alone), then after each function's first call.
-  const idle = await probe(gateway.child);
+  // Each function's memory after its first calls (cold), then after a usage estimate loads the tokenizer.
   const coldJson = await timedRequest(viaGateway, completionBody('svc-fast', false, 16, false), auth);
   const coldStream = await timedRequest(viaGateway, completionBody('svc-fast', true, 16, false), auth);
   await timedRequest(modelsUrl, undefined, auth);
-  const cold = await probe(gateway.child);
+  const cold = {
+    completions: functionMemory(gatewayPid, 'completions'),
+    models: functionMemory(gatewayPid, 'models'),
+  };
   if (coldJson.status !== 200 || coldStream.status !== 200) throw new Error('the gateway did not answer 200');
+  // An upstream that reports no usage: the completions function estimates it with the tokenizer.
+  const estimated = await timedRequest(
+    viaGateway,
+    JSON.stringify({
+      model: 'svc-fast',
+      messages: [{ role: 'user', content: `${PROMPT} [[sim:tokens=300]] [[sim:no_usage]]` }],
+      stream: true,
+    }),
+    auth,
+  );
+  if (estimated.status !== 200) throw new Error('the estimate request did not answer 200');
+  const afterEstimate = functionMemory(gatewayPid, 'completions');
   const body = (stream: boolean, model: string) =>
     JSON.stringify({
       model,
@@ -434,24 +510,26 @@ async function main() {
     `Machine: ${cpus().length} x ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}. ${DURATION_S} s per load run (autocannon), ${TTFB_SAMPLES} requests per TTFB run.`,
   );
   say(
-    'The gateway (emulator + handlers) runs in its own process; the simulator and DynamoDB Local in others.',
+    'The gateway (emulator) runs in its own process, each function instance in another (aws-lambda-ric on Node 22, the bundles); the simulator and DynamoDB Local in others. Clients send `Accept-Encoding: gzip, deflate` as the OpenAI SDKs do.',
   );
   say(
-    '"added" = through the gateway minus the simulator called directly, same load. CPU = gateway process CPU time / requests.',
+    '"added" = through the gateway minus the simulator called directly, same load. CPU = CPU time / requests of the emulator process and of the completions function processes.',
   );
   say('');
   say(
-    '| mode | clients | direct p50 ms | gateway p50 ms | added p50 ms | added p99 ms | added TTFB p50 ms | gateway req/s | gateway CPU ms/req (user + sys) | errors |',
+    '| mode | clients | direct p50 ms | gateway p50 ms | added p50 ms | added p99 ms | added TTFB p50 ms | gateway req/s | emulator CPU ms/req | function CPU ms/req | errors |',
   );
-  say('|---|---|---|---|---|---|---|---|---|---|');
+  say('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const stream of [false, true]) {
     for (const connections of CONCURRENCY) {
       const d = await load(direct, body(stream, 'sim-fast'), {}, connections);
       const cpuBefore = cpuMs(gatewayPid);
+      const fnBefore = functionCpuMs(gatewayPid, 'completions');
       const g = await load(viaGateway, body(stream, 'svc-fast'), auth, connections);
       const cpuAfter = cpuMs(gatewayPid);
+      const fnAfter = functionCpuMs(gatewayPid, 'completions');
       const perRequest = (value: number) => (value / Math.max(1, g.requests)).toFixed(3);
-      const cpu = `${perRequest(cpuAfter.user - cpuBefore.user)} + ${perRequest(cpuAfter.sys - cpuBefore.sys)}`;
+      const cpu = `${perRequest(cpuAfter.user + cpuAfter.sys - cpuBefore.user - cpuBefore.sys)} | ${perRequest(fnAfter - fnBefore)}`;
       const dT = await ttfb(direct, body(stream, 'sim-fast'), {}, connections, TTFB_SAMPLES);
       const gT = await ttfb(viaGateway, body(stream, 'svc-fast'), auth, connections, TTFB_SAMPLES);
       say(
@@ -480,7 +558,9 @@ async function main() {
     `One DynamoDB Local read (BatchGetItem, consistent), p50: ${ms(percentile(reads, 50))} ms, p99: ${ms(percentile(reads, 99))} ms.`,
   );
 
-  // Issue "streams that hold": time to first byte of a stream whose upstream waits 2 s before its first chunk.
+  // Time to first byte of a stream whose upstream waits 2 s before its first chunk: the gateway answers
+  // once the upstream's first event is in (an upstream failing before it can still be retried or
+  // answered 502), so this is the upstream's 2 s plus what the gateway adds.
   const slow = JSON.stringify({
     model: 'svc-fast',
     messages: [{ role: 'user', content: 'slow [[sim:tokens=2]] [[sim:delay_ms=2000]]' }],
@@ -488,44 +568,44 @@ async function main() {
   });
   const slowTtfb = await ttfb(viaGateway, slow, auth, 1, 3);
   say(
-    `Stream whose upstream waits 2 s before its first chunk: time to first byte (the ": keep-alive" comment) p50 ${ms(percentile(slowTtfb, 50))} ms over 3 requests.`,
+    `Stream whose upstream waits 2 s before its first chunk: time to first byte p50 (the gateway waits for the upstream's first event before it answers) ${ms(percentile(slowTtfb, 50))} ms over 3 requests.`,
   );
 
   const dynamoRead = percentile(reads, 50);
 
-  // CPU per request and per relayed chunk, measured inside the gateway process (process.cpuUsage).
+  // CPU per request and per relayed chunk of the function's own process.
   say('');
-  say('## Inside the gateway process (bench/probe.ts)');
+  say('## CPU of the function processes');
   say('');
   say(
-    'One client, requests back to back, the simulator unpaced. CPU = `process.cpuUsage()` delta / requests.',
+    'One client, requests back to back, the simulator unpaced. CPU = user + system time of the function instances (/proc/<pid>/stat, all threads) / requests.',
   );
   say('');
   say('| requests | count | chunks/request | CPU ms/request |');
   say('|---|---|---|---|');
   const perKind = async (label: string, stream: boolean, tokens: number, count: number) => {
-    const before = await probe(gateway.child);
+    const before = functionCpuMs(gatewayPid, 'completions');
     let events = 0;
     for (let i = 0; i < count; i++)
       events += (await timedRequest(viaGateway, completionBody('svc-fast', stream, tokens, false), auth))
         .events;
-    const after = await probe(gateway.child);
-    const cpu = (cpuUs(after) - cpuUs(before)) / count / 1000;
+    const cpu = (functionCpuMs(gatewayPid, 'completions') - before) / count;
     say(`| ${label} | ${count} | ${(events / count).toFixed(0)} | ${cpu.toFixed(3)} |`);
     return { cpu, chunks: events / count };
   };
   await perKind('json, 16 tokens', false, 16, 300);
   const short = await perKind('stream, 16 tokens', true, 16, 300);
   const long = await perKind('stream, 300 tokens', true, 300, 100);
-  const modelsBefore = await probe(gateway.child);
+  const modelsBefore = functionCpuMs(gatewayPid, 'models');
   for (let i = 0; i < 300; i++) await timedRequest(modelsUrl, undefined, auth);
-  const modelsAfter = await probe(gateway.child);
-  say(`| GET /models | 300 | - | ${((cpuUs(modelsAfter) - cpuUs(modelsBefore)) / 300 / 1000).toFixed(3)} |`);
+  say(
+    `| GET /models | 300 | - | ${((functionCpuMs(gatewayPid, 'models') - modelsBefore) / 300).toFixed(3)} |`,
+  );
   const perChunkUs = ((long.cpu - short.cpu) * 1000) / (long.chunks - short.chunks);
   say('');
   say(
     `CPU per relayed chunk (stream of 300 tokens minus stream of 16, per extra chunk): ${perChunkUs.toFixed(1)} us. ` +
-      'It includes reading the upstream socket, SSE parsing, the rewrite and the write to the client socket ' +
+      'It includes reading the upstream socket, SSE parsing, the rewrite, gzip and the write to the response stream ' +
       '(`npx tsx bench/chunk-rewrite.ts` isolates the rewrite).',
   );
 
@@ -605,7 +685,7 @@ async function main() {
       durationMs: runs.reduce((sum, r) => sum + r.totalMs, 0) / runs.length,
       readUnits: units.readUnits,
       writeUnits: units.writeUnits,
-      bytesOut: runs.reduce((sum, r) => sum + r.bytes, 0) / runs.length,
+      bytesOut: Math.round(runs.reduce((sum, r) => sum + r.bytes, 0) / runs.length),
       promptTokens: first.promptTokens,
       completionTokens: first.completionTokens,
     };
@@ -630,7 +710,7 @@ async function main() {
     say('Skipped: this machine gives no writable cgroup v1 `cpu` controller (or no taskset).');
   } else {
     say(
-      `The gateway process pinned to one core (taskset) in a cgroup whose CFS quota is memory/1769 of each ${PERIOD_US / 1000} ms period ` +
+      `Each function instance (its aws-lambda-ric process) pinned to one core (taskset) in its own cgroup whose CFS quota is memory/1769 of each ${PERIOD_US / 1000} ms period; the emulator, simulator and DynamoDB Local unlimited ` +
         '(Lambda: 1 vCPU at 1,769 MB, proportionally less below). One client, 40 requests of each kind 50 ms apart ' +
         '(an instance between invocations), unpaced upstream; added = gateway minus the simulator called directly. ' +
         'Time to first chunk for streams, to the whole reply for JSON. The paced column is one typical svc-fast stream ' +
@@ -683,12 +763,15 @@ async function main() {
         `| no limit (${cpus().length} cores) | - | ${ms(added(json, directJson, 50))} / ${ms(added(json, directJson, 90))} | ${ms(added(stream, directStream, 50))} / ${ms(added(stream, directStream, 90))} | ${ms(added(models, directModels, 50))} | ${ms(pacedRun.totalMs - directPaced.totalMs)} | - | ${ok ? 'yes' : 'no'} |`,
       );
     }
-    const limit = limitCpu(gatewayPid, cpus().length - 1);
+    const limits = [...functionPids(gatewayPid, 'completions'), ...functionPids(gatewayPid, 'models')].map(
+      (pid) => limitCpu(pid, cpus().length - 1),
+    );
+    const throttled = () => limits.reduce((sum, limit) => sum + limit.stat().throttled, 0);
     const verdicts: { mb: number; ok: boolean }[] = [];
     try {
-      for (const mb of [128, 256, 384, 512, 768, 1024, 1769]) {
-        limit.set(mb);
-        const throttledBefore = limit.stat().throttled;
+      for (const mb of TUNED_MB) {
+        for (const limit of limits) limit.set(mb);
+        const throttledBefore = throttled();
         const json = await sample(viaGateway, false, auth, 'svc-fast');
         const stream = await sample(viaGateway, true, auth, 'svc-fast');
         const models = await sample(modelsUrl, undefined, auth, '');
@@ -696,11 +779,11 @@ async function main() {
         const ok = added(json, directJson, 50) <= budget && added(stream, directStream, 50) <= budget;
         verdicts.push({ mb, ok });
         say(
-          `| ${mb} | ${cpuShare(mb).toFixed(3)} | ${ms(added(json, directJson, 50))} / ${ms(added(json, directJson, 90))} | ${ms(added(stream, directStream, 50))} / ${ms(added(stream, directStream, 90))} | ${ms(added(models, directModels, 50))} | ${ms(pacedRun.totalMs - directPaced.totalMs)} | ${limit.stat().throttled - throttledBefore} | ${ok ? 'yes' : 'no'} |`,
+          `| ${mb} | ${cpuShare(mb).toFixed(3)} | ${ms(added(json, directJson, 50))} / ${ms(added(json, directJson, 90))} | ${ms(added(stream, directStream, 50))} / ${ms(added(stream, directStream, 90))} | ${ms(added(models, directModels, 50))} | ${ms(pacedRun.totalMs - directPaced.totalMs)} | ${throttled() - throttledBefore} | ${ok ? 'yes' : 'no'} |`,
         );
       }
     } finally {
-      limit.release();
+      for (const limit of limits) limit.release();
     }
     const cheapest = verdicts.find((v) => v.ok);
     say('');
@@ -709,20 +792,23 @@ async function main() {
     );
   }
 
-  const end = await probe(gateway.child);
+  const end = {
+    completions: functionMemory(gatewayPid, 'completions'),
+    models: functionMemory(gatewayPid, 'models'),
+  };
   say('');
-  say('## Memory of the gateway process (emulator + both functions)');
+  say('## Memory of the function processes (aws-lambda-ric on Node 22; largest instance)');
   say('');
-  say('| when | RSS MiB | heap used MiB | peak RSS MiB |');
-  say('|---|---|---|---|');
+  say('| when | completions RSS MiB | completions peak RSS MiB | models RSS MiB | models peak RSS MiB |');
+  say('|---|---|---|---|---|');
   say(
-    `| started, no function loaded | ${mib(idle.rss)} | ${mib(idle.heapUsed)} | ${mib(idle.maxRssKb * 1024)} |`,
+    `| after the first JSON, stream and /models request (cold) | ${mib(cold.completions.rss)} | ${mib(cold.completions.peak)} | ${mib(cold.models.rss)} | ${mib(cold.models.peak)} |`,
   );
   say(
-    `| after the first JSON, stream and /models request (cold) | ${mib(cold.rss)} | ${mib(cold.heapUsed)} | ${mib(cold.maxRssKb * 1024)} |`,
+    `| after a stream whose upstream reported no usage (estimated: tokenizer loaded) | ${mib(afterEstimate.rss)} | ${mib(afterEstimate.peak)} | - | - |`,
   );
   say(
-    `| after the whole bench (${capacity.totals().calls} DynamoDB calls, load at up to 64 clients) | ${mib(end.rss)} | ${mib(end.heapUsed)} | ${mib(end.maxRssKb * 1024)} |`,
+    `| after the whole bench (${capacity.totals().calls} DynamoDB calls, load at up to 64 clients; ${end.completions.instances} + ${end.models.instances} instances) | ${mib(end.completions.rss)} | ${mib(end.completions.peak)} | ${mib(end.models.rss)} | ${mib(end.models.peak)} |`,
   );
 
   say('');
