@@ -11,7 +11,7 @@
  */
 import * as z from 'zod';
 import { BadRequestError } from './errors.js';
-import { TIER_IDS } from './tiers.js';
+import { TIER_IDS } from './tier-ids.js';
 
 /** Bounds on what one request may carry (the body itself is bounded by the Function URL: 6 MB). */
 const MAX_MESSAGES = 10_000;

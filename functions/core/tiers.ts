@@ -1,19 +1,8 @@
 import * as z from 'zod';
 import { PRICE_SCALE, parseDecimal } from './money.js';
+import type { TierId } from './tier-ids.js';
 
-/** The three public tiers (spec section 2), in the order the model list shows them. */
-export const TIER_IDS = ['svc-fast', 'svc-pro', 'svc-heavy'] as const;
-export type TierId = (typeof TIER_IDS)[number];
-
-export const TIER_DISPLAY_NAMES: Record<TierId, string> = {
-  'svc-fast': 'SVC Fast',
-  'svc-pro': 'SVC Pro',
-  'svc-heavy': 'SVC Heavy',
-};
-
-export const MODELS_OWNER = 'hosted-model-api';
-/** A fixed creation time for the model objects (OpenAI's schema requires `created`). */
-export const MODELS_CREATED = 1_767_225_600; // 2026-01-01T00:00:00Z
+export { MODELS_CREATED, MODELS_OWNER, TIER_DISPLAY_NAMES, TIER_IDS, type TierId } from './tier-ids.js';
 
 /** A price in USD per million tokens, as a decimal string with at most 15 decimals. */
 const PriceSchema = z

@@ -8,7 +8,7 @@ import type { Principal } from '../core/access.js';
 import { BadRequestError, MethodNotAllowedError, NotFoundError } from '../core/errors.js';
 import { nanoToUsd } from '../core/money.js';
 import type { Store } from '../core/store.js';
-import { MODELS_CREATED, MODELS_OWNER, TIER_DISPLAY_NAMES, TIER_IDS } from '../core/tiers.js';
+import { MODELS_CREATED, MODELS_OWNER, TIER_DISPLAY_NAMES, TIER_IDS } from '../core/tier-ids.js';
 import { JsonDecimal } from '../core/usage.js';
 import type { FunctionUrlEvent } from '../shared/http.js';
 
