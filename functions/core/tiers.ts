@@ -73,7 +73,8 @@ export class TierConfigError extends Error {
 
 /** Validates a tier configuration; the error names the failing field (for a cold-start failure). */
 export function parseTierConfig(input: unknown): TierConfig {
-  const result = TierConfigSchema.safeParse(input);
+  // Parsed once per cold start: jitless spares compiling zod's fast path (new Function) for one use.
+  const result = TierConfigSchema.safeParse(input, { jitless: true });
   if (!result.success) {
     // A union reports "invalid input" at the tier; its branches' issues name the real field.
     let issue = result.error.issues[0];
