@@ -60,10 +60,20 @@ const CAP_SLACK = 16;
 
 export function relay(options: RelayOptions): Readable {
   const out = new PassThrough();
+  // What is written in one turn of the event loop leaves as one write (one gzip flush, one write to
+  // the response stream): an upstream packet often carries several events, and the first chunk
+  // follows the opening keep-alive at once. Nothing waits longer than the current turn.
+  let pending = '';
+  const flush = () => {
+    if (pending && !out.destroyed && !out.writableEnded) out.write(pending);
+    pending = '';
+  };
   const write = (text: string) => {
-    if (!out.destroyed && !out.writableEnded) out.write(text);
+    if (!pending) setImmediate(flush);
+    pending += text;
   };
   void pump(options, write).finally(() => {
+    flush();
     if (!out.destroyed && !out.writableEnded) out.end();
   });
   return out;

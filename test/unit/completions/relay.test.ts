@@ -10,6 +10,8 @@ async function run(
     failAfter?: boolean;
     /** After the pieces the upstream goes silent, still connected. */
     hangAfter?: boolean;
+    /** A pause before each piece after the first (separate packets). */
+    gapMs?: number;
     maxBytes?: number;
     deadlineInMs?: number;
     outputCap?: number;
@@ -17,7 +19,8 @@ async function run(
 ) {
   let index = 0;
   const body = new ReadableStream<Uint8Array>({
-    pull(controller) {
+    async pull(controller) {
+      if (opts.gapMs && index > 0) await new Promise((resolve) => setTimeout(resolve, opts.gapMs));
       const piece = pieces[index++];
       if (piece) controller.enqueue(piece);
       else if (opts.failAfter) controller.error(new Error('socket hang up'));
@@ -42,13 +45,20 @@ async function run(
       return { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3, cost: 0.5 };
     },
   });
+  // Counted from here: the relay's first write comes after this turn of the event loop.
+  let writes = 0;
+  const write = out.write.bind(out) as (chunk: unknown) => boolean;
+  (out as unknown as { write: (chunk: unknown) => boolean }).write = (chunk) => {
+    writes += 1;
+    return write(chunk);
+  };
   let text = '';
   for await (const part of out) text += part.toString();
   const events = text
     .split('\n\n')
     .filter((e) => e.startsWith('data: '))
     .map((e) => e.slice(6));
-  return { text, events, settled };
+  return { text, events, settled, writes };
 }
 
 const enc = new TextEncoder();
@@ -68,6 +78,25 @@ function splitAt(bytes: Uint8Array, offsets: number[]): Uint8Array[] {
 }
 
 describe('relay', () => {
+  it('sends what one upstream packet carries as one write, the opening keep-alive with it', async () => {
+    const packet = enc.encode(
+      `${chunk('a') + chunk('b') + chunk('c') + chunk('d') + usageChunk}data: [DONE]\n\n`,
+    );
+    // The settlement answers at once here, so the usage chunk and [DONE] join the same write.
+    const { events, writes } = await run([packet]);
+    expect(events).toHaveLength(6); // four chunks, the usage chunk, [DONE]
+    expect(writes).toBe(1);
+  });
+
+  it('sends events of separate packets as separate writes (nothing waits for the next packet)', async () => {
+    const { writes } = await run(
+      [enc.encode(chunk('a')), enc.encode(chunk('b')), enc.encode('data: [DONE]\n\n')],
+      { gapMs: 5 },
+    );
+    // keep-alive with the first chunk; the second chunk; the usage chunk and [DONE].
+    expect(writes).toBe(3);
+  });
+
   it('rewrites id and model, drops the upstream usage chunk and ends with one usage chunk and [DONE]', async () => {
     const { events, settled, text } = await run([
       enc.encode(`${chunk('Hel') + chunk('lo') + usageChunk}data: [DONE]\n\n`),
