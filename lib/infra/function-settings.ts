@@ -11,12 +11,15 @@ export interface FunctionSettings {
 
 /**
  * Memory sizes were chosen from `npm run bench` (README "Cost"): Lambda bills the whole wall time of
- * a streamed generation, so memory is most of a request's infrastructure cost; completions and
- * models get the cheapest size whose CPU share kept the added latency at the unlimited run's.
- * `cdk deploy -c completionsMemorySize=512` (or `modelsMemorySize`) overrides one at deploy time.
+ * a streamed generation, so memory is most of a request's infrastructure cost. Completions: 256 MB,
+ * the cheapest size whose CPU share (the function's own process held to it) kept the added time to
+ * first chunk and to a JSON reply within one DynamoDB read + 5 ms of the unlimited run in every
+ * run; 192 MB passed in one run of two, 160 MB in none. Models: 256 MB (it answers in milliseconds,
+ * so its size costs next to nothing, and a larger CPU share shortens its cold start).
+ * `cdk deploy -c completionsMemorySize=192` (or `modelsMemorySize`) overrides one at deploy time.
  */
 export const FUNCTION_SETTINGS = {
-  completions: { timeoutSeconds: 300, memoryMb: 384 },
+  completions: { timeoutSeconds: 300, memoryMb: 256 },
   models: { timeoutSeconds: 10, memoryMb: 256 },
   simulator: { timeoutSeconds: 120, memoryMb: 512 },
   sweeper: { timeoutSeconds: 60, memoryMb: 256 },

@@ -5,6 +5,7 @@ import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ApiStack, type ApiStackProps } from '../../lib/infra/api-stack.js';
+import { FUNCTION_SETTINGS } from '../../lib/infra/function-settings.js';
 import { ACKNOWLEDGED } from '../../lib/infra/nag-suppressions.js';
 
 /** The stack, proven offline: template assertions for every property, and cdk-nag's AwsSolutions pack. */
@@ -129,7 +130,7 @@ describe('functions', () => {
     prod.template.hasResourceProperties('AWS::Lambda::Function', {
       ReservedConcurrentExecutions: 50,
       Timeout: 300,
-      MemorySize: 384,
+      MemorySize: FUNCTION_SETTINGS.completions.memoryMb,
     });
     const reserved = userFunctions(sandbox.template).filter(
       ([, f]) =>

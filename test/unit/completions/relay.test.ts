@@ -47,8 +47,9 @@ async function run(
   });
   // Counted from here: the relay's first write comes after this turn of the event loop.
   let writes = 0;
-  const write = out.write.bind(out) as (chunk: unknown) => boolean;
-  (out as unknown as { write: (chunk: unknown) => boolean }).write = (chunk) => {
+  const counted = out as unknown as { write: (chunk: unknown) => boolean };
+  const write = counted.write.bind(out);
+  counted.write = (chunk) => {
     writes += 1;
     return write(chunk);
   };
