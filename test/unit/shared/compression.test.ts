@@ -7,8 +7,8 @@ import {
   compressResponse,
   gzipStream,
   MIN_COMPRESSED_BYTES,
-} from '../../functions/shared/compression.js';
-import type { FunctionUrlEvent, FunctionUrlResult } from '../../functions/shared/http.js';
+} from '../../../functions/shared/compression.js';
+import type { FunctionUrlEvent, FunctionUrlResult } from '../../../functions/shared/http.js';
 
 const chunk = (i: number) =>
   `data: ${JSON.stringify({
