@@ -24,10 +24,20 @@ afterAll(async () => {
 
 const START = 5_000_000_000n;
 
-async function call(key: string, content: string, extra: Record<string, unknown> = {}, signal?: AbortSignal) {
+async function call(
+  key: string,
+  content: string,
+  extra: Record<string, unknown> = {},
+  signal?: AbortSignal,
+  acceptEncoding = 'gzip, deflate',
+) {
   return fetch(`${target.baseUrl}/chat/completions`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    headers: {
+      authorization: `Bearer ${key}`,
+      'content-type': 'application/json',
+      'accept-encoding': acceptEncoding,
+    },
     body: JSON.stringify({ model: 'svc-pro', messages: [{ role: 'user', content }], ...extra }),
     ...(signal ? { signal } : {}),
   });
@@ -108,26 +118,35 @@ describe('upstream failures after the first byte', () => {
 });
 
 describe('a client that goes away', () => {
-  it('still reads the generation to its end and bills the full upstream usage once', async () => {
-    const { accountId, key } = await newAccount(target);
-    const controller = new AbortController();
-    const response = await call(
-      key,
-      'long [[sim:tokens=20]] [[sim:delay_ms=30]]',
-      { stream: true },
-      controller.signal,
-    );
-    const reader = response.body?.getReader();
-    const first = await reader?.read();
-    expect(first?.done).toBe(false);
-    controller.abort();
-    const charge = await eventually(async () =>
-      (await listLedger(target.admin, accountId)).find((e) => e.type === 'charge'),
-    );
-    expect(charge.estimated).toBe(false);
-    expect(charge.completionTokens).toBe(20);
-    await expectOneCharge(accountId);
-  });
+  // gzip: the compressor between the relay and the response stream is torn down with the client.
+  it.each([
+    ['gzip', 'gzip, deflate'],
+    [null, 'identity'],
+  ])(
+    'still reads the generation to its end and bills the full upstream usage once (encoding %s)',
+    async (encoding, acceptEncoding) => {
+      const { accountId, key } = await newAccount(target);
+      const controller = new AbortController();
+      const response = await call(
+        key,
+        'long [[sim:tokens=20]] [[sim:delay_ms=30]]',
+        { stream: true },
+        controller.signal,
+        acceptEncoding,
+      );
+      expect(response.headers.get('content-encoding')).toBe(encoding);
+      const reader = response.body?.getReader();
+      const first = await reader?.read();
+      expect(first?.done).toBe(false);
+      controller.abort();
+      const charge = await eventually(async () =>
+        (await listLedger(target.admin, accountId)).find((e) => e.type === 'charge'),
+      );
+      expect(charge.estimated).toBe(false);
+      expect(charge.completionTokens).toBe(20);
+      await expectOneCharge(accountId);
+    },
+  );
 });
 
 describe('a slow upstream', () => {
