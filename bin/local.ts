@@ -85,7 +85,9 @@ async function launcherFor(runtime: string | undefined) {
     throw new Error('LOCAL_RUNTIME=aws-lambda-ric: run scripts/install-lambda-runtime.sh first');
   const bundles = await bundleFunctions('.cache/bundles');
   console.log('  functions: bundles in .cache/bundles, run by aws-lambda-ric on Node 22');
-  return { launcher: ricLauncher(bundles, 'inherit') };
+  // LAMBDA_CPU_PROF_DIR: each instance writes a V8 CPU profile there when the service stops.
+  const cpuProfileDir = process.env.LAMBDA_CPU_PROF_DIR;
+  return { launcher: ricLauncher(bundles, 'inherit', cpuProfileDir ? { cpuProfileDir } : {}) };
 }
 
 main().catch((error: unknown) => {

@@ -26,6 +26,13 @@ export const BUNDLE_SETTINGS = {
   externalModules: [TOKENIZER],
 } as const;
 
+/**
+ * The functions' NODE_OPTIONS as deployed: stack traces through the source maps. Shared with the
+ * local aws-lambda-ric launcher and the bench, which measure memory and import time as deployed
+ * (it costs about 15 ms of import and 15 MiB of RSS).
+ */
+export const FUNCTION_NODE_OPTIONS = '--enable-source-maps';
+
 /** Lambda's bounds on memory size, in MB. */
 const MEMORY_MIN_MB = 128;
 const MEMORY_MAX_MB = 10_240;
@@ -89,7 +96,7 @@ export class ServiceFunction extends Construct {
       logGroup: this.logGroup,
       tracing: Tracing.ACTIVE,
       environment: {
-        NODE_OPTIONS: '--enable-source-maps',
+        NODE_OPTIONS: FUNCTION_NODE_OPTIONS,
         POWERTOOLS_SERVICE_NAME: 'hosted-model-api',
         POWERTOOLS_METRICS_NAMESPACE: 'HostedModelApi',
         ...props.environment,

@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
-import { BUNDLE_SETTINGS, REPO_ROOT } from '../infra/service-function.js';
+import { BUNDLE_SETTINGS, FUNCTION_NODE_OPTIONS, REPO_ROOT } from '../infra/service-function.js';
 import type { EmulatedFunction } from './emulator.js';
 import type { Launcher } from './runtime-api.js';
 
@@ -59,9 +59,9 @@ export async function bundle(entry: string, outDir: string): Promise<string> {
   return outDir;
 }
 
-/** The function bundles as the stack builds them, into `outDir/<name>`. */
+/** The function bundles as the stack builds them, into `outDir/<name>` (relative to the repository). */
 export async function bundleFunctions(outDir: string): Promise<Record<'completions' | 'models', string>> {
-  const root = resolve(outDir);
+  const root = resolve(REPO_ROOT, outDir);
   const [completions, models] = await Promise.all([
     bundle('functions/completions/handler.ts', join(root, 'completions')),
     bundle('functions/models/handler.ts', join(root, 'models')),
@@ -85,22 +85,34 @@ export function lambdaNodeFlags(memoryMb: number): string[] {
   ];
 }
 
+/** An instance that writes a V8 CPU profile must exit on SIGTERM for Node to write it. */
+const EXIT_ON_SIGTERM = "data:text/javascript,process.once('SIGTERM',()=>process.exit(0))";
+
 /**
  * Instances as Lambda runs them: Node 22 running aws-lambda-ric on the bundle in `bundles[fn.name]`,
  * each in its own process (its working directory is the bundle's, so a process shows which function
  * it runs). Their output goes to this process's stderr when `output` is 'inherit' (or
- * CONFORMANCE_DEBUG is set), else nowhere.
+ * CONFORMANCE_DEBUG is set), else nowhere. With `cpuProfileDir` each instance writes a V8 CPU profile
+ * there when it is stopped (then with SIGTERM, not SIGKILL).
  */
-export function ricLauncher(bundles: Record<string, string>, output: 'inherit' | 'ignore' = 'ignore') {
+export function ricLauncher(
+  bundles: Record<string, string>,
+  output: 'inherit' | 'ignore' = 'ignore',
+  options: { cpuProfileDir?: string } = {},
+) {
+  const profiling = options.cpuProfileDir
+    ? ['--cpu-prof', `--cpu-prof-dir=${resolve(options.cpuProfileDir)}`, `--import=${EXIT_ON_SIGTERM}`]
+    : [];
   return (fn: EmulatedFunction): Launcher =>
     (runtimeApi, env) => {
       const dir = bundles[fn.name];
       if (!dir) throw new Error(`no bundle for ${fn.name}`);
-      const { NODE_OPTIONS: _ignored, ...rest } = env;
-      const child = spawn(NODE22, [...lambdaNodeFlags(fn.memoryMb), RIC, 'index.handler'], {
+      const child = spawn(NODE22, [...lambdaNodeFlags(fn.memoryMb), ...profiling, RIC, 'index.handler'], {
         cwd: dir,
         env: {
-          ...rest,
+          ...env,
+          // NODE_OPTIONS as deployed, not this process's (which loads tsx).
+          NODE_OPTIONS: FUNCTION_NODE_OPTIONS,
           AWS_LAMBDA_RUNTIME_API: runtimeApi,
           LAMBDA_TASK_ROOT: dir,
           _HANDLER: 'index.handler',
@@ -113,6 +125,6 @@ export function ricLauncher(bundles: Record<string, string>, output: 'inherit' |
         ],
       });
       const exited = new Promise((done) => child.once('exit', done));
-      return { exited, kill: () => void child.kill('SIGKILL') };
+      return { exited, kill: () => void child.kill(profiling.length > 0 ? 'SIGTERM' : 'SIGKILL') };
     };
 }
