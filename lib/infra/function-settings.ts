@@ -14,8 +14,9 @@ export interface FunctionSettings {
  * a streamed generation, so memory is most of a request's infrastructure cost. Completions: 256 MB,
  * the cheapest size whose CPU share (the function's own process held to it) kept the added time to
  * first chunk and to a JSON reply within one DynamoDB read + 5 ms of the unlimited run in every
- * run; 192 MB passed in two runs of three, 160 MB in none. Models: 256 MB (it answers in milliseconds,
- * so its size costs next to nothing, and a larger CPU share shortens its cold start).
+ * run (and holds the peak memory measured there); 192 MB passed in three runs of four, 160 MB in one.
+ * Models: 256 MB (it answers in milliseconds, so its size costs next to nothing, and a larger CPU
+ * share shortens its cold start).
  * `cdk deploy -c completionsMemorySize=192` (or `modelsMemorySize`) overrides one at deploy time.
  */
 export const FUNCTION_SETTINGS = {
