@@ -1,8 +1,8 @@
 import { QueryCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getStore } from '../../functions/adapters/dynamodb/index.js';
 import { usdToNano } from '../../functions/core/money.js';
 import { inProcessLauncher } from '../../lib/local/emulator.js';
+import { watchDynamoCalls } from '../support/dynamo-calls.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
 /** The request path through the Function URL emulator, against DynamoDB Local and the simulator. */
@@ -48,22 +48,17 @@ describe('authentication comes first', () => {
   });
 
   it('rejects a malformed key without any database read', async () => {
-    const store = getStore();
     let calls = 0;
-    store.client.middlewareStack.add(
-      (next) => async (args) => {
-        calls += 1;
-        return next(args);
-      },
-      { step: 'initialize', name: 'countCalls-malformed' },
-    );
+    const stop = watchDynamoCalls(() => {
+      calls += 1;
+    });
     try {
       await expectOpenAiError(await post(hello, { authorization: 'Bearer svc_live_tooshort' }), 401);
       expect(calls).toBe(0);
       await expectOpenAiError(await post(hello, { authorization: `Bearer svc_live_${'y'.repeat(43)}` }), 401);
       expect(calls).toBeGreaterThan(0);
     } finally {
-      store.client.middlewareStack.remove('countCalls-malformed');
+      stop();
     }
   });
 

@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import {
-  BatchGetItemCommand,
+  type BatchGetItemCommandOutput,
   type DynamoDBClient,
   GetItemCommand,
   paginateQuery,
@@ -47,6 +47,8 @@ import {
   toPrincipal,
   topUpItem,
 } from './items.js';
+import { type DynamoTimeouts, dynamoTimeouts } from './timeouts.js';
+import { DynamoWire } from './wire.js';
 
 const SETTLE_ATTEMPTS = 8;
 const HOLD_ATTEMPTS = 10;
@@ -56,10 +58,16 @@ export class DynamoStore implements Store {
   private readonly accountOfKey = new Map<string, string>();
   private static readonly CACHE_LIMIT = 10_000;
 
+  /** The request path's read, without the SDK client's middleware stack (wire.ts). */
+  private readonly wire: DynamoWire;
+
   constructor(
     readonly client: DynamoDBClient,
     readonly tables: TableNames,
-  ) {}
+    timeouts: DynamoTimeouts = dynamoTimeouts(),
+  ) {
+    this.wire = new DynamoWire(client, timeouts);
+  }
 
   /**
    * The key and its account, read strongly consistently. Warm (mapping cached): one BatchGetItem.
@@ -108,7 +116,7 @@ export class DynamoStore implements Store {
     let accountItem: Item | undefined;
     // UnprocessedKeys is rare (throttling); retry only what is left, a bounded number of times.
     for (let attempt = 0; attempt < 5; attempt++) {
-      const out = await this.client.send(new BatchGetItemCommand({ RequestItems: request }));
+      const out = await this.wire.call<BatchGetItemCommandOutput>('BatchGetItem', { RequestItems: request });
       found ??= out.Responses?.[this.tables.keys]?.[0];
       accountItem ??= out.Responses?.[this.tables.accounts]?.[0];
       const left = out.UnprocessedKeys;

@@ -1,0 +1,208 @@
+import { createHash, createHmac } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { BatchGetItemCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DynamoWire, DynamoWireError } from '../../../functions/adapters/dynamodb/wire.js';
+
+/**
+ * The direct read (wire.ts) against a fake DynamoDB on loopback that checks each request's SigV4
+ * signature from what arrived on the wire (its own implementation of AWS's published algorithm), and
+ * that answers, fails, throttles or stays silent as each test needs.
+ */
+const CREDENTIALS = {
+  accessKeyId: 'AKIDTEST',
+  secretAccessKey: 'wire-test-secret',
+  sessionToken: 'session-1',
+};
+const REGION = 'eu-west-1';
+const FAST = { connectTimeoutMs: 500, requestTimeoutMs: 300, maxAttempts: 3 };
+
+interface Seen {
+  target: string | undefined;
+  body: string;
+  signatureValid: boolean;
+  token: string | undefined;
+}
+
+let server: Server | undefined;
+afterEach(async () => {
+  server?.closeAllConnections();
+  await new Promise((done) => server?.close(done) ?? done(undefined));
+  server = undefined;
+});
+
+const sha256 = (data: string) => createHash('sha256').update(data).digest('hex');
+const hmac = (key: Buffer | string, data: string) => createHmac('sha256', key).update(data).digest();
+
+/** Recomputes the request's SigV4 signature from the wire (path "/", no query string). */
+function signatureValid(request: IncomingMessage, body: string): boolean {
+  const auth =
+    /Credential=([^/]+)\/(\d{8})\/([^/]+)\/([^/]+)\/aws4_request, SignedHeaders=([^,]+), Signature=(\w+)/.exec(
+      String(request.headers.authorization),
+    );
+  if (!auth) return false;
+  const [, keyId, day, region, service, signedHeaders, signature] = auth as unknown as string[];
+  if (keyId !== CREDENTIALS.accessKeyId || !day || !region || !service || !signedHeaders) return false;
+  const names = signedHeaders.split(';');
+  const canonicalHeaders = names.map((name) => `${name}:${String(request.headers[name]).trim()}\n`).join('');
+  const canonical = [request.method, request.url, '', canonicalHeaders, signedHeaders, sha256(body)].join(
+    '\n',
+  );
+  const amzDate = String(request.headers['x-amz-date']);
+  const scope = `${day}/${region}/${service}/aws4_request`;
+  const toSign = ['AWS4-HMAC-SHA256', amzDate, scope, sha256(canonical)].join('\n');
+  const key = hmac(
+    hmac(hmac(hmac(`AWS4${CREDENTIALS.secretAccessKey}`, day), region), service),
+    'aws4_request',
+  );
+  return (
+    names.includes('host') &&
+    names.includes('x-amz-target') &&
+    createHmac('sha256', key).update(toSign).digest('hex') === signature
+  );
+}
+
+async function fakeDynamo(
+  answer: (attempt: number, response: ServerResponse) => void,
+): Promise<{ endpoint: string; seen: Seen[] }> {
+  const seen: Seen[] = [];
+  const fake = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      seen.push({
+        target: request.headers['x-amz-target'] as string | undefined,
+        body,
+        signatureValid: signatureValid(request, body),
+        token: request.headers['x-amz-security-token'] as string | undefined,
+      });
+      answer(seen.length, response);
+    });
+  });
+  server = fake;
+  await new Promise<void>((done) => fake.listen(0, '127.0.0.1', done));
+  return { endpoint: `http://127.0.0.1:${(fake.address() as AddressInfo).port}`, seen };
+}
+
+function client(endpoint: string) {
+  return new DynamoDBClient({ endpoint, region: REGION, credentials: CREDENTIALS, maxAttempts: 1 });
+}
+
+function json(response: ServerResponse, status: number, body: unknown) {
+  response.writeHead(status, { 'content-type': 'application/x-amz-json-1.0' }).end(JSON.stringify(body));
+}
+
+const INPUT = { RequestItems: { keys: { Keys: [{ keyHash: { S: 'abc' } }], ConsistentRead: true } } };
+const OUTPUT = {
+  Responses: { keys: [{ keyHash: { S: 'abc' }, accountId: { S: 'acct' } }] },
+  UnprocessedKeys: {},
+};
+
+describe('the direct DynamoDB read', () => {
+  it('sends a request signed as DynamoDB checks it, with the session token, and returns the answer', async () => {
+    const fake = await fakeDynamo((_, response) => json(response, 200, OUTPUT));
+    const wire = new DynamoWire(client(fake.endpoint), FAST);
+    expect(await wire.call('BatchGetItem', INPUT)).toEqual(OUTPUT);
+    expect(fake.seen).toEqual([
+      {
+        target: 'DynamoDB_20120810.BatchGetItem',
+        body: JSON.stringify(INPUT),
+        signatureValid: true,
+        token: CREDENTIALS.sessionToken,
+      },
+    ]);
+  });
+
+  it('is checked by a verifier that accepts the SDK client and refuses a tampered request', async () => {
+    const fake = await fakeDynamo((_, response) => json(response, 200, OUTPUT));
+    await client(fake.endpoint).send(new BatchGetItemCommand(INPUT));
+    expect(fake.seen[0]?.signatureValid).toBe(true);
+    const signed = await fetch(fake.endpoint, {
+      method: 'POST',
+      headers: {
+        authorization: `AWS4-HMAC-SHA256 Credential=${CREDENTIALS.accessKeyId}/20261123/${REGION}/dynamodb/aws4_request, SignedHeaders=host;x-amz-date;x-amz-target, Signature=${'0'.repeat(64)}`,
+        'x-amz-date': '20261123T000000Z',
+        'x-amz-target': 'DynamoDB_20120810.BatchGetItem',
+      },
+      body: '{}',
+    });
+    await signed.text();
+    expect(fake.seen[1]?.signatureValid).toBe(false);
+  });
+
+  it('retries a 5xx and a throttle, as the SDK does, then answers', async () => {
+    const fake = await fakeDynamo((attempt, response) => {
+      if (attempt === 1)
+        json(response, 500, { __type: 'com.amazonaws.dynamodb.v20120810#InternalServerError' });
+      else if (attempt === 2)
+        json(response, 400, {
+          __type: 'com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException',
+          message: 'slow down',
+        });
+      else json(response, 200, OUTPUT);
+    });
+    const wire = new DynamoWire(client(fake.endpoint), FAST);
+    expect(await wire.call('BatchGetItem', INPUT)).toEqual(OUTPUT);
+    expect(fake.seen).toHaveLength(3);
+    expect(fake.seen.every((request) => request.signatureValid)).toBe(true);
+  });
+
+  it('gives up after maxAttempts with the error DynamoDB named', async () => {
+    const fake = await fakeDynamo((_, response) =>
+      json(response, 503, { __type: 'com.amazonaws.dynamodb.v20120810#ServiceUnavailable', message: 'down' }),
+    );
+    const failure = await new DynamoWire(client(fake.endpoint), FAST)
+      .call('BatchGetItem', INPUT)
+      .catch((e) => e);
+    expect(failure).toBeInstanceOf(DynamoWireError);
+    expect(failure).toMatchObject({ name: 'ServiceUnavailable', message: 'down', statusCode: 503 });
+    expect(fake.seen).toHaveLength(3);
+  });
+
+  it('does not retry what a retry cannot fix (a validation error)', async () => {
+    const fake = await fakeDynamo((_, response) =>
+      json(response, 400, { __type: 'com.amazon.coral.validate#ValidationException', message: 'bad key' }),
+    );
+    const failure = await new DynamoWire(client(fake.endpoint), FAST)
+      .call('BatchGetItem', INPUT)
+      .catch((e) => e);
+    expect(failure).toMatchObject({ name: 'ValidationException', statusCode: 400, retryable: false });
+    expect(fake.seen).toHaveLength(1);
+  });
+
+  it('bounds a silent database: each attempt ends after requestTimeoutMs of silence', async () => {
+    const fake = await fakeDynamo(() => {
+      // Reads the request, never answers (a stalled DynamoDB).
+    });
+    const started = Date.now();
+    const failure = await new DynamoWire(client(fake.endpoint), FAST)
+      .call('BatchGetItem', INPUT)
+      .catch((e) => e);
+    const took = Date.now() - started;
+    expect(failure).toMatchObject({ name: 'TimeoutError', retryable: true });
+    expect(fake.seen).toHaveLength(3);
+    // Three attempts of 300 ms plus jittered backoff of at most 50 + 100 ms.
+    expect(took).toBeGreaterThanOrEqual(3 * FAST.requestTimeoutMs - 50);
+    expect(took).toBeLessThan(3 * FAST.requestTimeoutMs + 150 + 500);
+  });
+
+  it('reports a refused connection as a networking error after its attempts', async () => {
+    const fake = await fakeDynamo(() => {});
+    const endpoint = fake.endpoint;
+    await new Promise((done) => server?.close(done));
+    server = undefined;
+    const failure = await new DynamoWire(client(endpoint), FAST).call('BatchGetItem', INPUT).catch((e) => e);
+    expect(failure).toMatchObject({ name: 'NetworkingError', retryable: true });
+  });
+
+  it('reports an answer that is not JSON by its status', async () => {
+    const fake = await fakeDynamo((_, response) => response.writeHead(502).end('<html>bad gateway</html>'));
+    const failure = await new DynamoWire(client(fake.endpoint), FAST)
+      .call('BatchGetItem', INPUT)
+      .catch((e) => e);
+    expect(failure).toMatchObject({ name: 'HTTP502', statusCode: 502 });
+    expect(fake.seen).toHaveLength(3);
+  });
+});
