@@ -37,7 +37,8 @@ try {
   };
   const wire = new DynamoWire(client, { connectTimeoutMs: 5_000, requestTimeoutMs: 5_000, maxAttempts: 3 });
   const ways: Record<string, () => Promise<{ Responses?: object }>> = {
-    'SDK client (BatchGetItemCommand)': () => client.send(new BatchGetItemCommand(input)),
+    'SDK client (BatchGetItemCommand)': async () =>
+      (await client.send(new BatchGetItemCommand(input))) as { Responses?: object },
     'direct signed call (wire.ts)': () => wire.call<{ Responses?: object }>('BatchGetItem', input),
   };
   const measure = async (call: () => Promise<{ Responses?: object }>, calls: number, gapMs: number) => {
