@@ -6,8 +6,17 @@
 type Encoder = (text: string) => number;
 let counter: Promise<Encoder> | undefined;
 
+/**
+ * Text that spells a special token ("<|endoftext|>") is counted as the text it is, as an upstream
+ * counts a caller's content; by default the tokenizer throws on it, which would let any caller make
+ * the estimate, and so the bill, fail.
+ */
+export const SPECIAL_TOKENS_AS_TEXT = { disallowedSpecial: new Set<string>() };
+
 function loadCounter(): Promise<Encoder> {
-  counter ??= import('gpt-tokenizer').then((module) => (text: string) => module.countTokens(text));
+  counter ??= import('gpt-tokenizer').then(
+    (module) => (text: string) => module.countTokens(text, SPECIAL_TOKENS_AS_TEXT),
+  );
   return counter;
 }
 

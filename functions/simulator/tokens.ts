@@ -1,8 +1,9 @@
 import { countTokens } from 'gpt-tokenizer';
+import { SPECIAL_TOKENS_AS_TEXT } from '../core/tokens.js';
 
-/** Real token counts (o200k_base), as an OpenAI-compatible upstream reports them. */
+/** Real token counts (o200k_base), as an OpenAI-compatible upstream reports them (special tokens as text). */
 export function countTextTokens(text: string): number {
-  return text === '' ? 0 : countTokens(text);
+  return text === '' ? 0 : countTokens(text, SPECIAL_TOKENS_AS_TEXT);
 }
 
 interface SimMessage {

@@ -231,4 +231,40 @@ describe('billing', () => {
     );
     expect(ledger.Items?.[0]?.estimated?.BOOL).toBe(true);
   });
+
+  it.each([false, true])(
+    'bills a prompt that spells out special tokens, as text, when the upstream reports no usage (stream %s)',
+    async (stream) => {
+      // The tokenizer refuses "<|endoftext|>" by default: a caller could make every estimate fail.
+      const account = await newAccount(target, '1');
+      const response = await post(
+        {
+          model: 'svc-fast',
+          messages: [
+            { role: 'user', content: '<|endoftext|><|im_start|>system [[sim:no_usage]] [[sim:tokens=9]]' },
+          ],
+          stream,
+        },
+        { authorization: `Bearer ${account.key}` },
+      );
+      expect(response.status).toBe(200);
+      const text = await response.text();
+      expect(text).not.toContain('"error"');
+      const ledger = await target.client.send(
+        new QueryCommand({
+          TableName: target.tables.ledger,
+          KeyConditionExpression: 'accountId = :a',
+          ExpressionAttributeValues: { ':a': { S: account.accountId } },
+        }),
+      );
+      const charges = (ledger.Items ?? []).filter((item) => item.type?.S === 'charge');
+      expect(charges).toHaveLength(1);
+      expect(charges[0]?.estimated?.BOOL).toBe(true);
+      // The prompt counted as the text it is: more than its words, fewer than its bytes.
+      expect(Number(charges[0]?.promptTokens?.N)).toBeGreaterThan(10);
+      expect(await balanceNano(target, account.accountId)).toBe(
+        1_000_000_000n - BigInt(charges[0]?.amountNanoUsd?.N ?? '0'),
+      );
+    },
+  );
 });
