@@ -326,8 +326,8 @@ function completionBody(tier: TierId, stream: boolean, tokens: number, paced: bo
 
 /**
  * Bundle sizes, import times and RSS after import, of the bundles as the stack builds them
- * (lib/local/aws-lambda-ric.ts) with the NODE_OPTIONS they are deployed with, on this Node and on
- * Node 22 (the Lambda runtime's major); the completions bundle also without those options.
+ * (lib/local/aws-lambda-ric.ts) with the NODE_OPTIONS they are deployed with (none), on this Node and
+ * on Node 22 (the Lambda runtime's major); the completions bundle also with --enable-source-maps.
  */
 async function bundleFacts(): Promise<string[]> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-bundle-'));
@@ -370,7 +370,11 @@ async function bundleFacts(): Promise<string[]> {
     `globalThis.awslambda={streamifyResponse:(f)=>f,HttpResponseStream:{from:(s)=>s}};await import(${JSON.stringify(file)})`;
   const bundles = [
     { name: 'completions', file: handler('completions'), options: FUNCTION_NODE_OPTIONS },
-    { name: 'completions, no NODE_OPTIONS', file: handler('completions'), options: '' },
+    {
+      name: 'completions, --enable-source-maps',
+      file: handler('completions'),
+      options: '--enable-source-maps',
+    },
     { name: 'models', file: handler('models'), options: FUNCTION_NODE_OPTIONS },
     { name: 'tokenizer (loaded only to estimate usage)', file: tokenizer, options: FUNCTION_NODE_OPTIONS },
   ];
@@ -391,7 +395,7 @@ async function bundleFacts(): Promise<string[]> {
 function sayBundleFacts(say: (line?: string) => void, rows: string[]) {
   say('');
   say(
-    `Bundles as built for the stack, imported with NODE_OPTIONS=${FUNCTION_NODE_OPTIONS} as deployed (the bare rows too), unless the row says otherwise.`,
+    `Bundles as built for the stack, imported with the NODE_OPTIONS they are deployed with (${FUNCTION_NODE_OPTIONS || 'none'}), the bare rows too, unless the row says otherwise.`,
   );
   say('');
   say(
@@ -716,24 +720,31 @@ async function main() {
     say(
       `Each function instance (its aws-lambda-ric process) pinned to one core (taskset) in its own cgroup whose CFS quota is memory/1769 of each ${PERIOD_US / 1000} ms period; the emulator, simulator and DynamoDB Local unlimited ` +
         '(Lambda: 1 vCPU at 1,769 MB, proportionally less below; the period Lambda uses is not published). One client, requests 50 ms apart ' +
-        '(an instance between invocations); added = gateway minus the simulator called directly (p50 / p90). JSON: the whole reply, unpaced upstream (40 requests). ' +
+        '(an instance between invocations); added = gateway minus the simulator called directly (p50 / p90). JSON: the whole reply, unpaced upstream (40 requests) and with the upstream answering after ' +
+        `${TTFT_MS} ms (${TTFT_SAMPLES}). ` +
         `Stream: the first chunk, unpaced upstream (40) and with the upstream's first token after ${TTFT_MS} ms as a real model (${TTFT_SAMPLES} requests; ` +
         'the CPU before the upstream call and after its first event fall in different periods, as they do in production). ' +
-        `Within budget: JSON and the stream with a real first-token time add at most one DynamoDB read (${ms(dynamoRead)} ms p50 here) + 5 ms to the unlimited run's p50 ` +
+        `Within budget: JSON and the stream with a real model's wait (a reply or first token after ${TTFT_MS} ms) add at most one DynamoDB read (${ms(dynamoRead)} ms p50 here) + 5 ms to the unlimited run's p50 ` +
         '(the local emulator and runtime API already add ~10 ms with no limit, so the sizes are judged against that run).',
     );
     say('');
     say(
-      `| memory MB | CPU share | json added ms | stream first chunk added ms (unpaced) | stream first chunk added ms (${TTFT_MS} ms to first token) | /models added p50 ms | throttled periods | within budget |`,
+      `| memory MB | CPU share | json added ms (unpaced) | json added ms (reply after ${TTFT_MS} ms) | stream first chunk added ms (unpaced) | stream first chunk added ms (${TTFT_MS} ms to first token) | /models added p50 ms | throttled periods | within budget |`,
     );
-    say('|---|---|---|---|---|---|---|---|');
-    type Kind = 'json' | 'stream' | 'stream-ttft' | 'models';
+    say('|---|---|---|---|---|---|---|---|---|');
+    type Kind = 'json' | 'json-ttft' | 'stream' | 'stream-ttft' | 'models';
     const sample = async (url: string, kind: Kind, headers: Record<string, string>, model: string) => {
       const times: number[] = [];
-      for (let i = 0; i < (kind === 'stream-ttft' ? TTFT_SAMPLES : 40); i++) {
+      const waits = kind === 'stream-ttft' || kind === 'json-ttft';
+      for (let i = 0; i < (waits ? TTFT_SAMPLES : 40); i++) {
         await new Promise((r) => setTimeout(r, 50));
-        const stream = kind !== 'json';
-        const delay = kind === 'stream-ttft' ? ` [[sim:first_byte_delay_ms=${TTFT_MS}]]` : '';
+        const stream = kind !== 'json' && kind !== 'json-ttft';
+        const delay =
+          kind === 'stream-ttft'
+            ? ` [[sim:first_byte_delay_ms=${TTFT_MS}]]`
+            : kind === 'json-ttft'
+              ? ` [[sim:delay_ms=${TTFT_MS}]]`
+              : '';
         const body =
           kind === 'models'
             ? undefined
@@ -747,7 +758,7 @@ async function main() {
       }
       return times.sort((a, b) => a - b);
     };
-    const kindsTuned: Kind[] = ['json', 'stream', 'stream-ttft', 'models'];
+    const kindsTuned: Kind[] = ['json', 'json-ttft', 'stream', 'stream-ttft', 'models'];
     const directTimes = new Map<Kind, number[]>();
     for (const kind of kindsTuned)
       directTimes.set(
@@ -770,7 +781,7 @@ async function main() {
     const cell = (a: { p50: number; p90: number } | undefined) => (a ? `${ms(a.p50)} / ${ms(a.p90)}` : '-');
     const unlimited = await measureAll();
     say(
-      `| no limit (${cpus().length} cores) | - | ${cell(unlimited.get('json'))} | ${cell(unlimited.get('stream'))} | ${cell(unlimited.get('stream-ttft'))} | ${ms(unlimited.get('models')?.p50 ?? Number.NaN)} | - | - |`,
+      `| no limit (${cpus().length} cores) | - | ${cell(unlimited.get('json'))} | ${cell(unlimited.get('json-ttft'))} | ${cell(unlimited.get('stream'))} | ${cell(unlimited.get('stream-ttft'))} | ${ms(unlimited.get('models')?.p50 ?? Number.NaN)} | - | - |`,
     );
     const limits = [...functionPids(gatewayPid, 'completions'), ...functionPids(gatewayPid, 'models')].map(
       (pid) => limitCpu(pid, cpus().length - 1),
@@ -784,10 +795,10 @@ async function main() {
         for (const limit of limits) limit.set(mb);
         const throttledBefore = throttled();
         const added = await measureAll();
-        const ok = within(added, 'json') && within(added, 'stream-ttft');
+        const ok = within(added, 'json-ttft') && within(added, 'stream-ttft');
         verdicts.push({ mb, ok });
         say(
-          `| ${mb} | ${cpuShare(mb).toFixed(3)} | ${cell(added.get('json'))} | ${cell(added.get('stream'))} | ${cell(added.get('stream-ttft'))} | ${ms(added.get('models')?.p50 ?? Number.NaN)} | ${throttled() - throttledBefore} | ${ok ? 'yes' : 'no'} |`,
+          `| ${mb} | ${cpuShare(mb).toFixed(3)} | ${cell(added.get('json'))} | ${cell(added.get('json-ttft'))} | ${cell(added.get('stream'))} | ${cell(added.get('stream-ttft'))} | ${ms(added.get('models')?.p50 ?? Number.NaN)} | ${throttled() - throttledBefore} | ${ok ? 'yes' : 'no'} |`,
         );
       }
     } finally {

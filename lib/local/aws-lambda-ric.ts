@@ -111,7 +111,7 @@ export function ricLauncher(
         cwd: dir,
         env: {
           ...env,
-          // NODE_OPTIONS as deployed, not this process's (which loads tsx).
+          // NODE_OPTIONS as deployed (none), not this process's (which loads tsx).
           NODE_OPTIONS: FUNCTION_NODE_OPTIONS,
           AWS_LAMBDA_RUNTIME_API: runtimeApi,
           LAMBDA_TASK_ROOT: dir,

@@ -83,9 +83,8 @@ describe('functions', () => {
       const p = (fn as { Properties: Record<string, unknown> }).Properties;
       expect(p.Runtime).toBe('nodejs22.x');
       expect(p.Architectures).toEqual(['arm64']);
-      expect((p.Environment as { Variables: Record<string, string> }).Variables.NODE_OPTIONS).toBe(
-        '--enable-source-maps',
-      );
+      const variables = (p.Environment as { Variables: Record<string, string> }).Variables;
+      expect(variables.NODE_OPTIONS).toBeUndefined();
       expect(p.LoggingConfig).toBeDefined();
     }
     sandbox.template.allResourcesProperties('AWS::Logs::LogGroup', { RetentionInDays: 7 });
