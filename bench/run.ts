@@ -17,7 +17,7 @@ import { DynamoStore } from '../functions/adapters/dynamodb/index.js';
 import { TIER_IDS, type TierId } from '../functions/core/tiers.js';
 import { createAccount, createKey } from '../lib/admin/operations.js';
 import { FUNCTION_SETTINGS } from '../lib/infra/function-settings.js';
-import { FUNCTION_NODE_OPTIONS } from '../lib/infra/service-function.js';
+import { FUNCTION_NODE_OPTIONS, FUNCTION_PROCESS_ENV } from '../lib/infra/service-function.js';
 import { bundleFunctions, NODE22, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
 import { ensureTables, freePort, localClient, startDynamoLocal } from '../lib/local/dynamodb-local.js';
 import { localTableNames } from '../lib/local/stack.js';
@@ -344,6 +344,7 @@ async function bundleFacts(): Promise<string[]> {
         {
           env: {
             ...process.env,
+            ...FUNCTION_PROCESS_ENV,
             NODE_OPTIONS: nodeOptions,
             UPSTREAM_BASE_URL: 'http://127.0.0.1:9/v1',
             AWS_REGION: 'eu-west-1',
@@ -395,7 +396,11 @@ async function bundleFacts(): Promise<string[]> {
 function sayBundleFacts(say: (line?: string) => void, rows: string[]) {
   say('');
   say(
-    `Bundles as built for the stack, imported with the NODE_OPTIONS they are deployed with (${FUNCTION_NODE_OPTIONS || 'none'}), the bare rows too, unless the row says otherwise.`,
+    `Bundles as built for the stack, imported with the NODE_OPTIONS (${FUNCTION_NODE_OPTIONS || 'none'}) and environment (${Object.entries(
+      FUNCTION_PROCESS_ENV,
+    )
+      .map(([name, value]) => `${name}=${value}`)
+      .join(' ')}) they are deployed with, the bare rows too, unless the row says otherwise.`,
   );
   say('');
   say(
@@ -480,6 +485,28 @@ async function main() {
   );
   if (estimated.status !== 200) throw new Error('the estimate request did not answer 200');
   const afterEstimate = functionMemory(gatewayPid, 'completions');
+  // The largest request a Function URL takes (6 MB; here 5.8 MB of English and Japanese text), its
+  // usage estimated: what memory must hold (a killed instance is a request unanswered and unbilled).
+  const largestText = 'The sea rolls on under a grey sky, and the boats come home. 海は灰色の空の下で続く。 ';
+  const largest = JSON.stringify({
+    model: 'svc-fast',
+    messages: [
+      {
+        role: 'user',
+        content: `${largestText.repeat(Math.floor((5.8 * 2 ** 20) / Buffer.byteLength(largestText)))} [[sim:tokens=50]] [[sim:no_usage]]`,
+      },
+    ],
+  });
+  for (const stream of [false, true]) {
+    const answered = await timedRequest(
+      viaGateway,
+      stream ? `${largest.slice(0, -1)},"stream":true}` : largest,
+      auth,
+    );
+    if (answered.status !== 200)
+      throw new Error(`the ${Buffer.byteLength(largest)}-byte request answered ${answered.status}`);
+  }
+  const afterLargest = functionMemory(gatewayPid, 'completions');
   const body = (stream: boolean, model: string) =>
     JSON.stringify({
       model,
@@ -722,14 +749,14 @@ async function main() {
         '(Lambda: 1 vCPU at 1,769 MB, proportionally less below; the period Lambda uses is not published). One client, requests 50 ms apart ' +
         '(an instance between invocations); added = gateway minus the simulator called directly (p50 / p90). JSON: the whole reply, unpaced upstream (40 requests) and with the upstream answering after ' +
         `${TTFT_MS} ms (${TTFT_SAMPLES}). ` +
-        `Stream: the first chunk, unpaced upstream (40) and with the upstream's first token after ${TTFT_MS} ms as a real model (${TTFT_SAMPLES} requests; ` +
-        'the CPU before the upstream call and after its first event fall in different periods, as they do in production). ' +
+        `Stream: the first chunk, unpaced upstream (40) and paced as a real model, its first token after ${TTFT_MS} ms and one every ${Math.round(MS_PER_TOKEN)} ms after it (${TTFT_SAMPLES} requests; ` +
+        'the CPU before the upstream call and after its first event fall in different periods, as they do in production; unpaced, the rest of the reply arrives with the first token and its parsing and the settlement run before the first chunk is flushed). ' +
         `Within budget: JSON and the stream with a real model's wait (a reply or first token after ${TTFT_MS} ms) add at most one DynamoDB read (${ms(dynamoRead)} ms p50 here) + 5 ms to the unlimited run's p50 ` +
         '(the local emulator and runtime API already add ~10 ms with no limit, so the sizes are judged against that run).',
     );
     say('');
     say(
-      `| memory MB | CPU share | json added ms (unpaced) | json added ms (reply after ${TTFT_MS} ms) | stream first chunk added ms (unpaced) | stream first chunk added ms (${TTFT_MS} ms to first token) | /models added p50 ms | throttled periods | within budget |`,
+      `| memory MB | CPU share | json added ms (unpaced) | json added ms (reply after ${TTFT_MS} ms) | stream first chunk added ms (unpaced) | stream first chunk added ms (paced, ${TTFT_MS} ms to first token) | /models added p50 ms | throttled periods | within budget |`,
     );
     say('|---|---|---|---|---|---|---|---|---|');
     type Kind = 'json' | 'json-ttft' | 'stream' | 'stream-ttft' | 'models';
@@ -741,7 +768,7 @@ async function main() {
         const stream = kind !== 'json' && kind !== 'json-ttft';
         const delay =
           kind === 'stream-ttft'
-            ? ` [[sim:first_byte_delay_ms=${TTFT_MS}]]`
+            ? ` [[sim:first_byte_delay_ms=${TTFT_MS}]] [[sim:delay_ms=${Math.round(MS_PER_TOKEN)}]]`
             : kind === 'json-ttft'
               ? ` [[sim:delay_ms=${TTFT_MS}]]`
               : '';
@@ -825,6 +852,9 @@ async function main() {
   );
   say(
     `| after a stream whose upstream reported no usage (estimated: tokenizer loaded) | ${mib(afterEstimate.rss)} | ${mib(afterEstimate.peak)} | - | - |`,
+  );
+  say(
+    `| after two ${(Buffer.byteLength(largest) / 2 ** 20).toFixed(1)} MiB requests (JSON, stream) whose upstream reported no usage | ${mib(afterLargest.rss)} | ${mib(afterLargest.peak)} | - | - |`,
   );
   say(
     `| after the whole bench (${capacity.totals().calls} DynamoDB calls, load at up to 64 clients; ${end.completions.instances} + ${end.models.instances} instances) | ${mib(end.completions.rss)} | ${mib(end.completions.peak)} | ${mib(end.models.rss)} | ${mib(end.models.peak)} |`,

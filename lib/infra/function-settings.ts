@@ -11,10 +11,13 @@ export interface FunctionSettings {
 
 /**
  * Memory sizes were chosen from `npm run bench` (README "Cost"): Lambda bills the whole wall time of
- * a streamed generation, so memory is most of a request's infrastructure cost. Completions: 256 MB,
- * the cheapest size whose CPU share (the function's own process held to it) kept the added time to
- * first chunk and to a JSON reply within one DynamoDB read + 5 ms of the unlimited run in every
- * run (and holds the peak memory measured there); 192 MB passed in three runs of four, 160 MB in one.
+ * a streamed generation, so memory is most of a request's infrastructure cost. Completions: 256 MB.
+ * Held to the CPU share of 160 MB or 192 MB, a typical stream (first token after 500 ms, then paced)
+ * and a JSON reply stayed within one DynamoDB read + 5 ms of the unlimited run, and 160 MB would bring
+ * the typical request to 9.7% of its margin; but memory rules both out: the largest request a Function
+ * URL takes (6 MB) peaks at about 200 MiB of RSS, and 236 MiB when its usage must be estimated (the
+ * tokenizer loads), measured at the heap limits of each size. A killed instance is a request
+ * unanswered and, after a relayed stream, unbilled.
  * Models: 256 MB (it answers in milliseconds, so its size costs next to nothing, and a larger CPU
  * share shortens its cold start).
  * `cdk deploy -c completionsMemorySize=192` (or `modelsMemorySize`) overrides one at deploy time.

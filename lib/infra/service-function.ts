@@ -36,6 +36,18 @@ export const BUNDLE_SETTINGS = {
  */
 export const FUNCTION_NODE_OPTIONS = '';
 
+/**
+ * The rest of the functions' process environment as deployed (also set by the launcher and the bench).
+ * MALLOC_TRIM_THRESHOLD_: glibc gives freed memory back to the system above 128 KiB instead of keeping
+ * it for later. A usage estimate loads the tokenizer, parsing 2.7 MB of JavaScript and freeing most of
+ * what that took; at 160 MB's heap limits an instance's peak RSS after 1,000 requests with 20 estimates
+ * measured 147 MiB without it and 131-134 MiB with it, for the same CPU per request (7.9-8.5 ms, 30 ms
+ * apart, both ways).
+ */
+export const FUNCTION_PROCESS_ENV: Readonly<Record<string, string>> = {
+  MALLOC_TRIM_THRESHOLD_: '131072',
+};
+
 /** Lambda's bounds on memory size, in MB. */
 const MEMORY_MIN_MB = 128;
 const MEMORY_MAX_MB = 10_240;
@@ -100,6 +112,7 @@ export class ServiceFunction extends Construct {
       tracing: Tracing.ACTIVE,
       environment: {
         ...(FUNCTION_NODE_OPTIONS ? { NODE_OPTIONS: FUNCTION_NODE_OPTIONS } : {}),
+        ...FUNCTION_PROCESS_ENV,
         POWERTOOLS_SERVICE_NAME: 'hosted-model-api',
         POWERTOOLS_METRICS_NAMESPACE: 'HostedModelApi',
         ...props.environment,

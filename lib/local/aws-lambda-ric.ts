@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
-import { BUNDLE_SETTINGS, FUNCTION_NODE_OPTIONS, REPO_ROOT } from '../infra/service-function.js';
+import { BUNDLE_SETTINGS, FUNCTION_NODE_OPTIONS, FUNCTION_PROCESS_ENV, REPO_ROOT } from '../infra/service-function.js';
 import type { EmulatedFunction } from './emulator.js';
 import type { Launcher } from './runtime-api.js';
 
@@ -113,6 +113,7 @@ export function ricLauncher(
           ...env,
           // NODE_OPTIONS as deployed (none), not this process's (which loads tsx).
           NODE_OPTIONS: FUNCTION_NODE_OPTIONS,
+          ...FUNCTION_PROCESS_ENV,
           AWS_LAMBDA_RUNTIME_API: runtimeApi,
           LAMBDA_TASK_ROOT: dir,
           _HANDLER: 'index.handler',

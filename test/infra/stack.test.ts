@@ -85,6 +85,7 @@ describe('functions', () => {
       expect(p.Architectures).toEqual(['arm64']);
       const variables = (p.Environment as { Variables: Record<string, string> }).Variables;
       expect(variables.NODE_OPTIONS).toBeUndefined();
+      expect(variables.MALLOC_TRIM_THRESHOLD_).toBe('131072');
       expect(p.LoggingConfig).toBeDefined();
     }
     sandbox.template.allResourcesProperties('AWS::Logs::LogGroup', { RetentionInDays: 7 });
