@@ -9,7 +9,12 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
-import { BUNDLE_SETTINGS, FUNCTION_NODE_OPTIONS, FUNCTION_PROCESS_ENV, REPO_ROOT } from '../infra/service-function.js';
+import {
+  BUNDLE_SETTINGS,
+  FUNCTION_NODE_OPTIONS,
+  FUNCTION_PROCESS_ENV,
+  REPO_ROOT,
+} from '../infra/service-function.js';
 import type { EmulatedFunction } from './emulator.js';
 import type { Launcher } from './runtime-api.js';
 
