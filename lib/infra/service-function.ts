@@ -27,7 +27,7 @@ export const BUNDLE_SETTINGS = {
 } as const;
 
 /**
- * The functions run without NODE_OPTIONS=--enable-source-maps. It cost 18-23 ms of every cold start and
+ * The functions run without NODE_OPTIONS=--enable-source-maps. It cost 19-26 ms of every cold start and
  * 11-16 MiB of RSS per instance (npm run bench, import table), and it makes every stack trace that is
  * formatted (each error logged) map its positions. Stack traces in the logs name positions in the
  * minified bundle; to read them through the source map (index.mjs.map, in the deployment package), set
