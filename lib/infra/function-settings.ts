@@ -14,10 +14,10 @@ export interface FunctionSettings {
  * a streamed generation, so memory is most of a request's infrastructure cost. Completions: 256 MB.
  * Held to the CPU share of 160 MB or 192 MB, a typical stream (first token after 500 ms, then paced)
  * and a JSON reply stayed within one DynamoDB read + 5 ms of the unlimited run, and 160 MB would bring
- * the typical request to 9.7% of its margin; but memory rules both out: the largest request a Function
- * URL takes (6 MB) peaks at about 200 MiB of RSS, and 236 MiB when its usage must be estimated (the
- * tokenizer loads), measured at the heap limits of each size. A killed instance is a request
- * unanswered and, after a relayed stream, unbilled.
+ * the typical request to 9.7% of its margin; but memory rules both out: an instance peaked at 207 MiB
+ * of RSS after two 5.8 MiB requests (the largest a Function URL takes) whose usage was estimated (the
+ * tokenizer loads), and at 159 MiB after a 5 MiB one whose usage the upstream reported. A killed
+ * instance is a request unanswered and, after a relayed stream, unbilled.
  * Models: 256 MB (it answers in milliseconds, so its size costs next to nothing, and a larger CPU
  * share shortens its cold start).
  * `cdk deploy -c completionsMemorySize=192` (or `modelsMemorySize`) overrides one at deploy time.
