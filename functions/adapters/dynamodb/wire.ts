@@ -1,10 +1,10 @@
 /**
  * DynamoDB's JSON protocol spoken directly, for the one read every request makes before its upstream
  * call: the same signer (@smithy/signature-v4), credentials, region, endpoint and clock offset as the
- * function's SDK client, without the client's middleware stack. `npx tsx bench/dynamodb-read.ts` measures
- * both side by side (818 against 283 us of CPU a call on Node 22); at small memory sizes Lambda gives a function a small CPU share, and the CPU spent
- * before the upstream call is added to the time to first token. Everything else (writes, cold reads,
- * admin) stays on the SDK client.
+ * function's SDK client, without the client's middleware stack. `npx tsx bench/dynamodb-read.ts`
+ * measures both side by side (818 against 283 us of CPU a call on Node 22). At small memory sizes
+ * Lambda gives a function a small CPU share, and the CPU spent before the upstream call is added to
+ * the time to first token. Everything else (writes, cold reads, admin) stays on the SDK client.
  *
  * Same bounds as the client (client.ts): `connectTimeoutMs` to connect, `requestTimeoutMs` of socket
  * silence, at most `maxAttempts` attempts; like the SDK's standard retry mode it retries network
