@@ -31,6 +31,18 @@ function post(
 }
 const hello = { model: 'svc-fast', messages: [{ role: 'user', content: 'hello' }] };
 
+/** The account's charge items in the ledger, as stored. */
+async function chargesOf(accountId: string) {
+  const ledger = await target.client.send(
+    new QueryCommand({
+      TableName: target.tables.ledger,
+      KeyConditionExpression: 'accountId = :a',
+      ExpressionAttributeValues: { ':a': { S: accountId } },
+    }),
+  );
+  return (ledger.Items ?? []).filter((item) => item.type?.S === 'charge');
+}
+
 async function expectOpenAiError(response: Response, status: number) {
   expect(response.status).toBe(status);
   expect(response.headers.get('content-type')).toBe('application/json');
@@ -191,14 +203,7 @@ describe('billing', () => {
     // svc-heavy: $0.78/M input, $0.078/M cached, $3.25/M output, billed
     const expectedNano = BigInt(body.usage.prompt_tokens - 4) * 780n + 4n * 78n + 7n * 3250n;
     expect(usdToNano(String(body.usage.cost))).toBe(expectedNano);
-    const ledger = await target.client.send(
-      new QueryCommand({
-        TableName: target.tables.ledger,
-        KeyConditionExpression: 'accountId = :a',
-        ExpressionAttributeValues: { ':a': { S: account.accountId } },
-      }),
-    );
-    const charges = (ledger.Items ?? []).filter((item) => item.type?.S === 'charge');
+    const charges = await chargesOf(account.accountId);
     expect(charges).toHaveLength(1);
     expect(charges[0]?.entryId?.S).toBe(body.id);
     expect(charges[0]?.amountNanoUsd?.N).toBe(expectedNano.toString());
@@ -250,14 +255,7 @@ describe('billing', () => {
       expect(response.status).toBe(200);
       const text = await response.text();
       expect(text).not.toContain('"error"');
-      const ledger = await target.client.send(
-        new QueryCommand({
-          TableName: target.tables.ledger,
-          KeyConditionExpression: 'accountId = :a',
-          ExpressionAttributeValues: { ':a': { S: account.accountId } },
-        }),
-      );
-      const charges = (ledger.Items ?? []).filter((item) => item.type?.S === 'charge');
+      const charges = await chargesOf(account.accountId);
       expect(charges).toHaveLength(1);
       expect(charges[0]?.estimated?.BOOL).toBe(true);
       // The prompt counted as the text it is: more than its words, fewer than its bytes.
