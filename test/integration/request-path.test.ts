@@ -237,6 +237,27 @@ describe('billing', () => {
     expect(ledger.Items?.[0]?.estimated?.BOOL).toBe(true);
   });
 
+  it('bills a prompt made of one 300,000-character word promptly when the upstream reports no usage', async () => {
+    // Byte-pair encoding is quadratic in a run's length: counted whole, this prompt took about 50 s.
+    const account = await newAccount(target, '1');
+    const started = Date.now();
+    const response = await post(
+      {
+        model: 'svc-fast',
+        messages: [{ role: 'user', content: `${'a'.repeat(300_000)} [[sim:no_usage]] [[sim:tokens=9]]` }],
+        stream: true,
+      },
+      { authorization: `Bearer ${account.key}` },
+    );
+    expect(response.status).toBe(200);
+    expect(await response.text()).toContain('[DONE]');
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const charges = await chargesOf(account.accountId);
+    expect(charges).toHaveLength(1);
+    expect(charges[0]?.estimated?.BOOL).toBe(true);
+    expect(Number(charges[0]?.promptTokens?.N)).toBeGreaterThan(30_000);
+  });
+
   it.each([false, true])(
     'bills a prompt that spells out special tokens, as text, when the upstream reports no usage (stream %s)',
     async (stream) => {

@@ -1,0 +1,51 @@
+import { countTokens } from 'gpt-tokenizer';
+import { describe, expect, it } from 'vitest';
+import {
+  countWithBoundedRuns,
+  estimatePromptTokens,
+  estimateTextTokens,
+  LONGEST_RUN,
+  SPECIAL_TOKENS_AS_TEXT,
+} from '../../../functions/core/tokens.js';
+
+/**
+ * The usage estimate (when an upstream reports none) must finish, whatever a caller sends: byte-pair
+ * encoding is quadratic in the length of a run without whitespace (a 200,000-letter "word" took 23 s
+ * here, 400,000 took 100 s: at 256 MB's CPU share, past the function's timeout, so the request would
+ * go unbilled). Runs longer than LONGEST_RUN are counted in pieces.
+ */
+const exact = (text: string) => countTokens(text, SPECIAL_TOKENS_AS_TEXT);
+
+describe('token estimates', () => {
+  it('count ordinary text exactly as the tokenizer does', async () => {
+    const texts = [
+      'The quick brown fox jumps over the lazy dog. ',
+      'function add(a, b) {\n  return a + b;\n}\n',
+      '海は灰色の空の下で続く。船は家に帰る。',
+      '{"key": [1, 2, 3], "nested": {"deep": true}}',
+      `a URL: https://example.com/${'segment/'.repeat(20)}`,
+    ];
+    for (const text of texts) expect(await estimateTextTokens(text)).toBe(exact(text));
+    expect(countWithBoundedRuns(exact, texts.join('\n'))).toBe(exact(texts.join('\n')));
+  });
+
+  it('counts a long run in pieces, within 1% of the exact count', () => {
+    const letters = Array.from({ length: 20_000 }, (_, i) => String.fromCharCode(97 + ((i * 7) % 26))).join(
+      '',
+    );
+    const text = `before ${letters} after`;
+    const bounded = countWithBoundedRuns(exact, text);
+    const truth = exact(text);
+    expect(Math.abs(bounded - truth) / truth).toBeLessThan(0.01);
+    expect(LONGEST_RUN).toBeGreaterThanOrEqual(128);
+  });
+
+  it('finishes on a 400,000-character run (unbounded: about 100 s) and on a prompt made of them', async () => {
+    const started = performance.now();
+    const count = await estimateTextTokens('a'.repeat(400_000));
+    expect(count).toBeGreaterThan(40_000);
+    const prompt = await estimatePromptTokens([{ content: `${'x'.repeat(200_000)} ${'!'.repeat(200_000)}` }]);
+    expect(prompt).toBeGreaterThan(0);
+    expect(performance.now() - started).toBeLessThan(5_000);
+  }, 10_000);
+});
