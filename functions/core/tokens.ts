@@ -14,15 +14,21 @@ let counter: Promise<Encoder> | undefined;
 export const SPECIAL_TOKENS_AS_TEXT = { disallowedSpecial: new Set<string>() };
 
 /**
- * Byte-pair encoding is quadratic in the length of a run without whitespace: a caller's 200,000-letter
- * "word" took 23 s to count, 400,000 took 100 s, past the function's timeout at a small CPU share, and
- * the request would go unbilled. Runs longer than this are counted in pieces of this length; ordinary
- * text (no such run) is counted exactly, a long run within a token or so a piece.
+ * Byte-pair encoding is quadratic in the length of each piece the tokenizer's splitter makes, and a
+ * caller decides those lengths: a 200,000-letter "word" took 23 s to count, 400,000 took 100 s, past
+ * the function's timeout at a small CPU share, and the request would go unbilled. The splitter (o200k)
+ * never makes a piece that mixes whitespace and other characters except one leading space, or
+ * punctuation followed by newlines and slashes; so any run of non-whitespace, of whitespace, or of
+ * newlines and slashes longer than LONGEST_RUN is counted in pieces of that length. Ordinary text (no
+ * such run) is counted exactly, a long run within a token or so a piece.
  */
 export const LONGEST_RUN = 256;
-const LONG_RUN = new RegExp(`\\S{${LONGEST_RUN + 1},}`, 'g');
+const LONG_RUN = new RegExp(
+  `\\S{${LONGEST_RUN + 1},}|\\s{${LONGEST_RUN + 1},}|[\\r\\n/]{${LONGEST_RUN + 1},}`,
+  'g',
+);
 
-/** `count(text)`, with every run of non-whitespace longer than LONGEST_RUN counted in pieces. */
+/** `count(text)`, with every run LONG_RUN matches counted in pieces of at most LONGEST_RUN. */
 export function countWithBoundedRuns(count: (text: string) => number, text: string): number {
   let total = 0;
   let from = 0;

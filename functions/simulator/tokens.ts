@@ -3,7 +3,7 @@ import { countWithBoundedRuns, SPECIAL_TOKENS_AS_TEXT } from '../core/tokens.js'
 
 /**
  * Real token counts (o200k_base), as an OpenAI-compatible upstream reports them: special tokens as
- * text, and long runs without whitespace in pieces (core/tokens.ts), so no prompt can stall it.
+ * text, and long runs in pieces (core/tokens.ts), so no prompt can stall it.
  */
 export function countTextTokens(text: string): number {
   return text === '' ? 0 : countWithBoundedRuns((piece) => countTokens(piece, SPECIAL_TOKENS_AS_TEXT), text);

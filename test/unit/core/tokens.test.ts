@@ -40,6 +40,17 @@ describe('token estimates', () => {
     expect(LONGEST_RUN).toBeGreaterThanOrEqual(128);
   });
 
+  it.each([
+    ['whitespace', ' '.repeat(200_000)],
+    ['tabs before a word', `${'\t'.repeat(200_000)}x`],
+    ['punctuation, newlines and slashes', `!${'\n/'.repeat(100_000)}`],
+  ])('finishes on a 200,000-character run of %s (unbounded: over 20 s)', async (_, text) => {
+    // Each of these is one piece to the tokenizer's splitter: 50,000 characters of them took 1.0-1.4 s.
+    const started = performance.now();
+    expect(await estimateTextTokens(text)).toBeGreaterThan(0);
+    expect(performance.now() - started).toBeLessThan(2_000);
+  });
+
   it('finishes on a 400,000-character run (unbounded: about 100 s) and on a prompt made of them', async () => {
     const started = performance.now();
     const count = await estimateTextTokens('a'.repeat(400_000));
