@@ -78,7 +78,7 @@ export class DynamoWire {
     const body = JSON.stringify(input);
     for (let attempt = 1; ; attempt++) {
       try {
-        return JSON.parse(await this.send(operation, body)) as Output;
+        return parseAnswer<Output>(await this.send(operation, body));
       } catch (error) {
         const retryable = error instanceof DynamoWireError && error.retryable;
         if (!retryable || attempt >= this.timeouts.maxAttempts) throw error;
@@ -111,6 +111,10 @@ export class DynamoWire {
         path: url.pathname || '/',
       };
     })();
+    // A failed resolution is not kept: the next call resolves again.
+    this.endpoint.catch(() => {
+      this.endpoint = undefined;
+    });
     return this.endpoint;
   }
 
@@ -176,6 +180,17 @@ export class DynamoWire {
       request.on('close', () => clearTimeout(connectTimer));
       request.on('error', (error) => fail(networkError(error)));
       request.end(body);
+    });
+  }
+}
+
+/** A 200's body: DynamoDB's JSON, or a named, non-retried failure (a proxy's page is not an answer). */
+function parseAnswer<Output>(text: string): Output {
+  try {
+    return JSON.parse(text) as Output;
+  } catch (error) {
+    throw new DynamoWireError('InvalidResponse', `not JSON: ${text.slice(0, 100)}`, 200, false, {
+      cause: error,
     });
   }
 }

@@ -90,6 +90,11 @@ function client(endpoint: string) {
   return new DynamoDBClient({ endpoint, region: REGION, credentials: CREDENTIALS, maxAttempts: 1 });
 }
 
+/** What one call through a fresh wire to `endpoint` fails with (or resolves to). */
+function failureOf(endpoint: string): Promise<unknown> {
+  return new DynamoWire(client(endpoint), FAST).call('BatchGetItem', INPUT).catch((error: unknown) => error);
+}
+
 function json(response: ServerResponse, status: number, body: unknown) {
   response.writeHead(status, { 'content-type': 'application/x-amz-json-1.0' }).end(JSON.stringify(body));
 }
@@ -153,9 +158,7 @@ describe('the direct DynamoDB read', () => {
     const fake = await fakeDynamo((_, response) =>
       json(response, 503, { __type: 'com.amazonaws.dynamodb.v20120810#ServiceUnavailable', message: 'down' }),
     );
-    const failure = await new DynamoWire(client(fake.endpoint), FAST)
-      .call('BatchGetItem', INPUT)
-      .catch((e) => e);
+    const failure = await failureOf(fake.endpoint);
     expect(failure).toBeInstanceOf(DynamoWireError);
     expect(failure).toMatchObject({ name: 'ServiceUnavailable', message: 'down', statusCode: 503 });
     expect(fake.seen).toHaveLength(3);
@@ -165,9 +168,7 @@ describe('the direct DynamoDB read', () => {
     const fake = await fakeDynamo((_, response) =>
       json(response, 400, { __type: 'com.amazon.coral.validate#ValidationException', message: 'bad key' }),
     );
-    const failure = await new DynamoWire(client(fake.endpoint), FAST)
-      .call('BatchGetItem', INPUT)
-      .catch((e) => e);
+    const failure = await failureOf(fake.endpoint);
     expect(failure).toMatchObject({ name: 'ValidationException', statusCode: 400, retryable: false });
     expect(fake.seen).toHaveLength(1);
   });
@@ -177,9 +178,7 @@ describe('the direct DynamoDB read', () => {
       // Reads the request, never answers (a stalled DynamoDB).
     });
     const started = Date.now();
-    const failure = await new DynamoWire(client(fake.endpoint), FAST)
-      .call('BatchGetItem', INPUT)
-      .catch((e) => e);
+    const failure = await failureOf(fake.endpoint);
     const took = Date.now() - started;
     expect(failure).toMatchObject({ name: 'TimeoutError', retryable: true });
     expect(fake.seen).toHaveLength(3);
@@ -193,15 +192,55 @@ describe('the direct DynamoDB read', () => {
     const endpoint = fake.endpoint;
     await new Promise((done) => server?.close(done));
     server = undefined;
-    const failure = await new DynamoWire(client(endpoint), FAST).call('BatchGetItem', INPUT).catch((e) => e);
+    const failure = await failureOf(endpoint);
     expect(failure).toMatchObject({ name: 'NetworkingError', retryable: true });
+  });
+
+  it('retries an answer cut off mid-body (the connection dropped), then answers', async () => {
+    const fake = await fakeDynamo((attempt, response) => {
+      if (attempt < 3) {
+        response.writeHead(200, { 'content-length': '500' });
+        response.write('{"Responses":');
+        setTimeout(() => response.socket?.destroy(), 20);
+      } else json(response, 200, OUTPUT);
+    });
+    expect(await new DynamoWire(client(fake.endpoint), FAST).call('BatchGetItem', INPUT)).toEqual(OUTPUT);
+    expect(fake.seen).toHaveLength(3);
+  });
+
+  it('fails a 200 whose body is not JSON with a named error, without retrying', async () => {
+    const fake = await fakeDynamo((_, response) =>
+      response.writeHead(200).end('<html>captive portal</html>'),
+    );
+    expect(await failureOf(fake.endpoint)).toMatchObject({
+      name: 'InvalidResponse',
+      statusCode: 200,
+      retryable: false,
+    });
+    expect(fake.seen).toHaveLength(1);
+  });
+
+  it('resolves the endpoint again after a failed resolution', async () => {
+    const fake = await fakeDynamo((_, response) => json(response, 200, OUTPUT));
+    const url = new URL(fake.endpoint);
+    let resolutions = 0;
+    const flaky = new DynamoDBClient({
+      region: REGION,
+      credentials: CREDENTIALS,
+      endpoint: async () => {
+        resolutions += 1;
+        if (resolutions === 1) throw new Error('endpoint not ready');
+        return { protocol: 'http:', hostname: url.hostname, port: Number(url.port), path: '/' };
+      },
+    });
+    const wire = new DynamoWire(flaky, FAST);
+    await expect(wire.call('BatchGetItem', INPUT)).rejects.toThrow('endpoint not ready');
+    expect(await wire.call('BatchGetItem', INPUT)).toEqual(OUTPUT);
   });
 
   it('reports an answer that is not JSON by its status', async () => {
     const fake = await fakeDynamo((_, response) => response.writeHead(502).end('<html>bad gateway</html>'));
-    const failure = await new DynamoWire(client(fake.endpoint), FAST)
-      .call('BatchGetItem', INPUT)
-      .catch((e) => e);
+    const failure = await failureOf(fake.endpoint);
     expect(failure).toMatchObject({ name: 'HTTP502', statusCode: 502 });
     expect(fake.seen).toHaveLength(3);
   });
