@@ -4,8 +4,7 @@ import { Architecture, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, type RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
-
-const TOKENIZER = 'gpt-tokenizer';
+import { TOKENIZER } from './tokenizer-package.js';
 
 /**
  * The esbuild settings of every function bundle, shared with the conformance suite
@@ -22,7 +21,7 @@ export const BUNDLE_SETTINGS = {
   // The AWS SDK is bundled (a pinned, tested version; faster cold starts than the runtime's copy).
   // The tokenizer (several MB of BPE ranks) is only needed when an upstream reports no usage:
   // it stays out of the main bundle, so a cold start does not parse it, and ships beside it
-  // as its own ESM file, loaded on first use.
+  // as its own package (lib/infra/tokenizer-package.ts), loaded on first use.
   externalModules: [TOKENIZER],
 } as const;
 
@@ -130,9 +129,7 @@ export class ServiceFunction extends Construct {
           beforeBundling: () => [],
           beforeInstall: () => [],
           afterBundling: (inputDir: string, outputDir: string) => [
-            `mkdir -p "${outputDir}/node_modules/${TOKENIZER}"`,
-            `"${inputDir}/node_modules/.bin/esbuild" "${inputDir}/node_modules/${TOKENIZER}/esm/main.js" --bundle --format=esm --platform=node --minify --log-level=warning --outfile="${outputDir}/node_modules/${TOKENIZER}/index.mjs"`,
-            `echo '{"name":"${TOKENIZER}","type":"module","exports":"./index.mjs"}' > "${outputDir}/node_modules/${TOKENIZER}/package.json"`,
+            `"${inputDir}/node_modules/.bin/tsx" "${inputDir}/lib/infra/tokenizer-package.ts" "${outputDir}"`,
           ],
         },
       },

@@ -6,7 +6,7 @@
  * held to a memory size's CPU share) and `LOCAL_RUNTIME=aws-lambda-ric npm start`.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
 import {
@@ -15,6 +15,7 @@ import {
   FUNCTION_PROCESS_ENV,
   REPO_ROOT,
 } from '../infra/service-function.js';
+import { buildTokenizerPackage } from '../infra/tokenizer-package.js';
 import type { EmulatedFunction } from './emulator.js';
 import type { Launcher } from './runtime-api.js';
 
@@ -43,24 +44,8 @@ export async function bundle(entry: string, outDir: string): Promise<string> {
     external: [...BUNDLE_SETTINGS.externalModules],
     logLevel: 'warning',
   });
-  // The stack's afterBundling step: the tokenizer as its own ESM package beside the bundle.
-  for (const name of BUNDLE_SETTINGS.externalModules) {
-    const dir = join(outDir, 'node_modules', name);
-    mkdirSync(dir, { recursive: true });
-    await build({
-      entryPoints: [join(REPO_ROOT, 'node_modules', name, 'esm/main.js')],
-      outfile: join(dir, 'index.mjs'),
-      bundle: true,
-      format: 'esm',
-      platform: 'node',
-      minify: true,
-      logLevel: 'warning',
-    });
-    writeFileSync(
-      join(dir, 'package.json'),
-      JSON.stringify({ name, type: 'module', exports: './index.mjs' }),
-    );
-  }
+  // The stack's afterBundling step: the tokenizer as its own package beside the bundle.
+  await buildTokenizerPackage(outDir);
   return outDir;
 }
 
