@@ -1,10 +1,13 @@
-import { countTokens } from 'gpt-tokenizer';
-import { countWithBoundedRuns, SPECIAL_TOKENS_AS_TEXT } from '../core/tokens.js';
-
 /**
  * Real token counts (o200k_base), as an OpenAI-compatible upstream reports them: special tokens as
- * text, and long runs in pieces (core/tokens.ts), so no prompt can stall it.
+ * text, long runs in pieces, and the tokenizer's cache bounded (core/tokens.ts), so no prompt can
+ * stall it.
  */
+import { countTokens, setMergeCacheSize } from 'gpt-tokenizer';
+import { countWithBoundedRuns, MERGE_CACHE_SIZE, SPECIAL_TOKENS_AS_TEXT } from '../core/tokens.js';
+
+setMergeCacheSize(MERGE_CACHE_SIZE);
+
 export function countTextTokens(text: string): number {
   return text === '' ? 0 : countWithBoundedRuns((piece) => countTokens(piece, SPECIAL_TOKENS_AS_TEXT), text);
 }
