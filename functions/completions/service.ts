@@ -77,8 +77,7 @@ export async function handleCompletion(
     requireCredit: true,
     topUpUrl: deps.config.topUpUrl,
   });
-  const bodyText = rawBody(event);
-  const request = parseChatRequest(bodyText);
+  const { request, bodyBytes } = takeChatRequest(event);
   const tier = deps.config.tiers[request.model];
   const id = newGenerationId(startedAt);
   const headers = { 'x-request-id': requestId, 'x-generation-id': id };
@@ -88,7 +87,7 @@ export async function handleCompletion(
   // timeout, so its upstream gets until the JSON deadline, headers and body together.
   const jsonDeadline = Math.min(functionDeadline, startedAt + deps.config.jsonReplyTimeoutMs);
   const cap = outputCap(request, tier);
-  const bound = promptBound(Buffer.byteLength(bodyText ?? ''), request.messages);
+  const bound = promptBound(bodyBytes, request.messages);
   const hold = await holdIfNeeded(deps, principal, {
     accountId: principal.accountId,
     holdId: id,
@@ -181,6 +180,18 @@ export async function handleCompletion(
     },
     body: stream,
   };
+}
+
+/**
+ * The request, parsed and validated, and its size; the event's raw body is dropped. The event lives as
+ * long as the invocation, a stream's for the whole generation, and its body (up to 6 MB, twice that in
+ * memory when it holds text beyond Latin-1) is not read again. No local of the caller holds it either:
+ * an async function keeps its locals across each await.
+ */
+function takeChatRequest(event: FunctionUrlEvent): { request: ChatRequest; bodyBytes: number } {
+  const bodyText = rawBody(event);
+  delete event.body;
+  return { request: parseChatRequest(bodyText), bodyBytes: Buffer.byteLength(bodyText ?? '') };
 }
 
 /**

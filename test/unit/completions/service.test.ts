@@ -1,4 +1,8 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Readable } from 'node:stream';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadCompletionsConfig } from '../../../functions/completions/config.js';
 import { handleCompletion } from '../../../functions/completions/service.js';
@@ -141,4 +145,70 @@ describe('handleCompletion over the store port', () => {
     expect(charge?.user).toBe('end-user-42');
     expect(charge?.finishReason).toBe('stop');
   });
+});
+
+/** V8's collector, for measuring what stays reachable (vitest does not start workers with --expose-gc). */
+function collector(): () => void {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+}
+
+/**
+ * An upstream that keeps nothing of a request: it reads the body to its end, sends the first chunk,
+ * and finishes the stream when `finish` is called.
+ */
+async function discardingUpstream() {
+  let finish = () => {};
+  const chunk = (body: Record<string, unknown>) =>
+    `data: ${JSON.stringify({ id: 'u', object: 'chat.completion.chunk', created: 1, model: 'm', ...body })}\n\n`;
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(
+        chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: 'Hi' }, finish_reason: null }] }),
+      );
+      finish = () => {
+        res.write(chunk({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] }));
+        res.write(
+          chunk({ choices: [], usage: { prompt_tokens: 10, completion_tokens: 1, total_tokens: 11 } }),
+        );
+        res.end('data: [DONE]\n\n');
+      };
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, finish: () => finish(), close: () => server.close() };
+}
+
+describe('memory held while a reply streams', () => {
+  it('keeps one copy of a large request (the parsed messages), not its raw body or its upstream JSON', async () => {
+    const gc = collector();
+    const upstream = await discardingUpstream();
+    const store = new MemoryStore();
+    const { key } = await accountWith(store, '1000');
+    // 4M characters beyond Latin-1: 8 MiB per copy as a V8 string.
+    const copy = 8 * 1024 * 1024;
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    const result = await handleCompletion(event(key, ask(true, '海'.repeat(copy / 2))), 'req-1', 300_000, {
+      store,
+      config: loadCompletionsConfig({ UPSTREAM_BASE_URL: upstream.url, MAX_CONCURRENCY: '100' }),
+      credential: async () => undefined,
+    });
+    const stream = result.body as Readable;
+    await new Promise((resolve) => stream.once('readable', resolve));
+    gc();
+    const held = process.memoryUsage().heapUsed - before;
+    upstream.finish();
+    let text = '';
+    for await (const part of stream) text += part.toString();
+    upstream.close();
+    expect(text).toContain('data: [DONE]');
+    // The parsed content is needed (an estimate counts it). The event's body and the upstream
+    // request's JSON were held as well before: three copies.
+    expect(held).toBeGreaterThan(copy * 0.9);
+    expect(held).toBeLessThan(copy * 1.5);
+  }, 60_000);
 });
