@@ -44,11 +44,13 @@ export function countWithBoundedRuns(count: (text: string) => number, text: stri
 /**
  * The tokenizer remembers the tokens of the words it merged, 100,000 of them by default. Text of many
  * distinct words (identifiers, hashes, random-looking data) fills that cache without ever hitting it:
- * 300,000 distinct made-up words took 14 s to count and left 27 MiB in the heap; with 1,000 entries,
- * 2.4 s and 0.4 MiB (no cache: 2.0 s). Source code, whose words repeat, still counts 1.3x faster than
- * with no cache. (Node 22, each text counted with each size; test/unit/core/tokens.test.ts.)
+ * 300,000 distinct made-up words took 14 s to count and left 27 MiB in the heap; with no cache, 2.0 s
+ * and nothing (1,000 entries: 2.4 s). In the function (160 MB's heap limits), three 5.5 MiB requests of
+ * such words, estimated, peaked at 135-151 MiB of RSS with 1,000 entries (what the cache keeps lives
+ * long enough to be promoted) and at 125 MiB with none. Ordinary prose counts as fast without it; source
+ * code, whose words repeat, 1.25x slower. (Node 22; test/unit/core/tokens.test.ts.)
  */
-export const MERGE_CACHE_SIZE = 1_000;
+export const MERGE_CACHE_SIZE = 0;
 
 function loadCounter(): Promise<Encoder> {
   counter ??= import('gpt-tokenizer').then((module) => {
