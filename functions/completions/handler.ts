@@ -13,6 +13,7 @@ import {
   requestIdOf,
   requestMetrics,
 } from '../shared/http.js';
+import { lambdaMemoryMb, reclaimLargeInvocations } from '../shared/memory.js';
 import { logger } from '../shared/observability.js';
 import { loadCompletionsConfig } from './config.js';
 import { handleCompletion } from './service.js';
@@ -35,6 +36,8 @@ async function completions(event: FunctionUrlEvent, context: Context): Promise<F
 }
 
 export const handler = middy<FunctionUrlEvent, FunctionUrlResult>({ streamifyResponse: true })
+  // First, so that its `after` sees the reply as sent (a stream, compressed or not).
+  .use(reclaimLargeInvocations({ memoryMb: lambdaMemoryMb() }))
   .use(injectLambdaContext(logger, { resetKeys: true }))
   .use(requestMetrics())
   // Its `after` sees the handler's answer (errors go out as they are): gzip if the client asks.

@@ -1,0 +1,95 @@
+import { Readable } from 'node:stream';
+import middy from '@middy/core';
+import type { Context } from 'aws-lambda';
+import { describe, expect, it } from 'vitest';
+import type { FunctionUrlEvent, FunctionUrlResult } from '../../../functions/shared/http.js';
+import {
+  lambdaMemoryMb,
+  reclaimLargeInvocations,
+  reclaimThresholdBytes,
+} from '../../../functions/shared/memory.js';
+
+/**
+ * An invocation that grew the process's memory by more than an eighth of the memory size ends with a
+ * collection, after its reply is out; ordinary invocations never pay for one.
+ */
+const MiB = 1024 * 1024;
+
+function harness(memoryMb: number | undefined) {
+  let rss = 70 * MiB;
+  const collections: number[] = [];
+  let reply: () => FunctionUrlResult = () => ({ statusCode: 200, headers: {}, body: '{}' });
+  let grow = 0;
+  const handler = middy<FunctionUrlEvent, FunctionUrlResult>()
+    .use(
+      reclaimLargeInvocations({
+        memoryMb,
+        rss: () => rss,
+        collect: () => {
+          collections.push(rss);
+          rss = 72 * MiB;
+        },
+      }),
+    )
+    .handler(async () => {
+      rss += grow;
+      return reply();
+    });
+  return {
+    collections,
+    invoke: async (growBy: number, replyWith?: () => FunctionUrlResult) => {
+      grow = growBy;
+      if (replyWith) reply = replyWith;
+      return handler({} as FunctionUrlEvent, {} as Context);
+    },
+  };
+}
+
+describe('reclaimLargeInvocations', () => {
+  it('collects after an invocation that grew RSS past an eighth of the memory size, and not after others', async () => {
+    const fn = harness(160);
+    await fn.invoke(1 * MiB);
+    await fn.invoke(1 * MiB);
+    expect(fn.collections).toEqual([]);
+    await fn.invoke(reclaimThresholdBytes(160));
+    expect(fn.collections).toHaveLength(1);
+    // Measured from what the process took after that collection, not from its first invocation.
+    await fn.invoke(1 * MiB);
+    expect(fn.collections).toHaveLength(1);
+  });
+
+  it('counts small growths together, so garbage that piles up over many invocations is also given back', async () => {
+    const fn = harness(160);
+    for (let i = 0; i < 19; i++) await fn.invoke(1 * MiB);
+    expect(fn.collections).toEqual([]);
+    for (let i = 0; i < 2; i++) await fn.invoke(1 * MiB);
+    expect(fn.collections).toHaveLength(1);
+  });
+
+  it('waits for a streamed reply to finish before collecting', async () => {
+    const fn = harness(160);
+    await fn.invoke(0);
+    const body = new Readable({ read() {} });
+    const result = await fn.invoke(40 * MiB, () => ({ statusCode: 200, headers: {}, body }));
+    expect(result.body).toBe(body);
+    expect(fn.collections).toEqual([]);
+    body.push('data: [DONE]\n\n');
+    body.push(null);
+    body.resume();
+    await new Promise((resolve) => body.once('close', resolve));
+    expect(fn.collections).toHaveLength(1);
+  });
+
+  it('does nothing without a memory size (outside Lambda)', async () => {
+    const fn = harness(undefined);
+    await fn.invoke(0);
+    await fn.invoke(500 * MiB);
+    expect(fn.collections).toEqual([]);
+  });
+
+  it("reads the memory size from Lambda's environment", () => {
+    expect(lambdaMemoryMb({ AWS_LAMBDA_FUNCTION_MEMORY_SIZE: '160' })).toBe(160);
+    expect(lambdaMemoryMb({})).toBeUndefined();
+    expect(lambdaMemoryMb({ AWS_LAMBDA_FUNCTION_MEMORY_SIZE: 'x' })).toBeUndefined();
+  });
+});
