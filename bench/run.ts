@@ -497,7 +497,8 @@ async function main() {
       },
     ],
   });
-  for (const stream of [false, true]) {
+  // Twice each way: the second pair meets whatever the first left behind.
+  for (const stream of [false, true, false, true]) {
     const answered = await timedRequest(
       viaGateway,
       stream ? `${largest.slice(0, -1)},"stream":true}` : largest,
@@ -845,6 +846,10 @@ async function main() {
   say('');
   say('## Memory of the function processes (aws-lambda-ric on Node 22; largest instance)');
   say('');
+  say(
+    `Each instance runs with the V8 heap limits Lambda's Node.js runtime gives its configured memory size (completions ${FUNCTION_SETTINGS.completions.memoryMb} MB, models ${FUNCTION_SETTINGS.models.memoryMb} MB); Lambda stops an instance whose memory reaches that size.`,
+  );
+  say('');
   say('| when | completions RSS MiB | completions peak RSS MiB | models RSS MiB | models peak RSS MiB |');
   say('|---|---|---|---|---|');
   say(
@@ -854,7 +859,7 @@ async function main() {
     `| after a stream whose upstream reported no usage (estimated: tokenizer loaded) | ${mib(afterEstimate.rss)} | ${mib(afterEstimate.peak)} | - | - |`,
   );
   say(
-    `| after two ${(Buffer.byteLength(largest) / 2 ** 20).toFixed(1)} MiB requests (JSON, stream) whose upstream reported no usage | ${mib(afterLargest.rss)} | ${mib(afterLargest.peak)} | - | - |`,
+    `| after four ${(Buffer.byteLength(largest) / 2 ** 20).toFixed(1)} MiB requests (JSON, stream, JSON, stream) whose upstream reported no usage | ${mib(afterLargest.rss)} | ${mib(afterLargest.peak)} | - | - |`,
   );
   say(
     `| after the whole bench (${capacity.totals().calls} DynamoDB calls, load at up to 64 clients; ${end.completions.instances} + ${end.models.instances} instances) | ${mib(end.completions.rss)} | ${mib(end.completions.peak)} | ${mib(end.models.rss)} | ${mib(end.models.peak)} |`,

@@ -11,19 +11,20 @@ export interface FunctionSettings {
 
 /**
  * Memory sizes were chosen from `npm run bench` (README "Cost"): Lambda bills the whole wall time of
- * a streamed generation, so memory is most of a request's infrastructure cost. Completions: 256 MB.
- * Held to the CPU share of 160 MB or 192 MB, a typical stream (first token after 500 ms, then paced)
- * and a JSON reply stayed within one DynamoDB read + 5 ms of the unlimited run, and 160 MB would bring
- * the typical request to 9.7% of its margin; but memory rules both out: an instance peaked at 207 MiB
- * of RSS after two 5.8 MiB requests (the largest a Function URL takes) whose usage was estimated (the
- * tokenizer loads), and at 159 MiB after a 5 MiB one whose usage the upstream reported. A killed
- * instance is a request unanswered and, after a relayed stream, unbilled.
+ * a streamed generation, so memory is most of a request's infrastructure cost. Completions: 160 MB, the
+ * smallest size that brings the typical svc-fast request to at most 10% of its margin (9.8%; 192 MB:
+ * 11.1%, 256 MB: 13.8%). Held to 160 MB's CPU share, the typical stream's first chunk (first token
+ * after 500 ms) was within one DynamoDB read + 5 ms of the unlimited run; a JSON reply, which is sent
+ * only after its settlement, is at the edge there (README). Memory: at 160 MB's heap limits an instance
+ * peaked at 139-144 MiB after four 5.8 MiB requests (the largest a Function URL takes) whose usage was
+ * estimated, once a request's copies were no longer held, the tokenizer loaded from data, and large
+ * invocations ended with a collection (test/integration/memory-fit.test.ts holds it under 152 MiB).
  * Models: 256 MB (it answers in milliseconds, so its size costs next to nothing, and a larger CPU
  * share shortens its cold start).
- * `cdk deploy -c completionsMemorySize=192` (or `modelsMemorySize`) overrides one at deploy time.
+ * `cdk deploy -c completionsMemorySize=256` (or `modelsMemorySize`) overrides one at deploy time.
  */
 export const FUNCTION_SETTINGS = {
-  completions: { timeoutSeconds: 300, memoryMb: 256 },
+  completions: { timeoutSeconds: 300, memoryMb: 160 },
   models: { timeoutSeconds: 10, memoryMb: 256 },
   simulator: { timeoutSeconds: 120, memoryMb: 512 },
   sweeper: { timeoutSeconds: 60, memoryMb: 256 },
