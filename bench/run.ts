@@ -10,7 +10,7 @@ import {
 } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { cpus, tmpdir } from 'node:os';
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { createGunzip } from 'node:zlib';
 import autocannon from 'autocannon';
 import { DynamoStore } from '../functions/adapters/dynamodb/index.js';
@@ -377,7 +377,12 @@ async function bundleFacts(): Promise<string[]> {
       options: '--enable-source-maps',
     },
     { name: 'models', file: handler('models'), options: FUNCTION_NODE_OPTIONS },
-    { name: 'tokenizer (loaded only to estimate usage)', file: tokenizer, options: FUNCTION_NODE_OPTIONS },
+    {
+      name: 'tokenizer (loaded only to estimate usage; size with its ranks file)',
+      file: tokenizer,
+      options: FUNCTION_NODE_OPTIONS,
+      alongside: [join(dirname(tokenizer), 'o200k_base.json')],
+    },
   ];
   for (const node of nodes) {
     const bare = importTimes(node.path, '0', FUNCTION_NODE_OPTIONS);
@@ -385,7 +390,7 @@ async function bundleFacts(): Promise<string[]> {
     for (const bundle of bundles) {
       const t = importTimes(node.path, importing(bundle.file), bundle.options);
       rows.push(
-        `| ${bundle.name} | ${node.label} | ${(statSync(bundle.file).size / 1024).toFixed(0)} KiB | ${ms(t.ms)} | ${ms(t.ms - bare.ms)} | ${mib(t.rss)} |`,
+        `| ${bundle.name} | ${node.label} | ${([bundle.file, ...(bundle.alongside ?? [])].reduce((sum, file) => sum + statSync(file).size, 0) / 1024).toFixed(0)} KiB | ${ms(t.ms)} | ${ms(t.ms - bare.ms)} | ${mib(t.rss)} |`,
       );
     }
   }

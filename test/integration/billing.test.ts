@@ -1,7 +1,7 @@
-import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getStore } from '../../functions/adapters/dynamodb/index.js';
+import { type CallOptions, DynamoWireError } from '../../functions/adapters/dynamodb/wire.js';
 import { usdToNano } from '../../functions/core/money.js';
 import { billingFailures } from '../../functions/shared/observability.js';
 import {
@@ -16,12 +16,12 @@ import { readSse } from '../support/sse.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
- * Billing that never loses or double-counts a cent: concurrency, injected faults in the SDK layer
+ * Billing that never loses or double-counts a cent: concurrency, injected faults in the settlement call
  * (DynamoDB itself is the real engine, never mocked), top-ups racing charges, account state.
  */
 let target: Target;
 beforeAll(async () => {
-  // The functions run in this thread (inProcessLauncher): the tests reach into their own SDK clients.
+  // The functions run in this thread (inProcessLauncher): the tests reach into their own DynamoDB clients.
   target = await startTarget({ launcher: inProcessLauncher });
 });
 afterAll(async () => {
@@ -38,39 +38,42 @@ async function expectReconciled(accountId: string) {
 }
 
 /**
- * Injects a fault into the completions function's own DynamoDB client for the settlement's
- * TransactWriteItems (the one that writes a ledger entry; a hold write is left alone):
- * `fault(attempt, next)` decides what each attempt does. Removed after the test.
+ * Injects a fault into the completions function's own settlement call (its direct TransactWriteItems,
+ * wire.ts, the one that writes a ledger entry): `fault(attempt, send)` decides what each attempt the
+ * store makes does. Removed after the test.
  */
 function injectSettlementFault(
-  name: string,
+  _name: string,
   fault: (attempt: number, send: () => Promise<unknown>) => Promise<unknown>,
 ) {
-  const store = getStore();
+  const wire = getStore().wire;
+  const original = wire.call;
   let attempt = 0;
-  store.client.middlewareStack.add(
-    (next, context) => async (args) => {
-      const items = (args.input as { TransactItems?: { Put?: { TableName?: string } }[] }).TransactItems;
-      const settlement = items?.some((item) => item.Put?.TableName === store.tables.ledger);
-      if (context.commandName !== 'TransactWriteItemsCommand' || !settlement) return next(args);
-      attempt += 1;
-      return fault(attempt, () => next(args)) as ReturnType<typeof next>;
-    },
-    { step: 'initialize', name },
-  );
+  wire.call = (async (operation: string, input: object, options?: CallOptions) => {
+    const items = (input as { TransactItems?: { Put?: { TableName?: string } }[] }).TransactItems;
+    const settlement = items?.some((item) => item.Put?.TableName === getStore().tables.ledger);
+    const send = () => original.call(wire, operation as 'TransactWriteItems', input, options);
+    if (operation !== 'TransactWriteItems' || !settlement) return send();
+    attempt += 1;
+    return fault(attempt, send);
+  }) as typeof wire.call;
   return {
     attempts: () => attempt,
-    remove: () => store.client.middlewareStack.remove(name),
+    remove: () => {
+      wire.call = original;
+    },
   };
 }
 
-function conflict(): TransactionCanceledException {
-  return new TransactionCanceledException({
-    message:
-      'Transaction cancelled, please refer cancellation reasons for specific reasons [None, TransactionConflict]',
-    $metadata: {},
-    CancellationReasons: [{ Code: 'None' }, { Code: 'TransactionConflict' }],
-  });
+/** What DynamoDB answers when one item of the transaction conflicts with another write in flight. */
+function conflict(): DynamoWireError {
+  return new DynamoWireError(
+    'TransactionCanceledException',
+    'Transaction cancelled, please refer cancellation reasons for specific reasons [None, TransactionConflict]',
+    400,
+    false,
+    { cancellationReasons: [{ Code: 'None' }, { Code: 'TransactionConflict' }] },
+  );
 }
 function namedError(name: string): Error {
   const error = new Error(name);

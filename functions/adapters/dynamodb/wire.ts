@@ -1,14 +1,18 @@
 /**
- * DynamoDB's JSON protocol spoken directly, for the one read every request makes before its upstream
- * call: the same signer (@smithy/signature-v4), credentials, region, endpoint and clock offset as the
- * function's SDK client, without the client's middleware stack. `npx tsx bench/dynamodb-read.ts`
- * measures both side by side (818 against 283 us of CPU a call on Node 22). At small memory sizes
- * Lambda gives a function a small CPU share, and the CPU spent before the upstream call is added to
- * the time to first token. Everything else (writes, cold reads, admin) stays on the SDK client.
+ * DynamoDB's JSON protocol spoken directly, for the two calls every request makes: the read before its
+ * upstream call (BatchGetItem of key and account) and the settlement after it (TransactWriteItems of
+ * ledger entry and deduction). Same signer (@smithy/signature-v4), credentials, region, endpoint and
+ * clock offset as the function's SDK client, without the client's middleware stack:
+ * `npx tsx bench/dynamodb-read.ts` measures the read both ways (818 against 283 us of CPU a call on
+ * Node 22). At small memory sizes Lambda gives a function a small CPU share: the CPU before the
+ * upstream call is added to the time to first token, and a JSON reply waits for its settlement.
+ * Everything else (holds, cold reads, admin) stays on the SDK client.
  *
  * Same bounds as the client (client.ts): `connectTimeoutMs` to connect, `requestTimeoutMs` of socket
- * silence, at most `maxAttempts` attempts; like the SDK's standard retry mode it retries network
- * failures, 5xx and throttling with full-jitter backoff, and nothing else.
+ * silence, at most `maxAttempts` attempts, and a caller's deadline over all of them; like the SDK's
+ * standard retry mode it retries network failures, 5xx and throttling with full-jitter backoff, and
+ * nothing else, and like the SDK it corrects its clock from an answer that says the signature's time
+ * is off.
  */
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
@@ -29,6 +33,22 @@ const THROTTLING = new Set([
 /** Full-jitter backoff: a random wait of up to 50 ms, then up to 100 ms (as the settlement's retries, store.ts). */
 const BACKOFF_BASE_MS = 25;
 
+/** Answers that mean the request's signing time is too far from DynamoDB's clock (as the SDK lists them). */
+const CLOCK_SKEW = new Set([
+  'InvalidSignatureException',
+  'RequestTimeTooSkewed',
+  'RequestExpired',
+  'SignatureDoesNotMatch',
+]);
+/** The SDK corrects its clock when it is off by more than this. */
+const SKEW_TOLERANCE_MS = 5 * 60_000;
+
+/** Why each item of a cancelled transaction failed, in the order of its items (`None` for those that did not). */
+export interface CancellationReason {
+  Code?: string | undefined;
+  Message?: string | undefined;
+}
+
 /** A failed call: `name` is DynamoDB's error code (or the network failure's), as the SDK names them. */
 export class DynamoWireError extends Error {
   constructor(
@@ -36,11 +56,20 @@ export class DynamoWireError extends Error {
     message: string,
     readonly statusCode: number | undefined,
     readonly retryable: boolean,
-    options?: ErrorOptions,
+    options?: ErrorOptions & { cancellationReasons?: CancellationReason[] },
   ) {
     super(message, options);
     this.name = name;
+    this.cancellationReasons = options?.cancellationReasons;
   }
+
+  /** For a TransactionCanceledException: DynamoDB's reason for each item. */
+  readonly cancellationReasons: CancellationReason[] | undefined;
+}
+
+export interface CallOptions {
+  /** Epoch ms: no attempt or wait goes past it (a request still unanswered then fails as TimeoutError). */
+  deadline?: number;
 }
 
 interface Endpoint {
@@ -50,7 +79,7 @@ interface Endpoint {
   path: string;
 }
 
-type Operation = 'BatchGetItem';
+type Operation = 'BatchGetItem' | 'TransactWriteItems';
 
 export class DynamoWire {
   private readonly signer: SignatureV4;
@@ -74,15 +103,20 @@ export class DynamoWire {
   }
 
   /** One operation's JSON output; retried within the bounds above, else a DynamoWireError. */
-  async call<Output>(operation: Operation, input: object): Promise<Output> {
+  async call<Output>(operation: Operation, input: object, options: CallOptions = {}): Promise<Output> {
     const body = JSON.stringify(input);
+    const deadline = options.deadline ?? Number.POSITIVE_INFINITY;
     for (let attempt = 1; ; attempt++) {
       try {
-        return parseAnswer<Output>(await this.send(operation, body));
+        const left = deadline - Date.now();
+        if (left <= 0) throw new DynamoWireError('TimeoutError', 'deadline passed', undefined, false);
+        return parseAnswer<Output>(await this.send(operation, body, left));
       } catch (error) {
         const retryable = error instanceof DynamoWireError && error.retryable;
         if (!retryable || attempt >= this.timeouts.maxAttempts) throw error;
-        await new Promise((resolve) => setTimeout(resolve, Math.random() * BACKOFF_BASE_MS * 2 ** attempt));
+        const wait = Math.random() * BACKOFF_BASE_MS * 2 ** attempt;
+        if (Date.now() + wait >= deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, wait));
       }
     }
   }
@@ -118,7 +152,7 @@ export class DynamoWire {
     return this.endpoint;
   }
 
-  private async send(operation: Operation, body: string): Promise<string> {
+  private async send(operation: Operation, body: string, timeLeftMs: number): Promise<string> {
     const endpoint = await this.resolveEndpoint();
     const signed = await this.signer.sign(
       {
@@ -160,8 +194,9 @@ export class DynamoWire {
           response.on('end', () => {
             const text = Buffer.concat(chunks).toString('utf8');
             const status = response.statusCode ?? 0;
-            if (status === 200) resolve(text);
-            else fail(answerError(status, text));
+            if (status === 200) return resolve(text);
+            const error = answerError(status, text);
+            fail(this.correctClock(error, response.headers.date) ? retryableCopy(error) : error);
           });
         },
       );
@@ -177,11 +212,39 @@ export class DynamoWire {
       request.setTimeout(this.timeouts.requestTimeoutMs, () =>
         fail(new DynamoWireError('TimeoutError', 'no answer in time', undefined, true)),
       );
+      // The caller's deadline, if it comes first: the attempt is abandoned (and not retried, call()).
+      const deadlineTimer = Number.isFinite(timeLeftMs)
+        ? setTimeout(
+            () => fail(new DynamoWireError('TimeoutError', 'deadline passed', undefined, false)),
+            timeLeftMs,
+          )
+        : undefined;
+      request.on('close', () => clearTimeout(deadlineTimer));
       request.on('close', () => clearTimeout(connectTimer));
       request.on('error', (error) => fail(networkError(error)));
       request.end(body);
     });
   }
+
+  /**
+   * An answer that says the signing time is off, with a Date more than SKEW_TOLERANCE_MS from this
+   * clock: the client's offset is corrected (the SDK client's own, so both sign with it) and the call
+   * may be retried.
+   */
+  private correctClock(error: DynamoWireError, date: string | undefined): boolean {
+    if (!CLOCK_SKEW.has(error.name) || !date) return false;
+    const serverTime = Date.parse(date);
+    if (Number.isNaN(serverTime)) return false;
+    const offset = serverTime - Date.now();
+    const current = this.client.config.systemClockOffset ?? 0;
+    if (Math.abs(offset - current) <= SKEW_TOLERANCE_MS) return false;
+    this.client.config.systemClockOffset = offset;
+    return true;
+  }
+}
+
+function retryableCopy(error: DynamoWireError): DynamoWireError {
+  return new DynamoWireError(error.name, error.message, error.statusCode, true, { cause: error });
 }
 
 /** A 200's body: DynamoDB's JSON, or a named, non-retried failure (a proxy's page is not an answer). */
@@ -204,13 +267,28 @@ function networkError(error: Error): DynamoWireError {
 function answerError(status: number, text: string): DynamoWireError {
   let code = `HTTP${status}`;
   let message = text.slice(0, 300);
+  let cancellationReasons: CancellationReason[] | undefined;
   try {
-    const parsed = JSON.parse(text) as { __type?: unknown; message?: unknown; Message?: unknown };
+    const parsed = JSON.parse(text) as {
+      __type?: unknown;
+      message?: unknown;
+      Message?: unknown;
+      CancellationReasons?: unknown;
+    };
     if (typeof parsed.__type === 'string') code = parsed.__type.split('#').pop() || code;
     const said = parsed.message ?? parsed.Message;
     if (typeof said === 'string') message = said;
+    if (Array.isArray(parsed.CancellationReasons))
+      cancellationReasons = parsed.CancellationReasons.map(
+        (reason: { Code?: unknown; Message?: unknown }) => ({
+          ...(typeof reason?.Code === 'string' ? { Code: reason.Code } : {}),
+          ...(typeof reason?.Message === 'string' ? { Message: reason.Message } : {}),
+        }),
+      );
   } catch {
     // Not JSON (a proxy's page): the status and the start of the text say enough.
   }
-  return new DynamoWireError(code, message, status, status >= 500 || THROTTLING.has(code));
+  return new DynamoWireError(code, message, status, status >= 500 || THROTTLING.has(code), {
+    ...(cancellationReasons ? { cancellationReasons } : {}),
+  });
 }

@@ -245,3 +245,97 @@ describe('the direct DynamoDB read', () => {
     expect(fake.seen).toHaveLength(3);
   });
 });
+
+describe('the direct DynamoDB settlement (TransactWriteItems)', () => {
+  const TRANSACTION = {
+    ClientRequestToken: 'token-1',
+    TransactItems: [
+      { Put: { TableName: 'ledger', Item: { entryId: { S: 'gen-1' } } } },
+      { Update: { TableName: 'accounts', Key: { accountId: { S: 'acct' } } } },
+    ],
+  };
+
+  it('carries the cancellation reason of each item, and does not retry a cancelled transaction', async () => {
+    const fake = await fakeDynamo((_, response) =>
+      json(response, 400, {
+        __type: 'com.amazonaws.dynamodb.v20120810#TransactionCanceledException',
+        Message:
+          'Transaction cancelled, please refer cancellation reasons for specific reasons [ConditionalCheckFailed, None]',
+        CancellationReasons: [
+          { Code: 'ConditionalCheckFailed', Message: 'The conditional request failed' },
+          { Code: 'None' },
+        ],
+      }),
+    );
+    const failed = await new DynamoWire(client(fake.endpoint), FAST)
+      .call('TransactWriteItems', TRANSACTION)
+      .catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(DynamoWireError);
+    expect(failed).toMatchObject({
+      name: 'TransactionCanceledException',
+      statusCode: 400,
+      retryable: false,
+      cancellationReasons: [
+        { Code: 'ConditionalCheckFailed', Message: 'The conditional request failed' },
+        { Code: 'None' },
+      ],
+    });
+    expect(fake.seen).toHaveLength(1);
+    expect(fake.seen[0]).toMatchObject({
+      target: 'DynamoDB_20120810.TransactWriteItems',
+      body: JSON.stringify(TRANSACTION),
+      signatureValid: true,
+    });
+  });
+
+  it('gives up at the caller deadline, however long the database stays silent', async () => {
+    const fake = await fakeDynamo(() => {});
+    const slow = { connectTimeoutMs: 500, requestTimeoutMs: 5_000, maxAttempts: 3 };
+    const started = Date.now();
+    const failed = await new DynamoWire(client(fake.endpoint), slow)
+      .call('TransactWriteItems', TRANSACTION, { deadline: started + 400 })
+      .catch((error: unknown) => error);
+    const took = Date.now() - started;
+    expect(failed).toMatchObject({ name: 'TimeoutError', message: 'deadline passed' });
+    expect(took).toBeGreaterThanOrEqual(390);
+    expect(took).toBeLessThan(1_500);
+    expect(fake.seen).toHaveLength(1);
+  });
+
+  it('corrects its clock from an answer that says the signature is stale, then succeeds', async () => {
+    const serverNow = Date.now() + 60 * 60_000;
+    const fake = await fakeDynamo((attempt, response) => {
+      if (attempt === 1)
+        response
+          .writeHead(400, {
+            'content-type': 'application/x-amz-json-1.0',
+            date: new Date(serverNow).toUTCString(),
+          })
+          .end(
+            JSON.stringify({
+              __type: 'com.amazon.coral.service#InvalidSignatureException',
+              message: 'Signature expired',
+            }),
+          );
+      else json(response, 200, {});
+    });
+    const sdk = client(fake.endpoint);
+    expect(await new DynamoWire(sdk, FAST).call('TransactWriteItems', TRANSACTION)).toEqual({});
+    expect(fake.seen).toHaveLength(2);
+    // The SDK client's own offset, so its calls sign with the corrected clock too.
+    expect(Math.abs((sdk.config.systemClockOffset ?? 0) - 60 * 60_000)).toBeLessThan(5_000);
+  });
+
+  it('does not retry a bad signature when the clock is not the cause', async () => {
+    const fake = await fakeDynamo((_, response) =>
+      response
+        .writeHead(400, { 'content-type': 'application/x-amz-json-1.0', date: new Date().toUTCString() })
+        .end(JSON.stringify({ __type: 'com.amazon.coral.service#InvalidSignatureException', message: 'no' })),
+    );
+    expect(await failureOf(fake.endpoint)).toMatchObject({
+      name: 'InvalidSignatureException',
+      retryable: false,
+    });
+    expect(fake.seen).toHaveLength(1);
+  });
+});
