@@ -8,8 +8,8 @@ import type { UpstreamTarget } from '../core/tiers.js';
 /**
  * Calls OpenAI-compatible upstreams over node:http(s) with module-scope keep-alive agents, so
  * connections live across warm invocations. (node:http measured 0.64 ms of CPU per streamed call
- * against 1.06 ms for the global fetch, 500 calls each; the body is still handed on as a web
- * `Response`.) An upstream's response is untrusted input
+ * against 1.06 ms for the global fetch, 500 calls each; the body is handed on as a web stream, in an
+ * UpstreamResponse.) An upstream's response is untrusted input
  * (OWASP API10): redirects are never followed, bodies are bounded by the caller, and upstream error
  * text never reaches the client except a 400's message, which is about the caller's own input.
  *
@@ -42,8 +42,21 @@ export interface FallbackCall {
   onAttemptFailed?: (info: { target: string; attempt: number; reason: string }) => void;
 }
 
+/**
+ * What an upstream answered: its status, headers and body as a web stream, as a fetch `Response` has
+ * them. Not a `Response` itself: constructing one (or `Headers`) loads undici, 8-11 ms of a cold
+ * start that nothing else here needs.
+ */
+export interface UpstreamResponse {
+  readonly status: number;
+  /** A 2xx status. */
+  readonly ok: boolean;
+  readonly headers: { get(name: string): string | null };
+  readonly body: ReadableStream<Uint8Array> | null;
+}
+
 export interface OpenedUpstream {
-  response: Response;
+  response: UpstreamResponse;
   target: UpstreamTarget;
   /** Aborts the underlying request (used on idle timeouts). */
   abort(): void;
@@ -98,16 +111,18 @@ const agents = {
   'https:': new HttpsAgent({ keepAlive: true, maxSockets: 256 }),
 };
 
-/** Statuses whose response may not carry a body (the Response constructor refuses one). */
+/** Statuses whose response carries no body. */
 const NULL_BODY = new Set([204, 205, 304]);
 
-function toHeaders(raw: IncomingHttpHeaders): Headers {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(raw)) {
-    if (value === undefined) continue;
-    for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
-  }
-  return headers;
+/** Header lookup by name, any case; repeated headers joined with ", " (as `Headers.get` does). */
+function toHeaders(raw: IncomingHttpHeaders): UpstreamResponse['headers'] {
+  return {
+    get: (name) => {
+      const value = raw[name.toLowerCase()];
+      if (value === undefined) return null;
+      return Array.isArray(value) ? value.join(', ') : value;
+    },
+  };
 }
 
 /**
@@ -122,7 +137,7 @@ function post(
   headers: Record<string, string>,
   body: string,
   timeoutMs: number,
-): Promise<{ response: Response; abort: () => void }> {
+): Promise<{ response: UpstreamResponse; abort: () => void }> {
   const secure = url.protocol === 'https:';
   const request = (secure ? httpsRequest : httpRequest)(url, {
     method: 'POST',
@@ -139,7 +154,12 @@ function post(
       const stream = NULL_BODY.has(status) ? null : (Readable.toWeb(incoming) as ReadableStream<Uint8Array>);
       if (!stream) incoming.resume();
       resolve({
-        response: new Response(stream, { status, headers: toHeaders(incoming.headers) }),
+        response: {
+          status,
+          ok: status >= 200 && status < 300,
+          headers: toHeaders(incoming.headers),
+          body: stream,
+        },
         abort: () => request.destroy(),
       });
     });
@@ -157,7 +177,7 @@ async function attemptOnce(
   timeoutMs: number,
 ): Promise<OpenedUpstream> {
   const attemptDeadline = Date.now() + timeoutMs;
-  let opened: { response: Response; abort: () => void };
+  let opened: { response: UpstreamResponse; abort: () => void };
   try {
     opened = await post(
       new URL(`${target.baseUrl}/chat/completions`),
@@ -203,7 +223,7 @@ async function attemptOnce(
  * an event stream still silent then is committed to (a slow first token is not a fault). Returns a
  * response that replays what was read to decide.
  */
-async function checkEventStream(response: Response, deadline: number): Promise<Response> {
+async function checkEventStream(response: UpstreamResponse, deadline: number): Promise<UpstreamResponse> {
   const type = response.headers.get('content-type') ?? '';
   if (!/^text\/event-stream\b/i.test(type.trim())) {
     await response.body?.cancel().catch(() => {});
@@ -258,7 +278,7 @@ async function checkEventStream(response: Response, deadline: number): Promise<R
     },
     cancel: (reason) => reader.cancel(reason),
   });
-  return new Response(replay, { status: response.status, headers: response.headers });
+  return { ...response, body: replay };
 }
 
 const FIRST_EVENT_MAX_BYTES = 1024 * 1024;
@@ -309,7 +329,7 @@ export class BodyDeadlineError extends Error {
  * The rest of the body is not read.
  */
 export async function readBodyBounded(
-  response: Response,
+  response: UpstreamResponse,
   maxBytes: number,
   deadline?: number,
 ): Promise<string> {
@@ -350,7 +370,7 @@ async function readBefore<T>(
 }
 
 /** The `error.message` of an OpenAI-shaped error body of at most 16 KiB; undefined otherwise. */
-async function readErrorMessage(response: Response): Promise<string | undefined> {
+async function readErrorMessage(response: UpstreamResponse): Promise<string | undefined> {
   try {
     const parsed = JSON.parse(await readBodyBounded(response, 16_384)) as { error?: { message?: unknown } };
     const message = parsed.error?.message;

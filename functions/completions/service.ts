@@ -1,5 +1,10 @@
 import type { Readable } from 'node:stream';
-import { BodyDeadlineError, openWithFallback, readBodyBounded } from '../adapters/upstream.js';
+import {
+  BodyDeadlineError,
+  openWithFallback,
+  readBodyBounded,
+  type UpstreamResponse,
+} from '../adapters/upstream.js';
 import { authorize, type Principal } from '../core/access.js';
 import {
   GatewayTimeoutError,
@@ -233,7 +238,7 @@ async function releaseQuietly(deps: CompletionsDeps, hold: Hold): Promise<void> 
 
 async function completeBuffered(
   generation: Generation,
-  opened: { response: Response; abort: () => void },
+  opened: { response: UpstreamResponse; abort: () => void },
   deadline: number,
   deps: CompletionsDeps,
 ): Promise<unknown> {

@@ -42,6 +42,7 @@ export async function bundle(entry: string, outDir: string): Promise<string> {
     mainFields: [...BUNDLE_SETTINGS.mainFields],
     banner: { js: BUNDLE_SETTINGS.banner },
     external: [...BUNDLE_SETTINGS.externalModules],
+    alias: { ...BUNDLE_SETTINGS.alias },
     logLevel: 'warning',
   });
   // The stack's afterBundling step: the tokenizer as its own package beside the bundle.

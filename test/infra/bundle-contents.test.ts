@@ -4,7 +4,12 @@ import { BUNDLE_SETTINGS, REPO_ROOT } from '../../lib/infra/service-function.js'
 
 /** The source files and packages a function's bundle is built from (as deployed: lib/infra/service-function.ts). */
 async function bundleInputs(entry: string): Promise<string[]> {
-  const result = await build({
+  const result = await bundled(entry);
+  return Object.values(result.metafile.outputs).flatMap((output) => Object.keys(output.inputs));
+}
+
+function bundled(entry: string) {
+  return build({
     entryPoints: [`${REPO_ROOT}${entry}`],
     absWorkingDir: REPO_ROOT,
     bundle: true,
@@ -16,10 +21,10 @@ async function bundleInputs(entry: string): Promise<string[]> {
     minify: BUNDLE_SETTINGS.minify,
     mainFields: [...BUNDLE_SETTINGS.mainFields],
     external: [...BUNDLE_SETTINGS.externalModules],
+    alias: { ...BUNDLE_SETTINGS.alias },
     metafile: true,
     logLevel: 'silent',
   });
-  return Object.values(result.metafile.outputs).flatMap((output) => Object.keys(output.inputs));
 }
 
 /** What a cold start must not parse or run: each of these measured in ms of import time (bench). */
@@ -29,4 +34,27 @@ describe('function bundles', () => {
     expect(inputs.some((file) => file.includes('functions/models/routes.ts'))).toBe(true);
     expect(inputs.filter((file) => /node_modules\/zod\/|functions\/core\/tiers\.ts/.test(file))).toEqual([]);
   });
+
+  it("the completions function bundles the environment's credentials, not the SDK's whole provider chain", async () => {
+    const inputs = await bundleInputs('functions/completions/handler.ts');
+    expect(inputs.some((file) => file.includes('functions/adapters/lambda-credentials.ts'))).toBe(true);
+    expect(inputs.some((file) => file.includes('node_modules/@aws-sdk/credential-provider-env/'))).toBe(true);
+    const chain = inputs.filter((file) =>
+      /node_modules\/@aws-sdk\/(credential-provider-(node|ini|sso|process|web-identity|http|login)|nested-clients|token-providers)\//.test(
+        file,
+      ),
+    );
+    expect(chain).toEqual([]);
+  });
+
+  it.each(['completions', 'models'])(
+    'the %s function takes node:http and node:https as CommonJS, never through an ESM import (which loads undici)',
+    async (name) => {
+      const { outputFiles } = await bundled(`functions/${name}/handler.ts`);
+      const text = outputFiles?.[0]?.text ?? '';
+      expect(text).toContain('getBuiltinModule("node:http")');
+      expect(text.match(/from\s*"(node:)?https?"/g) ?? []).toEqual([]);
+      expect(text.match(/import\s*"(node:)?https?"/g) ?? []).toEqual([]);
+    },
+  );
 });
