@@ -21,7 +21,7 @@ import { priceUsage, type TokenUsage } from '../core/pricing.js';
 import { type ChatRequest, parseChatRequest } from '../core/schemas.js';
 import type { ChargeEntry, Hold, Store } from '../core/store.js';
 import { outputCap, type UpstreamTarget } from '../core/tiers.js';
-import { estimatePromptTokens, estimateTextTokens, textOfContent } from '../core/tokens.js';
+import { CountBudget, estimatePromptTokens, estimateTextTokens, textOfContent } from '../core/tokens.js';
 import { readUpstreamUsage, type UsageReport, usageForClient } from '../core/usage.js';
 import { boundUsage, promptBound, type UsageLimits } from '../core/usage-bounds.js';
 import {
@@ -45,6 +45,8 @@ import { type RelayOutcome, relay } from './relay.js';
 /** CloudFront's origin read timeout (lib/infra), and what is kept back from a deadline to answer. */
 const ORIGIN_READ_TIMEOUT_MS = 60_000;
 const SETTLE_MARGIN_MS = 1_000;
+/** An estimate stops counting this long before the settlement's deadline (core/tokens.ts CountBudget). */
+const ESTIMATE_RESERVE_MS = 3_000;
 
 export interface CompletionsDeps {
   store: Store;
@@ -346,7 +348,13 @@ async function bill(
     reported = report.usage;
   } else {
     if (report) adjustments.push(`unusable usage report: ${report.invalid}`);
-    reported = await estimateUsage(generation.request, completionText);
+    // Counting stops in time for the settlement: what is left is estimated at the rate counted.
+    const budget = new CountBudget(generation.settleDeadline - ESTIMATE_RESERVE_MS);
+    reported = await estimateUsage(generation.request, completionText, budget);
+    if (budget.extrapolatedBytes > 0)
+      adjustments.push(
+        `estimate: ${budget.extrapolatedBytes} bytes not counted in time, estimated at the counted rate`,
+      );
     estimated = true;
   }
   const bounded = boundUsage(reported, limits, generation.target.prices);
@@ -433,10 +441,14 @@ function userField(request: ChatRequest): { user?: string } {
   return typeof user === 'string' && user !== '' ? { user: user.slice(0, 256) } : {};
 }
 
-async function estimateUsage(request: ChatRequest, completionText: string): Promise<TokenUsage> {
+async function estimateUsage(
+  request: ChatRequest,
+  completionText: string,
+  budget: CountBudget,
+): Promise<TokenUsage> {
   return {
-    promptTokens: await estimatePromptTokens(request.messages),
-    completionTokens: await estimateTextTokens(completionText),
+    promptTokens: await estimatePromptTokens(request.messages, budget),
+    completionTokens: await estimateTextTokens(completionText, budget),
     cachedTokens: 0,
   };
 }

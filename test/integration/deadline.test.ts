@@ -1,5 +1,7 @@
+import { countTokens } from 'gpt-tokenizer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { usdToNano } from '../../functions/core/money.js';
+import { COUNT_SLICE } from '../../functions/core/tokens.js';
 import { listLedger } from '../../lib/admin/operations.js';
 import { readSse } from '../support/sse.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
@@ -44,6 +46,43 @@ describe('a generation that would outlive the function', () => {
     const ledger = (await listLedger(short.admin, accountId)).filter((e) => e.type === 'charge');
     expect(ledger).toHaveLength(1);
     expect(ledger[0]?.estimated).toBe(true);
+    expect(START - (await balanceNano(short, accountId))).toBe(usdToNano(String(usage.cost)));
+  });
+});
+
+describe('an estimate that cannot finish counting before the settlement deadline', () => {
+  let short: Target;
+  beforeAll(async () => {
+    // A 4 s function: a JSON reply must settle by 3 s, and an estimate stops counting 3 s before that,
+    // so here it counts one slice and estimates the rest at that slice's rate.
+    short = await startTarget({
+      functions: { completions: { timeoutMs: 4_000 } },
+      env: { SETTLE_RESERVE_MS: '2000' },
+    });
+  });
+  afterAll(async () => {
+    await short?.stop();
+  });
+
+  it('bills the generation in time, the rest of the prompt estimated at the counted rate, and says so', async () => {
+    const { accountId, key } = await newAccount(short);
+    const sentence = 'The sea rolls on under a grey sky, and the boats come home before the rain. ';
+    const prompt = sentence.repeat(Math.ceil((8 * COUNT_SLICE) / sentence.length));
+    const response = await fetch(`${short.baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'svc-fast',
+        messages: [{ role: 'user', content: `${prompt} [[sim:tokens=5]] [[sim:no_usage]]` }],
+      }),
+    });
+    expect(response.status).toBe(200);
+    const { usage } = (await response.json()) as { usage: { prompt_tokens: number; cost: number } };
+    const [charge] = (await listLedger(short.admin, accountId)).filter((e) => e.type === 'charge');
+    expect(charge).toMatchObject({ estimated: true, promptTokens: usage.prompt_tokens });
+    expect(charge?.usageAdjusted).toMatch(/not counted in time, estimated at the counted rate/);
+    const exact = countTokens(`${prompt} [[sim:tokens=5]] [[sim:no_usage]]`) + 6;
+    expect(Math.abs(usage.prompt_tokens - exact) / exact).toBeLessThan(0.02);
     expect(START - (await balanceNano(short, accountId))).toBe(usdToNano(String(usage.cost)));
   });
 });

@@ -3,6 +3,8 @@ import { runInNewContext } from 'node:vm';
 import { countTokens } from 'gpt-tokenizer';
 import { describe, expect, it } from 'vitest';
 import {
+  COUNT_SLICE,
+  CountBudget,
   countWithBoundedRuns,
   estimatePromptTokens,
   estimateTextTokens,
@@ -89,5 +91,41 @@ describe('the tokenizer cache', () => {
     gc();
     // The library's default cache (100,000 words) kept 27 MiB after this text, and took 7x as long.
     expect(process.memoryUsage().heapUsed - before).toBeLessThan(4 * 1024 * 1024);
+  });
+});
+
+describe('counting against a deadline (CountBudget)', () => {
+  const prose = (chars: number) => {
+    const words = ['the', 'sea', 'rolls', 'on,', 'under', 'grey', 'skies;', 'boats', 'come', 'home.\n'];
+    let text = '';
+    for (let i = 0; text.length < chars; i++) text += `${words[(i * 7) % words.length]} `;
+    return text;
+  };
+
+  it('counts exactly, slice by slice, while the deadline is not reached', async () => {
+    const text = prose(5 * COUNT_SLICE);
+    const budget = new CountBudget(Number.POSITIVE_INFINITY);
+    expect(await estimateTextTokens(text, budget)).toBe(exact(text));
+    expect(budget.extrapolatedBytes).toBe(0);
+  });
+
+  it('estimates what is left at the deadline at the rate counted so far', async () => {
+    const text = prose(10 * COUNT_SLICE);
+    let clock = 0;
+    // Each look at the clock advances it: the deadline passes after three slices.
+    const budget = new CountBudget(3, () => clock++);
+    const estimated = await estimateTextTokens(text, budget);
+    expect(budget.extrapolatedBytes).toBeGreaterThan(6 * COUNT_SLICE);
+    expect(budget.extrapolatedBytes).toBeLessThan(Buffer.byteLength(text) - 2 * COUNT_SLICE);
+    expect(Math.abs(estimated - exact(text)) / exact(text)).toBeLessThan(0.01);
+  });
+
+  it('counts one slice even when the deadline has passed, and estimates every later text at its rate', async () => {
+    const budget = new CountBudget(0, () => 1);
+    const first = prose(3 * COUNT_SLICE);
+    const prompt = await estimatePromptTokens([{ content: first }, { content: prose(COUNT_SLICE) }], budget);
+    expect(budget.extrapolatedBytes).toBeGreaterThan(3 * COUNT_SLICE);
+    const counted = exact(first) + exact(prose(COUNT_SLICE)) + 9;
+    expect(Math.abs(prompt - counted) / counted).toBeLessThan(0.02);
   });
 });
