@@ -12,11 +12,11 @@ export interface FunctionSettings {
 /**
  * Memory sizes were chosen from `npm run bench` (README "Cost"): Lambda bills the whole wall time of
  * a streamed generation, so memory is most of a request's infrastructure cost. Completions: 160 MB, the
- * smallest size that brings the typical svc-fast request to at most 10% of its margin (9.7%; 192 MB:
- * 11.1%, 256 MB: 13.7%). Held to 160 MB's CPU share, the typical stream's first chunk (first token
- * after 500 ms) was within one DynamoDB read + 5 ms of the unlimited run in all four runs, and a JSON
- * reply after 500 ms in three (the one miss, by 2.5 ms, was before the settlement left the SDK client).
- * Memory: at 160 MB's heap limits an instance peaked at 139-144 MiB after four 5.8 MiB requests (the
+ * smallest size that brings the typical svc-fast request to at most 10% of its margin (9.7-9.8%; 192 MB:
+ * 11.1%, 256 MB: 13.7-13.8%). Held to 160 MB's CPU share, the typical stream's first chunk (first token
+ * after 500 ms) was within one DynamoDB read + 5 ms of the unlimited run in all five runs, and a JSON
+ * reply after 500 ms in four (the one miss, by 2.5 ms, was before the settlement left the SDK client).
+ * Memory: at 160 MB's heap limits an instance peaked at 134-144 MiB after four 5.8 MiB requests (the
  * largest a Function URL takes) whose usage was estimated, once a request's copies were no longer
  * held, the tokenizer loaded from data, and large invocations ended with a collection
  * (test/integration/memory-fit.test.ts holds it under 152 MiB).
