@@ -7,13 +7,14 @@
  * heap limits still held the request's copies and the tokenizer's build garbage when the next such
  * request arrived, and the runtime's parse of that event took it to 161 MiB of RSS: past the memory
  * size, where Lambda kills the instance and the request goes unanswered and unbilled. A full,
- * memory-reducing collection at the end of the first brought the same sequence's peak to 149 MiB.
+ * memory-reducing collection at the end of the first brought the same pair's peak to 134-136 MiB
+ * (four such requests in test/integration/memory-fit.test.ts: 154 MiB without it, 140-144 with it).
  *
  * It costs 25-45 ms of CPU once the tokenizer is loaded (ten times that in wall time at 160 MB's CPU
  * share), so it runs only when RSS has grown more than an eighth of the memory size past what it was
- * after the last collection (or at the first invocation): an ordinary request adds well under 1 MiB. It runs after the reply has been
- * handed over (a stream's end, or a JSON reply's return to the runtime), within the invocation, since
- * Lambda freezes the process between invocations.
+ * after the last collection (or at the first invocation): an ordinary request adds well under 1 MiB.
+ * It runs once a stream has ended, or as a JSON reply is returned to the runtime (that reply waits for
+ * it), within the invocation, since Lambda freezes the process between invocations.
  *
  * `gc` exists because Lambda's Node.js runtime starts node with --expose-gc (as the local aws-lambda-ric
  * launcher does); without it this does nothing.
