@@ -57,4 +57,10 @@ describe('function bundles', () => {
       expect(text.match(/import\s*"(node:)?https?"/g) ?? []).toEqual([]);
     },
   );
+
+  it('the completions function builds no fetch Response, Headers or Request, whose first use loads undici', async () => {
+    const { outputFiles } = await bundled('functions/completions/handler.ts');
+    const text = outputFiles?.[0]?.text ?? '';
+    expect(text.match(/new (Response|Headers|Request)\(|\bfetch\(/g) ?? []).toEqual([]);
+  });
 });
