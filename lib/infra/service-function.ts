@@ -6,9 +6,9 @@ import { LogGroup, type RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 import { TOKENIZER } from './tokenizer-package.js';
 
-function repoFile(path: string): string {
-  return fileURLToPath(new URL(`../../${path}`, import.meta.url));
-}
+/** The repository root, for the function entry points (infrastructure never imports runtime code). */
+export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const repoFile = (path: string) => `${REPO_ROOT}${path}`;
 
 /**
  * The esbuild settings of every function bundle, shared with the conformance suite
@@ -53,8 +53,8 @@ export const FUNCTION_NODE_OPTIONS = '';
 /**
  * The rest of the functions' process environment as deployed (also set by the launcher and the bench).
  * MALLOC_TRIM_THRESHOLD_: glibc gives freed memory back to the system above 128 KiB instead of keeping
- * it for later. A usage estimate loads the tokenizer, parsing 2.7 MB of JavaScript and freeing most of
- * what that took; at 160 MB's heap limits an instance's peak RSS after 1,000 requests with 20 estimates
+ * it for later. A usage estimate loads the tokenizer, freeing most of what that took (measured when its
+ * ranks were 2.7 MB of JavaScript, before lib/infra/tokenizer-package.ts); at 160 MB's heap limits an instance's peak RSS after 1,000 requests with 20 estimates
  * measured 147 MiB without it and 131-134 MiB with it, for the same CPU per request (7.9-8.5 ms, 30 ms
  * apart, both ways).
  */
@@ -81,9 +81,6 @@ export function memorySizeFor(scope: Construct, id: string, fallback: number): n
     );
   return value;
 }
-
-/** The repository root, for the function entry points (infrastructure never imports runtime code). */
-export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 export interface ServiceFunctionProps {
   /** Entry file relative to the repository root, e.g. `functions/completions/handler.ts`. */

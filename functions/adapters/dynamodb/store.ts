@@ -536,7 +536,6 @@ export class DynamoStore implements Store {
   }
 }
 
-/** Conflicts, throttling and lost responses: safe to send again because the write is idempotent. */
 /** The reasons of a cancelled transaction, whether the SDK client or the direct call (wire.ts) saw it. */
 export function cancellationReasons(error: unknown): CancellationReason[] | undefined {
   if (error instanceof TransactionCanceledException) return error.CancellationReasons ?? [];
@@ -545,6 +544,7 @@ export function cancellationReasons(error: unknown): CancellationReason[] | unde
   return undefined;
 }
 
+/** Conflicts, throttling and lost responses: safe to send again because the write is idempotent. */
 export function isRetryableSettlementError(error: unknown): boolean {
   const reasons = cancellationReasons(error);
   if (reasons) {
