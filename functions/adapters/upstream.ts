@@ -1,15 +1,15 @@
 import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { Readable } from 'node:stream';
-import { createParser } from 'eventsource-parser';
 import { BadRequestError, UpstreamError } from '../core/errors.js';
 import type { UpstreamTarget } from '../core/tiers.js';
+import { UpstreamBody } from './upstream-body.js';
+import { UpstreamEvents } from './upstream-events.js';
 
 /**
  * Calls OpenAI-compatible upstreams over node:http(s) with module-scope keep-alive agents, so
  * connections live across warm invocations. (node:http measured 0.64 ms of CPU per streamed call
- * against 1.06 ms for the global fetch, 500 calls each; the body is handed on as a web stream, in an
- * UpstreamResponse.) An upstream's response is untrusted input
+ * against 1.06 ms for the global fetch, 500 calls each; the body is handed on as Node gives it, in an
+ * UpstreamBody, so that nothing received before a fault is lost.) An upstream's response is untrusted input
  * (OWASP API10): redirects are never followed, bodies are bounded by the caller, and upstream error
  * text never reaches the client except a 400's message, which is about the caller's own input.
  *
@@ -36,6 +36,8 @@ export interface FallbackCall {
   bodyFor: (target: UpstreamTarget) => Record<string, unknown>;
   credential: (name: string | undefined) => Promise<string | undefined>;
   policy: RetryPolicy;
+  /** A reply body larger than this is an upstream failure (untrusted input, OWASP API10). */
+  maxBytes: number;
   /** Epoch ms after which no new attempt starts (the function's timeout minus settlement room). */
   deadline: number;
   /** Called for each failed attempt (for logs); never given a credential. */
@@ -47,20 +49,20 @@ export interface FallbackCall {
  * them. Not a `Response` itself: constructing one (or `Headers`) loads undici, 8-11 ms of a cold
  * start that nothing else here needs.
  */
-export interface UpstreamResponse {
+interface UpstreamResponse {
   readonly status: number;
   /** A 2xx status. */
   readonly ok: boolean;
   readonly headers: { get(name: string): string | null };
-  readonly body: ReadableStream<Uint8Array> | null;
+  readonly body: UpstreamBody | null;
 }
 
-export interface OpenedUpstream {
-  response: UpstreamResponse;
+/** An upstream that answered 2xx: a JSON reply's body, or a stream request's events (first one judged). */
+export type OpenedUpstream = {
   target: UpstreamTarget;
   /** Aborts the underlying request (used on idle timeouts). */
   abort(): void;
-}
+} & ({ stream: false; body: UpstreamBody } | { stream: true; events: UpstreamEvents });
 
 /** A failed attempt: whether another attempt may help, and how long the upstream asked us to wait. */
 class AttemptFailure extends Error {
@@ -87,6 +89,7 @@ export async function openWithFallback(call: FallbackCall): Promise<OpenedUpstre
           apiKey,
           call.bodyFor(target),
           Math.min(call.policy.firstByteTimeoutMs, remaining),
+          call.maxBytes,
         );
       } catch (error) {
         if (error instanceof BadRequestError) throw error;
@@ -137,6 +140,7 @@ function post(
   headers: Record<string, string>,
   body: string,
   timeoutMs: number,
+  maxBytes: number,
 ): Promise<{ response: UpstreamResponse; abort: () => void }> {
   const secure = url.protocol === 'https:';
   const request = (secure ? httpsRequest : httpRequest)(url, {
@@ -151,7 +155,8 @@ function post(
     request.on('response', (incoming) => {
       clearTimeout(timer);
       const status = incoming.statusCode ?? 502;
-      const stream = NULL_BODY.has(status) ? null : (Readable.toWeb(incoming) as ReadableStream<Uint8Array>);
+      // Read from here on, in this same turn: nothing waits in Node's own buffer (upstream-body.ts).
+      const stream = NULL_BODY.has(status) ? null : new UpstreamBody(incoming, maxBytes);
       if (!stream) incoming.resume();
       resolve({
         response: {
@@ -175,6 +180,7 @@ async function attemptOnce(
   apiKey: string | undefined,
   body: Record<string, unknown>,
   timeoutMs: number,
+  maxBytes: number,
 ): Promise<OpenedUpstream> {
   const attemptDeadline = Date.now() + timeoutMs;
   let opened: { response: UpstreamResponse; abort: () => void };
@@ -188,6 +194,7 @@ async function attemptOnce(
       },
       JSON.stringify(body),
       timeoutMs,
+      maxBytes,
     );
   } catch (error) {
     throw error instanceof AttemptFailure ? error : new AttemptFailure('connection failed', true);
@@ -195,9 +202,14 @@ async function attemptOnce(
   const { response } = opened;
   // node:http never follows redirects: a 3xx is simply not a success (OWASP API10).
   if (response.ok) {
-    if (!body.stream) return { response, target, abort: opened.abort };
+    if (!response.body) {
+      opened.abort();
+      throw new AttemptFailure(`HTTP ${response.status} without a body`, false);
+    }
+    if (!body.stream) return { stream: false, body: response.body, target, abort: opened.abort };
     try {
-      return { response: await checkEventStream(response, attemptDeadline), target, abort: opened.abort };
+      const events = await checkEventStream(response, response.body, attemptDeadline);
+      return { stream: true, events, target, abort: opened.abort };
     } catch (error) {
       opened.abort();
       throw error;
@@ -205,10 +217,10 @@ async function attemptOnce(
   }
   const status = response.status;
   if (status === 400) {
-    const message = await readErrorMessage(response);
+    const message = await readErrorMessage(response, attemptDeadline);
     if (message) throw new BadRequestError(message, null, 'upstream_rejected_request');
   } else {
-    await response.body?.cancel().catch(() => {});
+    response.body?.cancel();
     opened.abort();
   }
   const retryable = status === 408 || status === 409 || status === 429 || status >= 500;
@@ -220,82 +232,48 @@ async function attemptOnce(
  * comment, as OpenRouter sends while it waits). An HTML page, a JSON body or an error event in its place
  * is a failed attempt, known before any byte goes to the client, so it is retried, falls back, or ends
  * as a 502 with nothing charged. The first event is awaited until the attempt's first-byte deadline;
- * an event stream still silent then is committed to (a slow first token is not a fault). Returns a
- * response that replays what was read to decide.
+ * an event stream still silent then is committed to (a slow first token is not a fault). Returns the
+ * events, the judged one still first among them.
  */
-async function checkEventStream(response: UpstreamResponse, deadline: number): Promise<UpstreamResponse> {
+async function checkEventStream(
+  response: UpstreamResponse,
+  body: UpstreamBody,
+  deadline: number,
+): Promise<UpstreamEvents> {
   const type = response.headers.get('content-type') ?? '';
   if (!/^text\/event-stream\b/i.test(type.trim())) {
-    await response.body?.cancel().catch(() => {});
+    body.cancel();
     throw new AttemptFailure(`not an event stream (${type.slice(0, 40) || 'no content type'})`, false);
   }
-  if (!response.body) throw new AttemptFailure('empty event stream', false);
-  const reader = response.body.getReader();
-  const seen: Uint8Array[] = [];
-  let verdict: 'ok' | AttemptFailure | undefined;
-  const parser = createParser({
-    onComment() {
-      verdict ??= 'ok';
-    },
-    onEvent(event) {
-      verdict ??= judgeFirstEvent(event.data);
-    },
-  });
-  const decoder = new TextDecoder();
-  let size = 0;
-  while (verdict === undefined) {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), Math.max(0, deadline - Date.now()));
-    });
-    const next = await Promise.race([reader.read(), timeout])
-      .catch(() => 'lost' as const)
-      .finally(() => clearTimeout(timer));
-    if (next === 'lost') verdict = new AttemptFailure('connection lost before the first event', true);
-    // A live event stream that is still thinking (a reasoning model's first token can take a minute):
-    // commit to it, and let the relay's keep-alives hold the client from here.
-    else if (next === 'timeout') verdict = 'ok';
-    else if (next.done) verdict = new AttemptFailure('event stream ended before its first event', true);
-    else {
-      seen.push(next.value);
-      size += next.value.byteLength;
-      parser.feed(decoder.decode(next.value, { stream: true }));
-      if (verdict === undefined && size > FIRST_EVENT_MAX_BYTES)
-        verdict = new AttemptFailure('first event too large', false);
-    }
-  }
-  if (verdict !== 'ok') {
-    await reader.cancel().catch(() => {});
-    throw verdict;
-  }
-  const replay = new ReadableStream<Uint8Array>({
-    pull: async (controller) => {
-      const buffered = seen.shift();
-      if (buffered) return controller.enqueue(buffered);
-      const next = await reader.read();
-      if (next.done) controller.close();
-      else controller.enqueue(next.value);
-    },
-    cancel: (reason) => reader.cancel(reason),
-  });
-  return { ...response, body: replay };
+  const events = new UpstreamEvents(body, FIRST_EVENT_MAX_BYTES);
+  const first = await events.peek(deadline);
+  // A live event stream that is still thinking (a reasoning model's first token can take a minute):
+  // commit to it, and let the relay's keep-alives hold the client from here.
+  if (first === 'timeout' || first === 'comment') return events;
+  const verdict = judgeFirstEvent(first);
+  if (verdict === 'ok') return events;
+  events.cancel();
+  throw verdict;
 }
 
+/** The largest single event the gateway takes; a first event this large is a failed attempt. */
 const FIRST_EVENT_MAX_BYTES = 1024 * 1024;
 
-function judgeFirstEvent(data: string): 'ok' | AttemptFailure {
-  let first: unknown;
-  try {
-    first = JSON.parse(data);
-  } catch {
-    return new AttemptFailure('first event is not JSON', false);
+function judgeFirstEvent(first: Exclude<Awaited<ReturnType<UpstreamEvents['peek']>>, 'timeout' | 'comment'>) {
+  switch (first.kind) {
+    case 'chunk':
+      return 'ok';
+    case 'error':
+      return new AttemptFailure('error event', true);
+    case 'lost':
+      return new AttemptFailure('connection lost before the first event', true);
+    case 'end':
+      return new AttemptFailure('event stream ended before its first event', true);
+    case 'done':
+      return new AttemptFailure('event stream ended before its first chunk', true);
+    case 'malformed':
+      return new AttemptFailure(`first event is not a chat completion chunk (${first.reason})`, false);
   }
-  if (typeof first !== 'object' || first === null)
-    return new AttemptFailure('first event is not a chunk', false);
-  const chunk = first as { error?: unknown; choices?: unknown; usage?: unknown };
-  if (chunk.error !== undefined) return new AttemptFailure('error event', true);
-  if (Array.isArray(chunk.choices)) return 'ok';
-  return new AttemptFailure('first event is not a chat completion chunk', false);
 }
 
 /** Retry-After as seconds or an HTTP date. */
@@ -324,55 +302,36 @@ export class BodyDeadlineError extends Error {
 }
 
 /**
- * Reads a body as text up to a byte bound; a larger body is an upstream failure (thrown), never a
- * memory problem. With a deadline (epoch ms), a body still arriving then is a BodyDeadlineError.
- * The rest of the body is not read.
+ * Reads a body as text; a body larger than its bound (the UpstreamBody's, or `maxBytes` here) is an
+ * upstream failure (thrown), never a memory problem. With a deadline (epoch ms), a body still arriving
+ * then is a BodyDeadlineError. The rest of the body is not read.
  */
-export async function readBodyBounded(
-  response: UpstreamResponse,
-  maxBytes: number,
-  deadline?: number,
-): Promise<string> {
-  if (!response.body) return '';
-  const reader = response.body.getReader();
-  const parts: Uint8Array[] = [];
+export async function readBody(body: UpstreamBody, deadline?: number, maxBytes = Number.POSITIVE_INFINITY) {
+  const parts: Buffer[] = [];
   let size = 0;
-  for (;;) {
-    const next = deadline === undefined ? await reader.read() : await readBefore(reader, deadline);
-    if (next === 'deadline') {
-      await reader.cancel().catch(() => {});
-      throw new BodyDeadlineError();
+  try {
+    for (;;) {
+      const next = await body.read(deadline === undefined ? undefined : deadline - Date.now());
+      if (next === 'timeout') throw new BodyDeadlineError();
+      if (next === null) break;
+      size += next.byteLength;
+      if (size > maxBytes) throw new Error(`upstream body larger than ${maxBytes} bytes`);
+      parts.push(next);
     }
-    if (next.done) break;
-    size += next.value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel();
-      throw new Error(`upstream body larger than ${maxBytes} bytes`);
-    }
-    parts.push(next.value);
+  } catch (error) {
+    body.cancel();
+    throw error;
   }
   return Buffer.concat(parts).toString('utf8');
 }
 
-async function readBefore<T>(
-  reader: ReadableStreamDefaultReader<T>,
-  deadline: number,
-): Promise<Awaited<ReturnType<ReadableStreamDefaultReader<T>['read']>> | 'deadline'> {
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<'deadline'>((resolve) => {
-    timer = setTimeout(() => resolve('deadline'), Math.max(0, deadline - Date.now()));
-  });
-  try {
-    return await Promise.race([reader.read(), expired]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /** The `error.message` of an OpenAI-shaped error body of at most 16 KiB; undefined otherwise. */
-async function readErrorMessage(response: UpstreamResponse): Promise<string | undefined> {
+async function readErrorMessage(response: UpstreamResponse, deadline: number): Promise<string | undefined> {
+  if (!response.body) return undefined;
   try {
-    const parsed = JSON.parse(await readBodyBounded(response, 16_384)) as { error?: { message?: unknown } };
+    const parsed = JSON.parse(await readBody(response.body, deadline, 16_384)) as {
+      error?: { message?: unknown };
+    };
     const message = parsed.error?.message;
     return typeof message === 'string' ? message.slice(0, 1_000) : undefined;
   } catch {

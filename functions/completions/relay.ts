@@ -12,14 +12,20 @@
  * packets): an SSE comment goes out whenever nothing else has.
  */
 import { PassThrough, type Readable } from 'node:stream';
-import { createParser } from 'eventsource-parser';
-import { readUpstreamUsage, stringifyJson, type UsageReport } from '../core/usage.js';
+import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
+import { BodyTooLargeError } from '../adapters/upstream-body.js';
+import type { UpstreamEvents } from '../adapters/upstream-events.js';
+import { CAP_SLACK, outputByteBound, textOf } from '../core/upstream-reply.js';
+import { stringifyJson, type UsageReport } from '../core/usage.js';
 
 export interface RelayOutcome {
   /** The upstream's last usage report, if it sent one. */
   usage: UsageReport | undefined;
-  /** Everything streamed as content, refusal, reasoning or tool-call text: the basis of an estimate. */
-  streamedText: string;
+  /**
+   * Everything delivered to the client as content, refusal, reasoning or tool-call text: exactly what
+   * is billed (an event that was not delivered is not in it) and the basis of an estimate.
+   */
+  deliveredText: string;
   /** Set when the upstream failed after the first byte. */
   failure: string | undefined;
   /** Set when the relay ended the generation itself: the output cap or the deadline was reached. */
@@ -29,14 +35,13 @@ export interface RelayOutcome {
 }
 
 export interface RelayOptions {
-  body: ReadableStream<Uint8Array>;
+  /** The upstream's events, parsed (adapters/upstream-events.ts). */
+  events: Pick<UpstreamEvents, 'next' | 'cancel'>;
   generationId: string;
   tier: string;
   created: number;
   keepAliveMs: number;
   idleTimeoutMs: number;
-  /** An upstream stream larger than this is cut off as a failure (untrusted input, OWASP API10). */
-  maxBytes: number;
   /** Epoch ms by which the relay stops reading and settles. */
   deadline?: number;
   /** The request's output cap in tokens: a completion clearly beyond it is cut. */
@@ -50,13 +55,11 @@ export interface RelayOptions {
 }
 
 /**
- * When a completion "clearly exceeds" its cap: more than BYTES_PER_TOKEN bytes of text per allowed token
- * (English averages about 4 bytes a token), or more than CHUNKS_PER_TOKEN content chunks per allowed token
- * (an upstream sends at most a chunk or so per token). Allowed = cap + CAP_SLACK.
+ * Besides the byte bound (core/upstream-reply.ts, shared with JSON replies), a stream clearly exceeds
+ * its cap past CHUNKS_PER_TOKEN content chunks per allowed token: an upstream sends at most a chunk or
+ * so per token.
  */
-const BYTES_PER_TOKEN = 6;
 const CHUNKS_PER_TOKEN = 4;
-const CAP_SLACK = 16;
 
 export function relay(options: RelayOptions): Readable {
   const out = new PassThrough();
@@ -82,7 +85,7 @@ export function relay(options: RelayOptions): Readable {
 function chunkEnvelope(options: RelayOptions) {
   return {
     id: options.generationId,
-    object: 'chat.completion.chunk',
+    object: 'chat.completion.chunk' as const,
     created: options.created,
     model: options.tier,
   };
@@ -91,15 +94,17 @@ function chunkEnvelope(options: RelayOptions) {
 async function pump(options: RelayOptions, write: (text: string) => void): Promise<void> {
   const outcome: RelayOutcome = {
     usage: undefined,
-    streamedText: '',
+    deliveredText: '',
     failure: undefined,
     cut: undefined,
     finishReason: undefined,
   };
   let done = false;
-  let textBytes = 0;
+  let deliveredBytes = 0;
   let choiceChunks = 0;
-  const allowed = options.outputCap === undefined ? Infinity : options.outputCap + CAP_SLACK;
+  const byteBound = options.outputCap === undefined ? Infinity : outputByteBound(options.outputCap);
+  const chunkBound =
+    options.outputCap === undefined ? Infinity : (options.outputCap + CAP_SLACK) * CHUNKS_PER_TOKEN;
 
   // An SSE comment whenever nothing has been written for keepAliveMs, before and after the first
   // chunk: CloudFront's origin read timeout fires on any silence, not only the first one.
@@ -116,88 +121,66 @@ async function pump(options: RelayOptions, write: (text: string) => void): Promi
     Math.max(1, Math.floor(options.keepAliveMs / 4)),
   );
 
-  const parser = createParser({
-    onEvent(event) {
-      if (done || outcome.failure || outcome.cut) return;
-      if (event.data === '[DONE]') {
-        done = true;
-        return;
-      }
-      let chunk: Record<string, unknown>;
-      try {
-        chunk = JSON.parse(event.data) as Record<string, unknown>;
-      } catch {
-        outcome.failure = 'The upstream sent a malformed chunk.';
-        return;
-      }
-      if (typeof chunk !== 'object' || chunk === null) {
-        outcome.failure = 'The upstream sent a malformed chunk.';
-        return;
-      }
-      if (chunk.error !== undefined) {
-        outcome.failure = 'The upstream reported an error mid-stream.';
-        return;
-      }
-      const usage = readUpstreamUsage(chunk.usage, event.data);
-      if (usage) outcome.usage = usage;
-      const choices = Array.isArray(chunk.choices) ? (chunk.choices as Record<string, unknown>[]) : [];
-      if (choices.length === 0) return; // a usage-only chunk: our own final chunk replaces it
-      choiceChunks += 1;
-      let text = '';
-      for (const choice of choices) text += textOfDelta(choice.delta);
-      const finish = choices[0]?.finish_reason;
-      if (typeof finish === 'string') outcome.finishReason = finish.slice(0, 32);
-      outcome.streamedText += text;
-      textBytes += Buffer.byteLength(text);
-      if (textBytes > allowed * BYTES_PER_TOKEN || choiceChunks > allowed * CHUNKS_PER_TOKEN) {
-        // Not relayed: the client's completion ends at the cap, with a length finish.
-        outcome.cut = 'output_cap';
-        return;
-      }
-      const { usage: _dropped, ...rest } = chunk;
-      // OpenAI's chunk schema requires finish_reason (null until the end); some upstreams omit it.
-      const normalised = choices.map((choice) => ({
-        ...choice,
-        finish_reason: choice.finish_reason ?? null,
-      }));
-      send(`data: ${JSON.stringify({ ...rest, ...chunkEnvelope(options), choices: normalised })}\n\n`);
-    },
-  });
-
-  const reader = options.body.getReader();
-  const decoder = new TextDecoder();
-  let received = 0;
-  try {
-    while (!done && !outcome.failure && !outcome.cut) {
-      const untilDeadline = (options.deadline ?? Infinity) - Date.now();
-      if (untilDeadline <= 0) {
-        outcome.cut = 'deadline';
-        break;
-      }
-      const next = await readWithin(reader, Math.min(options.idleTimeoutMs, untilDeadline));
-      if (next === 'timeout') {
-        // Which limit this wait was for (a timer may fire a millisecond before Date.now() agrees).
-        if (untilDeadline <= options.idleTimeoutMs) outcome.cut = 'deadline';
-        else outcome.failure = 'The upstream stopped sending.';
-        break;
-      }
-      if (next.done) {
-        parser.feed(decoder.decode());
-        break;
-      }
-      received += next.value.byteLength;
-      if (received > options.maxBytes) {
-        outcome.failure = 'The upstream sent more than the gateway accepts.';
-        break;
-      }
-      parser.feed(decoder.decode(next.value, { stream: true }));
+  while (!done && !outcome.failure && !outcome.cut) {
+    const untilDeadline = (options.deadline ?? Infinity) - Date.now();
+    if (untilDeadline <= 0) {
+      outcome.cut = 'deadline';
+      break;
     }
-  } catch {
-    outcome.failure = 'The upstream connection was lost.';
-  } finally {
-    if (outcome.failure || outcome.cut) options.abortUpstream();
-    if (done || outcome.failure || outcome.cut) reader.cancel().catch(() => {});
+    const next = await options.events.next(Math.min(options.idleTimeoutMs, untilDeadline));
+    if (next === 'timeout') {
+      // Which limit this wait was for (a timer may fire a millisecond before Date.now() agrees).
+      if (untilDeadline <= options.idleTimeoutMs) outcome.cut = 'deadline';
+      else outcome.failure = 'The upstream stopped sending.';
+      break;
+    }
+    switch (next.kind) {
+      case 'done':
+      case 'end':
+        done = true;
+        break;
+      case 'lost':
+        outcome.failure =
+          next.error instanceof BodyTooLargeError
+            ? 'The upstream sent more than the gateway accepts.'
+            : 'The upstream connection was lost.';
+        break;
+      case 'error':
+        outcome.failure = 'The upstream reported an error mid-stream.';
+        break;
+      case 'malformed':
+        outcome.failure = 'The upstream sent a malformed chunk.';
+        break;
+      case 'chunk': {
+        if (next.usage) outcome.usage = next.usage;
+        const { choices, system_fingerprint, service_tier } = next.chunk;
+        if (choices.length === 0) break; // a usage-only chunk: our own final chunk replaces it
+        choiceChunks += 1;
+        let text = '';
+        for (const choice of choices) text += textOf(choice.delta);
+        const bytes = Buffer.byteLength(text);
+        if (deliveredBytes + bytes > byteBound || choiceChunks > chunkBound) {
+          // Neither relayed nor billed: the client's completion ends at the cap, with a length finish.
+          outcome.cut = 'output_cap';
+          break;
+        }
+        const finish = choices[0]?.finish_reason;
+        if (finish) outcome.finishReason = finish;
+        deliveredBytes += bytes;
+        outcome.deliveredText += text;
+        const chunk: ChatCompletionChunk = {
+          ...chunkEnvelope(options),
+          ...(system_fingerprint !== undefined ? { system_fingerprint } : {}),
+          ...(service_tier !== undefined ? { service_tier } : {}),
+          choices,
+        };
+        send(`data: ${JSON.stringify(chunk)}\n\n`);
+        break;
+      }
+    }
   }
+  if (outcome.failure || outcome.cut || !done) options.abortUpstream();
+  options.events.cancel();
   if (outcome.cut) {
     write(
       `data: ${JSON.stringify({ ...chunkEnvelope(options), choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: 'length' }] })}\n\n`,
@@ -212,15 +195,17 @@ async function pump(options: RelayOptions, write: (text: string) => void): Promi
     write(
       `data: ${JSON.stringify(errorChunk(options, 'The generation could not be billed. Retry later.', 'billing_failed'))}\n\n`,
     );
+    write('data: [DONE]\n\n');
     return;
   }
   // Keep-alives ran through the settlement (a slow database must not let CloudFront cut the client).
   clearInterval(keepAlive);
   if (outcome.failure) {
+    // Still ended by [DONE]: naive SSE readers wait for it (a stream always ends with it).
     write(`data: ${stringifyJson({ ...errorChunk(options, outcome.failure, 'upstream_error'), usage })}\n\n`);
-    return;
+  } else {
+    write(`data: ${stringifyJson({ ...chunkEnvelope(options), choices: [], usage })}\n\n`);
   }
-  write(`data: ${stringifyJson({ ...chunkEnvelope(options), choices: [], usage })}\n\n`);
   write('data: [DONE]\n\n');
 }
 
@@ -231,42 +216,4 @@ function errorChunk(options: RelayOptions, message: string, code: string) {
     choices: [{ index: 0, delta: {}, finish_reason: 'error' }],
     error: { message, type: 'upstream_error', code },
   };
-}
-
-/** The text a delta carries (content, refusal, reasoning, tool calls): what its tokens can be counted from. */
-export function textOfDelta(delta: unknown): string {
-  if (typeof delta !== 'object' || delta === null) return '';
-  const d = delta as {
-    content?: unknown;
-    refusal?: unknown;
-    reasoning?: unknown;
-    reasoning_content?: unknown;
-    tool_calls?: unknown;
-  };
-  let text = typeof d.content === 'string' ? d.content : '';
-  if (typeof d.refusal === 'string') text += d.refusal;
-  if (typeof d.reasoning === 'string') text += d.reasoning;
-  if (typeof d.reasoning_content === 'string') text += d.reasoning_content;
-  if (Array.isArray(d.tool_calls)) {
-    for (const call of d.tool_calls as { function?: { name?: unknown; arguments?: unknown } }[]) {
-      if (typeof call.function?.name === 'string') text += call.function.name;
-      if (typeof call.function?.arguments === 'string') text += call.function.arguments;
-    }
-  }
-  return text;
-}
-
-async function readWithin<T>(
-  reader: ReadableStreamDefaultReader<T>,
-  ms: number,
-): Promise<Awaited<ReturnType<ReadableStreamDefaultReader<T>['read']>> | 'timeout'> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<'timeout'>((resolve) => {
-    timer = setTimeout(() => resolve('timeout'), ms);
-  });
-  try {
-    return await Promise.race([reader.read(), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

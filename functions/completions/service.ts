@@ -1,10 +1,7 @@
 import type { Readable } from 'node:stream';
-import {
-  BodyDeadlineError,
-  openWithFallback,
-  readBodyBounded,
-  type UpstreamResponse,
-} from '../adapters/upstream.js';
+import type { ChatCompletion } from 'openai/resources/chat/completions';
+import { BodyDeadlineError, openWithFallback, readBody } from '../adapters/upstream.js';
+import type { UpstreamBody as ReplyBody } from '../adapters/upstream-body.js';
 import { authorize, type Principal } from '../core/access.js';
 import {
   GatewayTimeoutError,
@@ -20,9 +17,11 @@ import { costToUsd, nanoToUsd } from '../core/money.js';
 import { priceUsage, type TokenUsage } from '../core/pricing.js';
 import { type ChatRequest, parseChatRequest } from '../core/schemas.js';
 import type { ChargeEntry, Hold, Store } from '../core/store.js';
+import { cutToCodePoints } from '../core/strings.js';
 import { outputCap, type UpstreamTarget } from '../core/tiers.js';
-import { CountBudget, estimatePromptTokens, estimateTextTokens, textOfContent } from '../core/tokens.js';
-import { readUpstreamUsage, type UsageReport, usageForClient } from '../core/usage.js';
+import { CountBudget, estimatePromptTokens, estimateTextTokens } from '../core/tokens.js';
+import { cutMessage, outputByteBound, parseCompletionBody, textOf } from '../core/upstream-reply.js';
+import { type UsageReport, usageForClient } from '../core/usage.js';
 import { boundUsage, promptBound, type UsageLimits } from '../core/usage-bounds.js';
 import {
   type FunctionUrlEvent,
@@ -119,6 +118,7 @@ export async function handleCompletion(
       targets: tier.targets,
       bodyFor: (target) => forwardedTo(target).body,
       credential: deps.credential,
+      maxBytes: deps.config.maxResponseBytes,
       policy: request.stream
         ? deps.config.retry
         : { ...deps.config.retry, firstByteTimeoutMs: Math.max(1, jsonDeadline - startedAt) },
@@ -153,10 +153,8 @@ export async function handleCompletion(
   // Extra fields this target does not take were left out: say which (forwarding.ts).
   const { dropped } = forwardedTo(opened.target);
   if (dropped.length > 0) Object.assign(headers, { 'x-dropped-fields': dropped.join(', ').slice(0, 1_000) });
-  const body = opened.response.body;
-  if (!request.stream || !body) {
+  if (!opened.stream) {
     try {
-      if (!body) throw new UpstreamError();
       return jsonResponse(200, await completeBuffered(generation, opened, jsonDeadline, deps), headers);
     } catch (error) {
       // Nothing was billed (a billing failure keeps its hold for the sweeper: the usage record is logged).
@@ -165,13 +163,12 @@ export async function handleCompletion(
     }
   }
   const stream: Readable = relay({
-    body,
+    events: opened.events,
     generationId: generation.id,
     tier: request.model,
     created: generation.created,
     keepAliveMs: deps.config.keepAliveMs,
     idleTimeoutMs: deps.config.idleTimeoutMs,
-    maxBytes: deps.config.maxResponseBytes,
     deadline: functionDeadline,
     outputCap: generation.outputCap,
     abortUpstream: opened.abort,
@@ -238,65 +235,54 @@ async function releaseQuietly(deps: CompletionsDeps, hold: Hold): Promise<void> 
   }
 }
 
+/**
+ * A JSON reply: the upstream's body parsed once (core/upstream-reply.ts), held to the same output bound
+ * as a stream (cut with a length finish, billed on what is sent), billed, and rebuilt in OpenAI's shape.
+ */
 async function completeBuffered(
   generation: Generation,
-  opened: { response: UpstreamResponse; abort: () => void },
+  opened: { body: ReplyBody; abort: () => void },
   deadline: number,
   deps: CompletionsDeps,
-): Promise<unknown> {
+): Promise<ChatCompletion> {
   let text: string;
-  let parsed: { choices?: unknown; usage?: unknown; system_fingerprint?: unknown };
   try {
-    text = await readBodyBounded(opened.response, deps.config.maxResponseBytes, deadline);
-    parsed = JSON.parse(text) as typeof parsed;
+    text = await readBody(opened.body, deadline);
   } catch (cause) {
     opened.abort();
     if (cause instanceof BodyDeadlineError)
       throw new GatewayTimeoutError(Math.round(deps.config.jsonReplyTimeoutMs / 1000), { cause });
     throw new UpstreamError(undefined, { cause });
   }
-  if (typeof parsed !== 'object' || parsed === null || !Array.isArray(parsed.choices))
-    throw new UpstreamError(undefined, { cause: new Error('upstream body has no choices') });
-  const choices = parsed.choices as {
-    message?: {
-      content?: unknown;
-      refusal?: unknown;
-      reasoning?: unknown;
-      reasoning_content?: unknown;
-      tool_calls?: unknown;
-    };
-  }[];
-  const completionText = choices
-    .map((choice) => {
-      const m = choice.message;
-      return (
-        textOfContent(m?.content) +
-        (typeof m?.refusal === 'string' ? m.refusal : '') +
-        (typeof m?.reasoning === 'string' ? m.reasoning : '') +
-        (typeof m?.reasoning_content === 'string' ? m.reasoning_content : '') +
-        toolCallText(m?.tool_calls)
-      );
-    })
-    .join('');
-  const finish = (choices[0] as { finish_reason?: unknown } | undefined)?.finish_reason;
+  const parsed = parseCompletionBody(text);
+  if (!parsed.ok) throw new UpstreamError(undefined, { cause: new Error(`upstream body: ${parsed.reason}`) });
+  const bound = outputByteBound(generation.outputCap);
+  let cut = false;
+  const choices = parsed.completion.choices.map((choice) => {
+    if (Buffer.byteLength(textOf(choice.message)) <= bound) return choice;
+    cut = true;
+    return { ...choice, message: cutMessage(choice.message, bound), finish_reason: 'length' as const };
+  });
+  const deliveredText = choices.map((choice) => textOf(choice.message)).join('');
   const { usage, billedNano } = await bill(
     generation,
-    readUpstreamUsage(parsed.usage, text),
-    completionText,
-    [],
-    typeof finish === 'string' ? finish.slice(0, 32) : undefined,
+    parsed.usage,
+    deliveredText,
+    cut ? ['reply cut at the output cap'] : [],
+    cut ? 'length' : choices[0]?.finish_reason.slice(0, 32),
     deps,
+    cut,
   );
+  const { system_fingerprint, service_tier } = parsed.completion;
   return {
     id: generation.id,
     object: 'chat.completion',
     created: generation.created,
     model: generation.request.model,
-    choices,
-    usage: usageForClient(usage, nanoToUsd(billedNano)),
-    ...(typeof parsed.system_fingerprint === 'string'
-      ? { system_fingerprint: parsed.system_fingerprint }
-      : {}),
+    choices: choices as ChatCompletion['choices'],
+    usage: usageForClient(usage, nanoToUsd(billedNano)) as unknown as ChatCompletion['usage'] & {},
+    ...(system_fingerprint !== undefined ? { system_fingerprint } : {}),
+    ...(service_tier !== undefined ? { service_tier } : {}),
   };
 }
 
@@ -315,10 +301,11 @@ async function settleStream(
   const { usage, billedNano } = await bill(
     generation,
     outcome.usage,
-    outcome.streamedText,
+    outcome.deliveredText,
     notes,
     finish,
     deps,
+    outcome.cut !== undefined,
   );
   return usageForClient(usage, nanoToUsd(billedNano));
 }
@@ -327,6 +314,9 @@ async function settleStream(
  * The usage to bill: the upstream's report when it sent a readable one, else the gateway's estimate
  * (flagged); either way held to what the request could have used (usage-bounds.ts), and any
  * adjustment logged with the raw report, counted and kept on the ledger entry. Then settled.
+ * `completionText` is exactly what the client was sent. A reply the gateway cut (`cut`) is billed on
+ * it: its completion tokens are estimated from the delivered text, since the upstream's report (and
+ * cost) covers text the client never got.
  */
 async function bill(
   generation: Generation,
@@ -335,6 +325,7 @@ async function bill(
   notes: string[],
   finishReason: string | undefined,
   deps: CompletionsDeps,
+  cut = false,
 ): Promise<{ usage: TokenUsage; billedNano: bigint }> {
   const limits: UsageLimits = {
     outputCap: generation.outputCap,
@@ -346,6 +337,14 @@ async function bill(
   const adjustments = [...notes];
   if (report && 'usage' in report) {
     reported = report.usage;
+    adjustments.push(...report.notes);
+    if (cut) {
+      const budget = new CountBudget(generation.settleDeadline - ESTIMATE_RESERVE_MS);
+      const { reportedCostUsd: _coversUndelivered, ...counts } = reported;
+      reported = { ...counts, completionTokens: await estimateTextTokens(completionText, budget) };
+      adjustments.push('completion tokens estimated from the delivered text');
+      estimated = true;
+    }
   } else {
     if (report) adjustments.push(`unusable usage report: ${report.invalid}`);
     // Counting stops in time for the settlement: what is left is estimated at the rate counted.
@@ -359,7 +358,7 @@ async function bill(
   }
   const bounded = boundUsage(reported, limits, generation.target.prices);
   adjustments.push(...bounded.adjustments);
-  if (bounded.adjustments.length > 0 || (report && 'invalid' in report)) {
+  if (adjustments.length > notes.length || (report && 'invalid' in report)) {
     recordUsageOutOfBounds({
       generationId: generation.id,
       accountId: generation.principal.accountId,
@@ -434,11 +433,15 @@ async function settle(
   return billedNano;
 }
 
-/** The request's end-user id (`user`, or OpenAI's newer `safety_identifier`), at most 256 characters. */
+/**
+ * The request's end-user id (`user`, or OpenAI's newer `safety_identifier`), at most 256 characters,
+ * cut on a code point and with any lone surrogate replaced: a client's string is stored as is, never
+ * as something the database or a header refuses.
+ */
 function userField(request: ChatRequest): { user?: string } {
   const fields = request as { user?: unknown; safety_identifier?: unknown };
   const user = typeof fields.user === 'string' ? fields.user : fields.safety_identifier;
-  return typeof user === 'string' && user !== '' ? { user: user.slice(0, 256) } : {};
+  return typeof user === 'string' && user !== '' ? { user: cutToCodePoints(user, 256) } : {};
 }
 
 async function estimateUsage(
@@ -451,14 +454,4 @@ async function estimateUsage(
     completionTokens: await estimateTextTokens(completionText, budget),
     cachedTokens: 0,
   };
-}
-
-function toolCallText(toolCalls: unknown): string {
-  if (!Array.isArray(toolCalls)) return '';
-  return toolCalls
-    .map(
-      (call: { function?: { name?: unknown; arguments?: unknown } }) =>
-        `${call.function?.name ?? ''}${call.function?.arguments ?? ''}`,
-    )
-    .join('');
 }

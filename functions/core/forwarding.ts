@@ -13,6 +13,7 @@
  * (percent-encoded where a name is not printable ASCII, so any JSON key makes a valid header value).
  */
 import { type ChatRequest, KNOWN_REQUEST_FIELDS } from './schemas.js';
+import { cutToCodePoints } from './strings.js';
 import type { UpstreamTarget } from './tiers.js';
 
 /** OpenAI's own message fields, by role; anything else on a message is extra. */
@@ -35,9 +36,13 @@ const PART_FIELDS: Record<string, ReadonlySet<string>> = {
 /** Echoed from replies, accepted by no API. */
 const NEVER_FORWARDED_MESSAGE_FIELDS = new Set(['parsed']);
 
-/** A field name as it can appear in a header value: printable ASCII as is, anything else percent-encoded. */
-function headerSafe(name: string): string {
-  const short = name.length > 64 ? `${name.slice(0, 64)}...` : name;
+/**
+ * A field name as it can appear in a header value: printable ASCII as is, anything else percent-encoded.
+ * A client's name is cut on a code point and any lone surrogate replaced first: `encodeURIComponent`
+ * throws on a lone surrogate, which made a 502 of a client's own string.
+ */
+export function headerSafe(name: string): string {
+  const short = name.length > 64 ? `${cutToCodePoints(name, 64)}...` : name.toWellFormed();
   return /^[\x21-\x2b\x2d-\x7e]+$/.test(short) ? short : encodeURIComponent(short);
 }
 

@@ -26,14 +26,22 @@ export class InvalidAmountError extends Error {
 
 const DECIMAL = /^([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$/;
 
+/** Longest digit string and largest exponent a decimal may have: parsing is bounded in time and memory. */
+const MAX_DIGITS = 64;
+const MAX_EXPONENT = 64;
+
 /**
  * Parses a decimal string (`"0.35"`, `"1.2e-7"`, `"-3"`) into an integer number of units of 10^-scale.
- * Throws if the value has more precision than the scale can hold exactly.
+ * Throws if the value has more precision than the scale can hold exactly, or more than 64 digits or an
+ * exponent beyond +-64 (`0e999999999` would otherwise build a billion-digit power of ten).
  */
 export function parseDecimal(input: string, scale: number, rounding: 'exact' | 'ceil' = 'exact'): bigint {
   const match = DECIMAL.exec(input.trim());
   const [, sign = '', intPart = '', fracPart = '', exp = '0'] = match ?? [];
   if (!match || (intPart === '' && fracPart === '')) throw new InvalidAmountError(input);
+  if (intPart.length + fracPart.length > MAX_DIGITS || exp.replace(/^[+-]?0*/, '').length > 2)
+    throw new InvalidAmountError(input);
+  if (Math.abs(Number(exp)) > MAX_EXPONENT) throw new InvalidAmountError(input);
   const digits = `${intPart}${fracPart}`.replace(/^0+(?=\d)/, '');
   // value = digits * 10^(exp - fracLen); in units: digits * 10^(exp - fracLen + scale)
   const shift = Number(exp) - fracPart.length + scale;

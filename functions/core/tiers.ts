@@ -28,8 +28,13 @@ export const UpstreamTargetSchema = z.object({
   /** Name of the credential (an entry of the upstream-credentials secret, or an env var locally); none for keyless upstreams. */
   credential: z.string().min(1).optional(),
   prices: PriceTableSchema,
-  /** The upstream reports its own cost in `usage.cost` (OpenRouter does); then the price table is a fallback. */
-  reportsCost: z.boolean().default(false),
+  /**
+   * Bill the upstream's own cost where it reports one in `usage.cost` (OpenRouter does), as the price
+   * rule says (its cost x 1.3); the price table is for replies without one. On by default, also for the
+   * short form `UPSTREAM_BASE_URL`; `false` ignores a reported cost (an upstream whose figure is not
+   * what it charges).
+   */
+  reportsCost: z.boolean().default(true),
   /**
    * Request fields outside OpenAI's schema (`provider`, `top_k`, `reasoning` on messages,
    * `cache_control`...): `forward` them (OpenRouter, vLLM, llama.cpp take them) or `drop` them
@@ -115,7 +120,9 @@ export const SIMULATOR_PRICES: Record<TierId, { input: string; cachedInput: stri
 };
 
 /**
- * Every tier routed to one OpenAI-compatible base URL (the simulator, or UPSTREAM_BASE_URL).
+ * Every tier routed to one OpenAI-compatible base URL (the simulator, or UPSTREAM_BASE_URL). A reply
+ * that reports its own cost (`usage.cost`) is billed at it x 1.3; one without is priced by the
+ * simulator's table below.
  * `models` maps tiers to the upstream's model ids: `svc-fast=gpt-4o-mini,svc-pro=gpt-4o,...`;
  * a tier it leaves out uses the simulator's id (`sim-fast`, ...).
  */

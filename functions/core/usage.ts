@@ -1,36 +1,69 @@
 /**
  * Reads an upstream's `usage` object, whatever provider sent it, and turns a billed usage back into
- * OpenAI's usage block for the client. An upstream's usage is untrusted input: a report whose counts
- * are not non-negative integers is kept as `invalid` (never billed as sent); usage-bounds.ts then
- * checks a valid one against what the request could have used.
+ * OpenAI's usage block for the client. An upstream's usage is untrusted input: every number in it is
+ * read with bounded digits and exponent, in bounded time. A report whose counts are not non-negative
+ * integers within bounds is kept as `invalid` (never billed as sent); a cost outside its bounds is
+ * dropped with a note (priced by the table instead); usage-bounds.ts then checks a valid report
+ * against what the request could have used.
  */
+import { parse as parseLossless } from 'lossless-json';
 import type { TokenUsage } from './pricing.js';
 
-/** What the upstream said about usage: a readable report, or why it was unusable. */
-export type UsageReport = { usage: TokenUsage; raw: unknown } | { invalid: string; raw: unknown };
+/** What the upstream said about usage: a readable report (with notes on what was not), or why it was unusable. */
+export type UsageReport =
+  | { usage: TokenUsage; raw: unknown; notes: string[] }
+  | { invalid: string; raw: unknown };
 
 /** Detail fields passed through to the client: at most this many numeric entries per details object. */
 const MAX_DETAIL_FIELDS = 16;
 
+/** A JSON number as its source text, as the lossless parser hands it over (never converted unbounded). */
+class NumberText {
+  constructor(readonly text: string) {}
+}
+
+/** A token count: at most 15 digits, no sign, fraction or exponent. */
+const COUNT_TEXT = /^(?:0|[1-9]\d{0,14})$/;
 /**
- * The usage of an upstream body or chunk. Undefined when it carries no usage at all (`usage` absent or
- * null); `invalid` when it carries one whose counts cannot be billed (negative, fractional, not numbers).
+ * A cost in USD: at most 9 integer digits, 30 decimals and a two-digit exponent, no sign. `0e999999999`
+ * (zero, as JSON) or a 400-digit number would otherwise cost unbounded time and memory to make exact.
  */
-export function readUpstreamUsage(raw: unknown, rawText?: string): UsageReport | undefined {
-  if (raw === undefined || raw === null) return undefined;
-  if (typeof raw !== 'object' || Array.isArray(raw)) return { invalid: 'usage is not an object', raw };
-  const usage = raw as Record<string, unknown>;
+const COST_TEXT = /^(?:0|[1-9]\d{0,8})(?:\.\d{1,30})?(?:[eE][+-]?\d{1,2})?$/;
+
+/**
+ * The usage of an upstream body or chunk. `native` is its `usage` as JSON.parse gave it; `sourceText`
+ * the whole JSON text it came from. Where a float could hide what was sent (a cost, or a count that is
+ * not a positive safe integer: `0e999999999` parses as 0, `-0` as 0), the text is parsed again keeping
+ * each number's digits, so the bounds apply to what the upstream wrote. Undefined when it carries no
+ * usage at all (absent or null).
+ */
+export function readUpstreamUsage(native: unknown, sourceText?: string): UsageReport | undefined {
+  if (native === undefined || native === null) return undefined;
+  if (typeof native !== 'object' || Array.isArray(native))
+    return { invalid: 'usage is not an object', raw: native };
+  let usage = native as Record<string, unknown>;
+  if (sourceText !== undefined && needsSourceDigits(usage)) {
+    const exact = usageWithSourceDigits(sourceText);
+    if (!exact) return { invalid: 'usage could not be read again with its exact numbers', raw: native };
+    usage = exact;
+  }
   const prompt = count(usage.prompt_tokens);
   const completion = count(usage.completion_tokens);
   if (prompt === undefined || completion === undefined)
-    return { invalid: 'prompt_tokens or completion_tokens is not a non-negative integer', raw };
+    return {
+      invalid: 'prompt_tokens or completion_tokens is not a bounded non-negative integer',
+      raw: native,
+    };
   const promptDetails = numericDetails(usage.prompt_tokens_details);
   const completionDetails = numericDetails(usage.completion_tokens_details);
   const rawCached = (usage.prompt_tokens_details as Record<string, unknown> | null | undefined)
     ?.cached_tokens;
   const cached = count(rawCached);
   if (rawCached !== undefined && rawCached !== null && cached === undefined)
-    return { invalid: 'prompt_tokens_details.cached_tokens is not a non-negative integer', raw };
+    return {
+      invalid: 'prompt_tokens_details.cached_tokens is not a bounded non-negative integer',
+      raw: native,
+    };
   const result: TokenUsage = {
     promptTokens: prompt,
     completionTokens: completion,
@@ -43,15 +76,64 @@ export function readUpstreamUsage(raw: unknown, rawText?: string): UsageReport |
   if (reasoning !== undefined) result.reasoningTokens = reasoning;
   if (promptDetails) result.promptDetails = promptDetails;
   if (completionDetails) result.completionDetails = completionDetails;
-  const cost = reportedCost(usage.cost, rawText);
-  if (cost !== undefined) result.reportedCostUsd = cost;
-  return { usage: result, raw };
+  const notes: string[] = [];
+  if (usage.cost !== undefined && usage.cost !== null) {
+    const cost = costText(usage.cost);
+    if (cost === undefined)
+      notes.push(`usage.cost ${preview(usage.cost)} is not a bounded decimal: priced by the table`);
+    else result.reportedCostUsd = cost;
+  }
+  return { usage: result, raw: native, notes };
 }
 
-const DECIMAL_TEXT = /^\d+(\.\d+)?([eE][+-]?\d+)?$/;
+function isPositiveCount(value: unknown): boolean {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
+}
+
+function needsSourceDigits(usage: Record<string, unknown>): boolean {
+  return (
+    (usage.cost !== undefined && usage.cost !== null) ||
+    !isPositiveCount(usage.prompt_tokens) ||
+    !isPositiveCount(usage.completion_tokens)
+  );
+}
+
+/** The `usage` of a JSON text, every number as its source text; undefined if it is not an object. */
+function usageWithSourceDigits(sourceText: string): Record<string, unknown> | undefined {
+  let parsed: unknown;
+  try {
+    parsed = parseLossless(sourceText, null, {
+      parseNumber: (text) => new NumberText(text),
+      // As JSON.parse: the last of a repeated key counts.
+      onDuplicateKey: ({ newValue }) => newValue,
+    });
+  } catch {
+    return undefined;
+  }
+  const usage = (parsed as { usage?: unknown } | null)?.usage;
+  return typeof usage === 'object' && usage !== null && !Array.isArray(usage)
+    ? (usage as Record<string, unknown>)
+    : undefined;
+}
 
 function count(value: unknown): number | undefined {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+  if (value instanceof NumberText) return COUNT_TEXT.test(value.text) ? Number(value.text) : undefined;
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && !Object.is(value, -0)
+    ? value
+    : undefined;
+}
+
+/** The cost as bounded decimal text: its source digits where known, else the float's shortest form. */
+function costText(value: unknown): string | undefined {
+  let text: string | undefined;
+  if (value instanceof NumberText) text = value.text;
+  else if (typeof value === 'number' && Number.isFinite(value) && !Object.is(value, -0)) text = String(value);
+  return text !== undefined && COST_TEXT.test(text) ? text : undefined;
+}
+
+function preview(value: unknown): string {
+  const text = value instanceof NumberText ? value.text : (JSON.stringify(value) ?? String(value));
+  return text.length > 40 ? `${text.slice(0, 40)}...` : text;
 }
 
 /** The numeric, non-negative entries of a `*_tokens_details` object (bounded in number). */
@@ -61,28 +143,13 @@ function numericDetails(value: unknown): Record<string, number> | undefined {
   let fields = 0;
   for (const [name, entry] of Object.entries(value)) {
     if (fields >= MAX_DETAIL_FIELDS) break;
-    if (
-      typeof entry === 'number' &&
-      Number.isSafeInteger(entry) &&
-      entry >= 0 &&
-      /^[a-z_]{1,64}$/.test(name)
-    ) {
-      out[name] = entry;
+    const n = count(entry);
+    if (n !== undefined && /^[a-z_]{1,64}$/.test(name)) {
+      out[name] = n;
       fields += 1;
     }
   }
   return fields > 0 ? out : undefined;
-}
-
-/**
- * The upstream's own cost as decimal text. When the raw JSON text is at hand, the number's exact
- * source digits are taken from it; otherwise the shortest round-trip form of the parsed number.
- */
-function reportedCost(value: unknown, rawText: string | undefined): string | undefined {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) return undefined;
-  const source = rawText ? /"cost"\s*:\s*([0-9.eE+-]+)/.exec(rawText)?.[1] : undefined;
-  if (source !== undefined && DECIMAL_TEXT.test(source)) return source;
-  return String(value);
 }
 
 /**

@@ -228,9 +228,9 @@ describe('settlement under injected faults', () => {
         }),
       });
       const { data } = await readSse(streamed);
-      const last = JSON.parse(data.at(-1) ?? '{}');
+      expect(data.at(-1)).toBe('[DONE]');
+      const last = JSON.parse(data.at(-2) ?? '{}');
       expect(last.error.code).toBe('billing_failed');
-      expect(data).not.toContain('[DONE]');
     } finally {
       injected.remove();
     }

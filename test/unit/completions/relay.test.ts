@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type RelayOutcome, relay } from '../../../functions/completions/relay.js';
 import { stringifyJson } from '../../../functions/core/usage.js';
+import { upstreamEventsFrom } from '../../support/upstream-events.js';
 
 /** Feeds the relay an upstream body cut into the given byte pieces and collects what the client gets. */
 async function run(
@@ -17,26 +18,14 @@ async function run(
     outputCap?: number;
   } = {},
 ) {
-  let index = 0;
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      if (opts.gapMs && index > 0) await new Promise((resolve) => setTimeout(resolve, opts.gapMs));
-      const piece = pieces[index++];
-      if (piece) controller.enqueue(piece);
-      else if (opts.failAfter) controller.error(new Error('socket hang up'));
-      else if (opts.hangAfter) return new Promise(() => {});
-      else controller.close();
-    },
-  });
   let settled: RelayOutcome | undefined;
   const out = relay({
-    body,
+    events: upstreamEventsFrom(pieces, opts),
     generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
     tier: 'svc-fast',
     created: 1_767_225_600,
     keepAliveMs: 10_000,
     idleTimeoutMs: opts.idleTimeoutMs ?? 5_000,
-    maxBytes: opts.maxBytes ?? 1_000_000,
     ...(opts.deadlineInMs !== undefined ? { deadline: Date.now() + opts.deadlineInMs } : {}),
     ...(opts.outputCap !== undefined ? { outputCap: opts.outputCap } : {}),
     abortUpstream: () => {},
@@ -114,7 +103,7 @@ describe('relay', () => {
     expect(settled?.usage).toMatchObject({
       usage: { promptTokens: 4, completionTokens: 2, cachedTokens: 0 },
     });
-    expect(settled?.streamedText).toBe('Hello');
+    expect(settled?.deliveredText).toBe('Hello');
     expect(settled?.failure).toBeUndefined();
   });
 
@@ -127,7 +116,7 @@ describe('relay', () => {
     const insideData = 3; // "dat" | "a: ..."
     const accent = enc.encode(raw.slice(0, raw.indexOf('é'))).length + 1; // inside "é"
     const { settled, events } = await run(splitAt(bytes, [insideData, accent, crlf, emojiByte]));
-    expect(settled?.streamedText).toBe('héllo wörld ✓🙂');
+    expect(settled?.deliveredText).toBe('héllo wörld ✓🙂');
     expect(events.at(-1)).toBe('[DONE]');
   });
 
@@ -135,7 +124,7 @@ describe('relay', () => {
     const bytes = enc.encode(`${chunk('a') + chunk('b') + usageChunk}data: [DONE]\n\n`);
     const byteByByte = Array.from(bytes, (b) => Uint8Array.of(b));
     const { settled } = await run(byteByByte);
-    expect(settled?.streamedText).toBe('ab');
+    expect(settled?.deliveredText).toBe('ab');
     const report = settled?.usage;
     expect(report && 'usage' in report ? report.usage.completionTokens : undefined).toBe(2);
   });
@@ -178,25 +167,75 @@ describe('relay', () => {
   it('ends a dropped connection with one error event in the chunk shape, after settling what was streamed', async () => {
     const { events, settled } = await run([enc.encode(chunk('partial'))], { failAfter: true });
     expect(settled?.failure).toBeTruthy();
-    expect(settled?.streamedText).toBe('partial');
-    const last = JSON.parse(events.at(-1) ?? '{}');
+    expect(settled?.deliveredText).toBe('partial');
+    const last = JSON.parse(events.at(-2) ?? '{}');
     expect(last.object).toBe('chat.completion.chunk');
     expect(last.choices[0].finish_reason).toBe('error');
     expect(last.error.message).toBeTruthy();
-    expect(events).not.toContain('[DONE]');
+    expect(events.at(-2)).toBe(JSON.stringify(last));
+  });
+
+  it('ends every stream with [DONE], after an error event too', async () => {
+    for (const [pieces, opts] of [
+      [[enc.encode(chunk('partial'))], { failAfter: true }],
+      [[enc.encode(`${chunk('ok')}data: {not json\n\n`)], {}],
+      [[enc.encode(`${chunk('ok')}data: {"error":{"message":"overloaded"}}\n\n`)], {}],
+    ] as const) {
+      const { events } = await run([...pieces], opts);
+      expect(JSON.parse(events.at(-2) ?? '{}').choices[0].finish_reason).toBe('error');
+      expect(events.at(-1)).toBe('[DONE]');
+    }
+  });
+
+  it('sends only the documented chunk fields: private ones are dropped at every level', async () => {
+    const data = {
+      id: 'up-1',
+      object: 'chat.completion.chunk',
+      created: 1,
+      model: 'sim',
+      provider: 'SecretCloud',
+      x_upstream_internal: { node: 'gpu-17' },
+      system_fingerprint: 'fp_1',
+      choices: [
+        {
+          index: 0,
+          delta: { content: 'hi', reasoning: 'think', provider_trace: 'x' },
+          finish_reason: null,
+          native_finish_reason: 'eos',
+        },
+      ],
+    };
+    const { events, settled } = await run([enc.encode(`data: ${JSON.stringify(data)}\n\ndata: [DONE]\n\n`)]);
+    const sent = JSON.parse(events[0] ?? '{}');
+    expect(Object.keys(sent).sort()).toEqual([
+      'choices',
+      'created',
+      'id',
+      'model',
+      'object',
+      'system_fingerprint',
+    ]);
+    expect(sent.choices[0]).toEqual({
+      index: 0,
+      delta: { content: 'hi', reasoning: 'think' },
+      logprobs: null,
+      finish_reason: null,
+    });
+    expect(settled?.deliveredText).toBe('thinkhi');
   });
 
   it('cuts off an upstream that sends more than the bound', async () => {
     const pieces = Array.from({ length: 50 }, () => enc.encode(chunk('x'.repeat(100))));
     const { settled, events } = await run(pieces, { maxBytes: 2_000 });
+    expect(events.at(-1)).toBe('[DONE]');
+    expect(JSON.parse(events.at(-2) ?? '{}').choices[0].finish_reason).toBe('error');
     expect(settled?.failure).toMatch(/more than/);
-    expect(JSON.parse(events.at(-1) ?? '{}').choices[0].finish_reason).toBe('error');
   });
 
   it('treats a malformed chunk as a failure after the first byte', async () => {
     const { settled, events } = await run([enc.encode(`${chunk('ok')}data: {not json\n\n`)]);
     expect(settled?.failure).toMatch(/malformed/);
-    expect(JSON.parse(events.at(-1) ?? '{}').choices[0].finish_reason).toBe('error');
+    expect(JSON.parse(events.at(-2) ?? '{}').choices[0].finish_reason).toBe('error');
   });
 });
 
@@ -221,5 +260,19 @@ describe('relay limits', () => {
     const content = events.filter((e) => e.includes('"content"'));
     expect(content.length).toBeLessThanOrEqual(80);
     expect(events.at(-1)).toBe('[DONE]');
+  });
+
+  it('neither delivers nor bills an event that would take the stream past its output bound', async () => {
+    // One event of 50 KB against a cap of 8 tokens: (8 + 16) x 6 = 144 bytes allowed.
+    const { settled, events } = await run(
+      [enc.encode(chunk('small ')), enc.encode(chunk('y'.repeat(50_000)))],
+      {
+        hangAfter: true,
+        outputCap: 8,
+      },
+    );
+    expect(settled?.cut).toBe('output_cap');
+    expect(settled?.deliveredText).toBe('small ');
+    expect(events.some((e) => e.includes('yyyy'))).toBe(false);
   });
 });

@@ -57,6 +57,18 @@ describe('priceUsage with the simulator price table', () => {
     expect(capped.upstreamCost).toBe(10n * 60_000_000_000_000n);
   });
 
+  it('reads a reported cost by default, also in the short form (UPSTREAM_BASE_URL)', () => {
+    const tiers = parseTierConfig(singleUpstreamConfig('http://127.0.0.1:9/v1'));
+    const short = tiers['svc-fast'].targets[0];
+    expect(short?.reportsCost).toBe(true);
+    const charge = priceUsage(
+      { promptTokens: 5, completionTokens: 5, cachedTokens: 0, reportedCostUsd: '0.000123456' },
+      short ?? target('svc-fast'),
+    );
+    // 1.3 x 0.000123456 = 0.0001604928 exactly.
+    expect(charge.billedNano).toBe(160_493n);
+  });
+
   it("uses the upstream's own reported cost when the target reports one", () => {
     const reporting = { ...target('svc-fast'), reportsCost: true };
     const charge = priceUsage(
@@ -66,7 +78,7 @@ describe('priceUsage with the simulator price table', () => {
     expect(charge.billedNano).toBe(1_300_000n);
     const ignored = priceUsage(
       { promptTokens: 5, completionTokens: 5, cachedTokens: 0, reportedCostUsd: '0.001' },
-      target('svc-fast'),
+      { ...target('svc-fast'), reportsCost: false },
     );
     expect(ignored.billedNano).not.toBe(1_300_000n);
   });

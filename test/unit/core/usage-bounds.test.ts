@@ -33,7 +33,7 @@ describe('readUpstreamUsage', () => {
       completion_tokens_details: { reasoning_tokens: 2, audio_tokens: 0 },
       cost: 0.0000123,
     };
-    const report = readUpstreamUsage(raw, JSON.stringify(raw).replace('0.0000123', '1.23e-5'));
+    const report = readUpstreamUsage(raw, JSON.stringify({ usage: raw }).replace('0.0000123', '1.23e-5'));
     expect(report).toMatchObject({
       usage: {
         promptTokens: 10,

@@ -1,0 +1,107 @@
+import type { IncomingMessage } from 'node:http';
+
+/**
+ * An upstream response body read as Node hands it over: every piece received before a fault is given
+ * to the reader, then the fault. (A web stream made with `Readable.toWeb` discards what it has queued
+ * when the socket errors: an upstream that burst 2,000 events and reset the connection lost up to
+ * three quarters of them, and the bill counted only what survived.)
+ *
+ * The body is read in flowing mode, so nothing waits in Node's own buffer when the connection drops;
+ * what has arrived waits here, bounded by `maxBytes` (past it the body is a fault, and the connection
+ * is dropped). One reader at a time.
+ */
+export class UpstreamBody {
+  private readonly queue: Buffer[] = [];
+  private received = 0;
+  private ended = false;
+  private fault: Error | undefined;
+  private wake: (() => void) | undefined;
+
+  constructor(
+    private readonly incoming: IncomingMessage,
+    maxBytes: number,
+  ) {
+    incoming.on('data', (piece: Buffer) => {
+      if (this.fault) return;
+      this.received += piece.byteLength;
+      if (this.received > maxBytes) {
+        this.fail(new BodyTooLargeError(maxBytes));
+        incoming.destroy();
+        return;
+      }
+      this.queue.push(piece);
+      this.notify();
+    });
+    incoming.on('end', () => {
+      this.ended = true;
+      this.notify();
+    });
+    incoming.on('error', (error) => this.fail(error));
+    // A connection closed before the body's end, with no error event (a destroyed request).
+    incoming.on('close', () => {
+      if (!this.ended) this.fail(new Error('upstream connection closed before the end of the body'));
+    });
+  }
+
+  /** Bytes received so far. */
+  get bytesReceived(): number {
+    return this.received;
+  }
+
+  /**
+   * The next piece; `null` at the body's end; `'timeout'` when nothing arrived within `timeoutMs`.
+   * Rejects with the connection's fault only once every piece that came before it has been read.
+   */
+  async read(timeoutMs = Number.POSITIVE_INFINITY): Promise<Buffer | null | 'timeout'> {
+    const ready = this.take();
+    if (ready !== undefined) return ready;
+    let timer: NodeJS.Timeout | undefined;
+    const arrived = new Promise<void>((resolve) => {
+      this.wake = resolve;
+      if (Number.isFinite(timeoutMs)) timer = setTimeout(resolve, Math.max(0, timeoutMs));
+    });
+    await arrived;
+    clearTimeout(timer);
+    this.wake = undefined;
+    return this.take() ?? 'timeout';
+  }
+
+  /** Puts pieces back in front of the body (what was read to judge a stream's first event). */
+  unread(pieces: readonly Buffer[]): void {
+    this.queue.unshift(...pieces);
+  }
+
+  /** Stops reading: the connection is dropped, whatever is queued is released. */
+  cancel(): void {
+    this.queue.length = 0;
+    this.ended = true;
+    this.incoming.destroy();
+    this.notify();
+  }
+
+  private take(): Buffer | null | undefined {
+    const piece = this.queue.shift();
+    if (piece) return piece;
+    if (this.fault) throw this.fault;
+    if (this.ended) return null;
+    return undefined;
+  }
+
+  private fail(error: Error): void {
+    if (this.ended) return;
+    this.fault ??= error;
+    this.notify();
+  }
+
+  private notify(): void {
+    this.wake?.();
+  }
+}
+
+/** The body grew past the bound its reader set (untrusted input, OWASP API10). */
+export class BodyTooLargeError extends Error {
+  constructor(maxBytes: number) {
+    super(`upstream body larger than ${maxBytes} bytes`);
+    this.name = 'BodyTooLargeError';
+  }
+}
