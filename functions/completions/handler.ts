@@ -1,9 +1,9 @@
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
-import type { Context } from 'aws-lambda';
 import { getStore } from '../adapters/dynamodb/index.js';
 import { originVerifyValue, upstreamCredential } from '../adapters/secrets.js';
 import { MethodNotAllowedError, NotFoundError } from '../core/errors.js';
+import { authenticate, type CallerContext } from '../shared/authenticate.js';
 import { compressResponse } from '../shared/compression.js';
 import {
   type FunctionUrlEvent,
@@ -15,8 +15,8 @@ import {
 } from '../shared/http.js';
 import { lambdaMemoryMb, reclaimLargeInvocations } from '../shared/memory.js';
 import { logger } from '../shared/observability.js';
+import { complete } from './complete.js';
 import { loadCompletionsConfig } from './config.js';
-import { handleCompletion } from './service.js';
 
 /** The completions function: a Function URL in RESPONSE_STREAM mode, behind CloudFront's `/api/v1/chat/completions`. */
 export const PATH = '/api/v1/chat/completions';
@@ -24,18 +24,33 @@ export const PATH = '/api/v1/chat/completions';
 // Read and checked once per cold start: a bad configuration fails here, naming the field.
 const config = loadCompletionsConfig();
 
-async function completions(event: FunctionUrlEvent, context: Context): Promise<FunctionUrlResult> {
-  if (event.rawPath !== PATH) throw new NotFoundError(`No such endpoint: ${event.rawPath}`);
-  const method = event.requestContext.http.method;
-  if (method !== 'POST') throw new MethodNotAllowedError(method, ['POST']);
-  return handleCompletion(event, requestIdOf(context), context.getRemainingTimeInMillis(), {
-    store: getStore(),
-    config,
-    credential: upstreamCredential,
-  });
+const ports = { store: getStore(), config, credential: upstreamCredential };
+
+/** POST /api/v1/chat/completions, the caller already authenticated (the `authenticate` middleware). */
+async function completions(event: FunctionUrlEvent, context: CallerContext): Promise<FunctionUrlResult> {
+  const invocation = {
+    caller: context.caller,
+    requestId: requestIdOf(context),
+    remainingMs: context.getRemainingTimeInMillis(),
+  };
+  return complete(event, invocation, ports);
 }
 
-export const handler = middy<FunctionUrlEvent, FunctionUrlResult>({ streamifyResponse: true })
+/** The one route: anything else is 404 or 405, answered before the key is read. */
+function route(): middy.MiddlewareObj<FunctionUrlEvent, FunctionUrlResult, Error, CallerContext> {
+  return {
+    before: async function routeBefore({ event }) {
+      if (event.rawPath.replace(/\/+$/, '') !== PATH)
+        throw new NotFoundError(`No such endpoint: ${event.rawPath}`);
+      const method = event.requestContext.http.method;
+      if (method !== 'POST') throw new MethodNotAllowedError(method, ['POST']);
+    },
+  };
+}
+
+export const handler = middy<FunctionUrlEvent, FunctionUrlResult, Error, CallerContext>({
+  streamifyResponse: true,
+})
   // First, so that its `after` sees the reply as sent (a stream, compressed or not).
   .use(reclaimLargeInvocations({ memoryMb: lambdaMemoryMb() }))
   .use(injectLambdaContext(logger, { resetKeys: true }))
@@ -44,4 +59,6 @@ export const handler = middy<FunctionUrlEvent, FunctionUrlResult>({ streamifyRes
   .use(compressResponse())
   .use(httpErrorHandler())
   .use(originVerify(originVerifyValue))
+  .use(route())
+  .use(authenticate({ store: () => ports.store, requireCredit: true, topUpUrl: config.topUpUrl }))
   .handler(completions);

@@ -37,10 +37,17 @@ export function authorize(
       `account_${principal.accountStatus}`,
     );
   }
-  if (opts.requireCredit && principal.balanceNano - principal.heldNano <= 0n) {
-    throw new InsufficientCreditsError(nanoToUsd(principal.balanceNano), opts.topUpUrl, {
-      held: principal.balanceNano > 0n,
-    });
-  }
+  if (opts.requireCredit && principal.balanceNano - principal.heldNano <= 0n)
+    throw refuseCredit(principal, opts.topUpUrl);
   return principal;
+}
+
+/**
+ * The one 402: no available credit at the read, or all of it held when a hold was to be placed. Says
+ * whether the balance is empty or held by requests in flight.
+ */
+export function refuseCredit(principal: Principal, topUpUrl: string): InsufficientCreditsError {
+  return new InsufficientCreditsError(nanoToUsd(principal.balanceNano), topUpUrl, {
+    held: principal.balanceNano > 0n,
+  });
 }

@@ -46,7 +46,7 @@ export function headerSafe(name: string): string {
   return /^[\x21-\x2b\x2d-\x7e]+$/.test(short) ? short : encodeURIComponent(short);
 }
 
-export interface UpstreamBody {
+export interface ForwardedBody {
   body: Record<string, unknown>;
   /** Extra field names not sent to this target (`provider`, `messages[].reasoning`, ...). */
   dropped: string[];
@@ -55,7 +55,7 @@ export interface UpstreamBody {
 export function toUpstreamBody(
   request: ChatRequest,
   target: Pick<UpstreamTarget, 'model' | 'extraFields'>,
-): UpstreamBody {
+): ForwardedBody {
   const drop = target.extraFields === 'drop';
   const dropped = new Set<string>();
   const body: Record<string, unknown> = {};

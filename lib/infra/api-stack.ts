@@ -36,6 +36,7 @@ import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { Construct } from 'constructs';
+import { ORIGIN_READ_TIMEOUT_SECONDS } from '../../functions/shared/limits.js';
 import { SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
 import { TABLE_ENV } from '../tables.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
@@ -274,7 +275,7 @@ export class ApiStack extends Stack {
           origin: new FunctionUrlOrigin(completionsUrl, {
             customHeaders: originHeaders,
             // Before the first byte (a stream's first keep-alive is immediate).
-            readTimeout: Duration.seconds(60),
+            readTimeout: Duration.seconds(ORIGIN_READ_TIMEOUT_SECONDS),
             keepaliveTimeout: Duration.seconds(60),
           }),
         },

@@ -4,12 +4,15 @@ import type { Readable } from 'node:stream';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { complete } from '../../../functions/completions/complete.js';
 import { loadCompletionsConfig } from '../../../functions/completions/config.js';
-import { handleCompletion } from '../../../functions/completions/service.js';
+import type { GenerationPorts } from '../../../functions/completions/generation.js';
+import { authorize } from '../../../functions/core/access.js';
 import { generateApiKey } from '../../../functions/core/auth.js';
 import { HttpError } from '../../../functions/core/errors.js';
 import { usdToNano } from '../../../functions/core/money.js';
 import type { FunctionUrlEvent } from '../../../functions/shared/http.js';
+import { loadCaller } from '../../../functions/shared/principal.js';
 import { startSimulator } from '../../../functions/simulator/server.js';
 import { MemoryStore } from '../../support/memory-store.js';
 
@@ -61,6 +64,18 @@ function event(key: string, body: Record<string, unknown>): FunctionUrlEvent {
   } as unknown as FunctionUrlEvent;
 }
 
+/** What the handler does with an event: the authenticate middleware's steps, then the story. */
+async function handleCompletion(
+  event: FunctionUrlEvent,
+  requestId: string,
+  remainingMs: number,
+  ports: GenerationPorts,
+) {
+  const principal = await loadCaller(ports.store, event.headers.authorization);
+  const caller = authorize(principal, { requireCredit: true, topUpUrl: ports.config.topUpUrl });
+  return complete(event, { caller, requestId, remainingMs }, ports);
+}
+
 async function run(store: MemoryStore, key: string, body: Record<string, unknown>) {
   const result = await handleCompletion(event(key, body), 'req-1', 300_000, {
     store,
@@ -79,7 +94,7 @@ const ask = (stream: boolean, content = 'hello [[sim:tokens=6]]') => ({
   stream,
 });
 
-describe('handleCompletion over the store port', () => {
+describe('a completion over the store port', () => {
   it.each([false, true])(
     'serves a funded account on one read and one settlement (stream %s)',
     async (stream) => {

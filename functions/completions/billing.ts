@@ -1,0 +1,190 @@
+/**
+ * What a generation is billed, and the one write that bills it. The usage is the upstream's report
+ * when it sent a readable one, else the gateway's estimate (flagged); either way held to what the
+ * request could have used (core/usage-bounds.ts), every adjustment logged with the raw report,
+ * counted and kept on the ledger entry. Then one conditional write records the ledger entry under the
+ * generation id (which must not exist yet) and deducts the cost.
+ */
+import type { Principal } from '../core/access.js';
+import { InternalError } from '../core/errors.js';
+import { costToUsd, nanoToUsd } from '../core/money.js';
+import { priceUsage, type TokenUsage } from '../core/pricing.js';
+import type { ChatRequest } from '../core/schemas.js';
+import type { ChargeEntry, Hold, Store } from '../core/store.js';
+import { cutToCodePoints } from '../core/strings.js';
+import type { UpstreamTarget } from '../core/tiers.js';
+import { CountBudget, estimatePromptTokens, estimateTextTokens } from '../core/tokens.js';
+import type { UsageReport } from '../core/usage.js';
+import { boundUsage } from '../core/usage-bounds.js';
+import {
+  logger,
+  recordBillingFailure,
+  recordGeneration,
+  recordUsageOutOfBounds,
+} from '../shared/observability.js';
+import type { Deadlines } from './deadlines.js';
+
+/** The facts of a generation a bill is made from. */
+export interface Billable {
+  id: string;
+  caller: Principal;
+  request: ChatRequest;
+  target: UpstreamTarget;
+  deadlines: Deadlines;
+  /** What the gateway bounds this request's usage by (usage-bounds.ts). */
+  outputCap: number;
+  promptBound: number;
+  /** The hold this request placed, released by its settlement; none on the fast path. */
+  hold: Hold | undefined;
+}
+
+/** What the client was sent, and what the upstream said about it. */
+export interface Delivered {
+  report: UsageReport | undefined;
+  /** Exactly the text the client received: what the bill is bounded by, or estimated from. */
+  text: string;
+  /** Why the bill is not the report as sent (a cut, an error), for the ledger entry. */
+  notes: string[];
+  finishReason: string | undefined;
+  /**
+   * The gateway cut the reply (output cap or deadline): its completion tokens are estimated from the
+   * delivered text, since the upstream's report (and cost) covers text the client never got.
+   */
+  cut: boolean;
+}
+
+export async function bill(
+  generation: Billable,
+  delivered: Delivered,
+  store: Pick<Store, 'settleCharge'>,
+): Promise<{ usage: TokenUsage; billedNano: bigint }> {
+  const { report } = delivered;
+  const adjustments = [...delivered.notes];
+  const budget = new CountBudget(generation.deadlines.estimate);
+  let reported: TokenUsage;
+  let estimated = false;
+  if (report && 'usage' in report) {
+    reported = report.usage;
+    adjustments.push(...report.notes);
+    if (delivered.cut) {
+      const { reportedCostUsd: _coversUndelivered, ...counts } = reported;
+      reported = { ...counts, completionTokens: await estimateTextTokens(delivered.text, budget) };
+      adjustments.push('completion tokens estimated from the delivered text');
+      estimated = true;
+    }
+  } else {
+    if (report) adjustments.push(`unusable usage report: ${report.invalid}`);
+    // Counting stops in time for the settlement: what is left is estimated at the rate counted.
+    reported = {
+      promptTokens: await estimatePromptTokens(generation.request.messages, budget),
+      completionTokens: await estimateTextTokens(delivered.text, budget),
+      cachedTokens: 0,
+    };
+    estimated = true;
+  }
+  if (budget.extrapolatedBytes > 0)
+    adjustments.push(
+      `estimate: ${budget.extrapolatedBytes} bytes not counted in time, estimated at the counted rate`,
+    );
+  const bounded = boundUsage(
+    reported,
+    {
+      outputCap: generation.outputCap,
+      promptBound: generation.promptBound,
+      completionTextBytes: Buffer.byteLength(delivered.text),
+    },
+    generation.target.prices,
+  );
+  adjustments.push(...bounded.adjustments);
+  // Flagged (logged with the raw report and counted) when the upstream's report was not billed as sent.
+  const misreported =
+    bounded.adjustments.length > 0 ||
+    (report !== undefined && ('invalid' in report || report.notes.length > 0));
+  if (misreported) {
+    recordUsageOutOfBounds({
+      generationId: generation.id,
+      accountId: generation.caller.accountId,
+      tier: generation.request.model,
+      upstreamModel: generation.target.model,
+      // The upstream's own words, for the provider conversation; bounded by the body size limits.
+      reportedUsage: report?.raw,
+      adjustments,
+    });
+  }
+  const billedNano = await settle(
+    generation,
+    bounded.usage,
+    estimated,
+    adjustments,
+    delivered.finishReason,
+    store,
+  );
+  return { usage: bounded.usage, billedNano };
+}
+
+/** One conditional write: the ledger entry under the generation id and the deduction. */
+async function settle(
+  generation: Billable,
+  usage: TokenUsage,
+  estimated: boolean,
+  adjustments: string[],
+  finishReason: string | undefined,
+  store: Pick<Store, 'settleCharge'>,
+): Promise<bigint> {
+  const { upstreamCost, billedNano } = priceUsage(usage, generation.target);
+  const entry: ChargeEntry = {
+    accountId: generation.caller.accountId,
+    generationId: generation.id,
+    keyId: generation.caller.keyId,
+    tier: generation.request.model,
+    upstreamModel: generation.target.model,
+    promptTokens: usage.promptTokens,
+    completionTokens: usage.completionTokens,
+    cachedTokens: usage.cachedTokens,
+    upstreamCostUsd: costToUsd(upstreamCost),
+    billedNano,
+    estimated,
+    ...(adjustments.length > 0 ? { usageAdjusted: adjustments.join('; ').slice(0, 1_000) } : {}),
+    ...userField(generation.request),
+    ...(finishReason ? { finishReason } : {}),
+    createdAt: new Date().toISOString(),
+  };
+  try {
+    // At most the settlement reserve, and never past the invocation's own deadline.
+    await store.settleCharge(entry, {
+      ...(generation.hold ? { hold: generation.hold } : {}),
+      deadline: generation.deadlines.settleCall(),
+    });
+  } catch (error) {
+    recordBillingFailure(
+      // The full usage record, so the charge can be applied by hand; bigint becomes decimal text.
+      { ...entry, billedNano: undefined, billedUsd: nanoToUsd(billedNano) },
+      error,
+    );
+    throw new InternalError({ cause: error });
+  }
+  recordGeneration(entry.tier, entry.promptTokens, entry.completionTokens, billedNano);
+  logger.info('generation settled', {
+    accountId: entry.accountId,
+    keyId: entry.keyId,
+    generationId: entry.generationId,
+    tier: entry.tier,
+    promptTokens: entry.promptTokens,
+    completionTokens: entry.completionTokens,
+    cachedTokens: entry.cachedTokens,
+    billedUsd: nanoToUsd(billedNano),
+    estimated,
+    latencyMs: Date.now() - generation.deadlines.startedAt,
+  });
+  return billedNano;
+}
+
+/**
+ * The request's end-user id (`user`, or OpenAI's newer `safety_identifier`), at most 256 characters,
+ * cut on a code point and with any lone surrogate replaced: a client's string is stored as is, never
+ * as something the database or a header refuses.
+ */
+function userField(request: ChatRequest): { user?: string } {
+  const user = request.user ?? request.safety_identifier;
+  return typeof user === 'string' && user !== '' ? { user: cutToCodePoints(user, 256) } : {};
+}

@@ -1,0 +1,235 @@
+import { type OpenedUpstream, openWithFallback } from '../adapters/upstream.js';
+import { type Principal, refuseCredit } from '../core/access.js';
+import {
+  GatewayTimeoutError,
+  InternalError,
+  ServiceUnavailableError,
+  UpstreamError,
+} from '../core/errors.js';
+import { type ForwardedBody, toUpstreamBody } from '../core/forwarding.js';
+import { needsHold, worstCaseBilledNano } from '../core/holds.js';
+import { newGenerationId } from '../core/ids.js';
+import { nanoToUsd } from '../core/money.js';
+import type { ChatRequest } from '../core/schemas.js';
+import type { Hold, Store } from '../core/store.js';
+import { outputCap, type Tier, type UpstreamTarget } from '../core/tiers.js';
+import { usageForClient } from '../core/usage.js';
+import { promptBound } from '../core/usage-bounds.js';
+import { type FunctionUrlResult, jsonResponse, SSE_CONTENT_TYPE } from '../shared/http.js';
+import { logger } from '../shared/observability.js';
+import { type Billable, bill } from './billing.js';
+import type { CompletionsConfig } from './config.js';
+import type { Deadlines } from './deadlines.js';
+import { replyJson } from './json-reply.js';
+import { relay } from './relay.js';
+
+/** What a generation works through: the store, the configuration and the upstream credentials. */
+export interface GenerationPorts {
+  store: Store;
+  config: CompletionsConfig;
+  credential: (name: string | undefined) => Promise<string | undefined>;
+}
+
+/**
+ * One chat completion, from the validated request to its ledger entry: it owns the request's id,
+ * deadlines, hold and upstream, and each step happens here once, in order: admit (a hold where the
+ * account needs one), attempt the upstream (targets, retries, fallback), deliver (a JSON reply or a
+ * stream), and, whatever happens, either a settlement or the hold given back.
+ */
+export class Generation {
+  readonly id: string;
+  readonly created: number;
+  private readonly tier: Tier;
+  private readonly cap: number;
+  private readonly bound: number;
+  private hold: Hold | undefined;
+  /** Each target's body is built once (a retry resends it), with the extra fields it leaves out. */
+  private readonly forwarded = new Map<UpstreamTarget, ForwardedBody>();
+
+  readonly request: ChatRequest;
+  readonly caller: Principal;
+  readonly deadlines: Deadlines;
+  private readonly requestId: string;
+
+  constructor(
+    start: {
+      request: ChatRequest;
+      bodyBytes: number;
+      caller: Principal;
+      deadlines: Deadlines;
+      requestId: string;
+    },
+    private readonly ports: GenerationPorts,
+  ) {
+    const { request, caller, deadlines } = start;
+    this.request = request;
+    this.caller = caller;
+    this.deadlines = deadlines;
+    this.requestId = start.requestId;
+    this.id = newGenerationId(deadlines.startedAt);
+    this.created = Math.floor(deadlines.startedAt / 1000);
+    this.tier = ports.config.tiers[request.model];
+    this.cap = outputCap(request, this.tier);
+    this.bound = promptBound(start.bodyBytes, request.messages);
+  }
+
+  /**
+   * The fast path or a hold (core/holds.ts): an account whose available credit covers every request
+   * that can run at once is served on its one read; any other places a hold first, one conditional
+   * write, refused (402) when the credit is all held. A database failure here is a 503.
+   */
+  async admit(): Promise<void> {
+    const amountNano = worstCaseBilledNano(this.bound, this.cap, this.tier.targets);
+    if (!needsHold(this.caller, amountNano, this.ports.config.maxConcurrency)) return;
+    const hold: Hold = {
+      accountId: this.caller.accountId,
+      holdId: this.id,
+      amountNano,
+      expiresAt: this.deadlines.holdExpiresAt,
+      createdAt: new Date(this.deadlines.startedAt).toISOString(),
+    };
+    let placed: 'held' | 'refused';
+    try {
+      placed = await this.ports.store.placeHold(hold);
+    } catch (error) {
+      logger.error('hold write failed', { error: error instanceof Error ? error : String(error) });
+      throw new ServiceUnavailableError({ cause: error });
+    }
+    if (placed === 'refused') throw refuseCredit(this.caller, this.ports.config.topUpUrl);
+    this.hold = hold;
+  }
+
+  /** The upstream, tried target by target within the deadline; a failure gives the hold back. */
+  async attempt(): Promise<OpenedUpstream> {
+    const { config } = this.ports;
+    const stream = this.request.stream === true;
+    const started = this.deadlines.startedAt;
+    try {
+      return await openWithFallback({
+        targets: this.tier.targets,
+        bodyFor: (target) => this.forwardedTo(target).body,
+        credential: this.ports.credential,
+        maxBytes: config.maxResponseBytes,
+        policy: stream
+          ? config.retry
+          : { ...config.retry, firstByteTimeoutMs: Math.max(1, this.deadlines.upstream - started) },
+        deadline: this.deadlines.upstream,
+        onAttemptFailed: (info) =>
+          logger.warn('upstream attempt failed', {
+            ...info,
+            generationId: this.id,
+            tier: this.request.model,
+          }),
+      });
+    } catch (error) {
+      await this.release();
+      if (!stream && error instanceof UpstreamError && Date.now() >= this.deadlines.upstream)
+        throw new GatewayTimeoutError(this.deadlines.jsonReplySeconds, { cause: error });
+      throw error;
+    }
+  }
+
+  /** The reply: a JSON body once billed, or a stream that bills itself when the upstream is done. */
+  async deliver(opened: OpenedUpstream): Promise<FunctionUrlResult> {
+    const headers: Record<string, string> = { 'x-request-id': this.requestId, 'x-generation-id': this.id };
+    // Extra fields this target does not take were left out: say which (core/forwarding.ts).
+    const { dropped } = this.forwardedTo(opened.target);
+    if (dropped.length > 0) headers['x-dropped-fields'] = dropped.join(', ').slice(0, 1_000);
+    const billable = this.billable(opened.target);
+    if (!opened.stream) {
+      try {
+        const reply = await replyJson({
+          body: opened.body,
+          abort: opened.abort,
+          envelope: { id: this.id, created: this.created, model: this.request.model },
+          outputCap: this.cap,
+          deadlines: this.deadlines,
+          bill: (delivered) => bill(billable, delivered, this.ports.store),
+        });
+        return jsonResponse(200, reply, headers);
+      } catch (error) {
+        // Nothing was billed (a billing failure keeps its hold for the sweeper: the usage record is logged).
+        if (!(error instanceof InternalError)) await this.release();
+        throw error;
+      }
+    }
+    const body = relay({
+      events: opened.events,
+      generationId: this.id,
+      tier: this.request.model,
+      created: this.created,
+      keepAliveMs: this.ports.config.keepAliveMs,
+      idleTimeoutMs: this.ports.config.idleTimeoutMs,
+      deadline: this.deadlines.relay,
+      outputCap: this.cap,
+      abortUpstream: opened.abort,
+      settle: async (outcome) => {
+        const notes =
+          outcome.cut === 'output_cap'
+            ? ['stream cut at the output cap']
+            : outcome.cut === 'deadline'
+              ? ['stream cut at the function deadline']
+              : [];
+        const { usage, billedNano } = await bill(
+          billable,
+          {
+            report: outcome.usage,
+            text: outcome.deliveredText,
+            notes,
+            finishReason: outcome.failure ? 'error' : outcome.cut ? 'length' : outcome.finishReason,
+            cut: outcome.cut !== undefined,
+          },
+          this.ports.store,
+        );
+        return usageForClient(usage, nanoToUsd(billedNano));
+      },
+    });
+    return {
+      statusCode: 200,
+      headers: {
+        ...headers,
+        'content-type': SSE_CONTENT_TYPE,
+        'cache-control': 'no-cache',
+        'x-accel-buffering': 'no',
+      },
+      body,
+    };
+  }
+
+  private billable(target: UpstreamTarget): Billable {
+    return {
+      id: this.id,
+      caller: this.caller,
+      request: this.request,
+      target,
+      deadlines: this.deadlines,
+      outputCap: this.cap,
+      promptBound: this.bound,
+      hold: this.hold,
+    };
+  }
+
+  private forwardedTo(target: UpstreamTarget): ForwardedBody {
+    let built = this.forwarded.get(target);
+    if (!built) {
+      built = toUpstreamBody(this.request, target);
+      this.forwarded.set(target, built);
+    }
+    return built;
+  }
+
+  /** Gives a hold back when the request ends without a bill; a failure here leaves it to the sweeper. */
+  private async release(): Promise<void> {
+    const hold = this.hold;
+    if (!hold) return;
+    this.hold = undefined;
+    try {
+      await this.ports.store.releaseHold(hold);
+    } catch (error) {
+      logger.warn('hold release failed; the sweeper will release it at expiry', {
+        holdId: hold.holdId,
+        error: error instanceof Error ? error : String(error),
+      });
+    }
+  }
+}
