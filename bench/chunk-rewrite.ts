@@ -9,6 +9,7 @@
 
 import { relay } from '../functions/completions/relay.js';
 import { parseChunkData } from '../functions/core/upstream-reply.js';
+import { usageForClient } from '../functions/core/usage.js';
 import { upstreamEventsFrom } from '../test/support/upstream-events.js';
 
 const envelope = { id: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA', created: 1_767_225_600, model: 'svc-fast' };
@@ -65,7 +66,8 @@ async function relayPerChunk(count: number): Promise<number> {
       keepAliveMs: 10_000,
       idleTimeoutMs: 5_000,
       abortUpstream: () => {},
-      settle: async () => ({ prompt_tokens: 500, completion_tokens: count, total_tokens: 500 + count }),
+      settle: async () =>
+        usageForClient({ promptTokens: 500, completionTokens: count, cachedTokens: 0 }, '0.0001'),
     });
     for await (const _ of out) {
       // drain

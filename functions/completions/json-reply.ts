@@ -58,7 +58,8 @@ export async function replyJson(options: JsonReplyOptions): Promise<ChatCompleti
     ...options.envelope,
     object: 'chat.completion',
     choices: choices as ChatCompletion['choices'],
-    usage: usageForClient(usage, nanoToUsd(billedNano)) as unknown as ChatCompletion['usage'] & {},
+    // `cost` is our extra field, a JsonDecimal that serialises as a bare JSON number.
+    usage: usageForClient(usage, nanoToUsd(billedNano)) as ChatCompletion['usage'] & {},
     ...(system_fingerprint !== undefined ? { system_fingerprint } : {}),
     ...(service_tier !== undefined ? { service_tier } : {}),
   };

@@ -16,7 +16,7 @@ import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { BodyTooLargeError } from '../adapters/upstream-body.js';
 import type { UpstreamEvents } from '../adapters/upstream-events.js';
 import { CAP_SLACK, outputByteBound, textOf } from '../core/upstream-reply.js';
-import { stringifyJson, type UsageReport } from '../core/usage.js';
+import { type ClientUsage, stringifyJson, type UsageReport } from '../core/usage.js';
 
 export interface RelayOutcome {
   /** The upstream's last usage report, if it sent one. */
@@ -51,7 +51,7 @@ export interface RelayOptions {
    * Called once the upstream is done: settles the bill and returns the final chunk's usage object
    * (with `cost`), or throws if the charge could not be recorded (having logged and counted that).
    */
-  settle: (outcome: RelayOutcome) => Promise<unknown>;
+  settle: (outcome: RelayOutcome) => Promise<ClientUsage>;
 }
 
 /**
@@ -187,7 +187,7 @@ async function pump(options: RelayOptions, write: (text: string) => void): Promi
     );
   }
 
-  let usage: unknown;
+  let usage: ClientUsage;
   try {
     usage = await options.settle(outcome);
   } catch {

@@ -17,7 +17,7 @@ export interface Principal {
 }
 
 /**
- * The order of checks (DESIGN section 4): unknown or revoked key 401, suspended or banned account 403,
+ * The order of checks: unknown or revoked key 401, suspended or banned account 403,
  * and, where the request spends money, no available credit (balance minus what requests in flight
  * hold, at or below 0) is 402.
  */

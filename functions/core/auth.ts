@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { AuthenticationError } from './errors.js';
 import { randomBase62 } from './ids.js';
 
-/** `svc_live_` followed by 43 characters (spec section 5): 43 base62 characters carry 256 bits. */
+/** `svc_live_` followed by 43 characters (the product's key format): 43 base62 characters carry 256 bits. */
 export const KEY_PREFIX = 'svc_live_';
 export const KEY_PATTERN = /^svc_live_[0-9A-Za-z]{43}$/;
 
@@ -34,7 +34,7 @@ export function generateApiKey(): NewApiKey {
 
 /**
  * Extracts the key from an `Authorization: Bearer <key>` header. Missing or malformed is a 401
- * decided here, without any I/O (DESIGN section 4, step 1).
+ * decided here, without any I/O (the first step of every request: a missing or malformed key costs no read).
  */
 export function parseBearerKey(header: string | undefined): string {
   if (!header) {

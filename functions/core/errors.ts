@@ -1,5 +1,5 @@
 /**
- * HTTP errors with the OpenAI error shape `{error: {message, type, param, code}}` (DESIGN section 6),
+ * HTTP errors with the OpenAI error shape `{error: {message, type, param, code}}` (every error but 402, so that the official SDKs raise their typed errors),
  * except 402 which uses the spec's flat body. Every error knows its status and how to serialise itself.
  */
 export interface OpenAiErrorBody {
@@ -99,7 +99,7 @@ export class InsufficientCreditsError extends HttpError {
   }
 
   override toBody(): unknown {
-    // balance is the one money value that becomes a JSON number here, at the edge (spec section 2).
+    // balance is the one money value that becomes a JSON number here, at the edge (the product's 402 body).
     return {
       error: 'Insufficient credits',
       balance: Number(this.balanceUsd),

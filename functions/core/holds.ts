@@ -1,5 +1,5 @@
 /**
- * Holds (issue: prepaid means prepaid). A request's worst case is the most it can be billed: every
+ * Holds: prepaid means prepaid. A request's worst case is the most it can be billed: every
  * usage is held to its bounds before pricing (usage-bounds.ts), so pricing those bounds at the tier's
  * most expensive target gives a ceiling no bill of this request can pass.
  *

@@ -13,7 +13,7 @@ export function randomBase62(length: number): string {
   return out;
 }
 
-/** `gen-<unix_seconds>-<random_suffix>` (spec section 2). At most 35 characters, so it also fits a ClientRequestToken. */
+/** `gen-<unix_seconds>-<random_suffix>` (the format the product specifies). At most 35 characters, so it also fits a ClientRequestToken. */
 export function newGenerationId(nowMs = Date.now()): string {
   return `gen-${Math.floor(nowMs / 1000)}-${randomBase62(20)}`;
 }

@@ -3,7 +3,7 @@
  * function which only lists the models (functions/models) does not bundle or build tiers.ts's zod schemas.
  */
 
-/** The three public tiers (spec section 2), in the order the model list shows them. */
+/** The three public tiers (the product's three tiers), in the order the model list shows them. */
 export const TIER_IDS = ['svc-fast', 'svc-pro', 'svc-heavy'] as const;
 export type TierId = (typeof TIER_IDS)[number];
 

@@ -1,6 +1,6 @@
 /**
- * Bounds on a reported usage, from what the gateway knows itself (issue: trust nothing from the
- * upstream). A usage is never billed beyond what the request could have used:
+ * Bounds on a reported usage, from what the gateway knows itself (nothing from the upstream is
+ * trusted). A usage is never billed beyond what the request could have used:
  *
  * - completion tokens <= the output cap + CAP_MARGIN (the request's max_completion_tokens / max_tokens,
  *   else the tier's maxOutputTokens), and <= the UTF-8 bytes of the text the upstream actually returned

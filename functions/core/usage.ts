@@ -7,6 +7,7 @@
  * against what the request could have used.
  */
 import { parse as parseLossless } from 'lossless-json';
+import type { CompletionUsage } from 'openai/resources/completions';
 import type { TokenUsage } from './pricing.js';
 
 /** What the upstream said about usage: a readable report (with notes on what was not), or why it was unusable. */
@@ -156,7 +157,7 @@ function numericDetails(value: unknown): Record<string, number> | undefined {
  * OpenAI's usage block as the client receives it, with the billed cost as exact decimal text. The
  * upstream's details (cached, reasoning, audio tokens...) pass through, with the billed counts.
  */
-export function usageForClient(usage: TokenUsage, billedUsd: string) {
+export function usageForClient(usage: TokenUsage, billedUsd: string): ClientUsage {
   return {
     prompt_tokens: usage.promptTokens,
     completion_tokens: usage.completionTokens,
@@ -177,6 +178,13 @@ export function usageForClient(usage: TokenUsage, billedUsd: string) {
     cost: new JsonDecimal(billedUsd),
   };
 }
+
+/** OpenAI's `CompletionUsage`, with the billed `cost` as an exact decimal. */
+export type ClientUsage = Omit<CompletionUsage, 'prompt_tokens_details' | 'completion_tokens_details'> & {
+  prompt_tokens_details: Record<string, number>;
+  completion_tokens_details?: Record<string, number>;
+  cost: JsonDecimal;
+};
 
 /** A decimal that serialises as a bare JSON number with exactly its digits (no float in between). */
 export class JsonDecimal {

@@ -1,5 +1,5 @@
 /**
- * gzip for clients that accept it, as a middy `after` middleware (issue 15: CloudFront bills every
+ * gzip for clients that accept it, as a middy `after` middleware (CloudFront bills every
  * byte out, and an SSE stream repeats a ~250-byte chunk envelope for a few characters of text).
  *
  * The official SDKs ask for it: the OpenAI Node SDK's fetch (undici) sends `Accept-Encoding: gzip,

@@ -1,7 +1,7 @@
 /**
  * The DynamoDB implementation of the store port (core/store.ts). The request path costs one strongly
- * consistent read before the upstream call and one transactional write after the last token
- * (DESIGN section 4); an account that could overdraw adds one conditional hold write before it.
+ * consistent read before the upstream call and one transactional write after the last token; an
+ * account that could overdraw adds one conditional hold write before it.
  * SDK exceptions become domain outcomes here (a failed condition is 'refused', 'already-settled',
  * AccountNotFoundError...); anything else is rethrown.
  */
@@ -55,7 +55,7 @@ const SETTLE_ATTEMPTS = 8;
 const HOLD_ATTEMPTS = 10;
 
 export class DynamoStore implements Store {
-  /** keyHash -> accountId. The mapping never changes, so it may live across requests (DESIGN section 4). */
+  /** keyHash -> accountId. The mapping never changes, so it may live across requests (revocation, status and balance are read fresh every time). */
   private readonly accountOfKey = new Map<string, string>();
   private static readonly CACHE_LIMIT = 10_000;
 

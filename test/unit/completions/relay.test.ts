@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type RelayOutcome, relay } from '../../../functions/completions/relay.js';
-import { stringifyJson } from '../../../functions/core/usage.js';
+import { stringifyJson, usageForClient } from '../../../functions/core/usage.js';
 import { upstreamEventsFrom } from '../../support/upstream-events.js';
 
 /** Feeds the relay an upstream body cut into the given byte pieces and collects what the client gets. */
@@ -31,7 +31,7 @@ async function run(
     abortUpstream: () => {},
     settle: async (outcome) => {
       settled = outcome;
-      return { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3, cost: 0.5 };
+      return usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5');
     },
   });
   // Counted from here: the relay's first write comes after this turn of the event loop.
