@@ -6,7 +6,6 @@
  * generation id (which must not exist yet) and deducts the cost.
  */
 import type { Principal } from '../core/access.js';
-import { InternalError } from '../core/errors.js';
 import { costToUsd, nanoToUsd } from '../core/money.js';
 import { priceUsage, type TokenUsage } from '../core/pricing.js';
 import type { ChatRequest } from '../core/schemas.js';
@@ -53,11 +52,18 @@ export interface Delivered {
   cut: boolean;
 }
 
-export async function bill(
-  generation: Billable,
-  delivered: Delivered,
-  store: Pick<Store, 'settleCharge'>,
-): Promise<{ usage: TokenUsage; billedNano: bigint }> {
+/** A priced generation: its billed usage and the ledger entry that records it. */
+export interface Bill {
+  usage: TokenUsage;
+  billedNano: bigint;
+  entry: ChargeEntry;
+}
+
+/**
+ * The bill of what was delivered: the usage decided and bounded, priced, and its ledger entry built.
+ * Nothing is written: the reply carries this exact cost before the settlement records it.
+ */
+export async function price(generation: Billable, delivered: Delivered): Promise<Bill> {
   const { report } = delivered;
   const adjustments = [...delivered.notes];
   const budget = new CountBudget(generation.deadlines.estimate);
@@ -111,26 +117,7 @@ export async function bill(
       adjustments,
     });
   }
-  const billedNano = await settle(
-    generation,
-    bounded.usage,
-    estimated,
-    adjustments,
-    delivered.finishReason,
-    store,
-  );
-  return { usage: bounded.usage, billedNano };
-}
-
-/** One conditional write: the ledger entry under the generation id and the deduction. */
-async function settle(
-  generation: Billable,
-  usage: TokenUsage,
-  estimated: boolean,
-  adjustments: string[],
-  finishReason: string | undefined,
-  store: Pick<Store, 'settleCharge'>,
-): Promise<bigint> {
+  const usage = bounded.usage;
   const { upstreamCost, billedNano } = priceUsage(usage, generation.target);
   const entry: ChargeEntry = {
     accountId: generation.caller.accountId,
@@ -146,22 +133,36 @@ async function settle(
     estimated,
     ...(adjustments.length > 0 ? { usageAdjusted: adjustments.join('; ').slice(0, 1_000) } : {}),
     ...userField(generation.request),
-    ...(finishReason ? { finishReason } : {}),
-    createdAt: new Date().toISOString(),
+    ...(delivered.finishReason ? { finishReason: delivered.finishReason } : {}),
+    // The generation's own time (its id carries the same second), not the settlement's.
+    createdAt: new Date(generation.deadlines.startedAt).toISOString(),
   };
+  return { usage, billedNano, entry };
+}
+
+/**
+ * One conditional write: the ledger entry under the generation id and the deduction (idempotent by
+ * generation id). Runs after the reply. Its full record is logged first, as one line (`generation
+ * usage`): should the function die before the write, `admin bill-logged` finds it and bills it once.
+ * A write that still fails within the deadline is logged again with the record and counted
+ * (`BillingFailures`); it never throws, since the client already has its reply.
+ */
+export async function settle(
+  bill: Bill,
+  generation: Pick<Billable, 'hold' | 'deadlines'>,
+  store: Pick<Store, 'settleCharge'>,
+): Promise<'settled' | 'failed'> {
+  const { entry, billedNano } = bill;
+  logger.info('generation usage', { record: usageRecord(entry, generation.hold) });
   try {
-    // At most the settlement reserve, and never past the invocation's own deadline.
     await store.settleCharge(entry, {
       ...(generation.hold ? { hold: generation.hold } : {}),
       deadline: generation.deadlines.settleCall(),
     });
   } catch (error) {
-    recordBillingFailure(
-      // The full usage record, so the charge can be applied by hand; bigint becomes decimal text.
-      { ...entry, billedNano: undefined, billedUsd: nanoToUsd(billedNano) },
-      error,
-    );
-    throw new InternalError({ cause: error });
+    // The full usage record, so the charge can be applied later; bigint becomes decimal text.
+    recordBillingFailure({ ...entry, billedNano: undefined, billedUsd: nanoToUsd(billedNano) }, error);
+    return 'failed';
   }
   recordGeneration(entry.tier, entry.promptTokens, entry.completionTokens, billedNano);
   logger.info('generation settled', {
@@ -173,10 +174,22 @@ async function settle(
     completionTokens: entry.completionTokens,
     cachedTokens: entry.cachedTokens,
     billedUsd: nanoToUsd(billedNano),
-    estimated,
+    estimated: entry.estimated,
     latencyMs: Date.now() - generation.deadlines.startedAt,
   });
-  return billedNano;
+  return 'settled';
+}
+
+/**
+ * The usage record as logged: the ledger entry and the hold, bigints as decimal strings. `admin
+ * bill-logged` reads it back (lib/admin/usage-records.ts).
+ */
+export function usageRecord(entry: ChargeEntry, hold: Hold | undefined) {
+  return {
+    ...entry,
+    billedNano: entry.billedNano.toString(),
+    ...(hold ? { hold: { ...hold, amountNano: hold.amountNano.toString() } } : {}),
+  };
 }
 
 /**

@@ -6,20 +6,23 @@ import { Generation, type GenerationPorts } from './generation.js';
 
 /**
  * One chat completion's story, once its caller is known: validate the body (400), set its deadlines,
- * admit it (a hold, or 402), attempt the upstream (502/504), deliver and bill.
+ * admit it (a hold, or 402), attempt the upstream (502/504), deliver and price it; the settlement
+ * follows the reply (`afterReply`).
  */
 export async function complete(
   event: FunctionUrlEvent,
-  invocation: { caller: Principal; requestId: string; remainingMs: number },
+  invocation: {
+    caller: Principal;
+    requestId: string;
+    remainingMs: number;
+    afterReply: (work: Promise<void>) => void;
+  },
   ports: GenerationPorts,
 ): Promise<FunctionUrlResult> {
   const startedAt = Date.now();
   const { request, bodyBytes } = takeChatRequest(event);
   const deadlines = new Deadlines(startedAt, invocation.remainingMs, request.stream === true, ports.config);
-  const generation = new Generation(
-    { request, bodyBytes, caller: invocation.caller, deadlines, requestId: invocation.requestId },
-    ports,
-  );
+  const generation = new Generation({ request, bodyBytes, deadlines, ...invocation }, ports);
   await generation.admit();
   return generation.deliver(await generation.attempt());
 }

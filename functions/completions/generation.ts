@@ -1,11 +1,6 @@
 import { type OpenedUpstream, openWithFallback } from '../adapters/upstream.js';
 import { type Principal, refuseCredit } from '../core/access.js';
-import {
-  GatewayTimeoutError,
-  InternalError,
-  ServiceUnavailableError,
-  UpstreamError,
-} from '../core/errors.js';
+import { GatewayTimeoutError, ServiceUnavailableError, UpstreamError } from '../core/errors.js';
 import { type ForwardedBody, toUpstreamBody } from '../core/forwarding.js';
 import { needsHold, worstCaseBilledNano } from '../core/holds.js';
 import { newGenerationId } from '../core/ids.js';
@@ -17,7 +12,7 @@ import { usageForClient } from '../core/usage.js';
 import { promptBound } from '../core/usage-bounds.js';
 import { type FunctionUrlResult, jsonResponse, SSE_CONTENT_TYPE } from '../shared/http.js';
 import { logger } from '../shared/observability.js';
-import { type Billable, bill } from './billing.js';
+import { type Billable, type Delivered, price, settle } from './billing.js';
 import type { CompletionsConfig } from './config.js';
 import type { Deadlines } from './deadlines.js';
 import { replyJson } from './json-reply.js';
@@ -50,6 +45,7 @@ export class Generation {
   readonly caller: Principal;
   readonly deadlines: Deadlines;
   private readonly requestId: string;
+  private readonly afterReply: (work: Promise<void>) => void;
 
   constructor(
     start: {
@@ -58,6 +54,8 @@ export class Generation {
       caller: Principal;
       deadlines: Deadlines;
       requestId: string;
+      /** Runs the settlement once the reply is out, within the invocation (shared/after-reply.ts). */
+      afterReply: (work: Promise<void>) => void;
     },
     private readonly ports: GenerationPorts,
   ) {
@@ -66,6 +64,7 @@ export class Generation {
     this.caller = caller;
     this.deadlines = deadlines;
     this.requestId = start.requestId;
+    this.afterReply = start.afterReply;
     this.id = newGenerationId(deadlines.startedAt);
     this.created = Math.floor(deadlines.startedAt / 1000);
     this.tier = ports.config.tiers[request.model];
@@ -144,12 +143,12 @@ export class Generation {
           envelope: { id: this.id, created: this.created, model: this.request.model },
           outputCap: this.cap,
           deadlines: this.deadlines,
-          bill: (delivered) => bill(billable, delivered, this.ports.store),
+          bill: (delivered) => this.bill(billable, delivered),
         });
         return jsonResponse(200, reply, headers);
       } catch (error) {
-        // Nothing was billed (a billing failure keeps its hold for the sweeper: the usage record is logged).
-        if (!(error instanceof InternalError)) await this.release();
+        // Nothing was billed.
+        await this.release();
         throw error;
       }
     }
@@ -170,17 +169,13 @@ export class Generation {
             : outcome.cut === 'deadline'
               ? ['stream cut at the function deadline']
               : [];
-        const { usage, billedNano } = await bill(
-          billable,
-          {
-            report: outcome.usage,
-            text: outcome.deliveredText,
-            notes,
-            finishReason: outcome.failure ? 'error' : outcome.cut ? 'length' : outcome.finishReason,
-            cut: outcome.cut !== undefined,
-          },
-          this.ports.store,
-        );
+        const { usage, billedNano } = await this.bill(billable, {
+          report: outcome.usage,
+          text: outcome.deliveredText,
+          notes,
+          finishReason: outcome.failure ? 'error' : outcome.cut ? 'length' : outcome.finishReason,
+          cut: outcome.cut !== undefined,
+        });
         return usageForClient(usage, nanoToUsd(billedNano));
       },
     });
@@ -194,6 +189,16 @@ export class Generation {
       },
       body,
     };
+  }
+
+  /**
+   * Prices what was delivered for the reply to carry, and settles it once the reply is out: the client
+   * never waits for the ledger (billing.ts).
+   */
+  private async bill(billable: Billable, delivered: Delivered) {
+    const priced = await price(billable, delivered);
+    this.afterReply(settle(priced, billable, this.ports.store).then(() => {}));
+    return priced;
   }
 
   private billable(target: UpstreamTarget): Billable {

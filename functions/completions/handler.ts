@@ -3,6 +3,7 @@ import middy from '@middy/core';
 import { getStore } from '../adapters/dynamodb/index.js';
 import { originVerifyValue, upstreamCredential } from '../adapters/secrets.js';
 import { MethodNotAllowedError, NotFoundError } from '../core/errors.js';
+import { type AfterReplyContext, afterReplyPlugin } from '../shared/after-reply.js';
 import { authenticate, type CallerContext } from '../shared/authenticate.js';
 import { compressResponse } from '../shared/compression.js';
 import {
@@ -26,18 +27,24 @@ const config = loadCompletionsConfig();
 
 const ports = { store: getStore(), config, credential: upstreamCredential };
 
+type InvocationContext = CallerContext & AfterReplyContext;
+
 /** POST /api/v1/chat/completions, the caller already authenticated (the `authenticate` middleware). */
-async function completions(event: FunctionUrlEvent, context: CallerContext): Promise<FunctionUrlResult> {
-  const invocation = {
-    caller: context.caller,
-    requestId: requestIdOf(context),
-    remainingMs: context.getRemainingTimeInMillis(),
-  };
-  return complete(event, invocation, ports);
+async function completions(event: FunctionUrlEvent, context: InvocationContext): Promise<FunctionUrlResult> {
+  return complete(
+    event,
+    {
+      caller: context.caller,
+      requestId: requestIdOf(context),
+      remainingMs: context.getRemainingTimeInMillis(),
+      afterReply: context.afterReply,
+    },
+    ports,
+  );
 }
 
 /** The one route: anything else is 404 or 405, answered before the key is read. */
-function route(): middy.MiddlewareObj<FunctionUrlEvent, FunctionUrlResult, Error, CallerContext> {
+function route(): middy.MiddlewareObj<FunctionUrlEvent, FunctionUrlResult, Error, InvocationContext> {
   return {
     before: async function routeBefore({ event }) {
       if (event.rawPath.replace(/\/+$/, '') !== PATH)
@@ -48,8 +55,10 @@ function route(): middy.MiddlewareObj<FunctionUrlEvent, FunctionUrlResult, Error
   };
 }
 
-export const handler = middy<FunctionUrlEvent, FunctionUrlResult, Error, CallerContext>({
+export const handler = middy<FunctionUrlEvent, FunctionUrlResult, Error, InvocationContext>({
   streamifyResponse: true,
+  // The settlement runs after the reply is out, and is awaited before the invocation ends.
+  ...afterReplyPlugin(),
 })
   // First, so that its `after` sees the reply as sent (a stream, compressed or not).
   .use(reclaimLargeInvocations({ memoryMb: lambdaMemoryMb() }))

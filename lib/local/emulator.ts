@@ -67,6 +67,8 @@ export interface RunningEmulator {
   functionUrls: Record<string, string>;
   /** Invocations, function errors, timeouts and cold starts, by function name. */
   stats(name: string): FunctionStats;
+  /** Resolves once no function has an invocation running or queued (work after a reply included). */
+  quiescent(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -223,6 +225,9 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
       const pool = pools.get(name);
       if (!pool) throw new Error(`no function ${name}`);
       return { ...pool.stats };
+    },
+    quiescent: async () => {
+      await Promise.all([...pools.values()].map((pool) => pool.quiescent()));
     },
     close: async () => {
       await Promise.all([...pools.values()].map((p) => p.close()));

@@ -281,6 +281,7 @@ export class FunctionPool {
   readonly stats: FunctionStats = { invocations: 0, errors: 0, timeouts: 0, coldStarts: 0 };
   private closed = false;
   private readonly arn: string;
+  private quiet: (() => void)[] = [];
 
   constructor(
     readonly config: FunctionConfig,
@@ -312,6 +313,7 @@ export class FunctionPool {
 
   /** Matches waiting invocations with idle instances; starts instances for the rest, up to the limit. */
   pump(): void {
+    this.checkQuiescent();
     if (this.closed) return;
     for (const instance of this.instances) {
       if (this.queue.length === 0) break;
@@ -327,6 +329,24 @@ export class FunctionPool {
       this.spawn();
       toStart -= 1;
     }
+  }
+
+  /**
+   * Resolves once nothing runs: no invocation queued and every instance waiting for work. A handler
+   * that works on after its reply (a settlement) is done by then, as Lambda awaits it.
+   */
+  quiescent(): Promise<void> {
+    return new Promise((resolve) => {
+      this.quiet.push(resolve);
+      this.checkQuiescent();
+    });
+  }
+
+  checkQuiescent(): void {
+    if (this.quiet.length === 0) return;
+    const busy = this.queue.length > 0 || [...this.instances].some((i) => !i.dead && !i.idle);
+    if (busy) return;
+    for (const resolve of this.quiet.splice(0)) resolve();
   }
 
   settled(outcome: Outcome): void {

@@ -1,7 +1,8 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { usdToNano } from '../../functions/core/money.js';
-import { listLedger, showAccount } from '../../lib/admin/operations.js';
+import { showAccount } from '../../lib/admin/operations.js';
+import { ledgerOf } from '../support/settled.js';
 import { eventually } from '../support/sse.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
 
@@ -69,7 +70,7 @@ describe('GET /api/v1/generation', () => {
     await response.body?.getReader().read();
     controller.abort(); // the client goes away; the generation runs on and is billed
     const charge = await eventually(async () =>
-      (await listLedger(target.admin, accountId)).find((e) => e.entryId === id),
+      (await ledgerOf(target, accountId)).find((e) => e.entryId === id),
     );
     const { status, body } = await get(`/generation?id=${id}`, key);
     expect(status).toBe(200);

@@ -2,7 +2,7 @@ import { countTokens } from 'gpt-tokenizer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { usdToNano } from '../../functions/core/money.js';
 import { COUNT_SLICE } from '../../functions/core/tokens.js';
-import { listLedger } from '../../lib/admin/operations.js';
+import { ledgerOf } from '../support/settled.js';
 import { readSse } from '../support/sse.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
@@ -43,7 +43,7 @@ describe('a generation that would outlive the function', () => {
     const usage = chunks.at(-1).usage;
     expect(usage.completion_tokens).toBeGreaterThan(0);
     expect(usage.completion_tokens).toBeLessThan(200);
-    const ledger = (await listLedger(short.admin, accountId)).filter((e) => e.type === 'charge');
+    const ledger = (await ledgerOf(short, accountId)).filter((e) => e.type === 'charge');
     expect(ledger).toHaveLength(1);
     expect(ledger[0]?.estimated).toBe(true);
     expect(START - (await balanceNano(short, accountId))).toBe(usdToNano(String(usage.cost)));
@@ -78,7 +78,7 @@ describe('an estimate that cannot finish counting before the settlement deadline
     });
     expect(response.status).toBe(200);
     const { usage } = (await response.json()) as { usage: { prompt_tokens: number; cost: number } };
-    const [charge] = (await listLedger(short.admin, accountId)).filter((e) => e.type === 'charge');
+    const [charge] = (await ledgerOf(short, accountId)).filter((e) => e.type === 'charge');
     expect(charge).toMatchObject({ estimated: true, promptTokens: usage.prompt_tokens });
     expect(charge?.usageAdjusted).toMatch(/not counted in time, estimated at the counted rate/);
     const exact = countTokens(`${prompt} [[sim:tokens=5]] [[sim:no_usage]]`) + 6;

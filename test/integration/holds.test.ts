@@ -6,7 +6,8 @@ import { usdToNano } from '../../functions/core/money.js';
 import type { Hold } from '../../functions/core/store.js';
 import { expiredHolds } from '../../functions/shared/observability.js';
 import { parseCommandLine, runCommand } from '../../lib/admin/cli.js';
-import { getAccount, listLedger, reconcile } from '../../lib/admin/operations.js';
+import { getAccount, reconcile } from '../../lib/admin/operations.js';
+import { ledgerOf } from '../support/settled.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
@@ -69,7 +70,7 @@ async function checkBurst(accountId: string, outcomes: Outcome[]) {
   const largest = served.reduce((max, o) => ((o.cost ?? 0n) > max ? (o.cost ?? 0n) : max), 0n);
   // The overdraft bound: at most one request's own bill.
   expect(balance).toBeGreaterThanOrEqual(-largest);
-  const charges = (await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge');
+  const charges = (await ledgerOf(target, accountId)).filter((e) => e.type === 'charge');
   expect(charges).toHaveLength(served.length);
   const drop = usdToNano('0.01') - balance;
   expect(charges.reduce((sum, c) => sum - c.deltaNano, 0n)).toBe(drop);

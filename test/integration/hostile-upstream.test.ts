@@ -6,9 +6,9 @@ import { SIMULATOR_PRICES } from '../../functions/core/tiers.js';
 import { CAP_MARGIN } from '../../functions/core/usage-bounds.js';
 import { usageAdjustments } from '../../functions/shared/observability.js';
 import { startSimulator } from '../../functions/simulator/server.js';
-import { listLedger } from '../../lib/admin/operations.js';
 import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { type FakeUpstream, startFakeUpstream } from '../support/fake-upstream.js';
+import { ledgerOf } from '../support/settled.js';
 import { readSse } from '../support/sse.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
@@ -115,7 +115,7 @@ async function clientUsage(response: Response, stream: boolean) {
 }
 
 async function oneCharge(accountId: string) {
-  const charges = (await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge');
+  const charges = (await ledgerOf(target, accountId)).filter((e) => e.type === 'charge');
   expect(charges).toHaveLength(1);
   const [charge] = charges;
   if (!charge) throw new Error('no charge');
@@ -131,7 +131,7 @@ async function oneCharge(accountId: string) {
 }
 
 async function noCharge(accountId: string) {
-  expect((await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge')).toHaveLength(0);
+  expect((await ledgerOf(target, accountId)).filter((e) => e.type === 'charge')).toHaveLength(0);
   expect(await balanceNano(target, accountId)).toBe(START);
 }
 

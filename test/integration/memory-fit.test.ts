@@ -13,10 +13,10 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listLedger } from '../../lib/admin/operations.js';
 import { FUNCTION_SETTINGS } from '../../lib/infra/function-settings.js';
 import { REPO_ROOT } from '../../lib/infra/service-function.js';
 import { bundleFunctions, ricLauncher, runtimeInstalled } from '../../lib/local/aws-lambda-ric.js';
+import { ledgerOf } from '../support/settled.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
 
 const RIC = runtimeInstalled();
@@ -75,7 +75,7 @@ describe('memory of the completions function at its configured size', () => {
       expect(response.status).toBe(200);
       expect(stream ? reply : JSON.parse(reply).usage).toBeTruthy();
     }
-    const charges = (await listLedger(target.admin, accountId)).filter((entry) => entry.type === 'charge');
+    const charges = (await ledgerOf(target, accountId)).filter((entry) => entry.type === 'charge');
     expect(charges).toHaveLength(4);
     for (const charge of charges) expect(charge).toMatchObject({ estimated: true });
 

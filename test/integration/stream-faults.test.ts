@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { usdToNano } from '../../functions/core/money.js';
-import { listLedger } from '../../lib/admin/operations.js';
+import { ledgerOf } from '../support/settled.js';
 import { eventually, readSse } from '../support/sse.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
@@ -45,7 +45,7 @@ async function call(
 
 /** Exactly one charge, and the balance dropped by exactly its billed cost. */
 async function expectOneCharge(accountId: string) {
-  const charges = (await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge');
+  const charges = (await ledgerOf(target, accountId)).filter((e) => e.type === 'charge');
   expect(charges).toHaveLength(1);
   const [charge] = charges;
   if (!charge) throw new Error('no charge');
@@ -54,7 +54,7 @@ async function expectOneCharge(accountId: string) {
 }
 
 async function expectNoCharge(accountId: string) {
-  expect((await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge')).toHaveLength(0);
+  expect((await ledgerOf(target, accountId)).filter((e) => e.type === 'charge')).toHaveLength(0);
   expect(await balanceNano(target, accountId)).toBe(START);
 }
 
@@ -142,7 +142,7 @@ describe('a client that goes away', () => {
       expect(first?.done).toBe(false);
       controller.abort();
       const charge = await eventually(async () =>
-        (await listLedger(target.admin, accountId)).find((e) => e.type === 'charge'),
+        (await ledgerOf(target, accountId)).find((e) => e.type === 'charge'),
       );
       expect(charge.estimated).toBe(false);
       expect(charge.completionTokens).toBe(20);

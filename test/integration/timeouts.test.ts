@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { usdToNano } from '../../functions/core/money.js';
-import { listLedger } from '../../lib/admin/operations.js';
+import { ledgerOf } from '../support/settled.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
@@ -58,7 +58,7 @@ async function readTimed(response: Response) {
 }
 
 async function charges(accountId: string) {
-  return (await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge');
+  return (await ledgerOf(target, accountId)).filter((e) => e.type === 'charge');
 }
 
 describe('a long mid-stream pause', () => {

@@ -7,9 +7,9 @@ import { parseTierConfig, SIMULATOR_PRICES } from '../../functions/core/tiers.js
 import { CountBudget, estimateTextTokens } from '../../functions/core/tokens.js';
 import { CAP_MARGIN } from '../../functions/core/usage-bounds.js';
 import { usageAdjustments } from '../../functions/shared/observability.js';
-import { listLedger } from '../../lib/admin/operations.js';
 import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { type FakeUpstream, startFakeUpstream } from '../support/fake-upstream.js';
+import { ledgerOf } from '../support/settled.js';
 import { readSse } from '../support/sse.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
@@ -85,7 +85,7 @@ async function call(key: string, stream: boolean, extra: Record<string, unknown>
 
 /** The one charge of an account, with the ledger item's token counts and flags; the balance agrees. */
 async function oneCharge(accountId: string) {
-  const charges = (await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge');
+  const charges = (await ledgerOf(target, accountId)).filter((e) => e.type === 'charge');
   expect(charges).toHaveLength(1);
   const [charge] = charges;
   if (!charge) throw new Error('no charge');
@@ -425,7 +425,7 @@ describe('the short form (UPSTREAM_BASE_URL) against a provider that reports its
       : ((await response.json()) as { usage: { cost: number } }).usage.cost;
     // 1.3 x 0.000123456 = 0.0001604928, rounded up to the next nano-USD.
     expect(String(cost)).toBe('0.000160493');
-    const charges = (await listLedger(short.admin, accountId)).filter((e) => e.type === 'charge');
+    const charges = (await ledgerOf(short, accountId)).filter((e) => e.type === 'charge');
     expect(charges.map((c) => -c.deltaNano)).toEqual([160_493n]);
   });
 });

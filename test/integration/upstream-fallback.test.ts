@@ -4,8 +4,8 @@ import { usdToNano } from '../../functions/core/money.js';
 import { priceUsage } from '../../functions/core/pricing.js';
 import { parseTierConfig, SIMULATOR_PRICES, singleUpstreamConfig } from '../../functions/core/tiers.js';
 import { startSimulator } from '../../functions/simulator/server.js';
-import { listLedger } from '../../lib/admin/operations.js';
 import { freePort } from '../../lib/local/dynamodb-local.js';
+import { ledgerOf } from '../support/settled.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
@@ -128,7 +128,7 @@ describe('retry and fallback before the first byte', () => {
         simTarget,
       );
       expect(usdToNano(String(body.usage.cost))).toBe(expected.billedNano);
-      expect((await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge')).toHaveLength(1);
+      expect((await ledgerOf(target, accountId)).filter((e) => e.type === 'charge')).toHaveLength(1);
       expect(5_000_000_000n - (await balanceNano(target, accountId))).toBe(expected.billedNano);
     },
   );
@@ -161,7 +161,7 @@ describe('retry and fallback before the first byte', () => {
       expect(Date.now() - started).toBeLessThan(4_500);
       expect(hits).toHaveLength(2);
       expect(text).not.toContain('internal detail');
-      expect((await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge')).toHaveLength(0);
+      expect((await ledgerOf(target, accountId)).filter((e) => e.type === 'charge')).toHaveLength(0);
       expect(await balanceNano(target, accountId)).toBe(5_000_000_000n);
     },
   );

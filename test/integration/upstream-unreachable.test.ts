@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listLedger } from '../../lib/admin/operations.js';
 import { freePort } from '../../lib/local/dynamodb-local.js';
+import { ledgerOf } from '../support/settled.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
 /** An upstream that refuses connections: 502 before any byte, and nothing charged. */
@@ -22,7 +22,7 @@ describe('a refused upstream connection', () => {
     });
     expect(response.status).toBe(502);
     expect(((await response.json()) as { error: { code: string } }).error.code).toBe('upstream_error');
-    expect(await listLedger(target.admin, accountId)).toHaveLength(1); // the initial top-up only
+    expect(await ledgerOf(target, accountId)).toHaveLength(1); // the initial top-up only
     expect(await balanceNano(target, accountId)).toBe(5_000_000_000n);
   });
 });

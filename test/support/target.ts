@@ -4,6 +4,7 @@ import { inject } from 'vitest';
 import { DynamoStore, type TableNames, tableNamesFromEnv } from '../../functions/adapters/dynamodb/index.js';
 import { type AdminContext, createAccount, createKey, getAccount } from '../../lib/admin/operations.js';
 import { type LocalStack, type LocalStackOptions, startLocalStack } from '../../lib/local/stack.js';
+import { settled } from './settled.js';
 
 /**
  * What a contract or integration test runs against: by default a local stack it starts itself
@@ -62,8 +63,10 @@ export async function newAccount(
   return { accountId, key, keyId };
 }
 
-/** The account's balance in nano-USD, read strongly consistently. */
+/** The account's balance in nano-USD once every request sent so far is settled, read strongly consistently. */
 export async function balanceNano(target: Target, accountId: string): Promise<bigint> {
+  // A reply reaches the client before its settlement is written: read once the target is done.
+  await settled(target);
   const account = await getAccount(target.admin, accountId);
   if (!account) throw new Error(`no account ${accountId}`);
   return account.balanceNano;

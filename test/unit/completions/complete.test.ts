@@ -73,8 +73,16 @@ async function handleCompletion(
 ) {
   const principal = await loadCaller(ports.store, event.headers.authorization);
   const caller = authorize(principal, { requireCredit: true, topUpUrl: ports.config.topUpUrl });
-  return complete(event, { caller, requestId, remainingMs }, ports);
+  return complete(
+    event,
+    { caller, requestId, remainingMs, afterReply: (work) => settling.push(work) },
+    ports,
+  );
 }
+
+/** Settlements run after the reply (as the handler's afterReply plugin runs them): awaited here. */
+const settling: Promise<void>[] = [];
+const settled = () => Promise.all(settling.splice(0));
 
 async function run(store: MemoryStore, key: string, body: Record<string, unknown>) {
   const result = await handleCompletion(event(key, body), 'req-1', 300_000, {
@@ -85,6 +93,7 @@ async function run(store: MemoryStore, key: string, body: Record<string, unknown
   let text = '';
   if (typeof result.body === 'string') text = result.body;
   else for await (const part of result.body as Readable) text += part.toString();
+  await settled();
   return { status: result.statusCode, text };
 }
 
@@ -219,6 +228,7 @@ describe('memory held while a reply streams', () => {
     upstream.finish();
     let text = '';
     for await (const part of stream) text += part.toString();
+    await settled();
     upstream.close();
     expect(text).toContain('data: [DONE]');
     // The parsed content is needed (an estimate counts it). The event's body and the upstream
