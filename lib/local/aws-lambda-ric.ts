@@ -88,7 +88,8 @@ const EXIT_ON_SIGTERM = "data:text/javascript,process.once('SIGTERM',()=>process
  */
 export function ricLauncher(
   bundles: Record<string, string>,
-  output: 'inherit' | 'ignore' = 'ignore',
+  /** The functions' standard output (their log lines): shown, dropped, or handed to a callback. */
+  output: 'inherit' | 'ignore' | ((text: string) => void) = 'ignore',
   options: { cpuProfileDir?: string } = {},
 ) {
   const profiling = options.cpuProfileDir
@@ -112,10 +113,11 @@ export function ricLauncher(
         },
         stdio: [
           'ignore',
-          output === 'inherit' ? 2 : 'ignore',
+          output === 'inherit' ? 2 : typeof output === 'function' ? 'pipe' : 'ignore',
           output === 'inherit' || process.env.CONFORMANCE_DEBUG ? 'inherit' : 'ignore',
         ],
       });
+      if (typeof output === 'function') child.stdout?.setEncoding('utf8').on('data', output);
       const exited = new Promise((done) => child.once('exit', done));
       return { exited, kill: () => void child.kill(profiling.length > 0 ? 'SIGTERM' : 'SIGKILL') };
     };
