@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { type Directives, parseDirectives } from './directives.js';
 import { countPromptTokens, countTextTokens, ONE_TOKEN_WORDS, textOf } from './tokens.js';
 
 /**
@@ -28,47 +29,6 @@ export interface SimResponse {
   /** Delay before the status line and headers are sent. */
   headerDelayMs: number;
   body: SimPiece[];
-}
-
-export interface Directives {
-  tokens?: number;
-  cached?: number;
-  delayMs?: number;
-  firstByteDelayMs?: number;
-  error?: number;
-  cutAfter?: number;
-  malformedAfter?: number;
-  /** Before event N (0-based), wait `pauseMs` instead of `delayMs`: a mid-stream pause. */
-  pauseAfter?: number;
-  pauseMs?: number;
-  /** Stream this many extra content chunks past the reply, without usage: an upstream that runs on. */
-  runOn?: number;
-  noUsage: boolean;
-  usageOnLastChunk: boolean;
-}
-
-const DIRECTIVE = /\[\[sim:([a-z_]+)(?:=(\d+))?\]\]/g;
-
-export function parseDirectives(text: string): Directives {
-  const found: Directives = { noUsage: false, usageOnLastChunk: false };
-  for (const [, name, raw] of text.matchAll(DIRECTIVE)) {
-    const value = raw === undefined ? undefined : Number(raw);
-    if (name === 'no_usage') found.noUsage = true;
-    else if (name === 'usage_on_last_chunk') found.usageOnLastChunk = true;
-    else if (value !== undefined) {
-      if (name === 'tokens') found.tokens = value;
-      else if (name === 'cached') found.cached = value;
-      else if (name === 'delay_ms') found.delayMs = value;
-      else if (name === 'first_byte_delay_ms') found.firstByteDelayMs = value;
-      else if (name === 'error') found.error = value;
-      else if (name === 'cut_after') found.cutAfter = value;
-      else if (name === 'malformed_after') found.malformedAfter = value;
-      else if (name === 'pause_after') found.pauseAfter = value;
-      else if (name === 'pause_ms') found.pauseMs = value;
-      else if (name === 'run_on') found.runOn = value;
-    }
-  }
-  return found;
 }
 
 interface ToolDef {
