@@ -6,7 +6,7 @@ import { NodeHttpHandler } from '@smithy/node-http-handler';
  * request. A refresh failure keeps serving the last good value. Locally, values come from the environment.
  */
 let client: SecretsManagerClient | undefined;
-export function secretsClient(): SecretsManagerClient {
+function secretsClient(): SecretsManagerClient {
   // Bounded waits: a stalled Secrets Manager fails the cold request in seconds, never hangs it.
   client ??= new SecretsManagerClient({
     maxAttempts: 3,

@@ -277,7 +277,7 @@ function judgeFirstEvent(first: Exclude<Awaited<ReturnType<UpstreamEvents['peek'
 }
 
 /** Retry-After as seconds or an HTTP date. */
-export function retryAfterMs(header: string | null, now = Date.now()): number | undefined {
+function retryAfterMs(header: string | null, now = Date.now()): number | undefined {
   if (!header) return undefined;
   const seconds = Number(header);
   if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;

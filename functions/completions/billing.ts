@@ -184,7 +184,7 @@ export async function settle(
  * The usage record as logged: the ledger entry and the hold, bigints as decimal strings. `admin
  * bill-logged` reads it back (lib/admin/usage-records.ts).
  */
-export function usageRecord(entry: ChargeEntry, hold: Hold | undefined) {
+function usageRecord(entry: ChargeEntry, hold: Hold | undefined) {
   return {
     ...entry,
     billedNano: entry.billedNano.toString(),

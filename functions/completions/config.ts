@@ -37,7 +37,7 @@ export interface CompletionsConfig {
   maxResponseBytes: number;
 }
 
-export const DEFAULT_TOP_UP_URL = 'https://dashboard.example.com/settings/billing';
+const DEFAULT_TOP_UP_URL = 'https://dashboard.example.com/settings/billing';
 
 export function loadCompletionsConfig(env: NodeJS.ProcessEnv = process.env): CompletionsConfig {
   let tiers: TierConfig;

@@ -3,7 +3,7 @@ import { AuthenticationError } from './errors.js';
 import { randomBase62 } from './ids.js';
 
 /** `svc_live_` followed by 43 characters (the product's key format): 43 base62 characters carry 256 bits. */
-export const KEY_PREFIX = 'svc_live_';
+const KEY_PREFIX = 'svc_live_';
 export const KEY_PATTERN = /^svc_live_[0-9A-Za-z]{43}$/;
 
 export interface NewApiKey {

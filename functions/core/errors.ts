@@ -1,10 +1,8 @@
 /**
- * HTTP errors with the OpenAI error shape `{error: {message, type, param, code}}` (every error but 402, so that the official SDKs raise their typed errors),
- * except 402 which uses the spec's flat body. Every error knows its status and how to serialise itself.
+ * HTTP errors with the OpenAI error shape `{error: {message, type, param, code}}` (so that the official
+ * SDKs raise their typed errors), except 402, which uses the product's flat body. Every error knows its
+ * status and how to serialise itself.
  */
-export interface OpenAiErrorBody {
-  error: { message: string; type: string; param: string | null; code: string | null };
-}
 
 export class HttpError extends Error {
   readonly statusCode: number;
@@ -119,7 +117,7 @@ export class UpstreamError extends HttpError {
   }
 }
 
-export class InternalError extends HttpError {
+class InternalError extends HttpError {
   constructor(options?: ErrorOptions) {
     super(
       500,

@@ -41,7 +41,7 @@ const NEVER_FORWARDED_MESSAGE_FIELDS = new Set(['parsed']);
  * A client's name is cut on a code point and any lone surrogate replaced first: `encodeURIComponent`
  * throws on a lone surrogate, which made a 502 of a client's own string.
  */
-export function headerSafe(name: string): string {
+function headerSafe(name: string): string {
   const short = name.length > 64 ? `${cutToCodePoints(name, 64)}...` : name.toWellFormed();
   return /^[\x21-\x2b\x2d-\x7e]+$/.test(short) ? short : encodeURIComponent(short);
 }

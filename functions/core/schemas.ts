@@ -117,7 +117,7 @@ const positiveInt = z.int().positive();
 const penalty = z.number().min(-2).max(2);
 const object = z.record(z.string(), z.unknown());
 
-export const ChatRequestSchema = z
+const ChatRequestSchema = z
   .looseObject({
     model: z.enum(TIER_IDS),
     messages: z.array(MessageSchema).min(1, 'at least one message').max(MAX_MESSAGES),

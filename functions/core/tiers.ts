@@ -2,7 +2,7 @@ import * as z from 'zod';
 import { PRICE_SCALE, parseDecimal } from './money.js';
 import type { TierId } from './tier-ids.js';
 
-export { MODELS_CREATED, MODELS_OWNER, TIER_DISPLAY_NAMES, TIER_IDS, type TierId } from './tier-ids.js';
+export { TIER_IDS, type TierId } from './tier-ids.js';
 
 /** A price in USD per million tokens, as a decimal string with at most 15 decimals. */
 const PriceSchema = z
@@ -10,7 +10,7 @@ const PriceSchema = z
   .regex(/^\d+(\.\d{1,15})?$/, 'a decimal string of USD per million tokens, at most 15 decimals')
   .transform((value) => parseDecimal(value, PRICE_SCALE));
 
-export const PriceTableSchema = z.object({
+const PriceTableSchema = z.object({
   input: PriceSchema,
   cachedInput: PriceSchema,
   output: PriceSchema,
@@ -20,7 +20,7 @@ export const PriceTableSchema = z.object({
 /** Prices in femto-USD per million tokens. */
 export type PriceTable = z.output<typeof PriceTableSchema>;
 
-export const UpstreamTargetSchema = z.object({
+const UpstreamTargetSchema = z.object({
   /** OpenAI-style base URL: requests go to `${baseUrl}/chat/completions`. */
   baseUrl: z.url({ protocol: /^https?$/ }).transform((url) => url.replace(/\/+$/, '')),
   /** The upstream's own model id. */
@@ -61,7 +61,7 @@ const TierSchema = z.union([
 ]);
 export type Tier = z.output<typeof TierSchema>;
 
-export const TierConfigSchema = z.object({
+const TierConfigSchema = z.object({
   'svc-fast': TierSchema,
   'svc-pro': TierSchema,
   'svc-heavy': TierSchema,

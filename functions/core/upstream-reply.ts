@@ -130,16 +130,16 @@ interface ReasoningText {
   reasoning_content?: string | null;
   reasoning_details?: { type: string; [field: string]: unknown }[];
 }
-export type ReplyDelta = ChatCompletionChunk.Choice.Delta & ReasoningText;
+type ReplyDelta = ChatCompletionChunk.Choice.Delta & ReasoningText;
 /** A reply message: OpenAI's, with function tool calls only (the only kind an upstream reply carries here). */
 export type ReplyMessage = Omit<ChatCompletionMessage, 'tool_calls'> & {
   tool_calls?: ChatCompletionMessageFunctionToolCall[];
 } & ReasoningText;
 /** A chunk's choices and extras as the upstream sent them; the envelope (id, model...) is ours. */
-export type UpstreamChunk = Pick<ChatCompletionChunk, 'system_fingerprint' | 'service_tier'> & {
+type UpstreamChunk = Pick<ChatCompletionChunk, 'system_fingerprint' | 'service_tier'> & {
   choices: (Omit<ChatCompletionChunk.Choice, 'delta'> & { delta: ReplyDelta })[];
 };
-export type UpstreamCompletion = Pick<ChatCompletion, 'system_fingerprint' | 'service_tier'> & {
+type UpstreamCompletion = Pick<ChatCompletion, 'system_fingerprint' | 'service_tier'> & {
   choices: (Omit<ChatCompletion.Choice, 'message' | 'finish_reason'> & {
     message: ReplyMessage;
     finish_reason: ChatCompletion.Choice['finish_reason'];
@@ -232,7 +232,7 @@ export function textOf(m: TextBearing): string {
  * allowed token (English averages about 4 bytes a token), allowed = cap + CAP_SLACK. The same bound
  * cuts a stream and a JSON reply.
  */
-export const BYTES_PER_TOKEN = 6;
+const BYTES_PER_TOKEN = 6;
 export const CAP_SLACK = 16;
 export function outputByteBound(cap: number): number {
   return (cap + CAP_SLACK) * BYTES_PER_TOKEN;

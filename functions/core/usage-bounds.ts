@@ -28,7 +28,7 @@ export const COST_SLACK = parseDecimal('0.00001', COST_SCALE);
 /** Tokens allowed per image part (OpenAI high detail tops out near 1,500; other providers differ). */
 export const IMAGE_TOKENS = 8_192;
 /** Tokens allowed per file or audio part referenced by id or URL (its bytes are not in the body). */
-export const FILE_TOKENS = 131_072;
+const FILE_TOKENS = 131_072;
 /** Chat-format overhead per message, and for the request as a whole (system prompts providers add). */
 const PER_MESSAGE = 16;
 const PER_REQUEST = 1_024;

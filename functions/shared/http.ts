@@ -15,7 +15,7 @@ export interface FunctionUrlResult {
   body: string | Readable;
 }
 
-export const JSON_CONTENT_TYPE = 'application/json';
+const JSON_CONTENT_TYPE = 'application/json';
 export const SSE_CONTENT_TYPE = 'text/event-stream; charset=utf-8';
 
 export function jsonResponse(
@@ -30,7 +30,7 @@ export function jsonResponse(
   };
 }
 
-export function errorResponse(error: HttpError, requestId: string): FunctionUrlResult {
+function errorResponse(error: HttpError, requestId: string): FunctionUrlResult {
   return jsonResponse(error.statusCode, error.toBody(), { ...error.headers, 'x-request-id': requestId });
 }
 

@@ -12,7 +12,7 @@ export const logger = new Logger({
   logLevel: (process.env.LOG_LEVEL as 'INFO' | 'DEBUG' | 'WARN' | 'ERROR' | 'SILENT' | undefined) ?? 'INFO',
 });
 
-export const metrics = new Metrics({
+const metrics = new Metrics({
   namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? 'HostedModelApi',
   serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? 'hosted-model-api',
 });

@@ -21,7 +21,7 @@ export interface SimRequest {
 }
 
 /** A piece of the response body. `drop` ends the connection abruptly (no clean end). */
-export type SimPiece = { text: string; delayMs?: number } | { drop: true };
+type SimPiece = { text: string; delayMs?: number } | { drop: true };
 
 export interface SimResponse {
   status: number;
@@ -276,7 +276,7 @@ function pickTool(body: ChatBody): ToolDef | undefined {
 }
 
 /** A value that satisfies a (simple) JSON schema: every property, typed. */
-export function exampleFor(schema: JsonSchema): unknown {
+function exampleFor(schema: JsonSchema): unknown {
   if (schema.enum && schema.enum.length > 0) return schema.enum[0];
   const type = Array.isArray(schema.type) ? schema.type.find((t) => t !== 'null') : schema.type;
   switch (type) {

@@ -47,13 +47,13 @@ const RecordSchema = z.object({
     .optional(),
 });
 
-export interface LoggedGeneration {
+interface LoggedGeneration {
   entry: ChargeEntry;
   hold: Hold | undefined;
 }
 
 /** The usage records in `text`, in order, each generation once; lines that are not records are skipped. */
-export function readUsageRecords(text: string): { records: LoggedGeneration[]; invalid: number } {
+function readUsageRecords(text: string): { records: LoggedGeneration[]; invalid: number } {
   const records = new Map<string, LoggedGeneration>();
   let invalid = 0;
   for (const message of logMessages(text)) {

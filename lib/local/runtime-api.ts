@@ -29,7 +29,7 @@ const PRELUDE_DELIMITER = Buffer.alloc(8);
 const BASE = '/2018-06-01/runtime';
 
 /** A running runtime client: the worker thread or child process of one instance. */
-export interface RuntimeProcess {
+interface RuntimeProcess {
   /** Settles when the process or thread has gone. */
   exited: Promise<unknown>;
   kill(): void;
