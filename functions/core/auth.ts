@@ -43,6 +43,13 @@ export function parseBearerKey(header: string | undefined): string {
       'missing_api_key',
     );
   }
+  const scheme = /^(\S+)\s/.exec(header.trim())?.[1];
+  if (scheme && scheme.toLowerCase() !== 'bearer') {
+    throw new AuthenticationError(
+      `Unsupported authorization scheme "${scheme.slice(0, 32)}": use "Authorization: Bearer <key>".`,
+      'invalid_authorization_scheme',
+    );
+  }
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
   const key = match?.[1];
   if (!key || !KEY_PATTERN.test(key)) {

@@ -85,7 +85,9 @@ export class InsufficientCreditsError extends HttpError {
       402,
       options.held
         ? `Your available credit is held by requests in flight (balance ${balanceUsd} USD). Retry when they finish, or buy credits at ${topUpUrl}.`
-        : `Your credit balance is empty. Buy credits at ${topUpUrl} to continue.`,
+        : balanceUsd.startsWith('-')
+          ? `Your credit balance is ${balanceUsd} USD: the last requests cost more than it held. Buy credits at ${topUpUrl} to continue.`
+          : `Your credit balance is empty. Buy credits at ${topUpUrl} to continue.`,
       {
         type: 'insufficient_credits',
         code: 'insufficient_credits',

@@ -97,6 +97,13 @@ export function toBadRequest(first: z.core.$ZodIssue): BadRequestError {
     );
   switch (issue.code) {
     case 'invalid_type':
+      // JSON.parse reads a number too large for a double (1e400) as Infinity.
+      if (typeof input === 'number' && !Number.isFinite(input))
+        return new BadRequestError(
+          `Invalid ${where}: the number is too large to represent; expected a finite number.`,
+          param,
+          'out_of_range',
+        );
       if (input === undefined)
         return new BadRequestError(
           `Missing required parameter: '${field}'.`,
@@ -118,9 +125,9 @@ export function toBadRequest(first: z.core.$ZodIssue): BadRequestError {
           : issue.origin === 'string'
             ? `a string of length ${typeof input === 'string' ? input.length : '?'}, ${bound} of ${limit}`
             : `${show(input)}, ${bound} of ${limit}`;
-      // zod's own wording ("Too big: ...") says it again; a message written here adds to it.
-      const extra = /^Too (big|small)/.test(issue.message) ? '' : ` ${issue.message}`;
-      return new BadRequestError(`Invalid ${where}: ${what}.${extra}`, param, 'out_of_range');
+      // zod's own wording ("Too big: ...") says it again; a reason written in the schema adds to it.
+      const reason = /^Too (big|small)/.test(issue.message) ? '' : ` (${issue.message})`;
+      return new BadRequestError(`Invalid ${where}: ${what}${reason}.`, param, 'out_of_range');
     }
     case 'invalid_value':
       return new BadRequestError(

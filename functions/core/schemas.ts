@@ -113,14 +113,14 @@ const ToolChoiceSchema = z.union([
   }),
 ]);
 
-const positiveInt = z.int().positive();
+const positiveInt = z.int().min(1);
 const penalty = z.number().min(-2).max(2);
 const object = z.record(z.string(), z.unknown());
 
 const ChatRequestSchema = z
   .looseObject({
     model: z.enum(TIER_IDS),
-    messages: z.array(MessageSchema).min(1, 'at least one message').max(MAX_MESSAGES),
+    messages: z.array(MessageSchema).min(1).max(MAX_MESSAGES),
     stream: z.boolean().nullable().optional(),
     stream_options: z
       .looseObject({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() })
@@ -130,7 +130,7 @@ const ChatRequestSchema = z
     top_p: z.number().min(0).max(1).nullable().optional(),
     max_tokens: positiveInt.nullable().optional(),
     max_completion_tokens: positiveInt.nullable().optional(),
-    n: z.int().min(1).max(1, 'n must be 1: one choice per request').nullable().optional(),
+    n: z.int().min(1).max(1, 'one choice per request').nullable().optional(),
     tools: z.array(ToolSchema).max(MAX_TOOLS).optional(),
     tool_choice: ToolChoiceSchema.optional(),
     parallel_tool_calls: z.boolean().optional(),

@@ -133,7 +133,18 @@ export function inProcessLauncher(fn: EmulatedFunction): Launcher {
 }
 
 async function listen(server: Server, port: number, host: string): Promise<number> {
-  await new Promise<void>((resolve) => server.listen(port, host, resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (error: NodeJS.ErrnoException) =>
+      reject(
+        error.code === 'EADDRINUSE'
+          ? new Error(
+              `${host}:${port} is in use (is another \`npm start\` running?); set PORT to use another port`,
+            )
+          : error,
+      ),
+    );
+    server.listen(port, host, resolve);
+  });
   return (server.address() as AddressInfo).port;
 }
 
@@ -215,7 +226,15 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
   );
   server.keepAliveTimeout = 65_000;
   servers.push(server);
-  const port = await listen(server, options.port ?? 0, host);
+  let port: number;
+  try {
+    port = await listen(server, options.port ?? 0, host);
+  } catch (error) {
+    // Nothing is left running: the function instances and the bare Function URLs close.
+    await Promise.all([...pools.values()].map((pool) => pool.close()));
+    for (const other of servers) other.close();
+    throw error;
+  }
   return {
     url: `http://${host}:${port}`,
     port,

@@ -219,7 +219,7 @@ describe('exact 400s', () => {
       'out_of_range',
       /^Invalid 'temperature': 3, above the maximum of 2\.$/,
     ],
-    [{ ...base, n: 2 }, 'n', 'out_of_range', /n must be 1/],
+    [{ ...base, n: 2 }, 'n', 'out_of_range', /above the maximum of 1 \(one choice per request\)/],
     [{ ...base, model: 'gpt-4o' }, 'model', 'invalid_value', /'svc-fast', 'svc-pro', 'svc-heavy'/],
     [{ ...base, reasoning_effort: 'extreme' }, 'reasoning_effort', 'invalid_value', /"extreme"/],
     [
@@ -389,5 +389,41 @@ describe('a 400 is bounded whatever the client sent', () => {
       }),
       { numRuns: 200 },
     );
+  });
+});
+
+describe('messages that say exactly what is wrong (field, rule, value)', () => {
+  function badRaw(text: string): BadRequestError {
+    try {
+      parseChatRequest(text);
+    } catch (error) {
+      if (error instanceof BadRequestError) return error;
+      throw error;
+    }
+    throw new Error(`expected a 400 for ${text}`);
+  }
+  const body = (field: string) => `{"model":"svc-fast","messages":[{"role":"user","content":"hi"}],${field}}`;
+
+  it.each([
+    [body('"max_tokens":0'), 'max_tokens', /^Invalid 'max_tokens': 0, below the minimum of 1\.$/],
+    [
+      body('"max_completion_tokens":-3'),
+      'max_completion_tokens',
+      /^Invalid 'max_completion_tokens': -3, below the minimum of 1\.$/,
+    ],
+    [
+      body('"temperature":1e400'),
+      'temperature',
+      /^Invalid 'temperature': the number is too large to represent; expected a finite number\.$/,
+    ],
+    [
+      '{"model":"svc-fast","messages":[]}',
+      'messages',
+      /^Invalid 'messages': 0 items, below the minimum of 1\.$/,
+    ],
+  ])('%s', (text, param, message) => {
+    const error = badRaw(text);
+    expect(error.param).toBe(param);
+    expect(error.message).toMatch(message);
   });
 });

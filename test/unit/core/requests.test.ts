@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { generateApiKey, hashKey, KEY_PATTERN, parseBearerKey } from '../../../functions/core/auth.js';
-import { AuthenticationError, BadRequestError } from '../../../functions/core/errors.js';
+import { AuthenticationError, BadRequestError, InsufficientCreditsError } from '../../../functions/core/errors.js';
 import { GENERATION_ID_PATTERN, newGenerationId } from '../../../functions/core/ids.js';
 import { parseChatRequest } from '../../../functions/core/schemas.js';
 import { JsonDecimal, stringifyJson } from '../../../functions/core/usage.js';
@@ -107,5 +107,31 @@ describe('generation ids and exact JSON money', () => {
   it('writes a decimal as a bare JSON number with its exact digits', () => {
     expect(stringifyJson({ cost: new JsonDecimal('0.00000035'), n: 1 })).toBe('{"cost":0.00000035,"n":1}');
     expect(JSON.parse(stringifyJson({ cost: new JsonDecimal('0.00000035') })).cost).toBe(3.5e-7);
+  });
+});
+
+describe('an Authorization header with another scheme', () => {
+  it.each(['Basic dXNlcjpwYXNz', 'Token svc_live_abc', 'ApiKey x'])(
+    '%s: 401 saying to use Bearer',
+    (header) => {
+      expect(() => parseBearerKey(header)).toThrowError(/use "Authorization: Bearer <key>"/);
+      try {
+        parseBearerKey(header);
+      } catch (error) {
+        expect(error).toBeInstanceOf(AuthenticationError);
+        expect((error as AuthenticationError).statusCode).toBe(401);
+      }
+    },
+  );
+});
+
+describe('the 402 message matches its balance', () => {
+  it.each([
+    ['0', /is empty/],
+    ['-0.000012', /is -0\.000012 USD: the last requests cost more than it held/],
+  ])('balance %s', (balance, message) => {
+    const error = new InsufficientCreditsError(balance, 'https://example.com/billing');
+    expect(error.message).toMatch(message);
+    expect(error.toBody()).toMatchObject({ balance: Number(balance), message: error.message });
   });
 });
