@@ -1,6 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { generateApiKey, hashKey, KEY_PATTERN, parseBearerKey } from '../../../functions/core/auth.js';
-import { AuthenticationError, BadRequestError, InsufficientCreditsError } from '../../../functions/core/errors.js';
+import {
+  AuthenticationError,
+  BadRequestError,
+  InsufficientCreditsError,
+} from '../../../functions/core/errors.js';
 import { GENERATION_ID_PATTERN, newGenerationId } from '../../../functions/core/ids.js';
 import { parseChatRequest } from '../../../functions/core/schemas.js';
 import { JsonDecimal, stringifyJson } from '../../../functions/core/usage.js';

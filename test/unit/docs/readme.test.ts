@@ -21,9 +21,9 @@ describe('the README stands alone', () => {
   });
 
   it('names only repository paths that exist, where it points at a file by path', () => {
-    const named = [...readme.matchAll(/`((?:functions|lib|bin|test|bench|scripts)\/[\w./-]+\.(?:ts|json|md|sh))`/g)].map(
-      (m) => m[1] ?? '',
-    );
+    const named = [
+      ...readme.matchAll(/`((?:functions|lib|bin|test|bench|scripts)\/[\w./-]+\.(?:ts|json|md|sh))`/g),
+    ].map((m) => m[1] ?? '');
     expect(named.length).toBeGreaterThan(10);
     const missing = [...new Set(named)].filter((path) => !existsSync(resolve(root, path)));
     expect(missing).toEqual([]);
