@@ -6,6 +6,7 @@ import { MethodNotAllowedError, NotFoundError } from '../core/errors.js';
 import { type AfterReplyContext, afterReplyPlugin } from '../shared/after-reply.js';
 import { authenticate, type CallerContext } from '../shared/authenticate.js';
 import { compressResponse } from '../shared/compression.js';
+import { cors } from '../shared/cors.js';
 import {
   type FunctionUrlEvent,
   type FunctionUrlResult,
@@ -66,6 +67,8 @@ export const handler = middy<FunctionUrlEvent, FunctionUrlResult, Error, Invocat
   .use(requestMetrics())
   // Its `after` sees the handler's answer (errors go out as they are): gzip if the client asks.
   .use(compressResponse())
+  // Before the error handler: its onError runs after the handler's, so errors carry the headers too.
+  .use(cors())
   .use(httpErrorHandler())
   .use(originVerify(originVerifyValue))
   .use(route())
