@@ -6,6 +6,7 @@ import { ensureTables, JavaMissingError, localClient } from '../local/dynamodb-l
 import { localDynamoSettings } from '../local/settings.js';
 import { connectDynamo, localTableNames } from '../local/stack.js';
 import { TABLE_ENV } from '../tables.js';
+import { toCsv } from './csv.js';
 import {
   type AdminContext,
   AdminError,
@@ -231,15 +232,7 @@ async function usageCommand(ctx: AdminContext, p: string[], values: Parsed['valu
   }));
   if (values.by !== undefined) return usageSummary(accountId, entries, values.by, format);
   const json = { accountId, entries: rows.map((row) => ({ ...row, amountUsd: Number(row.amountUsd) })) };
-  if (format === 'csv') {
-    const csvCell = (value: unknown) =>
-      /[",\n]/.test(String(value)) ? `"${String(value).replace(/"/g, '""')}"` : String(value);
-    const text = [
-      CSV_COLUMNS.join(','),
-      ...rows.map((row) => CSV_COLUMNS.map((column) => csvCell(row[column])).join(',')),
-    ].join('\n');
-    return { json, text, raw: true };
-  }
+  if (format === 'csv') return { json, text: toCsv(CSV_COLUMNS, rows), raw: true };
   if (format === 'json') return { json, text: JSON.stringify(json), raw: true };
   const lines = rows.map(
     (row) =>
@@ -285,14 +278,12 @@ function usageSummary(
     }));
   const json = { accountId, by, groups: rows.map((row) => ({ ...row, costUsd: Number(row.costUsd) })) };
   if (format === 'json') return { json, text: JSON.stringify(json), raw: true };
-  if (format === 'csv') {
-    const columns = [by, 'requests', 'promptTokens', 'completionTokens', 'costUsd'];
-    const text = [
-      columns.join(','),
-      ...rows.map((row) => columns.map((c) => String(row[c] ?? '')).join(',')),
-    ].join('\n');
-    return { json, text, raw: true };
-  }
+  if (format === 'csv')
+    return {
+      json,
+      text: toCsv([by, 'requests', 'promptTokens', 'completionTokens', 'costUsd'], rows),
+      raw: true,
+    };
   const lines = rows.map(
     (row) =>
       `${String(row[by] || '(none)').padEnd(24)}  ${String(row.requests).padStart(6)} requests  ${row.promptTokens}+${row.completionTokens} tokens  $${row.costUsd}`,

@@ -1,0 +1,95 @@
+import { parse } from 'csv-parse/sync';
+import { describe, expect, it } from 'vitest';
+import { parseCommandLine, runCommand } from '../../../lib/admin/cli.js';
+import { csvCell, toCsv } from '../../../lib/admin/csv.js';
+import { MemoryStore } from '../../support/memory-store.js';
+
+/** `user` strings a customer might send to forge rows or formulas in an operator's export. */
+const HOSTILE = [
+  'alice,bob',
+  'say "hi"',
+  'two\nlines',
+  'crlf\r\nrow',
+  'lone\rcr',
+  '=HYPERLINK("http://x","click")',
+  '+1',
+  '-2+3',
+  '@SUM(A1)',
+  '\tleading tab',
+  '\rleading cr',
+  'emoji 😀 and \ud83d lone',
+  'x'.repeat(10_240),
+];
+/** What the export holds for a cell: formulas neutralised; text as UTF-8 carries it (a lone surrogate is U+FFFD). */
+const neutralised = (text: string) => {
+  const well = text.toWellFormed();
+  return /^[=+\-@\t\r]/.test(well) ? `'${well}` : well;
+};
+
+describe('toCsv', () => {
+  it('round-trips hostile cells through a CSV parser: same rows, same cells, formulas neutralised', () => {
+    const rows = HOSTILE.map((user, i) => ({ user, requests: i, costUsd: '-0.000012' }));
+    const parsed = parse(toCsv(['user', 'requests', 'costUsd'], rows), { relax_quotes: false }) as string[][];
+    expect(parsed).toHaveLength(HOSTILE.length + 1);
+    expect(parsed[0]).toEqual(['user', 'requests', 'costUsd']);
+    parsed.slice(1).forEach((row, i) => {
+      expect(row).toEqual([neutralised(HOSTILE[i] ?? ''), String(i), '-0.000012']);
+    });
+  });
+
+  it('leaves plain numbers, negative amounts included, as numbers', () => {
+    expect(csvCell('-0.000012')).toBe('-0.000012');
+    expect(csvCell(-3)).toBe('-3');
+    expect(csvCell('-3e5')).toBe("'-3e5");
+    expect(csvCell('=1+1')).toBe("'=1+1");
+  });
+});
+
+describe('admin usage exports', () => {
+  async function accountWithUsers() {
+    const store = new MemoryStore();
+    await store.createAccount('acct', 1_000_000_000n, new Date().toISOString());
+    let n = 0;
+    for (const user of HOSTILE) {
+      n += 1;
+      await store.settleCharge({
+        accountId: 'acct',
+        generationId: `gen-1767225600-${String(n).padStart(20, '0')}`,
+        keyId: 'key_1',
+        tier: 'svc-fast',
+        upstreamModel: 'sim-fast',
+        promptTokens: 10,
+        completionTokens: 5,
+        cachedTokens: 0,
+        upstreamCostUsd: '0.00001',
+        billedNano: 13_000n,
+        estimated: false,
+        user: user.slice(0, 256),
+        createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, n)).toISOString(),
+      });
+    }
+    return { store: store as never };
+  }
+
+  it('--by user --format csv: one row per user, whatever the user strings hold', async () => {
+    const ctx = await accountWithUsers();
+    const result = await runCommand(
+      ctx,
+      parseCommandLine(['usage', 'acct', '--by', 'user', '--format', 'csv']),
+    );
+    const parsed = parse(result.text) as string[][];
+    expect(parsed[0]).toEqual(['user', 'requests', 'promptTokens', 'completionTokens', 'costUsd']);
+    expect(parsed).toHaveLength(HOSTILE.length + 1);
+    const users = parsed.slice(1).map((row) => row[0]);
+    expect(users.sort()).toEqual(HOSTILE.map((u) => neutralised(u.slice(0, 256))).sort());
+  });
+
+  it('--format csv (the ledger): one row per entry, carriage returns and formulas included', async () => {
+    const ctx = await accountWithUsers();
+    const result = await runCommand(ctx, parseCommandLine(['usage', 'acct', '--format', 'csv']));
+    const parsed = parse(result.text, { columns: true }) as Record<string, string>[];
+    const charges = parsed.filter((row) => row.type === 'charge');
+    expect(charges.map((row) => row.user)).toEqual(HOSTILE.map((u) => neutralised(u.slice(0, 256))));
+    expect(charges.every((row) => row.amountUsd === '-0.000013')).toBe(true);
+  });
+});
