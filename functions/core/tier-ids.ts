@@ -1,6 +1,6 @@
 /**
  * The public tiers and the model objects' fixed fields: plain constants, apart from tiers.ts so that a
- * function which only lists the models (functions/models) does not bundle or build tiers.ts's zod schemas.
+ * function which only lists the models (functions/account) does not bundle or build tiers.ts's zod schemas.
  */
 
 /** The three public tiers (the product's three tiers), in the order the model list shows them. */

@@ -143,7 +143,7 @@ export class ApiStack extends Stack {
       },
     });
     const models = new ServiceFunction(this, 'Models', {
-      entry: 'functions/models/handler.ts',
+      entry: 'functions/account/handler.ts',
       memorySize: FUNCTION_SETTINGS.models.memoryMb,
       timeout: Duration.seconds(FUNCTION_SETTINGS.models.timeoutSeconds),
       logRetention,

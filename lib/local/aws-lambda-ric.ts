@@ -55,7 +55,7 @@ export async function bundleFunctions(outDir: string): Promise<Record<'completio
   const root = resolve(REPO_ROOT, outDir);
   const [completions, models] = await Promise.all([
     bundle('functions/completions/handler.ts', join(root, 'completions')),
-    bundle('functions/models/handler.ts', join(root, 'models')),
+    bundle('functions/account/handler.ts', join(root, 'models')),
   ]);
   return { completions, models };
 }

@@ -149,7 +149,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
           match: () => true,
           fn: {
             name: 'models',
-            module: handlerPath('models'),
+            module: handlerPath('account'),
             timeoutMs: FUNCTION_SETTINGS.models.timeoutSeconds * 1000,
             memoryMb: FUNCTION_SETTINGS.models.memoryMb,
             ...options.functions?.models,

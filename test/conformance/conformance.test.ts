@@ -56,7 +56,7 @@ beforeAll(async () => {
   const bundles = {
     probe: await bundle('test/conformance/probe-handler.ts', join(out, 'probe')),
     completions: await bundle('functions/completions/handler.ts', join(out, 'completions')),
-    models: await bundle('functions/models/handler.ts', join(out, 'models')),
+    models: await bundle('functions/account/handler.ts', join(out, 'models')),
   };
   ric = await startSide(ricLauncher({ ...bundles, 'probe-pool': bundles.probe }));
 }, 120_000);

@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { usdToNano } from '../../functions/core/money.js';
 import { showAccount } from '../../lib/admin/operations.js';
-import { ledgerOf } from '../support/settled.js';
+import { ledgerOf, settled } from '../support/settled.js';
 import { eventually } from '../support/sse.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
 
@@ -39,6 +39,8 @@ describe('GET /api/v1/credits', () => {
       model: 'svc-fast',
       messages: [{ role: 'user', content: 'hi [[sim:tokens=4]]' }],
     });
+    // The reply comes before its settlement.
+    await settled(target);
     const shown = await showAccount(target.admin, accountId);
     const after = await get('/credits', key);
     expect(after.body.balance).toBe(shown.creditBalance);

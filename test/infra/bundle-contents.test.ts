@@ -30,8 +30,8 @@ function bundled(entry: string) {
 /** What a cold start must not parse or run: each of these measured in ms of import time (bench). */
 describe('function bundles', () => {
   it('the models function bundles no zod: it lists the tiers, it never validates a tier configuration', async () => {
-    const inputs = await bundleInputs('functions/models/handler.ts');
-    expect(inputs.some((file) => file.includes('functions/models/routes.ts'))).toBe(true);
+    const inputs = await bundleInputs('functions/account/handler.ts');
+    expect(inputs.some((file) => file.includes('functions/account/routes.ts'))).toBe(true);
     expect(inputs.filter((file) => /node_modules\/zod\/|functions\/core\/tiers\.ts/.test(file))).toEqual([]);
   });
 
@@ -47,7 +47,7 @@ describe('function bundles', () => {
     expect(chain).toEqual([]);
   });
 
-  it.each(['completions', 'models'])(
+  it.each(['completions', 'account'])(
     'the %s function takes node:http and node:https as CommonJS, never through an ESM import (which loads undici)',
     async (name) => {
       const { outputFiles } = await bundled(`functions/${name}/handler.ts`);

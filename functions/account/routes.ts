@@ -1,8 +1,9 @@
 /**
- * What the models function answers (a buffered Function URL behind CloudFront's default behaviour):
+ * What the account function (deployed as "models") answers (a buffered Function URL behind CloudFront's default behaviour):
  * the model list and one model, and, with the caller's own key only, its credits and one of its
- * generations. Every other path is 404 (the announced endpoints of spec 4.3 included), a known path
- * with the wrong method 405. The caller is already authenticated (handler.ts, a `before` middleware).
+ * generations. Every other path is 404 (the announced agent and memory endpoints included), a known path
+ * with the wrong method 405, from one route table. The caller is already authenticated (handler.ts,
+ * the shared `authenticate` middleware).
  */
 import type { Principal } from '../core/access.js';
 import { BadRequestError, MethodNotAllowedError, NotFoundError } from '../core/errors.js';
@@ -12,9 +13,9 @@ import { MODELS_CREATED, MODELS_OWNER, TIER_DISPLAY_NAMES, TIER_IDS } from '../c
 import { JsonDecimal } from '../core/usage.js';
 import type { FunctionUrlEvent } from '../shared/http.js';
 
-export const MODELS_PATH = '/api/v1/models';
-export const CREDITS_PATH = '/api/v1/credits';
-export const GENERATION_PATH = '/api/v1/generation';
+const MODELS_PATH = '/api/v1/models';
+const CREDITS_PATH = '/api/v1/credits';
+const GENERATION_PATH = '/api/v1/generation';
 
 const MODEL_LIST = {
   object: 'list',
@@ -26,36 +27,67 @@ const MODEL_LIST = {
     display_name: TIER_DISPLAY_NAMES[id],
   })),
 };
-const MODEL_BY_ID = new Map(MODEL_LIST.data.map((model) => [`${MODELS_PATH}/${model.id}`, model]));
+const MODEL_BY_ID = new Map<string, (typeof MODEL_LIST.data)[number]>(
+  MODEL_LIST.data.map((model) => [model.id, model]),
+);
 
-/** The normalised path, if this function serves it (before authentication: a 404 needs no key). */
-export function routeOf(event: FunctionUrlEvent): string {
-  const path = event.rawPath.replace(/\/+$/, '') || '/';
-  const known =
-    path === MODELS_PATH ||
-    path.startsWith(`${MODELS_PATH}/`) ||
-    path === CREDITS_PATH ||
-    path === GENERATION_PATH;
-  if (!known) throw new NotFoundError(`No such endpoint: ${event.rawPath}`);
-  const method = event.requestContext.http.method;
-  if (method !== 'GET') throw new MethodNotAllowedError(method, ['GET']);
-  return path;
+/** What a route answers with: the caller (already authenticated), the request, the store. */
+interface RouteContext {
+  event: FunctionUrlEvent;
+  caller: Principal;
+  store: Pick<Store, 'getLedgerEntry'>;
+  /** What the path names after a prefix route's prefix (a model id). */
+  rest: string;
 }
 
-export async function answer(
-  path: string,
-  event: FunctionUrlEvent,
-  principal: Principal,
-  store: Pick<Store, 'getLedgerEntry'>,
-): Promise<unknown> {
-  if (path === CREDITS_PATH) return credits(principal);
-  if (path === GENERATION_PATH) return generation(event, principal, store);
-  const body = path === MODELS_PATH ? MODEL_LIST : MODEL_BY_ID.get(path);
-  if (!body)
-    throw new NotFoundError(
-      `The model '${path.slice(MODELS_PATH.length + 1)}' does not exist; use svc-fast, svc-pro or svc-heavy.`,
-    );
-  return body;
+interface Route {
+  /** The exact path, or a prefix (ending in `/`) whose rest the answer reads. */
+  path: string;
+  prefix?: true;
+  answer: (context: RouteContext) => unknown;
+}
+
+/** Every path this function serves, all GET. Anything else is 404; another method is 405. */
+const ROUTES: readonly Route[] = [
+  { path: MODELS_PATH, answer: () => MODEL_LIST },
+  { path: `${MODELS_PATH}/`, prefix: true, answer: ({ rest }) => modelById(rest) },
+  { path: CREDITS_PATH, answer: ({ caller }) => credits(caller) },
+  { path: GENERATION_PATH, answer: ({ event, caller, store }) => generation(event, caller, store) },
+];
+
+/** A matched route: what to answer with, once the caller is known. */
+export interface Routed {
+  route: Route;
+  rest: string;
+}
+
+/**
+ * The route of a request, before authentication (a 404 or 405 needs no key). One rule for trailing
+ * slashes on every route: they are ignored.
+ */
+export function routeOf(event: FunctionUrlEvent): Routed {
+  const path = event.rawPath.replace(/\/+$/, '') || '/';
+  for (const route of ROUTES) {
+    const matched = route.prefix
+      ? path.startsWith(route.path) && path.length > route.path.length
+      : path === route.path;
+    if (!matched) continue;
+    const method = event.requestContext.http.method;
+    if (method !== 'GET') throw new MethodNotAllowedError(method, ['GET']);
+    return { route, rest: route.prefix ? path.slice(route.path.length) : '' };
+  }
+  throw new NotFoundError(`No such endpoint: ${event.rawPath}`);
+}
+
+export async function answer(routed: Routed, context: Omit<RouteContext, 'rest'>): Promise<unknown> {
+  return routed.route.answer({ ...context, rest: routed.rest });
+}
+
+function modelById(id: string) {
+  const model = MODEL_BY_ID.get(id);
+  if (!model)
+    throw new NotFoundError(`The model '${id}' does not exist; use svc-fast, svc-pro or svc-heavy.`);
+  return model;
 }
 
 /** GET /api/v1/credits: the balance (the spec's creditBalance), what requests in flight hold, and what is left. */
