@@ -76,7 +76,7 @@ export interface MessageLike {
     | undefined;
 }
 
-export function textOfContent(content: unknown): string {
+function textOfContent(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
   return content

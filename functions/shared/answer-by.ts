@@ -12,7 +12,7 @@ import { type FunctionUrlEvent, type FunctionUrlResult, jsonResponse, requestIdO
 import { logger, recordRequest } from './observability.js';
 
 /** Kept back from the function's timeout to send the 503. */
-export const ANSWER_MARGIN_MS = 1_000;
+const ANSWER_MARGIN_MS = 1_000;
 
 export function answerBy(
   handler: (event: FunctionUrlEvent, context: Context) => Promise<FunctionUrlResult>,

@@ -23,7 +23,7 @@ import {
   showAccount,
 } from './operations.js';
 
-export const USAGE = `usage: npm run --silent admin -- <command> [--json]
+const USAGE = `usage: npm run --silent admin -- <command> [--json]
 
   account create <accountId> [--credits <usd>]
   account show <accountId>
@@ -43,7 +43,7 @@ Environment: DYNAMODB_ENDPOINT (a running DynamoDB), else DynamoDB Local on DYNA
 not running. With KEYS_TABLE, ACCOUNTS_TABLE, LEDGER_TABLE and HOLDS_TABLE set and no DYNAMODB_ENDPOINT,
 the deployed tables in AWS (credentials and region from the environment).`;
 
-export class UsageError extends Error {
+class UsageError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'UsageError';

@@ -58,7 +58,7 @@ export function checkAccountId(accountId: string): string {
 }
 
 /** A positive USD amount with at most 9 decimals, as nano-USD. */
-export function parseCredits(usd: string): bigint {
+function parseCredits(usd: string): bigint {
   if (!/^\d+(\.\d{1,9})?$/.test(usd))
     throw new AdminError(`invalid amount ${JSON.stringify(usd)}: a positive USD amount like 5 or 12.50`);
   const nano = usdToNano(usd);

@@ -47,7 +47,7 @@ import { ServiceTables } from './service-tables.js';
 export type Stage = 'sandbox' | 'prod';
 
 /** The status codes whose responses CloudFront caches (its error caching minimum TTL applies to these). */
-export const CLOUDFRONT_CACHEABLE_ERRORS = [400, 403, 404, 405, 414, 416, 500, 501, 502, 503, 504] as const;
+const CLOUDFRONT_CACHEABLE_ERRORS = [400, 403, 404, 405, 414, 416, 500, 501, 502, 503, 504] as const;
 
 /** AWS's default concurrent-execution limit of an account: the fast path's bound without reservedConcurrency. */
 const ACCOUNT_CONCURRENCY_DEFAULT = 1_000;

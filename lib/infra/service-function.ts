@@ -70,7 +70,7 @@ const MEMORY_MAX_MB = 10_240;
  * The memory size of the function with construct id `id`: the CDK context value
  * `<id>MemorySize` (e.g. `cdk deploy -c completionsMemorySize=512`) when set, else `fallback`.
  */
-export function memorySizeFor(scope: Construct, id: string, fallback: number): number {
+function memorySizeFor(scope: Construct, id: string, fallback: number): number {
   const key = `${id.charAt(0).toLowerCase()}${id.slice(1)}MemorySize`;
   const raw: unknown = scope.node.tryGetContext(key);
   if (raw === undefined || raw === '') return fallback;

@@ -114,7 +114,7 @@ describe('a request from a near-empty account with nothing in flight', () => {
     expect(await balanceNano(target, accountId)).toBe(usdToNano('0.000001') - (served.cost ?? 0n));
     const refused = await ask(key, false);
     expect(refused.status).toBe(402);
-    expect((refused.body as { message: string }).message).toMatch(/credit balance is empty/);
+    expect((refused.body as { message: string }).message).toMatch(/credit balance is -0\.\d+ USD/);
   });
 
   it('gets a 402 that says so when its credit is held by a request in flight', async () => {

@@ -11,7 +11,7 @@ import { DynamoStore } from './store.js';
 import { type DynamoTimeouts, dynamoTimeouts } from './timeouts.js';
 
 /** Client options: `DYNAMODB_ENDPOINT` points at DynamoDB Local (with dummy credentials). */
-export function dynamoClientConfig(env: NodeJS.ProcessEnv = process.env): DynamoDBClientConfig {
+function dynamoClientConfig(env: NodeJS.ProcessEnv = process.env): DynamoDBClientConfig {
   const endpoint = env.DYNAMODB_ENDPOINT;
   if (!endpoint) return {};
   return {
