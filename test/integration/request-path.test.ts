@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { usdToNano } from '../../functions/core/money.js';
 import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { watchDynamoCalls } from '../support/dynamo-calls.js';
+import { settled } from '../support/settled.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
 /** The request path through the Function URL emulator, against DynamoDB Local and the simulator. */
@@ -33,6 +34,8 @@ const hello = { model: 'svc-fast', messages: [{ role: 'user', content: 'hello' }
 
 /** The account's charge items in the ledger, as stored. */
 async function chargesOf(accountId: string) {
+  // The reply comes before its settlement: read once the invocation is done.
+  await settled(target);
   const ledger = await target.client.send(
     new QueryCommand({
       TableName: target.tables.ledger,

@@ -43,7 +43,7 @@ export const N = (value: bigint | number): AttributeValue => ({ N: value.toStrin
 const big = (value: AttributeValue | undefined) => BigInt(value?.N ?? '0');
 const num = (value: AttributeValue | undefined) => (value?.N === undefined ? undefined : Number(value.N));
 
-export function accountStatusOf(item: Item): AccountStatus {
+function accountStatusOf(item: Item): AccountStatus {
   return (item.status?.S as AccountStatus | undefined) ?? 'active';
 }
 

@@ -15,13 +15,16 @@ export interface TableDefinition {
   readonly indexes: readonly { name: string; partitionKey: string; sortKey?: string }[];
 }
 
+/** Index names, used by the table definitions below and by the queries that read them. */
+export const INDEX = { keysByAccount: 'byAccount', keysByKeyId: 'byKeyId' } as const;
+
 export const TABLES = {
   keys: {
     id: 'keys',
     partitionKey: 'keyHash',
     indexes: [
-      { name: 'byAccount', partitionKey: 'accountId', sortKey: 'createdAt' },
-      { name: 'byKeyId', partitionKey: 'keyId' },
+      { name: INDEX.keysByAccount, partitionKey: 'accountId', sortKey: 'createdAt' },
+      { name: INDEX.keysByKeyId, partitionKey: 'keyId' },
     ],
   },
   accounts: { id: 'accounts', partitionKey: 'accountId', indexes: [] },

@@ -1,0 +1,144 @@
+/**
+ * Holds in DynamoDB: placed with the admission check in one transaction, released by a settlement,
+ * by a request that ends unbilled, or by the sweeper once expired.
+ */
+import {
+  type DynamoDBClient,
+  paginateScan,
+  TransactionCanceledException,
+  TransactWriteItemsCommand,
+} from '@aws-sdk/client-dynamodb';
+import type { Hold } from '../../core/store.js';
+import { holdItem, type Item, N, S, type TableNames, toHold } from './items.js';
+import { type Db, isRetryableSettlementError, queryAll, requestToken, sleep } from './store-db.js';
+import type { DynamoWire } from './wire.js';
+
+const HOLD_ATTEMPTS = 10;
+
+export class Holds {
+  private readonly client: DynamoDBClient;
+  private readonly tables: TableNames;
+  private readonly wire: DynamoWire;
+
+  constructor(db: Db) {
+    this.client = db.client;
+    this.tables = db.tables;
+    this.wire = db.wire;
+  }
+
+  /**
+   * The hold and the admission check in one transaction: the hold item is new, and the account is
+   * active with available credit (creditBalance - heldNano) above zero before this hold.
+   */
+  async placeHold(hold: Hold): Promise<'held' | 'refused'> {
+    const command = new TransactWriteItemsCommand({
+      ClientRequestToken: requestToken('hold', hold.holdId),
+      TransactItems: [
+        {
+          Put: {
+            TableName: this.tables.holds,
+            Item: holdItem(hold),
+            ConditionExpression: 'attribute_not_exists(holdId)',
+          },
+        },
+        {
+          Update: {
+            TableName: this.tables.accounts,
+            Key: { accountId: S(hold.accountId) },
+            UpdateExpression: 'ADD heldNano :amount',
+            ConditionExpression:
+              '(attribute_not_exists(#status) OR #status = :active) AND ' +
+              '(creditBalance > heldNano OR (attribute_not_exists(heldNano) AND creditBalance > :zero))',
+            ExpressionAttributeNames: { '#status': 'status' },
+            ExpressionAttributeValues: {
+              ':amount': N(hold.amountNano),
+              ':active': S('active'),
+              ':zero': N(0),
+            },
+          },
+        },
+      ],
+    });
+    // Requests of one account admitted at the same moment write the same account item: DynamoDB
+    // cancels all but one with TransactionConflict. Each is sent again (the same idempotent write)
+    // after a jittered wait, so a burst queues up instead of failing.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.client.send(command);
+        return 'held';
+      } catch (error) {
+        if (error instanceof TransactionCanceledException) {
+          const [holdReason, account] = error.CancellationReasons ?? [];
+          if (account?.Code === 'ConditionalCheckFailed') return 'refused';
+          // Our own hold is there already: an earlier attempt committed and its answer was lost.
+          if (holdReason?.Code === 'ConditionalCheckFailed') return 'held';
+        }
+        if (!isRetryableSettlementError(error) || attempt >= HOLD_ATTEMPTS) throw error;
+        await sleep(Math.random() * Math.min(400, 10 * 2 ** attempt));
+      }
+    }
+  }
+
+  async releaseHold(hold: Hold, options: { onlyIfExpiredAt?: number } = {}): Promise<boolean> {
+    const expired = options.onlyIfExpiredAt !== undefined;
+    try {
+      await this.client.send(
+        new TransactWriteItemsCommand({
+          TransactItems: [
+            {
+              Delete: {
+                TableName: this.tables.holds,
+                Key: { accountId: S(hold.accountId), holdId: S(hold.holdId) },
+                ConditionExpression: expired
+                  ? 'attribute_exists(holdId) AND expiresAt <= :now'
+                  : 'attribute_exists(holdId)',
+                ...(expired
+                  ? { ExpressionAttributeValues: { ':now': N(options.onlyIfExpiredAt ?? 0) } }
+                  : {}),
+              },
+            },
+            {
+              Update: {
+                TableName: this.tables.accounts,
+                Key: { accountId: S(hold.accountId) },
+                UpdateExpression: 'ADD heldNano :release',
+                ConditionExpression: 'attribute_exists(accountId)',
+                ExpressionAttributeValues: { ':release': N(-hold.amountNano) },
+              },
+            },
+          ],
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (
+        error instanceof TransactionCanceledException &&
+        (error.CancellationReasons ?? []).some((reason) => reason.Code === 'ConditionalCheckFailed')
+      )
+        return false;
+      throw error;
+    }
+  }
+
+  async listHolds(accountId?: string): Promise<Hold[]> {
+    const items: Item[] = [];
+    if (accountId) {
+      items.push(
+        ...(await queryAll(this.client, {
+          TableName: this.tables.holds,
+          KeyConditionExpression: 'accountId = :accountId',
+          ExpressionAttributeValues: { ':accountId': S(accountId) },
+          ConsistentRead: true,
+        })),
+      );
+    } else {
+      // The holds table holds only live holds (at most one per request in flight): a scan is small.
+      for await (const page of paginateScan(
+        { client: this.client },
+        { TableName: this.tables.holds, ConsistentRead: true },
+      ))
+        items.push(...(page.Items ?? []));
+    }
+    return items.map(toHold).sort((a, b) => a.expiresAt - b.expiresAt);
+  }
+}

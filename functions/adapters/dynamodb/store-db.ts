@@ -1,0 +1,62 @@
+/** What the store's parts share: the client, the tables, the direct calls, and how writes are retried. */
+import { createHash } from 'node:crypto';
+import {
+  type DynamoDBClient,
+  paginateQuery,
+  type QueryCommandInput,
+  TransactionCanceledException,
+} from '@aws-sdk/client-dynamodb';
+import type { Item, TableNames } from './items.js';
+import { type CancellationReason, type DynamoWire, DynamoWireError } from './wire.js';
+
+export interface Db {
+  client: DynamoDBClient;
+  tables: TableNames;
+  /** The request path's read and settlement, without the SDK client's middleware stack (wire.ts). */
+  wire: DynamoWire;
+}
+
+/** Every item a query matches, through the SDK's own paginator. */
+export async function queryAll(client: DynamoDBClient, input: QueryCommandInput): Promise<Item[]> {
+  const items: Item[] = [];
+  for await (const page of paginateQuery({ client }, input)) items.push(...(page.Items ?? []));
+  return items;
+}
+
+/** The reasons of a cancelled transaction, whether the SDK client or the direct call (wire.ts) saw it. */
+export function cancellationReasons(error: unknown): CancellationReason[] | undefined {
+  if (error instanceof TransactionCanceledException) return error.CancellationReasons ?? [];
+  if (error instanceof DynamoWireError && error.name === 'TransactionCanceledException')
+    return error.cancellationReasons ?? [];
+  return undefined;
+}
+
+/** Conflicts, throttling and lost responses: safe to send again because the write is idempotent. */
+export function isRetryableSettlementError(error: unknown): boolean {
+  const reasons = cancellationReasons(error);
+  if (reasons) {
+    return reasons.some((reason) =>
+      ['TransactionConflict', 'ThrottlingError', 'ProvisionedThroughputExceeded'].includes(reason.Code ?? ''),
+    );
+  }
+  const name = (error as { name?: string } | undefined)?.name ?? '';
+  return [
+    'TransactionConflictException',
+    'TransactionInProgressException',
+    'ThrottlingException',
+    'ProvisionedThroughputExceededException',
+    'RequestLimitExceeded',
+    'InternalServerError',
+    'TimeoutError',
+    'RequestTimeout',
+  ].includes(name);
+}
+
+/** A ClientRequestToken (at most 36 characters) naming one kind of write for one generation. */
+export function requestToken(kind: string, id: string): string {
+  return createHash('sha256').update(`${kind}:${id}`).digest('base64url').slice(0, 36);
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
