@@ -12,6 +12,7 @@ import type { Store } from '../core/store.js';
 import { MODELS_CREATED, MODELS_OWNER, TIER_DISPLAY_NAMES, TIER_IDS } from '../core/tier-ids.js';
 import { JsonDecimal } from '../core/usage.js';
 import type { FunctionUrlEvent } from '../shared/http.js';
+import { normalisedPath } from '../shared/routing.js';
 
 const MODELS_PATH = '/api/v1/models';
 const CREDITS_PATH = '/api/v1/credits';
@@ -66,7 +67,7 @@ export interface Routed {
  * slashes on every route: they are ignored.
  */
 export function routeOf(event: FunctionUrlEvent): Routed {
-  const path = event.rawPath.replace(/\/+$/, '') || '/';
+  const path = normalisedPath(event);
   for (const route of ROUTES) {
     const matched = route.prefix
       ? path.startsWith(route.path) && path.length > route.path.length

@@ -2,7 +2,6 @@ import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import { getStore } from '../adapters/dynamodb/index.js';
 import { originVerifyValue, upstreamCredential } from '../adapters/secrets.js';
-import { MethodNotAllowedError, NotFoundError } from '../core/errors.js';
 import { type AfterReplyContext, afterReplyPlugin } from '../shared/after-reply.js';
 import { authenticate, type CallerContext } from '../shared/authenticate.js';
 import { compressResponse } from '../shared/compression.js';
@@ -17,6 +16,7 @@ import {
 } from '../shared/http.js';
 import { lambdaMemoryMb, reclaimLargeInvocations } from '../shared/memory.js';
 import { logger } from '../shared/observability.js';
+import { onlyRoute } from '../shared/routing.js';
 import { complete } from './complete.js';
 import { loadCompletionsConfig } from './config.js';
 
@@ -32,28 +32,9 @@ type InvocationContext = CallerContext & AfterReplyContext;
 
 /** POST /api/v1/chat/completions, the caller already authenticated (the `authenticate` middleware). */
 async function completions(event: FunctionUrlEvent, context: InvocationContext): Promise<FunctionUrlResult> {
-  return complete(
-    event,
-    {
-      caller: context.caller,
-      requestId: requestIdOf(context),
-      remainingMs: context.getRemainingTimeInMillis(),
-      afterReply: context.afterReply,
-    },
-    ports,
-  );
-}
-
-/** The one route: anything else is 404 or 405, answered before the key is read. */
-function route(): middy.MiddlewareObj<FunctionUrlEvent, FunctionUrlResult, Error, InvocationContext> {
-  return {
-    before: async function routeBefore({ event }) {
-      if (event.rawPath.replace(/\/+$/, '') !== PATH)
-        throw new NotFoundError(`No such endpoint: ${event.rawPath}`);
-      const method = event.requestContext.http.method;
-      if (method !== 'POST') throw new MethodNotAllowedError(method, ['POST']);
-    },
-  };
+  const { caller, afterReply } = context;
+  const remainingMs = context.getRemainingTimeInMillis();
+  return complete(event, { caller, requestId: requestIdOf(context), remainingMs, afterReply }, ports);
 }
 
 export const handler = middy<FunctionUrlEvent, FunctionUrlResult, Error, InvocationContext>({
@@ -71,6 +52,6 @@ export const handler = middy<FunctionUrlEvent, FunctionUrlResult, Error, Invocat
   .use(cors())
   .use(httpErrorHandler())
   .use(originVerify(originVerifyValue))
-  .use(route())
+  .use(onlyRoute(PATH, 'POST'))
   .use(authenticate({ store: () => ports.store, requireCredit: true, topUpUrl: config.topUpUrl }))
   .handler(completions);

@@ -1,0 +1,95 @@
+import { describe, expect, it } from 'vitest';
+import { answer, routeOf } from '../../../functions/account/routes.js';
+import type { Principal } from '../../../functions/core/access.js';
+import { HttpError } from '../../../functions/core/errors.js';
+import type { LedgerEntry } from '../../../functions/core/store.js';
+import { stringifyJson } from '../../../functions/core/usage.js';
+import type { FunctionUrlEvent } from '../../../functions/shared/http.js';
+
+function event(path: string, method = 'GET', query?: Record<string, string>): FunctionUrlEvent {
+  return {
+    rawPath: path,
+    requestContext: { http: { method } },
+    ...(query ? { queryStringParameters: query } : {}),
+  } as unknown as FunctionUrlEvent;
+}
+
+const caller: Principal = {
+  keyId: 'key_1',
+  accountId: 'acct-1',
+  keyStatus: 'active',
+  accountStatus: 'active',
+  balanceNano: 7_500_000_000n,
+  heldNano: 500_000_000n,
+};
+
+const charge: LedgerEntry = {
+  entryId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
+  type: 'charge',
+  createdAt: '2026-01-01T00:00:00.000Z',
+  deltaNano: -1234n,
+  tier: 'svc-pro',
+  promptTokens: 10,
+  completionTokens: 5,
+  cachedTokens: 2,
+  estimated: false,
+  finishReason: 'stop',
+};
+const store = {
+  getLedgerEntry: async (accountId: string, entryId: string) =>
+    accountId === 'acct-1' && entryId === charge.entryId ? charge : undefined,
+};
+
+async function get(path: string, query?: Record<string, string>) {
+  const e = event(path, 'GET', query);
+  return JSON.parse(stringifyJson(await answer(routeOf(e), { event: e, caller, store })));
+}
+
+function statusOf(run: () => unknown): number | undefined {
+  try {
+    run();
+  } catch (error) {
+    return error instanceof HttpError ? error.statusCode : -1;
+  }
+  return undefined;
+}
+
+describe('the account function route table', () => {
+  it('lists exactly the three tiers, and one at /models/{id}, trailing slash or not', async () => {
+    const list = await get('/api/v1/models/');
+    expect(list.data.map((m: { id: string }) => m.id)).toEqual(['svc-fast', 'svc-pro', 'svc-heavy']);
+    expect(await get('/api/v1/models/svc-pro')).toMatchObject({ id: 'svc-pro', object: 'model' });
+  });
+
+  it('is 404 for an unknown model, the announced endpoints and any other path; 405 for another method', async () => {
+    await expect(get('/api/v1/models/gpt-4o')).rejects.toMatchObject({ statusCode: 404 });
+    for (const path of ['/api/v1/agent/run', '/api/v1/memory/query', '/api/v1/modelsx', '/'])
+      expect(statusOf(() => routeOf(event(path)))).toBe(404);
+    expect(statusOf(() => routeOf(event('/api/v1/credits', 'POST')))).toBe(405);
+  });
+
+  it("answers the caller's credits: balance, held, available", async () => {
+    expect(await get('/api/v1/credits')).toEqual({
+      object: 'credits',
+      balance: 7.5,
+      held: 0.5,
+      available: 7,
+      currency: 'USD',
+    });
+  });
+
+  it("answers the caller's own generation by id, with created from the generation's own time", async () => {
+    expect(await get('/api/v1/generation', { id: charge.entryId })).toMatchObject({
+      id: charge.entryId,
+      object: 'generation',
+      model: 'svc-pro',
+      created: 1_767_225_600,
+      usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15, cost: 0.000001234 },
+    });
+    await expect(get('/api/v1/generation', { id: 'gen-1767225600-BBBB' })).rejects.toMatchObject({
+      statusCode: 404,
+    });
+    await expect(get('/api/v1/generation')).rejects.toMatchObject({ statusCode: 400, param: 'id' });
+    await expect(get('/api/v1/generation', { id: 'nope' })).rejects.toMatchObject({ statusCode: 400 });
+  });
+});
