@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoStore, tableNamesFromEnv } from '../../functions/adapters/dynamodb/index.js';
@@ -22,6 +23,7 @@ import {
   setAccountStatus,
   showAccount,
 } from './operations.js';
+import { billLoggedGenerations } from './usage-records.js';
 
 const USAGE = `usage: npm run --silent admin -- <command> [--json]
 
@@ -37,6 +39,7 @@ const USAGE = `usage: npm run --silent admin -- <command> [--json]
   usage <accountId> [--since <iso time>] [--format json|csv] [--by key|user|day]
   holds [<accountId>]
   reconcile [<accountId>]
+  bill-logged <file|->   bill the generations whose logged usage record has no ledger entry
 
 Environment: DYNAMODB_ENDPOINT (a running DynamoDB), else DynamoDB Local on DYNAMODB_LOCAL_PORT
 (default 8000) with its data under SVC_DATA_DIR (default .data), started for the command if it is
@@ -118,6 +121,7 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
   if (group === 'usage') return usageCommand(ctx, p, values);
   if (group === 'reconcile') return reconcileCommand(ctx, p, values);
   if (group === 'holds') return holdsCommand(ctx, p, values);
+  if (group === 'bill-logged') return billLoggedCommand(ctx, p);
   const command = `${group ?? ''} ${verb ?? ''}`;
   switch (command) {
     case 'account create': {
@@ -387,7 +391,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
       return 0;
     }
     const [group] = parsed.positionals;
-    if (!group || (parsed.positionals.length < 2 && group !== 'reconcile'))
+    // `holds` and `reconcile` stand alone (every account); every other command names its verb or object.
+    if (!group || (parsed.positionals.length < 2 && group !== 'reconcile' && group !== 'holds'))
       throw new UsageError('no command given');
   } catch (error) {
     console.error(`${(error as Error).message}\n\n${USAGE}`);
@@ -413,4 +418,30 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   } finally {
     await opened?.close();
   }
+}
+
+/**
+ * `bill-logged <file|->`: the completions function logs each generation's usage record (`generation
+ * usage`) before its settlement; one that died before the write leaves the record and no ledger entry.
+ * This bills those, once (lib/admin/usage-records.ts). The input is the functions' log lines or a
+ * CloudWatch Logs Insights result document; `-` reads standard input.
+ */
+async function billLoggedCommand(ctx: AdminContext, p: string[]): Promise<CliResult> {
+  if (p.length !== 2) throw new UsageError('bill-logged takes one file (or - for standard input)');
+  const source = p[1] ?? '';
+  let text: string;
+  try {
+    text = source === '-' ? readFileSync(0, 'utf8') : readFileSync(source, 'utf8');
+  } catch (error) {
+    throw new UsageError(`cannot read ${source}: ${(error as Error).message}`);
+  }
+  const result = await billLoggedGenerations(ctx.store, text);
+  return {
+    json: { ...result },
+    text: [
+      `billed ${result.settled.length} generation(s) that had no ledger entry${result.settled.length ? `: ${result.settled.join(', ')}` : ''}`,
+      `${result.alreadySettled.length} already on the ledger`,
+      ...(result.invalid ? [`${result.invalid} usage record(s) failed their checks and were skipped`] : []),
+    ].join('\n'),
+  };
 }

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -231,4 +231,46 @@ describe('operator CLI without a running service', () => {
     const shown = JSON.parse((await cli('account', 'show', 'offline')).stdout) as { creditBalance: number };
     expect(shown.creditBalance).toBe(2);
   }, 120_000);
+});
+
+describe('operator CLI: holds and bill-logged', () => {
+  it("holds without an account lists every account's holds", async () => {
+    const result = await admin('holds');
+    expect(result.code, result.stderr).toBe(0);
+    expect(await json('holds')).toHaveProperty('holds');
+  });
+
+  it('bill-logged bills a logged generation once, from log lines or a Logs Insights result', async () => {
+    await json('account', 'create', 'logged', '--credits', '1');
+    const record = {
+      accountId: 'logged',
+      generationId: 'gen-1767225600-LOGGEDLOGGEDLOGGED01',
+      keyId: 'key_0123456789abcdef',
+      tier: 'svc-fast',
+      upstreamModel: 'sim-fast',
+      promptTokens: 10,
+      completionTokens: 5,
+      cachedTokens: 0,
+      upstreamCostUsd: '0.0000082',
+      billedNano: '10660',
+      estimated: false,
+      finishReason: 'stop',
+      createdAt: '2026-01-01T00:00:00.000Z',
+    };
+    const line = JSON.stringify({ level: 'INFO', message: 'generation usage', record });
+    const dir = mkdtempSync(join(tmpdir(), 'bill-logged-'));
+    const lines = join(dir, 'lines.log');
+    writeFileSync(lines, `2026-01-01T00:00:00.000Z\treq-1\tINFO\t${line}\nnot a record\n`);
+    expect(await json('bill-logged', lines)).toMatchObject({
+      settled: [record.generationId],
+      alreadySettled: [],
+    });
+    const insights = join(dir, 'insights.json');
+    writeFileSync(insights, JSON.stringify({ results: [[{ field: '@message', value: line }]] }));
+    expect(await json('bill-logged', insights)).toMatchObject({
+      settled: [],
+      alreadySettled: [record.generationId],
+    });
+    expect(await json('account', 'show', 'logged')).toMatchObject({ creditBalance: 0.99998934 });
+  });
 });
