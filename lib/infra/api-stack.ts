@@ -70,7 +70,7 @@ export interface ApiStackProps extends StackProps {
 }
 
 /**
- * The service in AWS (DESIGN section 2): CloudFront as the one base URL in front of two Function
+ * The service in AWS: CloudFront as the one base URL in front of two Function
  * URLs, three DynamoDB tables, the upstream-credentials and origin-verify secrets, and alarms.
  */
 export class ApiStack extends Stack {

@@ -33,7 +33,7 @@ export const ACKNOWLEDGED = [
   {
     id: 'AwsSolutions::AwsSolutions-CFR2',
     reason:
-      'Every request is authenticated by an API key and billed; WAF (a per-request cost) is an operator option, not a default. Rate limits are reserved for the future (spec section 8).',
+      'Every request is authenticated by an API key and billed; WAF (a per-request cost) is an operator option, not a default. Rate limits are reserved for the future(the product reserves 429 for them).',
   },
   {
     id: 'AwsSolutions::AwsSolutions-CFR4',

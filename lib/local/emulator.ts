@@ -1,5 +1,5 @@
 /**
- * The local stand-in for CloudFront and the Lambda Function URLs behind it (DESIGN section 3), used
+ * The local stand-in for CloudFront and the Lambda Function URLs behind it, used
  * by `npm start`, the integration and contract tests and the benchmark. It behaves as the AWS path
  * does, so that what passes here passes there:
  * - a "CloudFront" port routes by path, as the distribution's behaviours do, and adds the secret

@@ -16,7 +16,7 @@ import {
 import { type EmulatedFunction, type RunningEmulator, startEmulator } from './emulator.js';
 
 /**
- * The whole service on one machine (DESIGN section 3): DynamoDB Local, the upstream simulator and
+ * The whole service on one machine: DynamoDB Local, the upstream simulator and
  * the Function URL emulator in front of the same handlers Lambda runs. Used by `npm start`, the
  * integration and contract tests, and the benchmark.
  */
