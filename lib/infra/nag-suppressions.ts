@@ -18,7 +18,7 @@ export const ACKNOWLEDGED = [
   {
     id: 'AwsSolutions::AwsSolutions-L1',
     reason:
-      'Node.js 22 is the runtime this service is built and tested for (DESIGN); moving runtimes is a tested change of its own.',
+      'Node.js 22 is the runtime this service is built and tested for (the conformance suite runs its bundles on it); moving runtimes is a tested change of its own.',
   },
   {
     id: 'AwsSolutions::AwsSolutions-SMG4',
