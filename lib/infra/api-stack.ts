@@ -5,6 +5,7 @@ import {
   CachePolicy,
   Distribution,
   type ErrorResponse,
+  FunctionEventType,
   HttpVersion,
   OriginRequestPolicy,
   PriceClass,
@@ -43,6 +44,7 @@ import { FUNCTION_SETTINGS } from './function-settings.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
 import { ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
+import { tooLargeFunction } from './too-large-function.js';
 
 export type Stage = 'sandbox' | 'prod';
 
@@ -232,7 +234,10 @@ export class ApiStack extends Stack {
     });
 
     const originHeaders = { 'x-origin-verify': originSecret.secretValue.unsafeUnwrap() };
+    // An oversized body is answered in front of the functions (Lambda would refuse it with a bare body).
+    const tooLarge = tooLargeFunction(this);
     const behaviour = {
+      functionAssociations: [{ function: tooLarge, eventType: FunctionEventType.VIEWER_REQUEST }],
       allowedMethods: AllowedMethods.ALLOW_ALL,
       cachePolicy: CachePolicy.CACHING_DISABLED,
       originRequestPolicy: OriginRequestPolicy.ALL_VIEWER_EXCEPT_HOST_HEADER,

@@ -26,6 +26,7 @@ import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
+import { MAX_REQUEST_BYTES, requestTooLarge } from '../../functions/shared/too-large.js';
 import { type FunctionConfig, FunctionPool, type FunctionStats, type Launcher } from './runtime-api.js';
 
 export interface EmulatedFunction {
@@ -150,7 +151,7 @@ async function listen(server: Server, port: number, host: string): Promise<numbe
 
 export async function startEmulator(options: EmulatorOptions): Promise<RunningEmulator> {
   const host = options.host ?? '127.0.0.1';
-  const maxBody = options.maxBodyBytes ?? 6 * 1024 * 1024;
+  const maxBody = options.maxBodyBytes ?? MAX_REQUEST_BYTES;
   const env =
     options.env ??
     (Object.fromEntries(Object.entries(process.env).filter(([, v]) => v !== undefined)) as Record<
@@ -183,8 +184,11 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     const body = await readBody(req, maxBody);
     if (body === undefined) {
       // Answered without the body: this connection is not reused (its client may still be mid-request).
-      res.writeHead(413, { 'content-type': 'application/json', connection: 'close' });
-      res.end(JSON.stringify({ message: 'Request Entity Too Large' }));
+      // Answered in front of the function, as the CloudFront function does in AWS (lib/infra):
+      // OpenAI's error shape, a request id and the CORS headers, as every answer of the service.
+      const tooLarge = requestTooLarge(randomUUID(), maxBody);
+      res.writeHead(tooLarge.statusCode, { ...tooLarge.headers, connection: 'close' });
+      res.end(tooLarge.body);
       return;
     }
     const url = new URL(req.url ?? '/', 'http://localhost');

@@ -7,6 +7,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { ApiStack, type ApiStackProps } from '../../lib/infra/api-stack.js';
 import { FUNCTION_SETTINGS } from '../../lib/infra/function-settings.js';
 import { ACKNOWLEDGED } from '../../lib/infra/nag-suppressions.js';
+import { tooLargeFunctionCode } from '../../lib/infra/too-large-function.js';
 
 /** The stack, proven offline: template assertions for every property, and cdk-nag's AwsSolutions pack. */
 const TIERS = JSON.stringify({
@@ -284,6 +285,27 @@ describe('CloudFront', () => {
         expect(policy).toBe('4135ea2d-6df8-44a3-9df3-4b5a84be39ad');
     },
   );
+
+  it('answers oversized bodies with its viewer-request function on every behaviour', () => {
+    const { template } = prod;
+    template.resourceCountIs('AWS::CloudFront::Function', 1);
+    const fn = Object.values(template.findResources('AWS::CloudFront::Function'))[0] as {
+      Properties: { FunctionCode: string; FunctionConfig: { Runtime: string } };
+    };
+    expect(fn.Properties.FunctionCode).toBe(tooLargeFunctionCode());
+    expect(fn.Properties.FunctionConfig.Runtime).toBe('cloudfront-js-2.0');
+    const config = Object.values(template.findResources('AWS::CloudFront::Distribution'))[0] as {
+      Properties: { DistributionConfig: { DefaultCacheBehavior: unknown; CacheBehaviors: unknown[] } };
+    };
+    const behaviours = [
+      config.Properties.DistributionConfig.DefaultCacheBehavior,
+      ...config.Properties.DistributionConfig.CacheBehaviors,
+    ];
+    for (const behaviour of behaviours)
+      expect(behaviour).toMatchObject({
+        FunctionAssociations: [{ EventType: 'viewer-request', FunctionARN: expect.anything() }],
+      });
+  });
 
   it('enforces TLS 1.2 when deployed with a custom domain and certificate', () => {
     const app = new App();

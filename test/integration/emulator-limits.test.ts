@@ -27,7 +27,7 @@ describe('a slow JSON reply', () => {
 });
 
 describe('an oversized request body', () => {
-  it('is answered 413 with Connection: close, and the next request is served', async () => {
+  it("is answered 413 in OpenAI's shape with a request id and Connection: close, and the next request is served", async () => {
     const { key } = await newAccount(target);
     const huge = JSON.stringify({
       model: 'svc-fast',
@@ -42,7 +42,17 @@ describe('an oversized request body', () => {
     const refused = await post(huge);
     expect(refused.status).toBe(413);
     expect(refused.headers.get('connection')).toBe('close');
-    await refused.text();
+    // OpenAI's error shape, a request id and CORS, as every answer of the service.
+    expect(refused.headers.get('x-request-id')).toBeTruthy();
+    expect(refused.headers.get('access-control-allow-origin')).toBe('*');
+    expect(await refused.json()).toEqual({
+      error: {
+        message: expect.stringMatching(/larger than the 6291456 bytes \(6 MB\)/),
+        type: 'invalid_request_error',
+        param: null,
+        code: 'request_too_large',
+      },
+    });
     const next = await post(
       JSON.stringify({ model: 'svc-fast', messages: [{ role: 'user', content: 'hi [[sim:tokens=2]]' }] }),
     );
