@@ -234,6 +234,19 @@ describe('operator CLI without a running service', () => {
 });
 
 describe('operator CLI: holds and bill-logged', () => {
+  it('usage --format json, holds <accountId> and reconcile <accountId>: the per-account forms', async () => {
+    await json('account', 'create', 'forms', '--credits', '2');
+    const usage = await admin('usage', 'forms', '--format', 'json');
+    expect(usage.code, usage.stderr).toBe(0);
+    expect(JSON.parse(usage.stdout)).toMatchObject({
+      accountId: 'forms',
+      entries: [{ type: 'topup', amountUsd: 2 }],
+    });
+    expect(await json('holds', 'forms')).toEqual({ holds: [] });
+    const reconciled = await admin('reconcile', 'forms');
+    expect(reconciled.code, reconciled.stderr).toBe(0);
+  });
+
   it("holds without an account lists every account's holds", async () => {
     const result = await admin('holds');
     expect(result.code, result.stderr).toBe(0);
