@@ -6,6 +6,7 @@
  * the shared `authenticate` middleware).
  */
 import type { Principal } from '../core/access.js';
+import { readModelCatalog } from '../core/catalog.js';
 import { BadRequestError, MethodNotAllowedError, NotFoundError } from '../core/errors.js';
 import { nanoToUsd } from '../core/money.js';
 import type { Store } from '../core/store.js';
@@ -18,6 +19,9 @@ const MODELS_PATH = '/api/v1/models';
 const CREDITS_PATH = '/api/v1/credits';
 const GENERATION_PATH = '/api/v1/generation';
 
+/** Each tier's context length and prices, set by the stack from the tier configuration (core/catalog.ts). */
+const CATALOG = readModelCatalog(process.env.MODELS_CATALOG);
+
 const MODEL_LIST = {
   object: 'list',
   data: TIER_IDS.map((id) => ({
@@ -26,6 +30,8 @@ const MODEL_LIST = {
     created: MODELS_CREATED,
     owned_by: MODELS_OWNER,
     display_name: TIER_DISPLAY_NAMES[id],
+    // OpenRouter's field names, which LiteLLM and other tools read to budget and pick models.
+    ...CATALOG[id],
   })),
 };
 const MODEL_BY_ID = new Map<string, (typeof MODEL_LIST.data)[number]>(

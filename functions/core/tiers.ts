@@ -50,13 +50,24 @@ export type UpstreamTarget = z.output<typeof UpstreamTargetSchema>;
  */
 export const DEFAULT_MAX_OUTPUT_TOKENS = 8_192;
 
+/** The context length `/models` states for a tier that sets none (tokens, prompt and reply together). */
+const DEFAULT_CONTEXT_LENGTH = 128_000;
+
 const TargetsSchema = z.array(UpstreamTargetSchema).min(1);
-/** A tier: its targets in fallback order, and its default output cap. A bare array is the targets alone. */
+/**
+ * A tier: its targets in fallback order, its default output cap, and the context length `/models`
+ * states for it. A bare array is the targets alone.
+ */
 const TierSchema = z.union([
-  TargetsSchema.transform((targets) => ({ targets, maxOutputTokens: DEFAULT_MAX_OUTPUT_TOKENS })),
+  TargetsSchema.transform((targets) => ({
+    targets,
+    maxOutputTokens: DEFAULT_MAX_OUTPUT_TOKENS,
+    contextLength: DEFAULT_CONTEXT_LENGTH,
+  })),
   z.object({
     targets: TargetsSchema,
     maxOutputTokens: z.int().positive().max(1_000_000).default(DEFAULT_MAX_OUTPUT_TOKENS),
+    contextLength: z.int().positive().max(100_000_000).default(DEFAULT_CONTEXT_LENGTH),
   }),
 ]);
 export type Tier = z.output<typeof TierSchema>;

@@ -37,6 +37,8 @@ import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { Construct } from 'constructs';
+import { modelCatalog } from '../../functions/core/catalog.js';
+import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tiers.js';
 import { ORIGIN_READ_TIMEOUT_SECONDS } from '../../functions/shared/limits.js';
 import { SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
 import { TABLE_ENV } from '../tables.js';
@@ -150,7 +152,19 @@ export class ApiStack extends Stack {
       timeout: Duration.seconds(FUNCTION_SETTINGS.models.timeoutSeconds),
       logRetention,
       removalPolicy,
-      environment: tableEnv,
+      environment: {
+        ...tableEnv,
+        // What /models states per tier (context length, prices), from the same tier configuration.
+        MODELS_CATALOG: JSON.stringify(
+          modelCatalog(
+            parseTierConfig(
+              props.tiersConfig
+                ? JSON.parse(props.tiersConfig)
+                : singleUpstreamConfig('https://simulator.invalid/v1'),
+            ),
+          ),
+        ),
+      },
     });
 
     // Least privilege: exactly the actions each function's code performs, on exactly its resources.

@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoStore, type TableNames } from '../../functions/adapters/dynamodb/index.js';
+import { modelCatalog } from '../../functions/core/catalog.js';
+import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tiers.js';
 import { startSimulator } from '../../functions/simulator/server.js';
 import { SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
 import { FUNCTION_SETTINGS } from '../infra/function-settings.js';
@@ -122,6 +124,17 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       ...(options.upstreamApiKey ? { UPSTREAM_API_KEY: options.upstreamApiKey } : {}),
       ...options.env,
     });
+
+    // What the account function's /models states per tier, from the tier configuration (a bad one is
+    // reported by the completions function at its cold start).
+    try {
+      const tiers = process.env.TIERS_CONFIG
+        ? parseTierConfig(JSON.parse(process.env.TIERS_CONFIG))
+        : parseTierConfig(singleUpstreamConfig(upstreamBaseUrl));
+      process.env.MODELS_CATALOG = JSON.stringify(modelCatalog(tiers));
+    } catch {
+      delete process.env.MODELS_CATALOG;
+    }
 
     // As CloudFront does: a secret header on every request it forwards, which the functions check.
     const originVerifyValue =

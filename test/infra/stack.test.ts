@@ -4,21 +4,16 @@ import { App, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { modelCatalog } from '../../functions/core/catalog.js';
+import { parseTierConfig } from '../../functions/core/tiers.js';
 import { ApiStack, type ApiStackProps } from '../../lib/infra/api-stack.js';
 import { FUNCTION_SETTINGS } from '../../lib/infra/function-settings.js';
 import { ACKNOWLEDGED } from '../../lib/infra/nag-suppressions.js';
 import { tooLargeFunctionCode } from '../../lib/infra/too-large-function.js';
 
 /** The stack, proven offline: template assertions for every property, and cdk-nag's AwsSolutions pack. */
-const TIERS = JSON.stringify({
-  'svc-fast': [
-    {
-      baseUrl: 'https://api.openai.com/v1',
-      model: 'gpt-4o-mini',
-      prices: { input: '1', cachedInput: '0.1', output: '2' },
-    },
-  ],
-});
+/** The repository's example tier configuration, as the README's deploy command passes it. */
+const TIERS = readFileSync(new URL('../../config/tiers.example.json', import.meta.url), 'utf8');
 
 let sandboxAssemblyDir = '';
 function synth(props: Omit<ApiStackProps, 'stage'> & { stage: ApiStackProps['stage'] }) {
@@ -152,6 +147,18 @@ describe('functions', () => {
     expect(userFunctions(prod.template)).toHaveLength(3);
     prod.template.hasResourceProperties('AWS::Lambda::Function', {
       Environment: { Variables: Match.objectLike({ TIERS_CONFIG: TIERS }) },
+    });
+  });
+
+  it("state each tier's context length and prices on /models, from the tier configuration", () => {
+    const models = userFunctions(prod.template).find(([id]) => id.startsWith('Models'));
+    if (!models) throw new Error('no models function');
+    const env = (models[1] as { Properties: { Environment: { Variables: Record<string, string> } } })
+      .Properties.Environment.Variables;
+    expect(JSON.parse(env.MODELS_CATALOG ?? '{}')).toEqual(modelCatalog(parseTierConfig(JSON.parse(TIERS))));
+    expect(JSON.parse(env.MODELS_CATALOG ?? '{}')['svc-pro']).toMatchObject({
+      context_length: 1_047_576,
+      pricing: { prompt: '0.00000052', completion: '0.00000208' },
     });
   });
 
