@@ -274,6 +274,12 @@ export class ApiStack extends Stack {
             minimumProtocolVersion: SecurityPolicyProtocol.TLS_V1_2_2021,
           }
         : {};
+    const completionsOrigin = new FunctionUrlOrigin(completionsUrl, {
+      customHeaders: originHeaders,
+      // Before the first byte (a stream's first keep-alive is immediate).
+      readTimeout: Duration.seconds(ORIGIN_READ_TIMEOUT_SECONDS),
+      keepaliveTimeout: Duration.seconds(60),
+    });
     const distribution = new Distribution(this, 'Api', {
       comment: `hosted-model-api ${props.stage}`,
       httpVersion: HttpVersion.HTTP2_AND_3,
@@ -289,15 +295,9 @@ export class ApiStack extends Stack {
         origin: new FunctionUrlOrigin(modelsUrl, { customHeaders: originHeaders }),
       },
       additionalBehaviors: {
-        '/api/v1/chat/completions': {
-          ...behaviour,
-          origin: new FunctionUrlOrigin(completionsUrl, {
-            customHeaders: originHeaders,
-            // Before the first byte (a stream's first keep-alive is immediate).
-            readTimeout: Duration.seconds(ORIGIN_READ_TIMEOUT_SECONDS),
-            keepaliveTimeout: Duration.seconds(60),
-          }),
-        },
+        // With and without a trailing slash, as every route (one origin for both).
+        '/api/v1/chat/completions': { ...behaviour, origin: completionsOrigin },
+        '/api/v1/chat/completions/': { ...behaviour, origin: completionsOrigin },
       },
     });
 

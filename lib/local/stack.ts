@@ -149,7 +149,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       ...(options.launcher ? { launcher: options.launcher } : {}),
       routes: [
         {
-          match: (path) => path === '/api/v1/chat/completions',
+          // As the distribution's behaviours: with and without a trailing slash.
+          match: (path) => path.replace(/\/+$/, '') === '/api/v1/chat/completions',
           fn: {
             name: 'completions',
             module: handlerPath('completions'),

@@ -232,13 +232,13 @@ describe('CloudFront', () => {
           ViewerProtocolPolicy: 'https-only',
           AllowedMethods: Match.arrayWith(['GET', 'POST']),
         }),
-        CacheBehaviors: [
+        CacheBehaviors: ['/api/v1/chat/completions', '/api/v1/chat/completions/'].map((PathPattern) =>
           Match.objectLike({
-            PathPattern: '/api/v1/chat/completions',
+            PathPattern,
             CachePolicyId: '4135ea2d-6df8-44a3-9df3-4b5a84be39ad',
             ViewerProtocolPolicy: 'https-only',
           }),
-        ],
+        ),
       }),
     });
   });
