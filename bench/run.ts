@@ -415,6 +415,58 @@ function sayBundleFacts(say: (line?: string) => void, rows: string[]) {
   for (const row of rows) say(row);
 }
 
+/**
+ * The CPU table: CPU per request and per relayed chunk of the function processes (BENCH_ONLY=cpu
+ * prints it alone).
+ */
+async function cpuTable(
+  say: (line?: string) => void,
+  gatewayPid: number,
+  viaGateway: string,
+  modelsUrl: string,
+  auth: Record<string, string>,
+): Promise<void> {
+  // CPU per request and per relayed chunk of the function's own process.
+  say('');
+  say('## CPU of the function processes');
+  say('');
+  say(
+    'One client, requests back to back. CPU = run time of all threads of the completions instances (/proc/<pid>/task/*/schedstat) / requests. ' +
+      'Unpaced, the simulator sends a whole reply in a few packets; paced, one event per packet every 13 ms, as a model streams.',
+  );
+  say('');
+  say('| requests | count | chunks/request | CPU ms/request |');
+  say('|---|---|---|---|');
+  const perKind = async (label: string, stream: boolean, tokens: number, count: number, paced = false) => {
+    const before = functionCpuMs(gatewayPid, 'completions');
+    let events = 0;
+    for (let i = 0; i < count; i++)
+      events += (await timedRequest(viaGateway, completionBody('svc-fast', stream, tokens, paced), auth))
+        .events;
+    const cpu = (functionCpuMs(gatewayPid, 'completions') - before) / count;
+    say(`| ${label} | ${count} | ${(events / count).toFixed(0)} | ${cpu.toFixed(3)} |`);
+    return { cpu, chunks: events / count };
+  };
+  await perKind('json, 16 tokens', false, 16, 300);
+  const short = await perKind('stream, 16 tokens', true, 16, 300);
+  const long = await perKind('stream, 300 tokens', true, 300, 100);
+  const modelsBefore = functionCpuMs(gatewayPid, 'models');
+  for (let i = 0; i < 300; i++) await timedRequest(modelsUrl, undefined, auth);
+  say(
+    `| GET /models | 300 | - | ${((functionCpuMs(gatewayPid, 'models') - modelsBefore) / 300).toFixed(3)} |`,
+  );
+  const shortPaced = await perKind('stream, 16 tokens, paced', true, 16, 10, true);
+  const longPaced = await perKind('stream, 300 tokens, paced', true, 300, 10, true);
+  const perChunkUs = ((long.cpu - short.cpu) * 1000) / (long.chunks - short.chunks);
+  const perPacedChunkUs = ((longPaced.cpu - shortPaced.cpu) * 1000) / (longPaced.chunks - shortPaced.chunks);
+  say('');
+  say(
+    `CPU per relayed chunk (stream of 300 tokens minus stream of 16, per extra chunk): ${perChunkUs.toFixed(1)} us unpaced, ${perPacedChunkUs.toFixed(1)} us paced (one event per packet). ` +
+      'It includes reading the upstream socket, SSE parsing, the rewrite, gzip and the write to the response stream ' +
+      '(`npx tsx bench/chunk-rewrite.ts` isolates the rewrite).',
+  );
+}
+
 async function main() {
   const lines: string[] = [];
   const say = (line = '') => {
@@ -478,6 +530,16 @@ async function main() {
     models: functionMemory(gatewayPid, 'models'),
   };
   if (coldJson.status !== 200 || coldStream.status !== 200) throw new Error('the gateway did not answer 200');
+  // BENCH_ONLY=cpu: the CPU table alone (about a minute), to measure a change to the request path.
+  if (process.env.BENCH_ONLY === 'cpu') {
+    await cpuTable(say, gatewayPid, viaGateway, modelsUrl, auth);
+    gateway.child.kill('SIGTERM');
+    sim.child.kill('SIGTERM');
+    client.destroy();
+    await capacity.close();
+    await dynamo.stop();
+    process.exit(0);
+  }
   // An upstream that reports no usage: the completions function estimates it with the tokenizer.
   const estimated = await timedRequest(
     viaGateway,
@@ -610,45 +672,7 @@ async function main() {
 
   const dynamoRead = percentile(reads, 50);
 
-  // CPU per request and per relayed chunk of the function's own process.
-  say('');
-  say('## CPU of the function processes');
-  say('');
-  say(
-    'One client, requests back to back. CPU = run time of all threads of the completions instances (/proc/<pid>/task/*/schedstat) / requests. ' +
-      'Unpaced, the simulator sends a whole reply in a few packets; paced, one event per packet every 13 ms, as a model streams.',
-  );
-  say('');
-  say('| requests | count | chunks/request | CPU ms/request |');
-  say('|---|---|---|---|');
-  const perKind = async (label: string, stream: boolean, tokens: number, count: number, paced = false) => {
-    const before = functionCpuMs(gatewayPid, 'completions');
-    let events = 0;
-    for (let i = 0; i < count; i++)
-      events += (await timedRequest(viaGateway, completionBody('svc-fast', stream, tokens, paced), auth))
-        .events;
-    const cpu = (functionCpuMs(gatewayPid, 'completions') - before) / count;
-    say(`| ${label} | ${count} | ${(events / count).toFixed(0)} | ${cpu.toFixed(3)} |`);
-    return { cpu, chunks: events / count };
-  };
-  await perKind('json, 16 tokens', false, 16, 300);
-  const short = await perKind('stream, 16 tokens', true, 16, 300);
-  const long = await perKind('stream, 300 tokens', true, 300, 100);
-  const modelsBefore = functionCpuMs(gatewayPid, 'models');
-  for (let i = 0; i < 300; i++) await timedRequest(modelsUrl, undefined, auth);
-  say(
-    `| GET /models | 300 | - | ${((functionCpuMs(gatewayPid, 'models') - modelsBefore) / 300).toFixed(3)} |`,
-  );
-  const shortPaced = await perKind('stream, 16 tokens, paced', true, 16, 10, true);
-  const longPaced = await perKind('stream, 300 tokens, paced', true, 300, 10, true);
-  const perChunkUs = ((long.cpu - short.cpu) * 1000) / (long.chunks - short.chunks);
-  const perPacedChunkUs = ((longPaced.cpu - shortPaced.cpu) * 1000) / (longPaced.chunks - shortPaced.chunks);
-  say('');
-  say(
-    `CPU per relayed chunk (stream of 300 tokens minus stream of 16, per extra chunk): ${perChunkUs.toFixed(1)} us unpaced, ${perPacedChunkUs.toFixed(1)} us paced (one event per packet). ` +
-      'It includes reading the upstream socket, SSE parsing, the rewrite, gzip and the write to the response stream ' +
-      '(`npx tsx bench/chunk-rewrite.ts` isolates the rewrite).',
-  );
+  await cpuTable(say, gatewayPid, viaGateway, modelsUrl, auth);
 
   // Cost of each kind of request. DynamoDB units and CPU from unpaced requests one kind at a time;
   // durations from paced requests (realistic generation timing), a few at a time.
