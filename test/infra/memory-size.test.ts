@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -5,15 +6,8 @@ import { ApiStack } from '../../lib/infra/api-stack.js';
 import { FUNCTION_SETTINGS } from '../../lib/infra/function-settings.js';
 
 /** The functions' memory sizes (issue 15): measured defaults, and a CDK context value per function. */
-const TIERS = JSON.stringify({
-  'svc-fast': [
-    {
-      baseUrl: 'https://api.openai.com/v1',
-      model: 'gpt-4o-mini',
-      prices: { input: '1', cachedInput: '0.1', output: '2' },
-    },
-  ],
-});
+/** The repository's example tier configuration (a prod stack parses it at synth). */
+const TIERS = readFileSync(new URL('../../config/tiers.example.json', import.meta.url), 'utf8');
 
 function memorySizes(context: Record<string, unknown> = {}): Record<string, number> {
   const app = new App({ context });
