@@ -18,6 +18,7 @@ new ApiStack(app, `HostedModelApi-${stage}`, {
   ...(context('tiersConfig') ? { tiersConfig: context('tiersConfig') as string } : {}),
   ...(context('topUpUrl') ? { topUpUrl: context('topUpUrl') as string } : {}),
   ...(context('alarmEmail') ? { alarmEmail: context('alarmEmail') as string } : {}),
+  ...(context('alarmTopicArn') ? { alarmTopicArn: context('alarmTopicArn') as string } : {}),
   ...(context('domainName') ? { domainName: context('domainName') as string } : {}),
   ...(context('certificateArn') ? { certificateArn: context('certificateArn') as string } : {}),
   ...(process.env.CDK_DEFAULT_ACCOUNT && process.env.CDK_DEFAULT_REGION

@@ -9,6 +9,7 @@ import {
   HttpVersion,
   OriginRequestPolicy,
   PriceClass,
+  ResponseHeadersPolicy,
   SecurityPolicyProtocol,
   ViewerProtocolPolicy,
 } from 'aws-cdk-lib/aws-cloudfront';
@@ -66,8 +67,10 @@ export interface ApiStackProps extends StackProps {
   tiersConfig?: string;
   /** The 402 body's topUpUrl. */
   topUpUrl?: string;
-  /** Alarm notifications go to this address when set. */
+  /** Alarm notifications go to this address (prod needs it, or alarmTopicArn). */
   alarmEmail?: string;
+  /** Alarm notifications go to this existing SNS topic (prod needs it, or alarmEmail). */
+  alarmTopicArn?: string;
   /** A custom domain (with an ACM certificate in us-east-1) lets CloudFront enforce TLS 1.2. */
   domainName?: string;
   certificateArn?: string;
@@ -86,6 +89,18 @@ export class ApiStack extends Stack {
     if (!sandbox && !props.tiersConfig) {
       throw new Error(
         'the prod stage needs the tier routing: cdk deploy -c stage=prod -c tiersConfig="$(cat tiers.json)"',
+      );
+    }
+    // The overdraft bound (core/holds.ts) counts on knowing how many completions can run at once: the
+    // reserved concurrency is that number, and the function's MAX_CONCURRENCY is derived from it.
+    if (!sandbox && props.reservedConcurrency === undefined) {
+      throw new Error(
+        'the prod stage needs -c reservedConcurrency=<n>: the overdraft bound relies on how many completions can run at once',
+      );
+    }
+    if (!sandbox && !props.alarmEmail && !props.alarmTopicArn) {
+      throw new Error(
+        'the prod stage needs an alarm destination: -c alarmEmail=<address> or -c alarmTopicArn=<arn>',
       );
     }
 
@@ -142,6 +157,7 @@ export class ApiStack extends Stack {
         UPSTREAM_SECRET_ARN: upstreamSecret.secretArn,
         KEEPALIVE_INTERVAL_MS: '10000',
         // The fast path's bound (core/holds.ts): how many completions can run at once.
+        // One value: the reserved concurrency (required in prod); the account's default in the sandbox.
         MAX_CONCURRENCY: String(props.reservedConcurrency ?? ACCOUNT_CONCURRENCY_DEFAULT),
         ...(props.topUpUrl ? { TOP_UP_URL: props.topUpUrl } : {}),
       },
@@ -250,7 +266,20 @@ export class ApiStack extends Stack {
     const originHeaders = { 'x-origin-verify': originSecret.secretValue.unsafeUnwrap() };
     // An oversized body is answered in front of the functions (Lambda would refuse it with a bare body).
     const tooLarge = tooLargeFunction(this);
+    // HSTS (two years, subdomains) and nosniff on every answer, errors and streams included.
+    const securityHeaders = new ResponseHeadersPolicy(this, 'SecurityHeaders', {
+      comment: 'hosted-model-api: HSTS and nosniff',
+      securityHeadersBehavior: {
+        strictTransportSecurity: {
+          accessControlMaxAge: Duration.days(730),
+          includeSubdomains: true,
+          override: true,
+        },
+        contentTypeOptions: { override: true },
+      },
+    });
     const behaviour = {
+      responseHeadersPolicy: securityHeaders,
       functionAssociations: [{ function: tooLarge, eventType: FunctionEventType.VIEWER_REQUEST }],
       allowedMethods: AllowedMethods.ALLOW_ALL,
       cachePolicy: CachePolicy.CACHING_DISABLED,
@@ -326,8 +355,11 @@ export class ApiStack extends Stack {
     models: IFunction,
     sweeper: IFunction,
   ): void {
-    const topic = new Topic(this, 'Alarms', { enforceSSL: true });
-    if (props.alarmEmail) topic.addSubscription(new EmailSubscription(props.alarmEmail));
+    const topic = props.alarmTopicArn
+      ? Topic.fromTopicArn(this, 'Alarms', props.alarmTopicArn)
+      : new Topic(this, 'Alarms', { enforceSSL: true });
+    if (props.alarmEmail && !props.alarmTopicArn)
+      topic.addSubscription(new EmailSubscription(props.alarmEmail));
     const action = new SnsAction(topic);
     const alarm = (id: string, metric: Metric | MathExpression, threshold: number, description: string) => {
       const created = new Alarm(this, id, {
@@ -419,5 +451,14 @@ export class ApiStack extends Stack {
       1,
       'An upstream reported usage beyond what the request could use; it was billed at the bound. The raw report is in the completions log ("upstream usage out of bounds")',
     );
+    if (props.reservedConcurrency !== undefined) {
+      // Near the ceiling, requests start to throttle (429 from Lambda): raise it, or find who floods.
+      alarm(
+        'CompletionsConcurrencyNearLimit',
+        completions.metric('ConcurrentExecutions', { period: minute, statistic: 'Maximum' }),
+        Math.ceil(props.reservedConcurrency * 0.8),
+        `Completions at 80% of its reserved concurrency (${props.reservedConcurrency})`,
+      );
+    }
   }
 }

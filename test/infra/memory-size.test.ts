@@ -11,7 +11,12 @@ const TIERS = readFileSync(new URL('../../config/tiers.example.json', import.met
 
 function memorySizes(context: Record<string, unknown> = {}): Record<string, number> {
   const app = new App({ context });
-  const stack = new ApiStack(app, 'MemoryTest', { stage: 'prod', tiersConfig: TIERS });
+  const stack = new ApiStack(app, 'MemoryTest', {
+    stage: 'prod',
+    tiersConfig: TIERS,
+    reservedConcurrency: 10,
+    alarmEmail: 'ops@example.com',
+  });
   const functions = Template.fromStack(stack).findResources('AWS::Lambda::Function');
   const sizes: Record<string, number> = {};
   for (const [logicalId, resource] of Object.entries(functions)) {

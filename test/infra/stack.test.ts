@@ -165,6 +165,36 @@ describe('functions', () => {
   it('refuse a prod stage without tier routing', () => {
     expect(() => new ApiStack(new App(), 'NoTiers', { stage: 'prod' })).toThrow(/tiersConfig/);
   });
+
+  it('refuse a prod stage without reserved concurrency or an alarm destination', () => {
+    const base = { stage: 'prod' as const, tiersConfig: TIERS };
+    expect(() => new ApiStack(new App(), 'NoReserved', { ...base, alarmEmail: 'ops@example.com' })).toThrow(
+      /reservedConcurrency/,
+    );
+    expect(() => new ApiStack(new App(), 'NoAlarms', { ...base, reservedConcurrency: 50 })).toThrow(
+      /alarm destination/,
+    );
+  });
+
+  it("derive completions' MAX_CONCURRENCY from its reserved concurrency, and alarm at 80% of it", () => {
+    const completions = userFunctions(prod.template).find(([id]) => id.startsWith('Completions'));
+    if (!completions) throw new Error('no completions function');
+    const props = (
+      completions[1] as {
+        Properties: {
+          ReservedConcurrentExecutions: number;
+          Environment: { Variables: Record<string, string> };
+        };
+      }
+    ).Properties;
+    expect(props.ReservedConcurrentExecutions).toBe(50);
+    expect(props.Environment.Variables.MAX_CONCURRENCY).toBe('50');
+    prod.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      MetricName: 'ConcurrentExecutions',
+      Threshold: 40,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+    });
+  });
 });
 
 describe('tables', () => {
@@ -312,6 +342,26 @@ describe('CloudFront', () => {
       expect(behaviour).toMatchObject({
         FunctionAssociations: [{ EventType: 'viewer-request', FunctionARN: expect.anything() }],
       });
+  });
+
+  it('sends HSTS and nosniff on every behaviour', () => {
+    prod.template.hasResourceProperties('AWS::CloudFront::ResponseHeadersPolicy', {
+      ResponseHeadersPolicyConfig: Match.objectLike({
+        SecurityHeadersConfig: {
+          StrictTransportSecurity: Match.objectLike({
+            AccessControlMaxAgeSec: 63_072_000,
+            IncludeSubdomains: true,
+          }),
+          ContentTypeOptions: { Override: true },
+        },
+      }),
+    });
+    const config = Object.values(prod.template.findResources('AWS::CloudFront::Distribution'))[0] as {
+      Properties: { DistributionConfig: { DefaultCacheBehavior: unknown; CacheBehaviors: unknown[] } };
+    };
+    const { DefaultCacheBehavior, CacheBehaviors } = config.Properties.DistributionConfig;
+    for (const behaviour of [DefaultCacheBehavior, ...CacheBehaviors])
+      expect(behaviour).toMatchObject({ ResponseHeadersPolicyId: expect.anything() });
   });
 
   it('enforces TLS 1.2 when deployed with a custom domain and certificate', () => {
