@@ -11,6 +11,7 @@ const context = (name: string): string | undefined => {
   return value === undefined || value === '' ? undefined : String(value);
 };
 const reserved = context('reservedConcurrency');
+const number = (name: string) => (context(name) === undefined ? {} : { [name]: Number(context(name)) });
 
 new ApiStack(app, `HostedModelApi-${stage}`, {
   stage,
@@ -19,6 +20,9 @@ new ApiStack(app, `HostedModelApi-${stage}`, {
   ...(context('topUpUrl') ? { topUpUrl: context('topUpUrl') as string } : {}),
   ...(context('alarmEmail') ? { alarmEmail: context('alarmEmail') as string } : {}),
   ...(context('alarmTopicArn') ? { alarmTopicArn: context('alarmTopicArn') as string } : {}),
+  ...number('tableMaxReadUnits'),
+  ...number('tableMaxWriteUnits'),
+  ...number('monthlyBudgetUsd'),
   ...(context('domainName') ? { domainName: context('domainName') as string } : {}),
   ...(context('certificateArn') ? { certificateArn: context('certificateArn') as string } : {}),
   ...(process.env.CDK_DEFAULT_ACCOUNT && process.env.CDK_DEFAULT_REGION

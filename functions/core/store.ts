@@ -103,6 +103,8 @@ export interface Store {
 
   getAccount(accountId: string): Promise<AccountRecord | undefined>;
   listAccountIds(): Promise<string[]>;
+  /** Accounts whose creditBalance is below zero (a scan: for a scheduled check, not a request). */
+  countNegativeBalances(): Promise<number>;
   /** Creates an active account, with its initial credits as a top-up entry. Throws AccountExistsError. */
   createAccount(accountId: string, initialCreditsNano: bigint, now: string): Promise<void>;
   /** Throws AccountNotFoundError. */

@@ -76,3 +76,15 @@ export function recordExpiredHoldReleased(): void {
   metrics.addMetric('ExpiredHoldsReleased', MetricUnit.Count, 1);
   metrics.publishStoredMetrics();
 }
+
+/** A sweep finished: the heartbeat the sweeper alarm watches (no sweep in 5 minutes is an alarm). */
+export function recordSweep(): void {
+  metrics.addMetric('SweeperRuns', MetricUnit.Count, 1);
+  metrics.publishStoredMetrics();
+}
+
+/** Accounts below zero right now (a money invariant: at most one request's overage each, briefly). */
+export function recordNegativeBalances(count: number): void {
+  metrics.addMetric('NegativeBalanceAccounts', MetricUnit.Count, count);
+  metrics.publishStoredMetrics();
+}

@@ -1,10 +1,26 @@
-/** The hold sweeper: run by an EventBridge schedule (lib/infra), and by `npm start` on the same schedule. */
+/**
+ * The hold sweeper: run by EventBridge schedules (lib/infra), and by `npm start` on the same schedule.
+ * Every run releases expired holds and publishes its heartbeat; a run with `{"check": "balances"}`
+ * (every 15 minutes) counts the accounts below zero instead.
+ */
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import { getStore } from '../adapters/dynamodb/index.js';
-import { logger } from '../shared/observability.js';
+import { logger, recordNegativeBalances, recordSweep } from '../shared/observability.js';
 import { type SweepResult, sweepExpiredHolds } from './sweep.js';
 
-export const handler = middy<unknown, SweepResult>()
+type SweeperEvent = { check?: 'balances' } | undefined;
+
+export const handler = middy<SweeperEvent, SweepResult | { negativeBalances: number }>()
   .use(injectLambdaContext(logger, { resetKeys: true }))
-  .handler(async () => sweepExpiredHolds(getStore()));
+  .handler(async (event) => {
+    if (event?.check === 'balances') {
+      const negativeBalances = await getStore().countNegativeBalances();
+      recordNegativeBalances(negativeBalances);
+      if (negativeBalances > 0) logger.warn('accounts below zero', { negativeBalances });
+      return { negativeBalances };
+    }
+    const result = await sweepExpiredHolds(getStore());
+    recordSweep();
+    return result;
+  });

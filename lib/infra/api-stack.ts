@@ -1,4 +1,5 @@
 import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnBudget } from 'aws-cdk-lib/aws-budgets';
 import { Certificate } from 'aws-cdk-lib/aws-certificatemanager';
 import {
   AllowedMethods,
@@ -17,12 +18,14 @@ import { FunctionUrlOrigin } from 'aws-cdk-lib/aws-cloudfront-origins';
 import {
   Alarm,
   ComparisonOperator,
+  Dashboard,
+  GraphWidget,
   MathExpression,
   Metric,
   TreatMissingData,
 } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
-import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
+import { Rule, RuleTargetInput, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { FunctionUrlAuthType, type IFunction, InvokeMode } from 'aws-cdk-lib/aws-lambda';
@@ -41,7 +44,7 @@ import type { Construct } from 'constructs';
 import { modelCatalog } from '../../functions/core/catalog.js';
 import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tiers.js';
 import { ORIGIN_READ_TIMEOUT_SECONDS } from '../../functions/shared/limits.js';
-import { SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
+import { BALANCE_CHECK_INTERVAL_MINUTES, SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
 import { TABLE_ENV } from '../tables.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
@@ -71,6 +74,11 @@ export interface ApiStackProps extends StackProps {
   alarmEmail?: string;
   /** Alarm notifications go to this existing SNS topic (prod needs it, or alarmEmail). */
   alarmTopicArn?: string;
+  /** Cost guardrails: the most request units a second each table may use (on-demand maximum throughput). */
+  tableMaxReadUnits?: number;
+  tableMaxWriteUnits?: number;
+  /** Cost guardrail: a monthly AWS Budgets limit in USD, notifying at 80% of actual spend. */
+  monthlyBudgetUsd?: number;
   /** A custom domain (with an ACM certificate in us-east-1) lets CloudFront enforce TLS 1.2. */
   domainName?: string;
   certificateArn?: string;
@@ -104,7 +112,11 @@ export class ApiStack extends Stack {
       );
     }
 
-    const tables = new ServiceTables(this, 'Tables', { retain: !sandbox });
+    const tables = new ServiceTables(this, 'Tables', {
+      retain: !sandbox,
+      ...(props.tableMaxReadUnits !== undefined ? { maxReadRequestUnits: props.tableMaxReadUnits } : {}),
+      ...(props.tableMaxWriteUnits !== undefined ? { maxWriteRequestUnits: props.tableMaxWriteUnits } : {}),
+    });
     const upstreamSecret = new Secret(this, 'UpstreamCredentials', {
       description: 'Upstream provider API keys: a JSON object from credential name to key',
       removalPolicy,
@@ -235,12 +247,26 @@ export class ApiStack extends Stack {
       }),
     );
     sweeper.fn.addToRolePolicy(
-      new PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [tables.accounts.tableArn] }),
+      new PolicyStatement({
+        // UpdateItem releases a hold's amount; Scan counts the accounts below zero (the balance check).
+        actions: ['dynamodb:UpdateItem', 'dynamodb:Scan'],
+        resources: [tables.accounts.tableArn],
+      }),
     );
     new Rule(this, 'HoldSweep', {
       description: 'Release expired holds',
       schedule: Schedule.rate(Duration.minutes(SWEEP_INTERVAL_MINUTES)),
       targets: [new LambdaFunction(sweeper.fn, { retryAttempts: 0 })],
+    });
+    new Rule(this, 'BalanceCheck', {
+      description: 'Count the accounts below zero (a money invariant)',
+      schedule: Schedule.rate(Duration.minutes(BALANCE_CHECK_INTERVAL_MINUTES)),
+      targets: [
+        new LambdaFunction(sweeper.fn, {
+          retryAttempts: 0,
+          event: RuleTargetInput.fromObject({ check: 'balances' }),
+        }),
+      ],
     });
 
     const completionsUrl = completions.fn.addFunctionUrl({
@@ -330,7 +356,7 @@ export class ApiStack extends Stack {
       },
     });
 
-    this.addAlarms(props, completions.fn, models.fn, sweeper.fn);
+    this.addAlarms(props, completions.fn, models.fn, sweeper.fn, tables);
 
     const baseUrl =
       props.domainName && props.certificateArn
@@ -354,6 +380,7 @@ export class ApiStack extends Stack {
     completions: IFunction,
     models: IFunction,
     sweeper: IFunction,
+    tables: ServiceTables,
   ): void {
     const topic = props.alarmTopicArn
       ? Topic.fromTopicArn(this, 'Alarms', props.alarmTopicArn)
@@ -451,6 +478,101 @@ export class ApiStack extends Stack {
       1,
       'An upstream reported usage beyond what the request could use; it was billed at the bound. The raw report is in the completions log ("upstream usage out of bounds")',
     );
+    // The sweeper's heartbeat: no successful sweep in 5 minutes (missing data breaches) leaves
+    // expired holds holding credit.
+    const sweeps = new Metric({
+      namespace: 'HostedModelApi',
+      metricName: 'SweeperRuns',
+      dimensionsMap: { service: 'hosted-model-api' },
+      statistic: 'Sum',
+      period: Duration.minutes(5),
+    });
+    const stalled = new Alarm(this, 'SweeperStopped', {
+      metric: sweeps,
+      threshold: 1,
+      evaluationPeriods: 1,
+      comparisonOperator: ComparisonOperator.LESS_THAN_THRESHOLD,
+      treatMissingData: TreatMissingData.BREACHING,
+      alarmDescription: 'No hold sweep succeeded in 5 minutes: expired holds keep credit held',
+    });
+    stalled.addAlarmAction(action);
+    const negative = new Metric({
+      namespace: 'HostedModelApi',
+      metricName: 'NegativeBalanceAccounts',
+      dimensionsMap: { service: 'hosted-model-api' },
+      statistic: 'Maximum',
+      period: Duration.minutes(BALANCE_CHECK_INTERVAL_MINUTES),
+    });
+    alarm(
+      'NegativeBalances',
+      negative,
+      1,
+      'An account is below zero: the overdraft bound allows one request each; look at its ledger',
+    );
+    for (const [name, table] of Object.entries({
+      Keys: tables.keys,
+      Accounts: tables.accounts,
+      Ledger: tables.ledger,
+      Holds: tables.holds,
+    })) {
+      alarm(
+        `${name}TableThrottles`,
+        new Metric({
+          namespace: 'AWS/DynamoDB',
+          metricName: 'ThrottledRequests',
+          dimensionsMap: { TableName: table.tableName },
+          statistic: 'Sum',
+          period: minute,
+        }),
+        1,
+        `DynamoDB throttled requests on the ${name.toLowerCase()} table`,
+      );
+      alarm(
+        `${name}TableSystemErrors`,
+        new MathExpression({
+          expression: 'SUM(METRICS())',
+          usingMetrics: Object.fromEntries(
+            ['GetItem', 'BatchGetItem', 'PutItem', 'UpdateItem', 'Query', 'Scan', 'TransactWriteItems'].map(
+              (op) => [
+                op.toLowerCase(),
+                new Metric({
+                  namespace: 'AWS/DynamoDB',
+                  metricName: 'SystemErrors',
+                  dimensionsMap: { TableName: table.tableName, Operation: op },
+                  statistic: 'Sum',
+                  period: minute,
+                }),
+              ],
+            ),
+          ),
+          period: minute,
+          label: `${name} system errors`,
+        }),
+        1,
+        `DynamoDB system errors (5xx) on the ${name.toLowerCase()} table`,
+      );
+    }
+    this.addDashboard(completions, models, sweeps, negative);
+    if (props.monthlyBudgetUsd !== undefined) {
+      new CfnBudget(this, 'MonthlyBudget', {
+        budget: {
+          budgetType: 'COST',
+          timeUnit: 'MONTHLY',
+          budgetLimit: { amount: props.monthlyBudgetUsd, unit: 'USD' },
+        },
+        notificationsWithSubscribers: [
+          {
+            notification: {
+              notificationType: 'ACTUAL',
+              comparisonOperator: 'GREATER_THAN',
+              threshold: 80,
+              thresholdType: 'PERCENTAGE',
+            },
+            subscribers: [{ subscriptionType: 'SNS', address: topic.topicArn }],
+          },
+        ],
+      });
+    }
     if (props.reservedConcurrency !== undefined) {
       // Near the ceiling, requests start to throttle (429 from Lambda): raise it, or find who floods.
       alarm(
@@ -460,5 +582,64 @@ export class ApiStack extends Stack {
         `Completions at 80% of its reserved concurrency (${props.reservedConcurrency})`,
       );
     }
+  }
+
+  /** One dashboard: requests, errors, latency, billed amount, holds, sweeps and the money invariants. */
+  private addDashboard(completions: IFunction, models: IFunction, sweeps: Metric, negative: Metric): void {
+    const service = (metricName: string, statistic = 'Sum') =>
+      new Metric({
+        namespace: 'HostedModelApi',
+        metricName,
+        dimensionsMap: { service: 'hosted-model-api' },
+        statistic,
+        period: Duration.minutes(5),
+      });
+    const url = (fn: IFunction, metricName: string) =>
+      new Metric({
+        namespace: 'AWS/Lambda',
+        metricName,
+        dimensionsMap: { FunctionName: fn.functionName },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      });
+    new Dashboard(this, 'Dashboard', {
+      widgets: [
+        [
+          new GraphWidget({
+            title: 'Requests',
+            left: [url(completions, 'UrlRequestCount'), url(models, 'UrlRequestCount')],
+          }),
+          new GraphWidget({
+            title: 'Errors (4xx, 5xx, function errors)',
+            left: [
+              url(completions, 'Url4xxCount'),
+              url(completions, 'Url5xxCount'),
+              url(models, 'Url5xxCount'),
+            ],
+            right: [completions.metricErrors(), models.metricErrors()],
+          }),
+          new GraphWidget({
+            title: 'Latency (ms)',
+            left: [
+              completions.metricDuration({ statistic: 'p50' }),
+              completions.metricDuration({ statistic: 'p99' }),
+              models.metricDuration({ statistic: 'p99' }),
+            ],
+          }),
+        ],
+        [
+          new GraphWidget({ title: 'Billed (micro-USD)', left: [service('BilledMicroUsd')] }),
+          new GraphWidget({
+            title: 'Holds, sweeps and accounts below zero',
+            left: [service('ExpiredHoldsReleased'), sweeps],
+            right: [negative],
+          }),
+          new GraphWidget({
+            title: 'Money alarms: billing failures, usage out of bounds',
+            left: [service('BillingFailures'), service('UsageOutOfBounds')],
+          }),
+        ],
+      ],
+    });
   }
 }

@@ -13,14 +13,26 @@ export class ServiceTables extends Construct {
   readonly ledger: TableV2;
   readonly holds: TableV2;
 
-  constructor(scope: Construct, id: string, props: { retain: boolean }) {
+  constructor(
+    scope: Construct,
+    id: string,
+    props: { retain: boolean; maxReadRequestUnits?: number; maxWriteRequestUnits?: number },
+  ) {
     super(scope, id);
     const make = (def: TableDefinition) => {
       const key = (name: string) => ({ name, type: AttributeType.STRING });
       return new TableV2(this, def.id, {
         partitionKey: key(def.partitionKey),
         ...(def.sortKey ? { sortKey: key(def.sortKey) } : {}),
-        billing: Billing.onDemand(),
+        // On demand, with the optional maximum throughput (a cost guardrail, set from context).
+        billing: Billing.onDemand({
+          ...(props.maxReadRequestUnits !== undefined
+            ? { maxReadRequestUnits: props.maxReadRequestUnits }
+            : {}),
+          ...(props.maxWriteRequestUnits !== undefined
+            ? { maxWriteRequestUnits: props.maxWriteRequestUnits }
+            : {}),
+        }),
         pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
         encryption: TableEncryptionV2.awsManagedKey(),
         deletionProtection: props.retain,

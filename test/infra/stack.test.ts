@@ -38,7 +38,15 @@ let sandbox: ReturnType<typeof synth>;
 let prod: ReturnType<typeof synth>;
 beforeAll(() => {
   sandbox = synth({ stage: 'sandbox' });
-  prod = synth({ stage: 'prod', tiersConfig: TIERS, reservedConcurrency: 50, alarmEmail: 'ops@example.com' });
+  prod = synth({
+    stage: 'prod',
+    tiersConfig: TIERS,
+    reservedConcurrency: 50,
+    alarmEmail: 'ops@example.com',
+    tableMaxReadUnits: 1_000,
+    tableMaxWriteUnits: 500,
+    monthlyBudgetUsd: 200,
+  });
 }, 120_000);
 
 const lambdaFunctions = (template: Template) => template.findResources('AWS::Lambda::Function');
@@ -469,6 +477,49 @@ describe('least privilege', () => {
 });
 
 describe('alarms and outputs', () => {
+  it('watch the money invariants: accounts below zero, the sweeper heartbeat, DynamoDB throttles and system errors per table', () => {
+    const alarms = Object.values(prod.template.findResources('AWS::CloudWatch::Alarm')) as {
+      Properties: Record<string, unknown>;
+    }[];
+    const named = (metric: string) =>
+      alarms.filter((a) => JSON.stringify(a.Properties).includes(`"${metric}"`));
+    expect(named('NegativeBalanceAccounts')[0]?.Properties).toMatchObject({ Threshold: 1 });
+    expect(named('SweeperRuns')[0]?.Properties).toMatchObject({
+      Threshold: 1,
+      ComparisonOperator: 'LessThanThreshold',
+      TreatMissingData: 'breaching',
+      Period: 300,
+    });
+    expect(named('ThrottledRequests')).toHaveLength(4);
+    expect(named('SystemErrors')).toHaveLength(4);
+    for (const alarm of alarms) expect(alarm.Properties.AlarmActions).toHaveLength(1);
+    prod.template.hasResourceProperties('AWS::Events::Rule', {
+      ScheduleExpression: 'rate(15 minutes)',
+      Targets: [Match.objectLike({ Input: JSON.stringify({ check: 'balances' }) })],
+    });
+    prod.template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
+  });
+
+  it("cap each table's throughput and set a monthly budget when asked, and not otherwise", () => {
+    const tables = Object.values(prod.template.findResources('AWS::DynamoDB::GlobalTable')) as {
+      Properties: {
+        WriteOnDemandThroughputSettings?: unknown;
+        Replicas: { ReadOnDemandThroughputSettings?: unknown }[];
+      };
+    }[];
+    expect(tables).toHaveLength(4);
+    for (const table of tables) {
+      expect(table.Properties.WriteOnDemandThroughputSettings).toEqual({ MaxWriteRequestUnits: 500 });
+      expect(table.Properties.Replicas[0]?.ReadOnDemandThroughputSettings).toEqual({
+        MaxReadRequestUnits: 1_000,
+      });
+    }
+    prod.template.hasResourceProperties('AWS::Budgets::Budget', {
+      Budget: Match.objectLike({ BudgetLimit: { Amount: 200, Unit: 'USD' }, TimeUnit: 'MONTHLY' }),
+    });
+    sandbox.template.resourceCountIs('AWS::Budgets::Budget', 0);
+  });
+
   it('alarm on 5xx rate, billing failures, throttles and errors, notifying the alarm topic', () => {
     const alarms = Object.values(prod.template.findResources('AWS::CloudWatch::Alarm')) as {
       Properties: Record<string, unknown>;

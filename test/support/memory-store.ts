@@ -101,6 +101,10 @@ export class MemoryStore implements Store {
     return account ? { ...account } : undefined;
   }
 
+  async countNegativeBalances(): Promise<number> {
+    return [...this.accounts.values()].filter((account) => account.balanceNano < 0n).length;
+  }
+
   async listAccountIds(): Promise<string[]> {
     return [...this.accounts.keys()].sort();
   }

@@ -119,6 +119,21 @@ export class AccountsAndKeys {
     return out.Item ? toAccount(out.Item) : undefined;
   }
 
+  async countNegativeBalances(): Promise<number> {
+    let count = 0;
+    for await (const page of paginateScan(
+      { client: this.client },
+      {
+        TableName: this.tables.accounts,
+        FilterExpression: 'creditBalance < :zero',
+        ExpressionAttributeValues: { ':zero': N(0) },
+        Select: 'COUNT',
+      },
+    ))
+      count += page.Count ?? 0;
+    return count;
+  }
+
   async listAccountIds(): Promise<string[]> {
     const ids: string[] = [];
     for await (const page of paginateScan(

@@ -52,6 +52,9 @@ export class DynamoStore implements Store {
   listAccountIds(): Promise<string[]> {
     return this.accounts.listAccountIds();
   }
+  countNegativeBalances(): Promise<number> {
+    return this.accounts.countNegativeBalances();
+  }
   createAccount(accountId: string, initialCreditsNano: bigint, now: string): Promise<void> {
     return this.accounts.createAccount(accountId, initialCreditsNano, now);
   }
