@@ -1,6 +1,7 @@
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { ApiStack, type Stage } from '../lib/infra/api-stack.js';
+import { CiBootstrapStack } from '../lib/infra/ci-bootstrap-stack.js';
 
 /** The CDK app: `cdk deploy -c stage=sandbox|prod` (README "Deploy to AWS"). */
 const app = new App();
@@ -29,4 +30,14 @@ new ApiStack(app, `HostedModelApi-${stage}`, {
     ? { env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION } }
     : {}),
 });
+// The CI deploy role (OIDC), deployed once per account: -c githubRepository=owner/name.
+const repository = context('githubRepository');
+if (repository) {
+  new CiBootstrapStack(app, 'HostedModelApi-ci', {
+    repository,
+    ...(context('githubOidcProviderArn')
+      ? { oidcProviderArn: context('githubOidcProviderArn') as string }
+      : {}),
+  });
+}
 Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));

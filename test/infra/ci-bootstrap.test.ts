@@ -1,0 +1,46 @@
+import { App } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import { describe, expect, it } from 'vitest';
+import { CiBootstrapStack } from '../../lib/infra/ci-bootstrap-stack.js';
+
+describe('the CI bootstrap stack', () => {
+  const template = Template.fromStack(
+    new CiBootstrapStack(new App(), 'Ci', { repository: 'acme/hosted-model-api' }),
+  );
+
+  it("trusts only GitHub's OIDC tokens for this repository's main branch", () => {
+    template.hasResourceProperties('AWS::IAM::Role', {
+      AssumeRolePolicyDocument: {
+        Statement: [
+          Match.objectLike({
+            Action: 'sts:AssumeRoleWithWebIdentity',
+            Condition: {
+              StringEquals: {
+                'token.actions.githubusercontent.com:aud': 'sts.amazonaws.com',
+                'token.actions.githubusercontent.com:sub': 'repo:acme/hosted-model-api:ref:refs/heads/main',
+              },
+            },
+          }),
+        ],
+      },
+    });
+    template.resourceCountIs('Custom::AWSCDKOpenIdConnectProvider', 1);
+  });
+
+  it('may only assume the CDK bootstrap roles and describe the sandbox stack', () => {
+    const policies = Object.values(template.findResources('AWS::IAM::Policy'));
+    const actions = policies.flatMap((p) =>
+      (
+        p as { Properties: { PolicyDocument: { Statement: { Action: string | string[] }[] } } }
+      ).Properties.PolicyDocument.Statement.flatMap((s) => s.Action),
+    );
+    expect(
+      actions.filter((a) => !a.startsWith('logs:') && !a.startsWith('lambda:') && !a.startsWith('iam:')),
+    ).toEqual(expect.arrayContaining(['sts:AssumeRole', 'cloudformation:DescribeStacks']));
+    expect(actions).not.toContain('*');
+  });
+
+  it('refuses a repository that is not owner/name', () => {
+    expect(() => new CiBootstrapStack(new App(), 'Bad', { repository: 'not a repo' })).toThrow(/owner\/name/);
+  });
+});
