@@ -21,6 +21,9 @@ new ApiStack(app, `HostedModelApi-${stage}`, {
   ...(context('topUpUrl') ? { topUpUrl: context('topUpUrl') as string } : {}),
   ...(context('alarmEmail') ? { alarmEmail: context('alarmEmail') as string } : {}),
   ...(context('alarmTopicArn') ? { alarmTopicArn: context('alarmTopicArn') as string } : {}),
+  ...(context('originSecretVersion')
+    ? { originSecretVersion: context('originSecretVersion') as string }
+    : {}),
   ...number('tableMaxReadUnits'),
   ...number('tableMaxWriteUnits'),
   ...number('monthlyBudgetUsd'),

@@ -7,7 +7,7 @@
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy, { type MiddlewareObj } from '@middy/core';
 import { getStore } from '../adapters/dynamodb/index.js';
-import { originVerifyValue } from '../adapters/secrets.js';
+import { originVerifyValues } from '../adapters/secrets.js';
 import { answerBy } from '../shared/answer-by.js';
 import { authenticate, type CallerContext } from '../shared/authenticate.js';
 import { cors } from '../shared/cors.js';
@@ -46,7 +46,7 @@ const handled = middy<FunctionUrlEvent, FunctionUrlResult, Error, AccountContext
   // Before the error handler: its onError runs after the handler's, so errors carry the headers too.
   .use(cors())
   .use(httpErrorHandler())
-  .use(originVerify(originVerifyValue))
+  .use(originVerify(originVerifyValues))
   .use(route())
   .use(authenticate({ store: getStore, requireCredit: false, topUpUrl: '' }))
   .handler(account);

@@ -35,22 +35,32 @@ export async function getSecretString(
   secretId: string,
   ttlMs = 5 * 60_000,
   now = Date.now(),
+  versionStage = 'AWSCURRENT',
 ): Promise<string> {
-  const hit = cache.get(secretId);
+  const key = `${secretId}#${versionStage}`;
+  const hit = cache.get(key);
   if (hit && now - hit.fetchedAt < ttlMs) return hit.value;
-  let pending = inflight.get(secretId);
+  let pending = inflight.get(key);
   if (!pending) {
-    pending = fetchSecret(secretId, now, hit).finally(() => inflight.delete(secretId));
-    inflight.set(secretId, pending);
+    pending = fetchSecret(secretId, versionStage, key, now, hit).finally(() => inflight.delete(key));
+    inflight.set(key, pending);
   }
   return pending;
 }
 
-async function fetchSecret(secretId: string, now: number, previous: Entry | undefined): Promise<string> {
+async function fetchSecret(
+  secretId: string,
+  versionStage: string,
+  key: string,
+  now: number,
+  previous: Entry | undefined,
+): Promise<string> {
   try {
-    const out = await secretsClient().send(new GetSecretValueCommand({ SecretId: secretId }));
+    const out = await secretsClient().send(
+      new GetSecretValueCommand({ SecretId: secretId, VersionStage: versionStage }),
+    );
     if (out.SecretString === undefined) throw new Error(`secret ${secretId} has no string value`);
-    cache.set(secretId, { value: out.SecretString, fetchedAt: now });
+    cache.set(key, { value: out.SecretString, fetchedAt: now });
     return out.SecretString;
   } catch (error) {
     if (previous) return previous.value;
@@ -62,10 +72,23 @@ export function clearSecretCache(): void {
   cache.clear();
 }
 
-/** The value CloudFront sends in `x-origin-verify`; undefined where no check applies (local use). */
-export async function originVerifyValue(env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
-  if (env.ORIGIN_VERIFY_SECRET_ARN) return getSecretString(env.ORIGIN_VERIFY_SECRET_ARN, 60 * 60_000);
-  return env.ORIGIN_VERIFY_VALUE || undefined;
+/**
+ * The values CloudFront may send in `x-origin-verify`: the secret's current version and, during a
+ * rotation, its previous one (README "Rotating the origin secret"); empty where no check applies
+ * (local use without a value). Read every 5 minutes, so a new current version is accepted within 5
+ * minutes of being put, before the distribution is redeployed to send it.
+ */
+export async function originVerifyValues(env: NodeJS.ProcessEnv = process.env): Promise<string[]> {
+  const arn = env.ORIGIN_VERIFY_SECRET_ARN;
+  if (arn) {
+    const [current, previous] = await Promise.all([
+      getSecretString(arn, 5 * 60_000),
+      // No previous version until the first rotation.
+      getSecretString(arn, 5 * 60_000, Date.now(), 'AWSPREVIOUS').catch(() => undefined),
+    ]);
+    return previous && previous !== current ? [current, previous] : [current];
+  }
+  return [env.ORIGIN_VERIFY_VALUE, env.ORIGIN_VERIFY_PREVIOUS_VALUE].filter((v): v is string => Boolean(v));
 }
 
 /**

@@ -1,7 +1,7 @@
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import { getStore } from '../adapters/dynamodb/index.js';
-import { originVerifyValue, upstreamCredential } from '../adapters/secrets.js';
+import { originVerifyValues, upstreamCredential } from '../adapters/secrets.js';
 import { type AfterReplyContext, afterReplyPlugin } from '../shared/after-reply.js';
 import { authenticate, type CallerContext } from '../shared/authenticate.js';
 import { compressResponse } from '../shared/compression.js';
@@ -51,7 +51,7 @@ export const handler = middy<FunctionUrlEvent, FunctionUrlResult, Error, Invocat
   // Before the error handler: its onError runs after the handler's, so errors carry the headers too.
   .use(cors())
   .use(httpErrorHandler())
-  .use(originVerify(originVerifyValue))
+  .use(originVerify(originVerifyValues))
   .use(onlyRoute(PATH, 'POST'))
   .use(authenticate({ store: () => ports.store, requireCredit: true, topUpUrl: config.topUpUrl }))
   .handler(completions);

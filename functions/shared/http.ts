@@ -4,7 +4,7 @@ import type { MiddlewareObj } from '@middy/core';
 import type { APIGatewayProxyEventV2, Context } from 'aws-lambda';
 import { HttpError, toHttpError } from '../core/errors.js';
 import { stringifyJson } from '../core/usage.js';
-import { logger, recordRequest } from './observability.js';
+import { logger, recordOriginRefused, recordRequest } from './observability.js';
 
 /** A Lambda Function URL event (payload format 2.0). */
 export type FunctionUrlEvent = APIGatewayProxyEventV2;
@@ -65,18 +65,23 @@ export function httpErrorHandler(): MiddlewareObj<FunctionUrlEvent, FunctionUrlR
 
 /**
  * CloudFront adds a secret `x-origin-verify` header; requests that bypass it (the bare Function URL)
- * get 403. The expected value is resolved once per cold start. No expected value: no check (local use).
+ * get 403, counted (`OriginRefused`). Any of the accepted values passes: the secret's current
+ * version, and its previous one while a rotation reaches the distribution. None accepted: no check
+ * (local use).
  */
 export function originVerify(
-  expected: () => Promise<string | undefined>,
+  accepted: () => Promise<string[]>,
 ): MiddlewareObj<FunctionUrlEvent, FunctionUrlResult, Error, Context> {
   return {
     before: async function originVerifyBefore(request) {
-      const want = await expected();
-      if (want === undefined) return;
+      const values = await accepted();
+      if (values.length === 0) return;
       const got = Buffer.from(header(request.event, 'x-origin-verify') ?? '');
-      const ok = got.length === want.length && timingSafeEqual(got, Buffer.from(want));
+      const ok = values.some(
+        (want) => got.length === Buffer.byteLength(want) && timingSafeEqual(got, Buffer.from(want)),
+      );
       if (!ok) {
+        recordOriginRefused();
         throw new HttpError(403, 'Forbidden: call the service through its public base URL.', {
           type: 'permission_error',
           code: 'origin_not_verified',

@@ -88,3 +88,11 @@ export function recordNegativeBalances(count: number): void {
   metrics.addMetric('NegativeBalanceAccounts', MetricUnit.Count, count);
   metrics.publishStoredMetrics();
 }
+
+/** Requests refused for a missing or wrong origin secret (bare Function URL calls). For tests: the count. */
+export const originRefused = { count: 0 };
+export function recordOriginRefused(): void {
+  originRefused.count += 1;
+  metrics.addMetric('OriginRefused', MetricUnit.Count, 1);
+  metrics.publishStoredMetrics();
+}

@@ -1,4 +1,4 @@
-import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Duration, RemovalPolicy, SecretValue, Stack, type StackProps } from 'aws-cdk-lib';
 import { CfnBudget } from 'aws-cdk-lib/aws-budgets';
 import { Certificate } from 'aws-cdk-lib/aws-certificatemanager';
 import {
@@ -74,6 +74,8 @@ export interface ApiStackProps extends StackProps {
   alarmEmail?: string;
   /** Alarm notifications go to this existing SNS topic (prod needs it, or alarmEmail). */
   alarmTopicArn?: string;
+  /** The origin secret's version CloudFront sends (set to roll a rotation out; default its current value). */
+  originSecretVersion?: string;
   /** Cost guardrails: the most request units a second each table may use (on-demand maximum throughput). */
   tableMaxReadUnits?: number;
   tableMaxWriteUnits?: number;
@@ -274,7 +276,9 @@ export class ApiStack extends Stack {
       invokeMode: InvokeMode.RESPONSE_STREAM,
     });
     const modelsUrl = models.fn.addFunctionUrl({
-      authType: FunctionUrlAuthType.NONE,
+      // Behind CloudFront's origin access control: only the distribution, signing with SigV4, may call
+      // it (the function answers GETs and preflights, which carry no body to sign).
+      authType: FunctionUrlAuthType.AWS_IAM,
       invokeMode: InvokeMode.BUFFERED,
     });
 
@@ -289,7 +293,12 @@ export class ApiStack extends Stack {
       autoDeleteObjects: sandbox,
     });
 
-    const originHeaders = { 'x-origin-verify': originSecret.secretValue.unsafeUnwrap() };
+    // Pinned to a version during a rotation (README "Rotating the origin secret"): a changed reference
+    // is what makes CloudFormation resolve the new value; an unchanged one is never re-resolved.
+    const originValue = props.originSecretVersion
+      ? SecretValue.secretsManager(originSecret.secretArn, { versionId: props.originSecretVersion })
+      : originSecret.secretValue;
+    const originHeaders = { 'x-origin-verify': originValue.unsafeUnwrap() };
     // An oversized body is answered in front of the functions (Lambda would refuse it with a bare body).
     const tooLarge = tooLargeFunction(this);
     // HSTS (two years, subdomains) and nosniff on every answer, errors and streams included.
@@ -347,7 +356,7 @@ export class ApiStack extends Stack {
       errorResponses,
       defaultBehavior: {
         ...behaviour,
-        origin: new FunctionUrlOrigin(modelsUrl, { customHeaders: originHeaders }),
+        origin: FunctionUrlOrigin.withOriginAccessControl(modelsUrl, { customHeaders: originHeaders }),
       },
       additionalBehaviors: {
         // With and without a trailing slash, as every route (one origin for both).

@@ -103,7 +103,20 @@ describe('functions', () => {
       InvokeMode: 'RESPONSE_STREAM',
       AuthType: 'NONE',
     });
-    prod.template.hasResourceProperties('AWS::Lambda::Url', { InvokeMode: 'BUFFERED', AuthType: 'NONE' });
+    // The models URL is behind CloudFront's origin access control; completions cannot be (OAC needs
+    // clients to sign POST bodies), so it keeps the origin-secret check alone.
+    prod.template.hasResourceProperties('AWS::Lambda::Url', { InvokeMode: 'BUFFERED', AuthType: 'AWS_IAM' });
+    prod.template.resourceCountIs('AWS::CloudFront::OriginAccessControl', 1);
+    prod.template.hasResourceProperties('AWS::CloudFront::OriginAccessControl', {
+      OriginAccessControlConfig: Match.objectLike({
+        OriginAccessControlOriginType: 'lambda',
+        SigningBehavior: 'always',
+      }),
+    });
+    prod.template.hasResourceProperties('AWS::Lambda::Permission', {
+      Action: 'lambda:InvokeFunctionUrl',
+      Principal: 'cloudfront.amazonaws.com',
+    });
     prod.template.hasResourceProperties('AWS::Lambda::Function', {
       Environment: {
         Variables: Match.objectLike({
@@ -350,6 +363,18 @@ describe('CloudFront', () => {
       expect(behaviour).toMatchObject({
         FunctionAssociations: [{ EventType: 'viewer-request', FunctionARN: expect.anything() }],
       });
+  });
+
+  it('sends a pinned version of the origin secret when a rotation is rolled out', () => {
+    const rotated = new ApiStack(new App(), 'Rotated', {
+      stage: 'sandbox',
+      originSecretVersion: 'v-2026-11-25',
+    });
+    const json = JSON.stringify(Template.fromStack(rotated).findResources('AWS::CloudFront::Distribution'));
+    expect(json).toContain('::v-2026-11-25}}');
+    expect(JSON.stringify(sandbox.template.findResources('AWS::CloudFront::Distribution'))).not.toContain(
+      'v-2026-11-25',
+    );
   });
 
   it('sends HSTS and nosniff on every behaviour', () => {

@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   clearSecretCache,
   getSecretString,
-  originVerifyValue,
+  originVerifyValues,
   setSecretsClient,
   upstreamCredential,
 } from '../../../functions/adapters/secrets.js';
@@ -73,11 +73,25 @@ describe('upstream credentials from Secrets Manager', () => {
 
 describe('the origin-verify value', () => {
   it('comes from its secret in Lambda and from the environment locally', async () => {
-    secrets.on(GetSecretValueCommand).resolves({ SecretString: 'cloudfront-shared-secret' });
-    expect(await originVerifyValue({ ORIGIN_VERIFY_SECRET_ARN: 'arn:origin' } as NodeJS.ProcessEnv)).toBe(
-      'cloudfront-shared-secret',
+    secrets.on(GetSecretValueCommand).rejects(new Error('ResourceNotFoundException'));
+    secrets
+      .on(GetSecretValueCommand, { SecretId: 'arn:origin', VersionStage: 'AWSCURRENT' })
+      .resolves({ SecretString: 'cloudfront-shared-secret' });
+    expect(await originVerifyValues({ ORIGIN_VERIFY_SECRET_ARN: 'arn:origin' } as NodeJS.ProcessEnv)).toEqual(
+      ['cloudfront-shared-secret'],
     );
-    expect(await originVerifyValue({ ORIGIN_VERIFY_VALUE: 'abc' } as NodeJS.ProcessEnv)).toBe('abc');
-    expect(await originVerifyValue({} as NodeJS.ProcessEnv)).toBeUndefined();
+    expect(await originVerifyValues({ ORIGIN_VERIFY_VALUE: 'abc' } as NodeJS.ProcessEnv)).toEqual(['abc']);
+    expect(await originVerifyValues({} as NodeJS.ProcessEnv)).toEqual([]);
+  });
+
+  it("accepts the secret's current and previous versions during a rotation", async () => {
+    secrets
+      .on(GetSecretValueCommand, { SecretId: 'arn:rotated', VersionStage: 'AWSCURRENT' })
+      .resolves({ SecretString: 'new-value' })
+      .on(GetSecretValueCommand, { SecretId: 'arn:rotated', VersionStage: 'AWSPREVIOUS' })
+      .resolves({ SecretString: 'old-value' });
+    expect(
+      await originVerifyValues({ ORIGIN_VERIFY_SECRET_ARN: 'arn:rotated' } as NodeJS.ProcessEnv),
+    ).toEqual(['new-value', 'old-value']);
   });
 });
