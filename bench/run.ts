@@ -1,5 +1,6 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -425,7 +426,7 @@ async function cpuTable(
   viaGateway: string,
   modelsUrl: string,
   auth: Record<string, string>,
-): Promise<void> {
+): Promise<CpuFigures> {
   // CPU per request and per relayed chunk of the function's own process.
   say('');
   say('## CPU of the function processes');
@@ -451,14 +452,13 @@ async function cpuTable(
     say(`| ${label} | ${count} | ${(events / count).toFixed(0)} | ${cpu.toFixed(3)} |`);
     return { cpu, chunks: events / count };
   };
-  await perKind('json, 16 tokens', false, 16, 300);
+  const json = await perKind('json, 16 tokens', false, 16, 300);
   const short = await perKind('stream, 16 tokens', true, 16, 300);
   const long = await perKind('stream, 300 tokens', true, 300, 100);
   const modelsBefore = functionCpuMs(gatewayPid, 'models');
   for (let i = 0; i < 300; i++) await timedRequest(modelsUrl, undefined, auth);
-  say(
-    `| GET /models | 300 | - | ${((functionCpuMs(gatewayPid, 'models') - modelsBefore) / 300).toFixed(3)} |`,
-  );
+  const models = (functionCpuMs(gatewayPid, 'models') - modelsBefore) / 300;
+  say(`| GET /models | 300 | - | ${models.toFixed(3)} |`);
   const shortPaced = await perKind('stream, 16 tokens, paced', true, 16, 10, true);
   const longPaced = await perKind('stream, 300 tokens, paced', true, 300, 10, true);
   const perChunkUs = ((long.cpu - short.cpu) * 1000) / (long.chunks - short.chunks);
@@ -468,6 +468,112 @@ async function cpuTable(
     `CPU per relayed chunk (stream of 300 tokens minus stream of 16, per extra chunk): ${perChunkUs.toFixed(1)} us unpaced, ${perPacedChunkUs.toFixed(1)} us paced (one event per packet). ` +
       'It includes reading the upstream socket, SSE parsing, the rewrite, gzip and the write to the response stream ' +
       '(`npx tsx bench/chunk-rewrite.ts` isolates the rewrite).',
+  );
+  return { json: json.cpu, stream16: short.cpu, perChunkUs, perPacedChunkUs, models };
+}
+
+interface CpuFigures {
+  json: number;
+  stream16: number;
+  perChunkUs: number;
+  perPacedChunkUs: number;
+  models: number;
+}
+
+/** CPU ms of every thread of one process (/proc/<pid>/task/<tid>/schedstat). */
+function processCpuMs(pid: number): number {
+  let ns = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    } catch {
+      // the thread has gone
+    }
+  }
+  return ns / 1e6;
+}
+
+/**
+ * The Portkey gateway (1.15.2, for the bench only: installed into .cache/portkey, never a dependency
+ * of the service; its streams need @hono/node-server 1.13.8, pinned with npm overrides) proxying the
+ * same simulator, its process's CPU measured as the functions' are, side by side with them.
+ */
+async function portkeySideBySide(
+  say: (line?: string) => void,
+  simUrl: string,
+  ours: CpuFigures,
+): Promise<void> {
+  const dir = '.cache/portkey';
+  const entry = `${dir}/node_modules/@portkey-ai/gateway/build/start-server.js`;
+  if (!existsSync(entry)) {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(
+      `${dir}/package.json`,
+      JSON.stringify({
+        private: true,
+        dependencies: { '@portkey-ai/gateway': '1.15.2' },
+        overrides: { '@hono/node-server': '1.13.8' },
+      }),
+    );
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefix', dir], { stdio: 'ignore' });
+  }
+  const port = await freePort();
+  const portkey = spawn(process.execPath, [entry, `--port=${port}`, '--headless'], {
+    env: { ...process.env, NODE_ENV: 'production' },
+    stdio: 'ignore',
+  });
+  const url = `http://127.0.0.1:${port}/v1/chat/completions`;
+  const headers = {
+    'x-portkey-provider': 'openai',
+    'x-portkey-custom-host': simUrl,
+    authorization: 'Bearer sim',
+  };
+  for (let i = 0; ; i++) {
+    const ready = await timedRequest(`http://127.0.0.1:${port}/`, undefined, {}).catch(() => undefined);
+    if (ready?.status === 200) break;
+    if (i > 200) throw new Error('Portkey did not start');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const pid = portkey.pid ?? 0;
+  const perKind = async (stream: boolean, tokens: number, count: number, paced = false) => {
+    for (let i = 0; i < Math.min(count, 50); i++)
+      await timedRequest(url, completionBody('svc-fast', stream, tokens, paced), headers);
+    const before = processCpuMs(pid);
+    let events = 0;
+    for (let i = 0; i < count; i++) {
+      const answered = await timedRequest(url, completionBody('svc-fast', stream, tokens, paced), headers);
+      if (answered.status !== 200) throw new Error(`Portkey answered ${answered.status}`);
+      events += answered.events;
+    }
+    return { cpu: (processCpuMs(pid) - before) / count, chunks: events / count };
+  };
+  const json = await perKind(false, 16, 300);
+  const short = await perKind(true, 16, 300);
+  const long = await perKind(true, 300, 100);
+  const shortPaced = await perKind(true, 16, 10, true);
+  const longPaced = await perKind(true, 300, 10, true);
+  portkey.kill('SIGTERM');
+  const perChunkUs = ((long.cpu - short.cpu) * 1000) / (long.chunks - short.chunks);
+  const perPacedChunkUs = ((longPaced.cpu - shortPaced.cpu) * 1000) / (longPaced.chunks - shortPaced.chunks);
+  say('');
+  say('## Side by side with the Portkey gateway (same run, same simulator)');
+  say('');
+  say(
+    'CPU of this service = its function processes (billing included: one DynamoDB read, one transaction); Portkey = its one process. Ratios, not absolute figures: this machine drifts.',
+  );
+  say('');
+  say('| work | this service | Portkey 1.15.2 | ratio |');
+  say('|---|---|---|---|');
+  const row = (label: string, a: number, b: number, unit: string) =>
+    say(
+      `| ${label} | ${a.toFixed(unit === 'us' ? 0 : 3)} ${unit} | ${b.toFixed(unit === 'us' ? 0 : 3)} ${unit} | ${(a / b).toFixed(2)} |`,
+    );
+  row('JSON request', ours.json, json.cpu, 'ms');
+  row('16-event stream', ours.stream16, short.cpu, 'ms');
+  row('each event, unpaced', ours.perChunkUs, perChunkUs, 'us');
+  row('each event, paced 13 ms apart', ours.perPacedChunkUs, perPacedChunkUs, 'us');
+  say(
+    `| GET /models (account function) | ${ours.models.toFixed(3)} ms | - | ${(ours.models / json.cpu).toFixed(2)} of Portkey's JSON |`,
   );
 }
 
@@ -536,7 +642,8 @@ async function main() {
   if (coldJson.status !== 200 || coldStream.status !== 200) throw new Error('the gateway did not answer 200');
   // BENCH_ONLY=cpu: the CPU table alone (about a minute), to measure a change to the request path.
   if (process.env.BENCH_ONLY === 'cpu') {
-    await cpuTable(say, gatewayPid, viaGateway, modelsUrl, auth);
+    const ours = await cpuTable(say, gatewayPid, viaGateway, modelsUrl, auth);
+    await portkeySideBySide(say, simUrl, ours);
     say(
       `Function instances at the end: completions ${functionMemory(gatewayPid, 'completions').instances}, models ${functionMemory(gatewayPid, 'models').instances}.`,
     );
