@@ -7,7 +7,7 @@
  *
  * It always ends, billed, inside the function's deadline: at `deadline` (the function's timeout minus
  * the settlement reserve), or once the streamed completion clearly exceeds the output cap, it aborts
- * the upstream, sends a `finish_reason: "length"` chunk, settles on what was streamed and ends. And it
+ * the upstream, sends a `finish_reason: "length"` chunk, bills what was streamed and ends. And it
  * is never silent for longer than `keepAliveMs` (CloudFront's origin read timeout applies between
  * packets): an SSE comment goes out whenever nothing else has.
  */
@@ -48,8 +48,9 @@ export interface RelayOptions {
   outputCap?: number;
   abortUpstream: () => void;
   /**
-   * Called once the upstream is done: settles the bill and returns the final chunk's usage object
-   * (with `cost`), or throws if the charge could not be recorded (having logged and counted that).
+   * Called once the upstream is done: prices what was delivered and returns the final chunk's usage
+   * object (with `cost`), the settlement itself following the reply (generation.ts); throws if the
+   * generation could not be priced.
    */
   settle: (outcome: RelayOutcome) => Promise<ClientUsage>;
 }
@@ -198,7 +199,7 @@ async function pump(options: RelayOptions, write: (text: string) => void): Promi
     write('data: [DONE]\n\n');
     return;
   }
-  // Keep-alives ran through the settlement (a slow database must not let CloudFront cut the client).
+  // Keep-alives ran until the usage was known (an estimate of a long reply takes a while).
   clearInterval(keepAlive);
   if (outcome.failure) {
     // Still ended by [DONE]: naive SSE readers wait for it (a stream always ends with it).
