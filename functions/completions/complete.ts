@@ -1,16 +1,16 @@
 import type { Principal } from '../core/access.js';
-import { parseChatRequest } from '../core/schemas.js';
+import { type ChatRequest, parseChatRequest } from '../core/schemas.js';
 import { type FunctionUrlEvent, type FunctionUrlResult, rawBody } from '../shared/http.js';
 import { Deadlines } from './deadlines.js';
 import { Generation, type GenerationPorts } from './generation.js';
 
 /**
- * One chat completion's story, once its caller is known: validate the body (400), set its deadlines,
- * admit it (a hold, or 402), attempt the upstream (502/504), deliver and price it; the settlement
- * follows the reply (`afterReply`).
+ * One chat completion's story, once its caller is known: its body validated (400), set its
+ * deadlines, admit it (a hold, or 402), attempt the upstream (502/504), deliver and price it; the
+ * settlement follows the reply (`afterReply`).
  */
 export async function complete(
-  event: FunctionUrlEvent,
+  taken: TakenRequest,
   invocation: {
     caller: Principal;
     requestId: string;
@@ -20,12 +20,16 @@ export async function complete(
   ports: GenerationPorts,
 ): Promise<FunctionUrlResult> {
   const startedAt = Date.now();
-  const { request, bodyBytes } = takeChatRequest(event);
+  if ('refused' in taken) throw taken.refused;
+  const { request, bodyBytes } = taken;
   const deadlines = new Deadlines(startedAt, invocation.remainingMs, request.stream === true, ports.config);
   const generation = new Generation({ request, bodyBytes, deadlines, ...invocation }, ports);
   await generation.admit();
   return generation.deliver(await generation.attempt());
 }
+
+/** A request body parsed and validated, with its size; or its refusal (a 400), thrown by `complete`. */
+export type TakenRequest = { request: ChatRequest; bodyBytes: number } | { refused: unknown };
 
 /**
  * The request, parsed and validated, and its size; the event's raw body is dropped. The event lives as
@@ -33,8 +37,12 @@ export async function complete(
  * memory when it holds text beyond Latin-1) is not read again. No local of the caller holds it either:
  * an async function keeps its locals across each await.
  */
-function takeChatRequest(event: FunctionUrlEvent) {
+export function takeChatRequest(event: FunctionUrlEvent): TakenRequest {
   const bodyText = rawBody(event);
   delete event.body;
-  return { request: parseChatRequest(bodyText), bodyBytes: Buffer.byteLength(bodyText ?? '') };
+  try {
+    return { request: parseChatRequest(bodyText), bodyBytes: Buffer.byteLength(bodyText ?? '') };
+  } catch (refused) {
+    return { refused };
+  }
 }

@@ -2,7 +2,7 @@ import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import { getStore } from '../adapters/dynamodb/index.js';
 import { originVerifyValues, upstreamCredential } from '../adapters/secrets.js';
-import { type AfterReplyContext, afterReplyPlugin } from '../shared/after-reply.js';
+import { type AfterReplyContext, streamingHandler } from '../shared/after-reply.js';
 import { authenticate, type CallerContext } from '../shared/authenticate.js';
 import { compressResponse } from '../shared/compression.js';
 import { cors } from '../shared/cors.js';
@@ -17,7 +17,7 @@ import {
 import { lambdaMemoryMb, reclaimLargeInvocations } from '../shared/memory.js';
 import { logger } from '../shared/observability.js';
 import { onlyRoute } from '../shared/routing.js';
-import { complete } from './complete.js';
+import { complete, type TakenRequest, takeChatRequest } from './complete.js';
 import { loadCompletionsConfig } from './config.js';
 
 /** The completions function: a Function URL in RESPONSE_STREAM mode, behind CloudFront's `/api/v1/chat/completions`. */
@@ -28,20 +28,16 @@ const config = loadCompletionsConfig();
 
 const ports = { store: getStore(), config, credential: upstreamCredential };
 
-type InvocationContext = CallerContext & AfterReplyContext;
+type InvocationContext = CallerContext & AfterReplyContext & { taken: TakenRequest };
 
 /** POST /api/v1/chat/completions, the caller already authenticated (the `authenticate` middleware). */
-async function completions(event: FunctionUrlEvent, context: InvocationContext): Promise<FunctionUrlResult> {
-  const { caller, afterReply } = context;
+async function completions(_event: FunctionUrlEvent, context: InvocationContext): Promise<FunctionUrlResult> {
+  const { caller, afterReply, taken } = context;
   const remainingMs = context.getRemainingTimeInMillis();
-  return complete(event, { caller, requestId: requestIdOf(context), remainingMs, afterReply }, ports);
+  return complete(taken, { caller, requestId: requestIdOf(context), remainingMs, afterReply }, ports);
 }
 
-export const handler = middy<FunctionUrlEvent, FunctionUrlResult, Error, InvocationContext>({
-  streamifyResponse: true,
-  // The settlement runs after the reply is out, and is awaited before the invocation ends.
-  ...afterReplyPlugin(),
-})
+const handled = middy<FunctionUrlEvent, FunctionUrlResult, Error, InvocationContext>()
   // First, so that its `after` sees the reply as sent (a stream, compressed or not).
   .use(reclaimLargeInvocations({ memoryMb: lambdaMemoryMb() }))
   .use(injectLambdaContext(logger, { resetKeys: true }))
@@ -53,5 +49,20 @@ export const handler = middy<FunctionUrlEvent, FunctionUrlResult, Error, Invocat
   .use(httpErrorHandler())
   .use(originVerify(originVerifyValues))
   .use(onlyRoute(PATH, 'POST'))
-  .use(authenticate({ store: () => ports.store, requireCredit: true, topUpUrl: config.topUpUrl }))
+  .use(
+    authenticate<InvocationContext>({
+      store: () => ports.store,
+      requireCredit: true,
+      topUpUrl: config.topUpUrl,
+      // The body is parsed and validated while the caller's read is on the wire; a 400 follows the
+      // caller's own errors.
+      whileReading: (request) => {
+        request.context.taken = takeChatRequest(request.event);
+      },
+    }),
+  )
   .handler(completions);
+
+// A response-streaming function: the reply goes out as it is made, and the settlement follows it,
+// awaited before the invocation ends (after-reply.ts).
+export const handler = streamingHandler(handled);

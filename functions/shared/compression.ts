@@ -15,7 +15,7 @@
  * Not `@middy/http-content-encoding`: its 7.x needs Node.js 22 (it imports zstd from node:zlib) and
  * its 5.x leaves a streamed body uncompressed under a `Content-Encoding` header; neither flushes.
  */
-import { PassThrough, pipeline, Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { constants, createGzip, gzipSync } from 'node:zlib';
 import type { MiddlewareObj } from '@middy/core';
 import Negotiator from 'negotiator';
@@ -30,10 +30,14 @@ export function acceptsGzip(acceptEncoding: string | undefined): boolean {
   return new Negotiator({ headers: { 'accept-encoding': acceptEncoding } }).encoding(['gzip']) === 'gzip';
 }
 
-/** A gzip stream of `source` that flushes after every write. Errors on either side end both. */
+/**
+ * A gzip stream of `source` that flushes after every write; a failed source fails it. Piped, not
+ * `stream.pipeline`, which makes an AbortController and a DOMException for each stream.
+ */
 export function gzipStream(source: Readable): Readable {
   const gzip = createGzip({ flush: constants.Z_SYNC_FLUSH });
-  return pipeline(source, gzip, () => {});
+  source.once('error', (error) => gzip.destroy(error));
+  return source.pipe(gzip);
 }
 
 export function compressResponse(): MiddlewareObj<FunctionUrlEvent, FunctionUrlResult> {

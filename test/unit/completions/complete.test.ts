@@ -4,7 +4,7 @@ import type { Readable } from 'node:stream';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { complete } from '../../../functions/completions/complete.js';
+import { complete, takeChatRequest } from '../../../functions/completions/complete.js';
 import { loadCompletionsConfig } from '../../../functions/completions/config.js';
 import type { GenerationPorts } from '../../../functions/completions/generation.js';
 import { authorize } from '../../../functions/core/access.js';
@@ -74,7 +74,7 @@ async function handleCompletion(
   const principal = await loadCaller(ports.store, event.headers.authorization);
   const caller = authorize(principal, { requireCredit: true, topUpUrl: ports.config.topUpUrl });
   return complete(
-    event,
+    takeChatRequest(event),
     { caller, requestId, remainingMs, afterReply: (work) => settling.push(work) },
     ports,
   );

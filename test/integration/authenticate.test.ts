@@ -1,0 +1,144 @@
+import { randomBytes } from 'node:crypto';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import type { ClientRequest } from 'node:http';
+import middy from '@middy/core';
+import type { Context } from 'aws-lambda';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
+import { generateApiKey } from '../../functions/core/auth.js';
+import { BadRequestError, HttpError } from '../../functions/core/errors.js';
+import { authenticate, type CallerContext } from '../../functions/shared/authenticate.js';
+import type { FunctionUrlEvent, FunctionUrlResult } from '../../functions/shared/http.js';
+import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
+import { localTableNames } from '../../lib/local/stack.js';
+
+/**
+ * The authenticate middleware against DynamoDB Local: work that needs no caller (the completions
+ * function's body parse) runs while the caller's read is on the wire, not before it is sent nor after
+ * its answer; and the caller's own errors still come before that work's.
+ */
+const tables = localTableNames(`auth${randomBytes(3).toString('hex')}-`);
+const client = localClient(inject('dynamoEndpoint'));
+const store = new DynamoStore(client, tables);
+let key: string;
+
+beforeAll(async () => {
+  await ensureTables(client, tables);
+  const now = new Date().toISOString();
+  await store.createAccount('acct-auth', 1_000_000_000n, now);
+  const made = generateApiKey();
+  await store.createKey({
+    keyHash: made.keyHash,
+    keyId: made.keyId,
+    accountId: 'acct-auth',
+    name: 'auth',
+    displayPrefix: made.displayPrefix,
+    status: 'active',
+    createdAt: now,
+  });
+  key = made.key;
+});
+
+interface Seen {
+  /** What the key read had done when `whileReading` ran. */
+  sent: boolean;
+  answered: boolean;
+}
+
+function handlerWith(seen: Seen[], watch: () => { request?: ClientRequest; answered: boolean }) {
+  return middy<FunctionUrlEvent, FunctionUrlResult, Error, CallerContext>()
+    .use(
+      authenticate({
+        store: () => store,
+        requireCredit: true,
+        topUpUrl: 'https://example.test/top-up',
+        whileReading: () => {
+          const read = watch();
+          seen.push({ sent: read.request?.writableFinished === true, answered: read.answered });
+        },
+      }),
+    )
+    .handler(async (_event, context) => ({
+      statusCode: 200,
+      headers: {},
+      body: context.caller.accountId,
+    }));
+}
+
+const eventWith = (authorization: string) =>
+  ({
+    headers: { authorization },
+    requestContext: { http: { method: 'POST' } },
+  }) as unknown as FunctionUrlEvent;
+
+/** The DynamoDB requests this process sends, and whether each has been answered. */
+function watchReads() {
+  const reads: { request: ClientRequest; answered: boolean }[] = [];
+  const onStart = (message: unknown) => {
+    const { request } = message as { request: ClientRequest };
+    if (String(request.getHeader('x-amz-target') ?? '').startsWith('DynamoDB_'))
+      reads.push({ request, answered: false });
+  };
+  const onAnswer = (message: unknown) => {
+    const { request } = message as { request: ClientRequest };
+    const read = reads.find((r) => r.request === request);
+    if (read) read.answered = true;
+  };
+  subscribe('http.client.request.start', onStart);
+  subscribe('http.client.response.finish', onAnswer);
+  return {
+    last: () => reads.at(-1) ?? { answered: false },
+    stop: () => {
+      unsubscribe('http.client.request.start', onStart);
+      unsubscribe('http.client.response.finish', onAnswer);
+    },
+  };
+}
+
+describe('authenticate', () => {
+  it('runs whileReading once the key read has been sent on a kept-alive connection, and before its answer', async () => {
+    const seen: Seen[] = [];
+    const reads = watchReads();
+    try {
+      const handler = handlerWith(seen, reads.last);
+      // The first read of a key is cold (the key, then its account, through the SDK); the next ones are
+      // one batch read on the direct client's own connection. Each first use of a connection waits for
+      // its TCP handshake, which the work overlaps instead; after that, the request is on the wire.
+      for (let i = 0; i < 5; i++) {
+        const result = await handler(eventWith(`Bearer ${key}`), {} as Context);
+        expect(result.body).toBe('acct-auth');
+      }
+    } finally {
+      reads.stop();
+    }
+    expect(seen.map((s) => s.answered)).toEqual([false, false, false, false, false]);
+    expect(seen.slice(2)).toEqual([
+      { sent: true, answered: false },
+      { sent: true, answered: false },
+      { sent: true, answered: false },
+    ]);
+  });
+
+  it("answers the caller's errors before the work's own: an unknown key is 401 whatever the body", async () => {
+    const handler = middy<FunctionUrlEvent, FunctionUrlResult, Error, CallerContext & { refused?: unknown }>()
+      .use(
+        authenticate({
+          store: () => store,
+          requireCredit: true,
+          topUpUrl: '',
+          whileReading: (request) => {
+            request.context.refused = new BadRequestError('The request body is not valid JSON.');
+          },
+        }),
+      )
+      .handler(async (_event, context) => {
+        throw context.refused;
+      });
+    const unknown = generateApiKey().key;
+    const error = await handler(eventWith(`Bearer ${unknown}`), {} as Context).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(HttpError);
+    expect((error as HttpError).statusCode).toBe(401);
+    const known = await handler(eventWith(`Bearer ${key}`), {} as Context).catch((e: unknown) => e);
+    expect((known as HttpError).statusCode).toBe(400);
+  });
+});
