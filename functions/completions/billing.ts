@@ -145,15 +145,18 @@ export async function price(generation: Billable, delivered: Delivered): Promise
  * generation id). Runs after the reply. Its full record is logged first, as one line (`generation
  * usage`): should the function die before the write, `admin bill-logged` finds it and bills it once.
  * A write that still fails within the deadline is logged again with the record and counted
- * (`BillingFailures`); it never throws, since the client already has its reply.
+ * (`BillingFailures`), and the record is kept on the generation's hold, if it has one, for the
+ * sweeper to log once more when the hold expires; it never throws, since the client already has its
+ * reply.
  */
 export async function settle(
   bill: Bill,
   generation: Pick<Billable, 'hold' | 'deadlines'>,
-  store: Pick<Store, 'settleCharge'>,
+  store: Pick<Store, 'settleCharge' | 'recordUsageOnHold'>,
 ): Promise<'settled' | 'failed'> {
   const { entry, billedNano } = bill;
-  logger.info('generation usage', { record: usageRecord(entry, generation.hold) });
+  const record = usageRecord(entry, generation.hold);
+  logger.info('generation usage', { record });
   try {
     await store.settleCharge(entry, {
       ...(generation.hold ? { hold: generation.hold } : {}),
@@ -162,6 +165,14 @@ export async function settle(
   } catch (error) {
     // The full usage record, so the charge can be applied later; bigint becomes decimal text.
     recordBillingFailure({ ...entry, billedNano: undefined, billedUsd: nanoToUsd(billedNano) }, error);
+    if (generation.hold) {
+      await store.recordUsageOnHold(generation.hold, JSON.stringify(record)).catch((cause: unknown) => {
+        logger.error('usage record not kept on the hold', {
+          generationId: entry.generationId,
+          error: cause instanceof Error ? cause : String(cause),
+        });
+      });
+    }
     return 'failed';
   }
   recordGeneration(entry.tier, entry.promptTokens, entry.completionTokens, billedNano);

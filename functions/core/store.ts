@@ -42,6 +42,11 @@ export interface Hold {
   /** Epoch ms after which the sweeper may release it (the function's timeout plus a margin). */
   expiresAt: number;
   createdAt: string;
+  /**
+   * The generation's usage record (JSON text, as its `generation usage` log line carries it), written
+   * when its settlement failed: the sweeper logs it again when it releases the hold.
+   */
+  usageRecord?: string;
 }
 
 export interface AccountRecord {
@@ -99,6 +104,8 @@ export interface Store {
   settleCharge(entry: ChargeEntry, options?: { hold?: Hold; deadline?: number }): Promise<SettleOutcome>;
   /** Releases a hold without a charge (sweeper, or a request that failed before spending). True if it was live. */
   releaseHold(hold: Hold, options?: { onlyIfExpiredAt?: number }): Promise<boolean>;
+  /** Keeps a failed settlement's usage record on its hold, if the hold is still there. True if it was. */
+  recordUsageOnHold(hold: Hold, usageRecord: string): Promise<boolean>;
   listHolds(accountId?: string): Promise<Hold[]>;
 
   getAccount(accountId: string): Promise<AccountRecord | undefined>;

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { ClientRequest } from 'node:http';
 import middy from '@middy/core';
-import type { Context } from 'aws-lambda';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
 import { generateApiKey } from '../../functions/core/auth.js';
@@ -38,6 +37,8 @@ beforeAll(async () => {
   });
   key = made.key;
 });
+
+type Refusing = CallerContext & { refused?: unknown };
 
 interface Seen {
   /** What the key read had done when `whileReading` ran. */
@@ -105,7 +106,7 @@ describe('authenticate', () => {
       // one batch read on the direct client's own connection. Each first use of a connection waits for
       // its TCP handshake, which the work overlaps instead; after that, the request is on the wire.
       for (let i = 0; i < 5; i++) {
-        const result = await handler(eventWith(`Bearer ${key}`), {} as Context);
+        const result = await handler(eventWith(`Bearer ${key}`), {} as Refusing);
         expect(result.body).toBe('acct-auth');
       }
     } finally {
@@ -120,9 +121,9 @@ describe('authenticate', () => {
   });
 
   it("answers the caller's errors before the work's own: an unknown key is 401 whatever the body", async () => {
-    const handler = middy<FunctionUrlEvent, FunctionUrlResult, Error, CallerContext & { refused?: unknown }>()
+    const handler = middy<FunctionUrlEvent, FunctionUrlResult, Error, Refusing>()
       .use(
-        authenticate({
+        authenticate<Refusing>({
           store: () => store,
           requireCredit: true,
           topUpUrl: '',
@@ -135,10 +136,10 @@ describe('authenticate', () => {
         throw context.refused;
       });
     const unknown = generateApiKey().key;
-    const error = await handler(eventWith(`Bearer ${unknown}`), {} as Context).catch((e: unknown) => e);
+    const error = await handler(eventWith(`Bearer ${unknown}`), {} as Refusing).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(HttpError);
     expect((error as HttpError).statusCode).toBe(401);
-    const known = await handler(eventWith(`Bearer ${key}`), {} as Context).catch((e: unknown) => e);
+    const known = await handler(eventWith(`Bearer ${key}`), {} as Refusing).catch((e: unknown) => e);
     expect((known as HttpError).statusCode).toBe(400);
   });
 });

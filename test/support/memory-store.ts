@@ -92,6 +92,14 @@ export class MemoryStore implements Store {
     return true;
   }
 
+  async recordUsageOnHold(hold: Hold, usageRecord: string): Promise<boolean> {
+    this.calls.push('recordUsageOnHold');
+    const live = this.holds.get(hold.holdId);
+    if (!live) return false;
+    live.usageRecord = usageRecord;
+    return true;
+  }
+
   async listHolds(accountId?: string): Promise<Hold[]> {
     return [...this.holds.values()].filter((h) => accountId === undefined || h.accountId === accountId);
   }

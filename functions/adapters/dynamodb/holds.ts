@@ -3,10 +3,12 @@
  * by a request that ends unbilled, or by the sweeper once expired.
  */
 import {
+  ConditionalCheckFailedException,
   type DynamoDBClient,
   paginateScan,
   TransactionCanceledException,
   TransactWriteItemsCommand,
+  UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import type { Hold } from '../../core/store.js';
 import { holdItem, type Item, N, S, type TableNames, toHold } from './items.js';
@@ -116,6 +118,25 @@ export class Holds {
         (error.CancellationReasons ?? []).some((reason) => reason.Code === 'ConditionalCheckFailed')
       )
         return false;
+      throw error;
+    }
+  }
+
+  /** A failed settlement's usage record, kept on its hold for the sweeper; nothing if the hold is gone. */
+  async recordUsageOnHold(hold: Hold, usageRecord: string): Promise<boolean> {
+    try {
+      await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.tables.holds,
+          Key: { accountId: S(hold.accountId), holdId: S(hold.holdId) },
+          UpdateExpression: 'SET usageRecord = :record',
+          ConditionExpression: 'attribute_exists(holdId)',
+          ExpressionAttributeValues: { ':record': S(usageRecord) },
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return false;
       throw error;
     }
   }

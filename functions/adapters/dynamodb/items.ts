@@ -183,5 +183,6 @@ export function toHold(item: Item): Hold {
     amountNano: big(item.amountNano),
     expiresAt: num(item.expiresAt) ?? 0,
     createdAt: item.createdAt?.S ?? '',
+    ...(item.usageRecord?.S !== undefined ? { usageRecord: item.usageRecord.S } : {}),
   };
 }

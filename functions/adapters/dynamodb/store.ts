@@ -93,6 +93,9 @@ export class DynamoStore implements Store {
   releaseHold(hold: Hold, options: { onlyIfExpiredAt?: number } = {}): Promise<boolean> {
     return this.holds.releaseHold(hold, options);
   }
+  recordUsageOnHold(hold: Hold, usageRecord: string): Promise<boolean> {
+    return this.holds.recordUsageOnHold(hold, usageRecord);
+  }
   listHolds(accountId?: string): Promise<Hold[]> {
     return this.holds.listHolds(accountId);
   }

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Readable } from 'node:stream';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { complete, takeChatRequest } from '../../../functions/completions/complete.js';
 import { loadCompletionsConfig } from '../../../functions/completions/config.js';
 import type { GenerationPorts } from '../../../functions/completions/generation.js';
@@ -12,8 +12,11 @@ import { generateApiKey } from '../../../functions/core/auth.js';
 import { HttpError } from '../../../functions/core/errors.js';
 import { usdToNano } from '../../../functions/core/money.js';
 import type { FunctionUrlEvent } from '../../../functions/shared/http.js';
+import { logger } from '../../../functions/shared/observability.js';
 import { loadCaller } from '../../../functions/shared/principal.js';
 import { startSimulator } from '../../../functions/simulator/server.js';
+import { sweepExpiredHolds } from '../../../functions/sweeper/sweep.js';
+import { billLoggedGenerations } from '../../../lib/admin/usage-records.js';
 import { MemoryStore } from '../../support/memory-store.js';
 
 /**
@@ -159,6 +162,47 @@ describe('a completion over the store port', () => {
     expect(refused.message).toMatch(/held by requests in flight/);
     expect(refused.toBody()).toMatchObject({ balance: 0.01 });
   });
+
+  it.each([false, true])(
+    "keeps a failed settlement's usage record on its hold; the sweeper logs it and bill-logged bills it once (stream %s)",
+    async (stream) => {
+      const store = new MemoryStore();
+      const { accountId, key } = await accountWith(store, '0.05');
+      // The settlement write fails (a database that refuses every transaction); the hold stays.
+      const failing = Object.assign(Object.create(store) as MemoryStore, {
+        settleCharge: async () => {
+          throw new Error('TransactWriteItems failed');
+        },
+      });
+      const { status, text } = await run(failing, key, ask(stream));
+      expect(status).toBe(200);
+      const [hold] = await store.listHolds(accountId);
+      const kept = JSON.parse(hold?.usageRecord ?? '{}') as { generationId?: string; billedNano?: string };
+      expect(kept.generationId).toBe(hold?.holdId);
+      expect(text).toContain(kept.generationId);
+      // Released once expired, with the record logged again as a `generation usage` line.
+      const warned = vi.spyOn(logger, 'warn');
+      try {
+        expect(await sweepExpiredHolds(store, (hold?.expiresAt ?? 0) + 1)).toEqual({
+          examined: 1,
+          released: 1,
+        });
+        const lines = warned.mock.calls
+          .filter(([message]) => message === 'generation usage')
+          .map(([message, fields]) => JSON.stringify({ message, ...(fields as object) }));
+        expect(lines).toHaveLength(1);
+        const before = (await store.getAccount(accountId))?.balanceNano ?? 0n;
+        const billed = await billLoggedGenerations(store, lines.join('\n'));
+        expect(billed).toMatchObject({ settled: [kept.generationId], alreadySettled: [], invalid: 0 });
+        expect(before - ((await store.getAccount(accountId))?.balanceNano ?? 0n)).toBe(
+          BigInt(kept.billedNano ?? -1),
+        );
+        expect((await billLoggedGenerations(store, lines.join('\n'))).settled).toEqual([]);
+      } finally {
+        warned.mockRestore();
+      }
+    },
+  );
 
   it('records the key id, the user and the finish reason on the ledger entry', async () => {
     const store = new MemoryStore();
