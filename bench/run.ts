@@ -22,9 +22,11 @@ import { FUNCTION_NODE_OPTIONS, FUNCTION_PROCESS_ENV } from '../lib/infra/servic
 import { bundleFunctions, NODE22, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
 import { ensureTables, freePort, localClient, startDynamoLocal } from '../lib/local/dynamodb-local.js';
 import { localTableNames } from '../lib/local/stack.js';
+import { startBareProxies } from './bare-proxy.js';
 import { startCapacityProxy } from './capacity-proxy.js';
 import { type MeasuredRequest, percent, requestCost, usd } from './cost.js';
 import { available as cgroupAvailable, cpuShare, limitCpu, PERIOD_US } from './cpu-limit.js';
+import { pacedRate } from './paced-rate.js';
 import { PRICES, PRICES_DATE } from './prices.js';
 
 /**
@@ -493,16 +495,45 @@ function processCpuMs(pid: number): number {
   return ns / 1e6;
 }
 
+/** CPU per JSON request, per 16-event stream, per event (unpaced and paced) of a proxy, read with `cpuMs`. */
+async function proxyCpu(
+  url: string,
+  headers: Record<string, string>,
+  cpuMs: () => number,
+  name: string,
+): Promise<Omit<CpuFigures, 'models'>> {
+  const perKind = async (stream: boolean, tokens: number, count: number, paced = false) => {
+    for (let i = 0; i < Math.min(count, 50); i++)
+      await timedRequest(url, completionBody('svc-fast', stream, tokens, paced), headers);
+    const before = cpuMs();
+    let events = 0;
+    for (let i = 0; i < count; i++) {
+      const answered = await timedRequest(url, completionBody('svc-fast', stream, tokens, paced), headers);
+      if (answered.status !== 200) throw new Error(`${name} answered ${answered.status}`);
+      events += answered.events;
+    }
+    return { cpu: (cpuMs() - before) / count, chunks: events / count };
+  };
+  const json = await perKind(false, 16, 300);
+  const short = await perKind(true, 16, 300);
+  const long = await perKind(true, 300, 100);
+  const shortPaced = await perKind(true, 16, 10, true);
+  const longPaced = await perKind(true, 300, 10, true);
+  return {
+    json: json.cpu,
+    stream16: short.cpu,
+    perChunkUs: ((long.cpu - short.cpu) * 1000) / (long.chunks - short.chunks),
+    perPacedChunkUs: ((longPaced.cpu - shortPaced.cpu) * 1000) / (longPaced.chunks - shortPaced.chunks),
+  };
+}
+
 /**
- * The Portkey gateway (1.15.2, for the bench only: installed into .cache/portkey, never a dependency
- * of the service; its streams need @hono/node-server 1.13.8, pinned with npm overrides) proxying the
- * same simulator, its process's CPU measured as the functions' are, side by side with them.
+ * The side by side: the Portkey gateway (1.15.2, for the bench only: installed into .cache/portkey,
+ * never a dependency of the service; its streams need @hono/node-server 1.13.8, pinned with npm
+ * overrides) proxying the same simulator, its process's CPU measured as the functions' are; and the
+ * floor, bare proxies under the same runtime client (bench/bare-proxy.ts).
  */
-async function portkeySideBySide(
-  say: (line?: string) => void,
-  simUrl: string,
-  ours: CpuFigures,
-): Promise<void> {
+async function sideBySide(say: (line?: string) => void, simUrl: string, ours: CpuFigures): Promise<void> {
   const dir = '.cache/portkey';
   const entry = `${dir}/node_modules/@portkey-ai/gateway/build/start-server.js`;
   if (!existsSync(entry)) {
@@ -522,12 +553,6 @@ async function portkeySideBySide(
     env: { ...process.env, NODE_ENV: 'production' },
     stdio: 'ignore',
   });
-  const url = `http://127.0.0.1:${port}/v1/chat/completions`;
-  const headers = {
-    'x-portkey-provider': 'openai',
-    'x-portkey-custom-host': simUrl,
-    authorization: 'Bearer sim',
-  };
   for (let i = 0; ; i++) {
     const ready = await timedRequest(`http://127.0.0.1:${port}/`, undefined, {}).catch(() => undefined);
     if (ready?.status === 200) break;
@@ -535,45 +560,62 @@ async function portkeySideBySide(
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   const pid = portkey.pid ?? 0;
-  const perKind = async (stream: boolean, tokens: number, count: number, paced = false) => {
-    for (let i = 0; i < Math.min(count, 50); i++)
-      await timedRequest(url, completionBody('svc-fast', stream, tokens, paced), headers);
-    const before = processCpuMs(pid);
-    let events = 0;
-    for (let i = 0; i < count; i++) {
-      const answered = await timedRequest(url, completionBody('svc-fast', stream, tokens, paced), headers);
-      if (answered.status !== 200) throw new Error(`Portkey answered ${answered.status}`);
-      events += answered.events;
-    }
-    return { cpu: (processCpuMs(pid) - before) / count, chunks: events / count };
-  };
-  const json = await perKind(false, 16, 300);
-  const short = await perKind(true, 16, 300);
-  const long = await perKind(true, 300, 100);
-  const shortPaced = await perKind(true, 16, 10, true);
-  const longPaced = await perKind(true, 300, 10, true);
+  const theirs = await proxyCpu(
+    `http://127.0.0.1:${port}/v1/chat/completions`,
+    { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': simUrl, authorization: 'Bearer sim' },
+    () => processCpuMs(pid),
+    'Portkey',
+  );
   portkey.kill('SIGTERM');
-  const perChunkUs = ((long.cpu - short.cpu) * 1000) / (long.chunks - short.chunks);
-  const perPacedChunkUs = ((longPaced.cpu - shortPaced.cpu) * 1000) / (longPaced.chunks - shortPaced.chunks);
+
+  const bare = await startBareProxies(simUrl);
+  const floorJson = await proxyCpu(
+    bare.urls['bare-json'],
+    {},
+    () => bare.cpuMs('bare-json'),
+    'bare JSON proxy',
+  );
+  const floorStream = await proxyCpu(
+    bare.urls['bare-stream'],
+    {},
+    () => bare.cpuMs('bare-stream'),
+    'bare streaming proxy',
+  );
+  for (let i = 0; i < 50; i++) await timedRequest(bare.urls['bare-fixed'], undefined, {});
+  const fixedStart = bare.cpuMs('bare-fixed');
+  for (let i = 0; i < 300; i++) await timedRequest(bare.urls['bare-fixed'], undefined, {});
+  const floorFixed = (bare.cpuMs('bare-fixed') - fixedStart) / 300;
+  await bare.close();
+
   say('');
-  say('## Side by side with the Portkey gateway (same run, same simulator)');
+  say('## Side by side: the Portkey gateway and the floor (same run, same simulator)');
   say('');
   say(
-    'CPU of this service = its function processes (billing included: one DynamoDB read, one transaction); Portkey = its one process. Ratios, not absolute figures: this machine drifts.',
+    'CPU of this service = its function processes (billing included: one DynamoDB read, one transaction); Portkey = its one process; ' +
+      'floor = bare handlers under the same runtime client (bench/bare-proxy/: a relay of one kept-alive upstream call, JSON whole or SSE piece by piece; a fixed JSON answer for GET). ' +
+      'Ratios, not absolute figures: this machine drifts.',
   );
   say('');
-  say('| work | this service | Portkey 1.15.2 | ratio |');
-  say('|---|---|---|---|');
-  const row = (label: string, a: number, b: number, unit: string) =>
+  say('| work | this service | Portkey 1.15.2 | floor | vs Portkey | vs floor |');
+  say('|---|---|---|---|---|---|');
+  const row = (label: string, a: number, b: number, f: number, unit: string) => {
+    const digits = unit === 'us' ? 0 : 3;
     say(
-      `| ${label} | ${a.toFixed(unit === 'us' ? 0 : 3)} ${unit} | ${b.toFixed(unit === 'us' ? 0 : 3)} ${unit} | ${(a / b).toFixed(2)} |`,
+      `| ${label} | ${a.toFixed(digits)} ${unit} | ${b.toFixed(digits)} ${unit} | ${f.toFixed(digits)} ${unit} | ${(a / b).toFixed(2)} | ${(a / f).toFixed(2)} |`,
     );
-  row('JSON request', ours.json, json.cpu, 'ms');
-  row('16-event stream', ours.stream16, short.cpu, 'ms');
-  row('each event, unpaced', ours.perChunkUs, perChunkUs, 'us');
-  row('each event, paced 13 ms apart', ours.perPacedChunkUs, perPacedChunkUs, 'us');
+  };
+  row('JSON request', ours.json, theirs.json, floorJson.json, 'ms');
+  row('16-event stream', ours.stream16, theirs.stream16, floorStream.stream16, 'ms');
+  row('each event, unpaced', ours.perChunkUs, theirs.perChunkUs, floorStream.perChunkUs, 'us');
+  row(
+    'each event, paced 13 ms apart',
+    ours.perPacedChunkUs,
+    theirs.perPacedChunkUs,
+    floorStream.perPacedChunkUs,
+    'us',
+  );
   say(
-    `| GET /models (account function) | ${ours.models.toFixed(3)} ms | - | ${(ours.models / json.cpu).toFixed(2)} of Portkey's JSON |`,
+    `| GET /models (account function) | ${ours.models.toFixed(3)} ms | - | ${floorFixed.toFixed(3)} ms | ${(ours.models / theirs.json).toFixed(2)} of Portkey's JSON | ${(ours.models / floorFixed).toFixed(2)} |`,
   );
 }
 
@@ -595,6 +637,12 @@ async function main() {
     process.exit(0);
   }
   const dynamo = await startDynamoLocal();
+  // BENCH_ONLY=rate: the paced event rate at 160 MB's CPU share alone.
+  if (process.env.BENCH_ONLY === 'rate') {
+    await pacedRate(say, dynamo.endpoint);
+    await dynamo.stop();
+    process.exit(0);
+  }
   const client = localClient(dynamo.endpoint);
   // The gateway (bin/local.ts) uses the local stack's table names on this fresh in-memory DynamoDB.
   const tables = localTableNames();
@@ -643,7 +691,7 @@ async function main() {
   // BENCH_ONLY=cpu: the CPU table alone (about a minute), to measure a change to the request path.
   if (process.env.BENCH_ONLY === 'cpu') {
     const ours = await cpuTable(say, gatewayPid, viaGateway, modelsUrl, auth);
-    await portkeySideBySide(say, simUrl, ours);
+    await sideBySide(say, simUrl, ours);
     say(
       `Function instances at the end: completions ${functionMemory(gatewayPid, 'completions').instances}, models ${functionMemory(gatewayPid, 'models').instances}.`,
     );

@@ -64,16 +64,17 @@ const CHUNKS_PER_TOKEN = 4;
 
 export function relay(options: RelayOptions): Readable {
   const out = new PassThrough();
-  // What is written in one turn of the event loop leaves as one write (one gzip flush, one write to
-  // the response stream): an upstream packet often carries several events, and the first chunk
-  // follows the opening keep-alive at once. Nothing waits longer than the current turn.
+  // What is written while one upstream packet is handled leaves as one write (one gzip segment, one
+  // write to the response stream): a packet often carries several events, and the first chunk
+  // follows the opening keep-alive at once. The write goes out once the promise jobs of that packet
+  // have run (process.nextTick runs after them), without waiting for another turn of the event loop.
   let pending = '';
   const flush = () => {
     if (pending && !out.destroyed && !out.writableEnded) out.write(pending);
     pending = '';
   };
   const write = (text: string) => {
-    if (!pending) setImmediate(flush);
+    if (!pending) process.nextTick(flush);
     pending += text;
   };
   void pump(options, write).finally(() => {

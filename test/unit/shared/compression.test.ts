@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { PassThrough, Readable } from 'node:stream';
 import { createGunzip, gunzipSync } from 'node:zlib';
 import type { Request } from '@middy/core';
@@ -80,6 +81,37 @@ describe('gzipStream', () => {
     const bytes = await compressed;
     expect(gunzipSync(bytes).toString()).toBe(text);
     expect(bytes.length).toBeLessThan(Buffer.byteLength(text) / 5);
+  });
+});
+
+describe('gzipStream, whatever is written', () => {
+  /** Writes of every size, text beyond ASCII and binary, some longer than the priming window. */
+  const writes = [
+    ...Array.from({ length: 40 }, (_, i) => Buffer.from(chunk(i))),
+    Buffer.from(`data: ${JSON.stringify({ arguments: 'é∑🙂'.repeat(3_000) })}\n\n`),
+    randomBytes(5_000),
+    Buffer.from(': keep-alive\n\n'),
+    Buffer.from('x'),
+    ...Array.from({ length: 10 }, (_, i) => Buffer.from(chunk(100 + i))),
+  ];
+
+  async function compressedWrites(parts: Buffer[]): Promise<{ segments: Buffer[]; whole: Buffer }> {
+    const source = new PassThrough();
+    const gz = gzipStream(source);
+    const segments: Buffer[] = [];
+    gz.on('data', (segment: Buffer) => segments.push(segment));
+    const ended = new Promise((done) => gz.on('end', done));
+    for (const part of parts) source.write(part);
+    source.end();
+    await ended;
+    return { segments, whole: Buffer.concat(segments) };
+  }
+
+  it("is one gzip member Node's inflater reads whole, its CRC and length checked", async () => {
+    const { whole } = await compressedWrites(writes);
+    expect(gunzipSync(whole).equals(Buffer.concat(writes))).toBe(true);
+    // An empty stream is a valid, empty member.
+    expect(gunzipSync((await compressedWrites([])).whole).length).toBe(0);
   });
 });
 

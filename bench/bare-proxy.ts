@@ -1,0 +1,89 @@
+/**
+ * The floor for the CPU bench: what a Lambda function costs when it does the least its job needs,
+ * under the same runtime client (aws-lambda-ric on Node 22, each instance its own process) and the
+ * same emulator as the service's functions. Three handlers (bench/bare-proxy/): a buffered one that
+ * answers a fixed JSON body (the account function's floor), a response-streaming one that relays one
+ * kept-alive upstream call's JSON reply whole, and one that relays its SSE body piece by piece (the
+ * completions function's floors).
+ */
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { build } from 'esbuild';
+import { ricLauncher } from '../lib/local/aws-lambda-ric.js';
+import { startEmulator } from '../lib/local/emulator.js';
+
+const HANDLERS = { 'bare-json': 'json', 'bare-stream': 'stream', 'bare-fixed': 'fixed' } as const;
+type BareName = keyof typeof HANDLERS;
+
+export interface BareProxies {
+  /** POST: the JSON floor; POST with `stream: true`: the streaming floor; GET: the buffered floor. */
+  urls: Record<BareName, string>;
+  /** CPU ms of all instances of one of them (/proc/<pid>/task/*\/schedstat). */
+  cpuMs(name: BareName): number;
+  /** Their instance processes. */
+  pids(name: BareName): number[];
+  close(): Promise<void>;
+}
+
+export async function startBareProxies(upstreamBaseUrl: string): Promise<BareProxies> {
+  const root = '.cache/bare-proxy-bundles';
+  const bundles: Record<string, string> = {};
+  for (const [name, file] of Object.entries(HANDLERS)) {
+    const dir = join(process.cwd(), root, name);
+    await build({
+      entryPoints: [`bench/bare-proxy/${file}.ts`],
+      outfile: join(dir, 'index.mjs'),
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      target: 'node22',
+      minify: true,
+      logLevel: 'warning',
+    });
+    bundles[name] = dir;
+  }
+  const fn = (name: BareName) => ({ name, module: '', timeoutMs: 60_000, memoryMb: 160 });
+  const emulator = await startEmulator({
+    routes: (Object.keys(HANDLERS) as BareName[]).map((name) => ({
+      match: (path: string) => path === `/${name}`,
+      fn: fn(name),
+    })),
+    env: { UPSTREAM_BASE_URL: upstreamBaseUrl, PATH: process.env.PATH ?? '' },
+    launcher: ricLauncher(bundles),
+  });
+  const pids = (name: BareName) => {
+    const found: number[] = [];
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const ppid = Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.split(' ')[1]);
+        if (ppid === process.pid && basename(readlinkSync(`/proc/${entry}/cwd`)) === name)
+          found.push(Number(entry));
+      } catch {
+        // the process has gone
+      }
+    }
+    return found;
+  };
+  return {
+    urls: {
+      'bare-json': `${emulator.url}/bare-json`,
+      'bare-stream': `${emulator.url}/bare-stream`,
+      'bare-fixed': `${emulator.url}/bare-fixed`,
+    },
+    pids,
+    cpuMs: (name) => {
+      let ns = 0;
+      for (const pid of pids(name)) {
+        try {
+          for (const tid of readdirSync(`/proc/${pid}/task`))
+            ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+        } catch {
+          // the process or thread has gone
+        }
+      }
+      return ns / 1e6;
+    },
+    close: () => emulator.close(),
+  };
+}
