@@ -67,7 +67,12 @@ interface Timing {
 }
 
 /** The events of one paced stream, timed (the first five, the stream's start, left out). */
-async function eventTimes(url: string, headers: Record<string, string>, rate: number, n: number) {
+async function eventTimes(
+  url: string,
+  headers: Record<string, string>,
+  rate: number,
+  n: number,
+): Promise<Timing> {
   const response = await fetch(url, {
     method: 'POST',
     // What the OpenAI SDKs send: the service compresses the stream for them.
