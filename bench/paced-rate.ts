@@ -17,7 +17,9 @@ import { bundleFunctions, ricLauncher } from '../lib/local/aws-lambda-ric.js';
 import { startLocalStack } from '../lib/local/stack.js';
 import { available as cgroupAvailable, cpuShare, limitCpu } from './cpu-limit.js';
 
-const STREAM_SECONDS = 2;
+const STREAM_SECONDS = 3;
+/** Events sent in a stream's first this many ms are its start (time to first token), not its pace. */
+const START_MS = 250;
 const RATES = [100, 200, 300, 400, 500, 700, 1000];
 const ADDED_P99_LIMIT_MS = 10;
 
@@ -66,7 +68,7 @@ interface Timing {
   addedGaps: number[];
 }
 
-/** The events of one paced stream, timed (the first five, the stream's start, left out). */
+/** The events of one paced stream, timed (those of its first START_MS, its start, left out). */
 async function eventTimes(
   url: string,
   headers: Record<string, string>,
@@ -99,7 +101,8 @@ async function eventTimes(
       end = buffered.indexOf('\n\n');
     }
   }
-  const steady = times.slice(5);
+  const first = times[0]?.sent ?? 0;
+  const steady = times.filter((t) => t.sent - first >= START_MS);
   return {
     delays: steady.map((t) => t.received - t.sent),
     addedGaps: steady
@@ -225,7 +228,7 @@ export async function pacedRate(
   say('');
   say(
     `One completions instance (aws-lambda-ric, Node 22) held to that share with a CFS quota; streams of ${STREAM_SECONDS} s, one event per packet; ` +
-      "delay = an event's receive time minus its send time (the stream's first five events, its start, left out); " +
+      `delay = an event's receive time minus its send time (the events of a stream's first ${START_MS} ms, its start, left out); ` +
       'added inter-event delay = the gap to the previous event as received minus that gap as sent; added p99 = its p99 through the service minus its p99 read directly.',
   );
   say('');
