@@ -4,14 +4,17 @@ import type { Context } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import type { FunctionUrlEvent, FunctionUrlResult } from '../../../functions/shared/http.js';
 import {
+  LARGE_BODY_BYTES,
   lambdaMemoryMb,
   reclaimLargeInvocations,
   reclaimThresholdBytes,
+  SAMPLE_EVERY,
 } from '../../../functions/shared/memory.js';
 
 /**
  * An invocation that grew the process's memory by more than an eighth of the memory size ends with a
- * collection, after its reply is out; ordinary invocations never pay for one.
+ * collection, after its reply is out; ordinary invocations never pay for one. RSS is read after an
+ * invocation with a large body (in or out), and after every SAMPLE_EVERY-th otherwise.
  */
 const MiB = 1024 * 1024;
 
@@ -20,11 +23,15 @@ function harness(memoryMb: number | undefined) {
   const collections: number[] = [];
   let reply: () => FunctionUrlResult = () => ({ statusCode: 200, headers: {}, body: '{}' });
   let grow = 0;
+  let reads = 0;
   const handler = middy<FunctionUrlEvent, FunctionUrlResult>()
     .use(
       reclaimLargeInvocations({
         memoryMb,
-        rss: () => rss,
+        rss: () => {
+          reads += 1;
+          return rss;
+        },
         collect: () => {
           collections.push(rss);
           rss = 72 * MiB;
@@ -37,32 +44,50 @@ function harness(memoryMb: number | undefined) {
     });
   return {
     collections,
-    invoke: async (growBy: number, replyWith?: () => FunctionUrlResult) => {
+    reads: () => reads,
+    /** An invocation that grows RSS by `growBy`; `body` is the size of its request body. */
+    invoke: async (growBy: number, replyWith?: () => FunctionUrlResult, body = 0) => {
       grow = growBy;
       if (replyWith) reply = replyWith;
-      return handler({} as FunctionUrlEvent, {} as Context);
+      return handler({ body: 'x'.repeat(body) } as FunctionUrlEvent, {} as Context);
     },
   };
 }
 
 describe('reclaimLargeInvocations', () => {
-  it('collects after an invocation that grew RSS past an eighth of the memory size, and not after others', async () => {
+  it('collects after a large request that grew RSS past an eighth of the memory size, and not after others', async () => {
     const fn = harness(160);
     await fn.invoke(1 * MiB);
-    await fn.invoke(1 * MiB);
+    await fn.invoke(1 * MiB, undefined, LARGE_BODY_BYTES);
     expect(fn.collections).toEqual([]);
-    await fn.invoke(reclaimThresholdBytes(160));
+    await fn.invoke(reclaimThresholdBytes(160), undefined, LARGE_BODY_BYTES);
     expect(fn.collections).toHaveLength(1);
     // Measured from what the process took after that collection, not from its first invocation.
-    await fn.invoke(1 * MiB);
+    await fn.invoke(1 * MiB, undefined, LARGE_BODY_BYTES);
     expect(fn.collections).toHaveLength(1);
+  });
+
+  it('collects after a large JSON reply that grew RSS, though its request was small', async () => {
+    const fn = harness(160);
+    await fn.invoke(0);
+    const large = () => ({ statusCode: 200, headers: {}, body: 'x'.repeat(LARGE_BODY_BYTES) });
+    await fn.invoke(reclaimThresholdBytes(160) + MiB, large);
+    expect(fn.collections).toHaveLength(1);
+  });
+
+  it('reads RSS after small invocations only one in SAMPLE_EVERY', async () => {
+    const fn = harness(160);
+    for (let i = 0; i < SAMPLE_EVERY * 4; i++) await fn.invoke(0);
+    // The first invocation's reading (what the function takes at rest), then one per sample.
+    expect(fn.reads()).toBe(1 + 4);
   });
 
   it('counts small growths together, so garbage that piles up over many invocations is also given back', async () => {
     const fn = harness(160);
-    for (let i = 0; i < 19; i++) await fn.invoke(1 * MiB);
+    // 1 MiB each: past 20 MiB at the 21st, found at the next sample (the 24th).
+    for (let i = 0; i < 23; i++) await fn.invoke(1 * MiB);
     expect(fn.collections).toEqual([]);
-    for (let i = 0; i < 2; i++) await fn.invoke(1 * MiB);
+    await fn.invoke(1 * MiB);
     expect(fn.collections).toHaveLength(1);
   });
 
@@ -70,7 +95,11 @@ describe('reclaimLargeInvocations', () => {
     const fn = harness(160);
     await fn.invoke(0);
     const body = new Readable({ read() {} });
-    const result = await fn.invoke(40 * MiB, () => ({ statusCode: 200, headers: {}, body }));
+    const result = await fn.invoke(
+      40 * MiB,
+      () => ({ statusCode: 200, headers: {}, body }),
+      LARGE_BODY_BYTES,
+    );
     expect(result.body).toBe(body);
     expect(fn.collections).toEqual([]);
     body.push('data: [DONE]\n\n');
