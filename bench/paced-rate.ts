@@ -15,6 +15,7 @@ import { basename } from 'node:path';
 import { createAccount, createKey } from '../lib/admin/operations.js';
 import { bundleFunctions, ricLauncher } from '../lib/local/aws-lambda-ric.js';
 import { startLocalStack } from '../lib/local/stack.js';
+import { startBareProxies } from './bare-proxy.js';
 import { available as cgroupAvailable, cpuShare, limitCpu } from './cpu-limit.js';
 
 const STREAM_SECONDS = 3;
@@ -145,26 +146,65 @@ function processCpuMs(pid: number): number {
   return ns / 1e6;
 }
 
+type Row = {
+  rate: number;
+  events: number;
+  p50: number;
+  p99: number;
+  addedP99: number;
+  throttledMs: number;
+  /** CPU of the instance per event, the stream's start and its end (the settlement) included. */
+  cpuUs: number;
+};
+
 export interface PacedRateResult {
-  /** The highest rate tried whose added p99 delay stayed under the limit (0 if none). */
+  /** The highest rate tried whose added p99 inter-event delay stayed under the limit (0 if none). */
   sustained: number;
-  rows: {
-    rate: number;
-    events: number;
-    p50: number;
-    p99: number;
-    addedP99: number;
-    throttledMs: number;
-    /** CPU of the instance per event, the stream's start and settlement included. */
-    cpuUs: number;
-  }[];
+  rows: Row[];
+}
+
+/** Rates rising, each a stream through `url` with process `pid` held to the memory size's share. */
+async function sustainedRate(
+  url: string,
+  headers: Record<string, string>,
+  pid: number,
+  upstreamUrl: string,
+  memoryMb: number,
+): Promise<PacedRateResult> {
+  const result: PacedRateResult = { sustained: 0, rows: [] };
+  const limit = limitCpu(pid);
+  limit.set(memoryMb);
+  try {
+    for (const rate of RATES) {
+      const n = rate * STREAM_SECONDS;
+      const direct = await eventTimes(`${upstreamUrl}/chat/completions`, {}, rate, n);
+      const before = limit.stat().throttledMs;
+      const cpuBefore = processCpuMs(pid);
+      const via = await eventTimes(url, headers, rate, n);
+      const row: Row = {
+        rate,
+        events: via.delays.length,
+        p50: percentile(via.delays, 50),
+        p99: percentile(via.delays, 99),
+        addedP99: percentile(via.addedGaps, 99) - percentile(direct.addedGaps, 99),
+        throttledMs: limit.stat().throttledMs - before,
+        cpuUs: ((processCpuMs(pid) - cpuBefore) * 1000) / n,
+      };
+      result.rows.push(row);
+      if (row.addedP99 >= ADDED_P99_LIMIT_MS) break;
+      result.sustained = rate;
+    }
+  } finally {
+    limit.release();
+  }
+  return result;
 }
 
 export async function pacedRate(
   say: (line?: string) => void,
   dynamoEndpoint: string,
   memoryMb = 160,
-): Promise<PacedRateResult | undefined> {
+): Promise<{ service: PacedRateResult; floor: PacedRateResult } | undefined> {
   if (!cgroupAvailable()) {
     say('');
     say('(The paced rate at a memory size needs write access to /sys/fs/cgroup/cpu and taskset: skipped.)');
@@ -181,43 +221,26 @@ export async function pacedRate(
     functions: { completions: { maxInstances: 1, warmInstances: 1 } },
     env: { LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
   });
-  const result: PacedRateResult = { sustained: 0, rows: [] };
+  const bare = await startBareProxies(upstream.url);
+  let service: PacedRateResult;
+  let floor: PacedRateResult;
   try {
     await createAccount({ store: stack.store }, 'paced', '100000');
     const { key } = await createKey({ store: stack.store }, 'paced', 'paced');
     const viaService = `${stack.baseUrl}/chat/completions`;
     const auth = { authorization: `Bearer ${key}` };
     // Warm, unlimited: the cold start, the JIT, the connections.
-    for (let i = 0; i < 5; i++) await eventTimes(viaService, auth, 500, 200);
-    const [pid] = completionsPids();
-    if (pid === undefined) throw new Error('no completions instance found');
-    const limit = limitCpu(pid);
-    limit.set(memoryMb);
-    try {
-      for (const rate of RATES) {
-        const n = rate * STREAM_SECONDS;
-        const direct = await eventTimes(`${upstream.url}/chat/completions`, {}, rate, n);
-        const before = limit.stat().throttledMs;
-        const cpuBefore = processCpuMs(pid);
-        const via = await eventTimes(viaService, auth, rate, n);
-        const cpuUs = ((processCpuMs(pid) - cpuBefore) * 1000) / n;
-        const row = {
-          rate,
-          events: via.delays.length,
-          p50: percentile(via.delays, 50),
-          p99: percentile(via.delays, 99),
-          addedP99: percentile(via.addedGaps, 99) - percentile(direct.addedGaps, 99),
-          throttledMs: limit.stat().throttledMs - before,
-          cpuUs,
-        };
-        result.rows.push(row);
-        if (row.addedP99 >= ADDED_P99_LIMIT_MS) break;
-        result.sustained = rate;
-      }
-    } finally {
-      limit.release();
+    for (let i = 0; i < 5; i++) {
+      await eventTimes(viaService, auth, 500, 200);
+      await eventTimes(bare.urls['bare-stream'], {}, 500, 200);
     }
+    const [pid] = completionsPids();
+    const [barePid] = bare.pids('bare-stream');
+    if (pid === undefined || barePid === undefined) throw new Error('no instance found to limit');
+    service = await sustainedRate(viaService, auth, pid, upstream.url, memoryMb);
+    floor = await sustainedRate(bare.urls['bare-stream'], {}, barePid, upstream.url, memoryMb);
   } finally {
+    await bare.close();
     await stack.stop();
     upstream.server.close();
   }
@@ -227,22 +250,26 @@ export async function pacedRate(
   );
   say('');
   say(
-    `One completions instance (aws-lambda-ric, Node 22) held to that share with a CFS quota; streams of ${STREAM_SECONDS} s, one event per packet; ` +
+    `One instance (aws-lambda-ric, Node 22) held to that share with a CFS quota: the completions function, then the floor (the bare streaming proxy). Streams of ${STREAM_SECONDS} s, one event per packet; ` +
       `delay = an event's receive time minus its send time (the events of a stream's first ${START_MS} ms, its start, left out); ` +
-      'added inter-event delay = the gap to the previous event as received minus that gap as sent; added p99 = its p99 through the service minus its p99 read directly.',
+      'added inter-event delay = the gap to the previous event as received minus that gap as sent; added p99 = its p99 through the function minus its p99 read directly.',
   );
   say('');
   say(
-    '| events/s | events | delay p50 ms | delay p99 ms | added inter-event p99 ms | throttled ms | CPU us/event |',
+    '| function | events/s | events | delay p50 ms | delay p99 ms | added inter-event p99 ms | throttled ms | CPU us/event |',
   );
-  say('|---|---|---|---|---|---|---|');
-  for (const r of result.rows)
-    say(
-      `| ${r.rate} | ${r.events} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.addedP99.toFixed(2)} | ${r.throttledMs.toFixed(0)} | ${r.cpuUs.toFixed(0)} |`,
-    );
+  say('|---|---|---|---|---|---|---|---|');
+  for (const [name, result] of [
+    ['completions', service],
+    ['floor', floor],
+  ] as const)
+    for (const r of result.rows)
+      say(
+        `| ${name} | ${r.rate} | ${r.events} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.addedP99.toFixed(2)} | ${r.throttledMs.toFixed(0)} | ${r.cpuUs.toFixed(0)} |`,
+      );
   say('');
   say(
-    `Highest rate sustained with an added p99 delay under ${ADDED_P99_LIMIT_MS} ms: ${result.sustained || 'none of those tried'} events/s.`,
+    `Highest rate sustained with an added p99 inter-event delay under ${ADDED_P99_LIMIT_MS} ms: completions ${service.sustained || 'none of those tried'}, floor ${floor.sustained || 'none of those tried'} events/s.`,
   );
-  return result;
+  return { service, floor };
 }
