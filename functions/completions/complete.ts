@@ -46,3 +46,14 @@ export function takeChatRequest(event: FunctionUrlEvent): TakenRequest {
     return { refused };
   }
 }
+
+/**
+ * A body up to this size is parsed while the caller's key is read; a larger one only once the caller
+ * is known, so that a request without a valid key never costs the parse of a multi-megabyte body.
+ */
+export const PARSE_WHILE_READING_BYTES = 64 * 1024;
+
+/** The request taken now if its body is small (PARSE_WHILE_READING_BYTES), else left for later. */
+export function takeSmallChatRequest(event: FunctionUrlEvent): TakenRequest | undefined {
+  return (event.body?.length ?? 0) <= PARSE_WHILE_READING_BYTES ? takeChatRequest(event) : undefined;
+}

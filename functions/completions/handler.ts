@@ -17,7 +17,7 @@ import {
 import { lambdaMemoryMb, reclaimLargeInvocations } from '../shared/memory.js';
 import { logger } from '../shared/observability.js';
 import { onlyRoute } from '../shared/routing.js';
-import { complete, type TakenRequest, takeChatRequest } from './complete.js';
+import { complete, type TakenRequest, takeChatRequest, takeSmallChatRequest } from './complete.js';
 import { loadCompletionsConfig } from './config.js';
 
 /** The completions function: a Function URL in RESPONSE_STREAM mode, behind CloudFront's `/api/v1/chat/completions`. */
@@ -28,11 +28,12 @@ const config = loadCompletionsConfig();
 
 const ports = { store: getStore(), config, credential: upstreamCredential };
 
-type InvocationContext = CallerContext & AfterReplyContext & { taken: TakenRequest };
+type InvocationContext = CallerContext & AfterReplyContext & { taken?: TakenRequest | undefined };
 
 /** POST /api/v1/chat/completions, the caller already authenticated (the `authenticate` middleware). */
-async function completions(_event: FunctionUrlEvent, context: InvocationContext): Promise<FunctionUrlResult> {
-  const { caller, afterReply, taken } = context;
+async function completions(event: FunctionUrlEvent, context: InvocationContext): Promise<FunctionUrlResult> {
+  const { caller, afterReply } = context;
+  const taken = context.taken ?? takeChatRequest(event);
   const remainingMs = context.getRemainingTimeInMillis();
   return complete(taken, { caller, requestId: requestIdOf(context), remainingMs, afterReply }, ports);
 }
@@ -54,10 +55,10 @@ const handled = middy<FunctionUrlEvent, FunctionUrlResult, Error, InvocationCont
       store: () => ports.store,
       requireCredit: true,
       topUpUrl: config.topUpUrl,
-      // The body is parsed and validated while the caller's read is on the wire; a 400 follows the
-      // caller's own errors.
+      // A small body is parsed and validated while the caller's read is on the wire (a large one
+      // after it); a 400 follows the caller's own errors.
       whileReading: (request) => {
-        request.context.taken = takeChatRequest(request.event);
+        request.context.taken = takeSmallChatRequest(request.event);
       },
     }),
   )

@@ -79,6 +79,10 @@ describe('authentication comes first', () => {
 
   it('reports a bad key before a bad body, and an empty balance before a bad body', async () => {
     await expectOpenAiError(await post('{broken', { authorization: 'Bearer nope' }), 401);
+    // A body too large to be parsed while the key is read is parsed after it: the same answers.
+    const large = `{"broken": "${'x'.repeat(100_000)}`;
+    await expectOpenAiError(await post(large, { authorization: 'Bearer nope' }), 401);
+    expect((await expectOpenAiError(await post(large), 400)).code).toBe('invalid_json');
     const broke = await newAccount(target, '0');
     const response = await post('{broken', { authorization: `Bearer ${broke.key}` });
     expect(response.status).toBe(402);

@@ -4,7 +4,12 @@ import type { Readable } from 'node:stream';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { complete, takeChatRequest } from '../../../functions/completions/complete.js';
+import {
+  complete,
+  PARSE_WHILE_READING_BYTES,
+  takeChatRequest,
+  takeSmallChatRequest,
+} from '../../../functions/completions/complete.js';
 import { loadCompletionsConfig } from '../../../functions/completions/config.js';
 import type { GenerationPorts } from '../../../functions/completions/generation.js';
 import { authorize } from '../../../functions/core/access.js';
@@ -104,6 +109,18 @@ const ask = (stream: boolean, content = 'hello [[sim:tokens=6]]') => ({
   model: 'svc-fast',
   messages: [{ role: 'user', content }],
   stream,
+});
+
+describe('the body parsed while the key is read', () => {
+  it('is taken early only when small: a large body waits for the caller (no parse for a bad key)', () => {
+    const small = event('k', ask(false));
+    expect(takeSmallChatRequest(small)).toMatchObject({ request: { model: 'svc-fast' } });
+    expect(small.body).toBeUndefined();
+    const large = event('k', ask(false, 'x'.repeat(PARSE_WHILE_READING_BYTES)));
+    expect(takeSmallChatRequest(large)).toBeUndefined();
+    expect(large.body?.length).toBeGreaterThan(PARSE_WHILE_READING_BYTES);
+    expect(takeChatRequest(large)).toMatchObject({ request: { model: 'svc-fast' } });
+  });
 });
 
 describe('a completion over the store port', () => {
