@@ -18,7 +18,6 @@ import {
   jsonResponse,
   originVerify,
   requestIdOf,
-  requestMetrics,
 } from '../shared/http.js';
 import { logger } from '../shared/observability.js';
 import { answer, type Routed, routeOf } from './routes.js';
@@ -42,7 +41,6 @@ async function account(event: FunctionUrlEvent, context: AccountContext): Promis
 
 const handled = middy<FunctionUrlEvent, FunctionUrlResult, Error, AccountContext>()
   .use(injectLambdaContext(logger, { resetKeys: true }))
-  .use(requestMetrics())
   // Before the error handler: its onError runs after the handler's, so errors carry the headers too.
   .use(cors())
   .use(httpErrorHandler())

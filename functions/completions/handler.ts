@@ -12,7 +12,6 @@ import {
   httpErrorHandler,
   originVerify,
   requestIdOf,
-  requestMetrics,
 } from '../shared/http.js';
 import { lambdaMemoryMb, reclaimLargeInvocations } from '../shared/memory.js';
 import { logger } from '../shared/observability.js';
@@ -42,7 +41,6 @@ const handled = middy<FunctionUrlEvent, FunctionUrlResult, Error, InvocationCont
   // First, so that its `after` sees the reply as sent (a stream, compressed or not).
   .use(reclaimLargeInvocations({ memoryMb: lambdaMemoryMb() }))
   .use(injectLambdaContext(logger, { resetKeys: true }))
-  .use(requestMetrics())
   // Its `after` sees the handler's answer (errors go out as they are): gzip if the client asks.
   .use(compressResponse())
   // Before the error handler: its onError runs after the handler's, so errors carry the headers too.

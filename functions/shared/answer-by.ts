@@ -9,7 +9,7 @@ import type { Context } from 'aws-lambda';
 import { ServiceUnavailableError } from '../core/errors.js';
 import { EXPOSED_HEADERS } from './cors.js';
 import { type FunctionUrlEvent, type FunctionUrlResult, jsonResponse, requestIdOf } from './http.js';
-import { logger, recordRequest } from './observability.js';
+import { logger } from './observability.js';
 
 /** Kept back from the function's timeout to send the 503. */
 const ANSWER_MARGIN_MS = 1_000;
@@ -23,7 +23,6 @@ export function answerBy(
     const late = new Promise<FunctionUrlResult>((resolve) => {
       timer = setTimeout(() => {
         logger.error('no answer within the budget; answered 503', { budgetMs: budget });
-        recordRequest(503);
         const error = new ServiceUnavailableError();
         resolve(
           jsonResponse(error.statusCode, error.toBody(), {

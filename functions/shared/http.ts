@@ -4,7 +4,7 @@ import type { MiddlewareObj } from '@middy/core';
 import type { APIGatewayProxyEventV2, Context } from 'aws-lambda';
 import { HttpError, toHttpError } from '../core/errors.js';
 import { stringifyJson } from '../core/usage.js';
-import { logger, recordOriginRefused, recordRequest } from './observability.js';
+import { logger, recordOriginRefused } from './observability.js';
 
 /** A Lambda Function URL event (payload format 2.0). */
 export type FunctionUrlEvent = APIGatewayProxyEventV2;
@@ -89,12 +89,4 @@ export function originVerify(
       }
     },
   };
-}
-
-/** Counts every answer by status class (the 5xx-rate alarm reads the Function URL metrics). */
-export function requestMetrics(): MiddlewareObj<FunctionUrlEvent, FunctionUrlResult, Error, Context> {
-  const record = (request: { response?: FunctionUrlResult | undefined | null }) => {
-    if (request.response) recordRequest(request.response.statusCode);
-  };
-  return { after: record, onError: record };
 }

@@ -31,7 +31,11 @@ export function recordBillingFailure(record: Record<string, unknown>, error: unk
   metrics.publishStoredMetrics();
 }
 
-/** Per-request metrics: requests by status, tokens and billed cost by tier. */
+/**
+ * Per-generation metrics: tokens and billed cost by tier (published with the settlement, after the
+ * reply). Requests by status are not counted here: every Function URL has them already
+ * (`UrlRequestCount`, `Url4xxCount`, `Url5xxCount`), which the alarms and the dashboard read.
+ */
 export function recordGeneration(
   tier: string,
   promptTokens: number,
@@ -43,13 +47,6 @@ export function recordGeneration(
   metrics.addMetric('CompletionTokens', MetricUnit.Count, completionTokens);
   // Billed cost in micro-USD as a metric value (a statistic, not money: the ledger is the record).
   metrics.addMetric('BilledMicroUsd', MetricUnit.Count, Number(billedNano / 1000n));
-  metrics.publishStoredMetrics();
-}
-
-/** One request answered, by status class (2xx, 4xx, 5xx). */
-export function recordRequest(statusCode: number): void {
-  metrics.addDimension('statusClass', `${Math.floor(statusCode / 100)}xx`);
-  metrics.addMetric('Requests', MetricUnit.Count, 1);
   metrics.publishStoredMetrics();
 }
 
