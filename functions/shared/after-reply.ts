@@ -46,11 +46,11 @@ export function streamingHandler<C extends AfterReplyContext>(
     context.afterReply = (work) => {
       pending.push(work);
     };
-    const { statusCode, headers, body } = await handler(event, context);
-    const stream = awslambda.HttpResponseStream.from(responseStream, { statusCode, headers });
     try {
-      await send(body, stream);
+      const { statusCode, headers, body } = await handler(event, context);
+      await send(body, awslambda.HttpResponseStream.from(responseStream, { statusCode, headers }));
     } finally {
+      // Whatever became of the reply (sent, failed, or never made), queued work ends first.
       await Promise.allSettled(pending);
     }
   });
