@@ -60,6 +60,12 @@ const CLOUDFRONT_CACHEABLE_ERRORS = [400, 403, 404, 405, 414, 416, 500, 501, 502
 /** AWS's default concurrent-execution limit of an account: the fast path's bound without reservedConcurrency. */
 const ACCOUNT_CONCURRENCY_DEFAULT = 1_000;
 
+/**
+ * Every tier's billed amount: the completions function publishes BilledMicroUsd with the dimensions
+ * service and tier (functions/shared/observability.ts); CloudWatch keeps each dimension set apart.
+ */
+export const BILLED_SEARCH = '{HostedModelApi,service,tier} MetricName="BilledMicroUsd"';
+
 export interface ApiStackProps extends StackProps {
   stage: Stage;
   /** Ceiling on concurrent completions, and so on in-flight spend (README "Balance floor"). */
@@ -637,7 +643,18 @@ export class ApiStack extends Stack {
           }),
         ],
         [
-          new GraphWidget({ title: 'Billed (micro-USD)', left: [service('BilledMicroUsd')] }),
+          // Published per tier (dimensions service and tier): a metric with the service alone would be
+          // another metric, with no data. The search sums every tier's.
+          new GraphWidget({
+            title: 'Billed (micro-USD)',
+            left: [
+              new MathExpression({
+                expression: `SUM(SEARCH('${BILLED_SEARCH}', 'Sum', 300))`,
+                label: 'Billed, all tiers',
+                period: Duration.minutes(5),
+              }),
+            ],
+          }),
           new GraphWidget({
             title: 'Holds, sweeps and accounts below zero',
             left: [service('ExpiredHoldsReleased'), sweeps],

@@ -6,7 +6,7 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { modelCatalog } from '../../functions/core/catalog.js';
 import { parseTierConfig } from '../../functions/core/tiers.js';
-import { ApiStack, type ApiStackProps } from '../../lib/infra/api-stack.js';
+import { ApiStack, type ApiStackProps, BILLED_SEARCH } from '../../lib/infra/api-stack.js';
 import { FUNCTION_SETTINGS } from '../../lib/infra/function-settings.js';
 import { ACKNOWLEDGED } from '../../lib/infra/nag-suppressions.js';
 import { tooLargeFunctionCode } from '../../lib/infra/too-large-function.js';
@@ -523,6 +523,15 @@ describe('alarms and outputs', () => {
       Targets: [Match.objectLike({ Input: JSON.stringify({ check: 'balances' }) })],
     });
     prod.template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
+    // The billed amount is published per tier (service and tier dimensions, test/integration/logging):
+    // the dashboard sums every tier's, not a service-only metric that has no data.
+    const dashboard = JSON.stringify(
+      Object.values(prod.template.findResources('AWS::CloudWatch::Dashboard'))[0],
+    );
+    // The body is JSON inside the template's JSON: a text appears in it escaped twice.
+    const inBody = (text: string) => JSON.stringify(JSON.stringify(text)).slice(3, -3);
+    expect(dashboard).toContain(inBody(`SUM(SEARCH('${BILLED_SEARCH}', 'Sum', 300))`));
+    expect(dashboard).not.toContain(inBody('"BilledMicroUsd","service"'));
   });
 
   it("cap each table's throughput and set a monthly budget when asked, and not otherwise", () => {

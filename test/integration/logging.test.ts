@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BILLED_SEARCH } from '../../lib/infra/api-stack.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
@@ -70,10 +71,17 @@ describe('structured logs', () => {
       expect(all).not.toContain(key);
       expect(all).not.toContain('secret-prompt');
       if (completion) expect(all).not.toContain(completion.trim());
-      // Metrics go out as CloudWatch EMF lines on the same stream.
-      expect(
-        records.some((r) => (r._aws as { CloudWatchMetrics?: unknown } | undefined)?.CloudWatchMetrics),
-      ).toBe(true);
+      // Metrics go out as CloudWatch EMF lines on the same stream. The billed amount is published per
+      // tier, the dimension set the stack's dashboard searches (lib/infra/api-stack.ts BILLED_SEARCH).
+      type Emf = { CloudWatchMetrics: { Dimensions: string[][]; Metrics: { Name: string }[] }[] };
+      const billed = records.find((r) =>
+        (r._aws as Emf | undefined)?.CloudWatchMetrics.some((m) =>
+          m.Metrics.some((x) => x.Name === 'BilledMicroUsd'),
+        ),
+      );
+      expect((billed?._aws as Emf).CloudWatchMetrics[0]?.Dimensions).toEqual([['service', 'tier']]);
+      expect(BILLED_SEARCH).toContain('{HostedModelApi,service,tier}');
+      expect(billed?.tier).toBe('svc-pro');
     },
   );
 });
