@@ -143,7 +143,8 @@ export async function price(generation: Billable, delivered: Delivered): Promise
 /**
  * One conditional write: the ledger entry under the generation id and the deduction (idempotent by
  * generation id). Runs after the reply. Its full record is logged first, as one line (`generation
- * usage`): should the function die before the write, `admin bill-logged` finds it and bills it once.
+ * usage`, the generation's only line when it settles): should the function die before the write,
+ * `admin bill-logged` finds it and bills it once.
  * A write that still fails within the deadline is logged again with the record and counted
  * (`BillingFailures`), and the record is kept on the generation's hold, if it has one, for the
  * sweeper to log once more when the hold expires; it never throws, since the client already has its
@@ -156,7 +157,13 @@ export async function settle(
 ): Promise<'settled' | 'failed'> {
   const { entry, billedNano } = bill;
   const record = usageRecord(entry, generation.hold);
-  logger.info('generation usage', { record });
+  // The generation's one log line when all goes well (a settled generation logs nothing more: the
+  // ledger is its record). Latency is the reply's: the settlement follows it.
+  logger.info('generation usage', {
+    record,
+    billedUsd: nanoToUsd(billedNano),
+    latencyMs: Date.now() - generation.deadlines.startedAt,
+  });
   try {
     await store.settleCharge(entry, {
       ...(generation.hold ? { hold: generation.hold } : {}),
@@ -176,18 +183,6 @@ export async function settle(
     return 'failed';
   }
   recordGeneration(entry.tier, entry.promptTokens, entry.completionTokens, billedNano);
-  logger.info('generation settled', {
-    accountId: entry.accountId,
-    keyId: entry.keyId,
-    generationId: entry.generationId,
-    tier: entry.tier,
-    promptTokens: entry.promptTokens,
-    completionTokens: entry.completionTokens,
-    cachedTokens: entry.cachedTokens,
-    billedUsd: nanoToUsd(billedNano),
-    estimated: entry.estimated,
-    latencyMs: Date.now() - generation.deadlines.startedAt,
-  });
   return 'settled';
 }
 

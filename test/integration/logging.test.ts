@@ -3,8 +3,9 @@ import { BILLED_SEARCH } from '../../lib/infra/api-stack.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
- * The functions' structured logs: one JSON line per settled generation with request id, account
- * id, key id, generation id, tier, tokens, cost and latency; never a key, a prompt or a completion.
+ * The functions' structured logs: one JSON line per settled generation (`generation usage`, written
+ * before the settlement) with request id, account id, key id, generation id, tier, tokens, cost and
+ * latency, and one EMF metrics line; never a key, a prompt or a completion.
  */
 let target: Target;
 const lines: string[] = [];
@@ -43,7 +44,7 @@ describe('structured logs', () => {
       // The function runs in its own thread (as in Lambda, its own environment): its log lines
       // reach this process's stdout shortly after, not necessarily before, the response.
       const until = Date.now() + 5_000;
-      while (!lines.some((l) => l.includes('generation settled')) && Date.now() < until)
+      while (!lines.some((l) => l.includes('BilledMicroUsd')) && Date.now() < until)
         await new Promise((r) => setTimeout(r, 20));
       await new Promise((r) => setTimeout(r, 100));
       const records = lines.flatMap((line) => {
@@ -53,20 +54,19 @@ describe('structured logs', () => {
           return [];
         }
       });
-      const settled = records.find((r) => r.message === 'generation settled');
-      expect(settled).toMatchObject({
+      // A settled generation writes two lines: its usage record and its metrics.
+      const own = records.filter((r) => JSON.stringify(r).includes(generationId ?? '-'));
+      const usage = own.find((r) => r.message === 'generation usage');
+      expect(own.map((r) => r.message ?? 'metrics')).toEqual(['generation usage']);
+      expect(usage).toMatchObject({
         level: 'INFO',
-        accountId,
-        keyId,
-        generationId,
-        tier: 'svc-pro',
-        completionTokens: 6,
-        estimated: false,
+        record: { accountId, keyId, generationId, tier: 'svc-pro', completionTokens: 6, estimated: false },
         function_request_id: response.headers.get('x-request-id'),
       });
-      expect(typeof settled?.billedUsd).toBe('string');
-      expect(typeof settled?.latencyMs).toBe('number');
-      expect(typeof settled?.promptTokens).toBe('number');
+      expect(typeof usage?.billedUsd).toBe('string');
+      expect(typeof usage?.latencyMs).toBe('number');
+      expect(typeof (usage?.record as { promptTokens?: unknown }).promptTokens).toBe('number');
+      expect(records.filter((r) => r._aws).length).toBe(1);
       const all = lines.join('\n');
       expect(all).not.toContain(key);
       expect(all).not.toContain('secret-prompt');
