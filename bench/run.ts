@@ -495,45 +495,94 @@ function processCpuMs(pid: number): number {
   return ns / 1e6;
 }
 
-/** CPU per JSON request, per 16-event stream, per event (unpaced and paced) of a proxy, read with `cpuMs`. */
-async function proxyCpu(
-  url: string,
-  headers: Record<string, string>,
-  cpuMs: () => number,
-  name: string,
-): Promise<Omit<CpuFigures, 'models'>> {
+/** One system of the side by side: where each kind of request goes and how its CPU is read. */
+interface Measured {
+  name: string;
+  /** Where a JSON request (false) or a stream (true) goes. */
+  urlFor: (stream: boolean) => string;
+  headers: Record<string, string>;
+  /** CPU ms of what serves completions, JSON and streams (one reading for both, or one each). */
+  cpuMs: (kind: 'json' | 'stream') => number;
+  /** GET /models, or the floor's fixed JSON answer, and its CPU; none for Portkey. */
+  get?: { url: string; cpuMs: () => number };
+}
+
+/** Requests per kind in one round of the side by side (BENCH_ROUNDS rounds, default 3). */
+const ROUND = { json: 100, stream16: 100, stream300: 30, paced: 4, get: 100 } as const;
+
+/** CPU per JSON request, per 16-event stream, per event (unpaced and paced) and per GET of one system, once. */
+async function measureRound(system: Measured): Promise<CpuFigures> {
   const perKind = async (stream: boolean, tokens: number, count: number, paced = false) => {
-    for (let i = 0; i < Math.min(count, 50); i++)
-      await timedRequest(url, completionBody('svc-fast', stream, tokens, paced), headers);
-    const before = cpuMs();
+    const kind = stream ? 'stream' : 'json';
+    const before = system.cpuMs(kind);
     let events = 0;
     for (let i = 0; i < count; i++) {
-      const answered = await timedRequest(url, completionBody('svc-fast', stream, tokens, paced), headers);
-      if (answered.status !== 200) throw new Error(`${name} answered ${answered.status}`);
+      const answered = await timedRequest(
+        system.urlFor(stream),
+        completionBody('svc-fast', stream, tokens, paced),
+        system.headers,
+      );
+      if (answered.status !== 200) throw new Error(`${system.name} answered ${answered.status}`);
       events += answered.events;
     }
-    return { cpu: (cpuMs() - before) / count, chunks: events / count };
+    return { cpu: (system.cpuMs(kind) - before) / count, chunks: events / count };
   };
-  const json = await perKind(false, 16, 300);
-  const short = await perKind(true, 16, 300);
-  const long = await perKind(true, 300, 100);
-  const shortPaced = await perKind(true, 16, 10, true);
-  const longPaced = await perKind(true, 300, 10, true);
+  const json = await perKind(false, 16, ROUND.json);
+  const short = await perKind(true, 16, ROUND.stream16);
+  const long = await perKind(true, 300, ROUND.stream300);
+  const shortPaced = await perKind(true, 16, ROUND.paced, true);
+  const longPaced = await perKind(true, 300, ROUND.paced, true);
+  let models = Number.NaN;
+  if (system.get) {
+    const before = system.get.cpuMs();
+    for (let i = 0; i < ROUND.get; i++) await timedRequest(system.get.url, undefined, system.headers);
+    models = (system.get.cpuMs() - before) / ROUND.get;
+  }
   return {
     json: json.cpu,
     stream16: short.cpu,
     perChunkUs: ((long.cpu - short.cpu) * 1000) / (long.chunks - short.chunks),
     perPacedChunkUs: ((longPaced.cpu - shortPaced.cpu) * 1000) / (longPaced.chunks - shortPaced.chunks),
+    models,
   };
 }
 
+/** Warms each kind of request of a system (unmeasured): cold starts and the JIT are not its CPU. */
+async function warm(system: Measured): Promise<void> {
+  for (const [stream, tokens] of [
+    [false, 16],
+    [true, 16],
+    [true, 300],
+  ] as const)
+    for (let i = 0; i < 30; i++)
+      await timedRequest(
+        system.urlFor(stream),
+        completionBody('svc-fast', stream, tokens, false),
+        system.headers,
+      );
+  if (system.get) for (let i = 0; i < 30; i++) await timedRequest(system.get.url, undefined, system.headers);
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? (sorted[mid] ?? Number.NaN) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+}
+
 /**
- * The side by side: the Portkey gateway (1.15.2, for the bench only: installed into .cache/portkey,
- * never a dependency of the service; its streams need @hono/node-server 1.13.8, pinned with npm
- * overrides) proxying the same simulator, its process's CPU measured as the functions' are; and the
- * floor, bare proxies under the same runtime client (bench/bare-proxy.ts).
+ * The side by side: this service's function processes, the Portkey gateway (1.15.2, for the bench
+ * only: installed into .cache/portkey, never a dependency of the service; its streams need
+ * @hono/node-server 1.13.8, pinned with npm overrides) proxying the same simulator, its process's CPU
+ * measured as the functions' are; and the floor, bare proxies under the same runtime client
+ * (bench/bare-proxy.ts). Measured in interleaved rounds (this service, Portkey, the floor, then again),
+ * so that a drift of the machine's speed during the run lands on all three: each ratio is taken within
+ * a round, and the table prints the medians over the rounds with the ratios' range.
  */
-async function sideBySide(say: (line?: string) => void, simUrl: string, ours: CpuFigures): Promise<void> {
+async function sideBySide(
+  say: (line?: string) => void,
+  simUrl: string,
+  ours: Omit<Measured, 'name'>,
+): Promise<void> {
   const dir = '.cache/portkey';
   const entry = `${dir}/node_modules/@portkey-ai/gateway/build/start-server.js`;
   if (!existsSync(entry)) {
@@ -560,62 +609,72 @@ async function sideBySide(say: (line?: string) => void, simUrl: string, ours: Cp
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   const pid = portkey.pid ?? 0;
-  const theirs = await proxyCpu(
-    `http://127.0.0.1:${port}/v1/chat/completions`,
-    { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': simUrl, authorization: 'Bearer sim' },
-    () => processCpuMs(pid),
-    'Portkey',
-  );
-  portkey.kill('SIGTERM');
-
   const bare = await startBareProxies(simUrl);
-  const floorJson = await proxyCpu(
-    bare.urls['bare-json'],
-    {},
-    () => bare.cpuMs('bare-json'),
-    'bare JSON proxy',
-  );
-  const floorStream = await proxyCpu(
-    bare.urls['bare-stream'],
-    {},
-    () => bare.cpuMs('bare-stream'),
-    'bare streaming proxy',
-  );
-  for (let i = 0; i < 50; i++) await timedRequest(bare.urls['bare-fixed'], undefined, {});
-  const fixedStart = bare.cpuMs('bare-fixed');
-  for (let i = 0; i < 300; i++) await timedRequest(bare.urls['bare-fixed'], undefined, {});
-  const floorFixed = (bare.cpuMs('bare-fixed') - fixedStart) / 300;
+  const systems: Measured[] = [
+    { name: 'this service', ...ours },
+    {
+      name: 'Portkey',
+      urlFor: () => `http://127.0.0.1:${port}/v1/chat/completions`,
+      headers: {
+        'x-portkey-provider': 'openai',
+        'x-portkey-custom-host': simUrl,
+        authorization: 'Bearer sim',
+      },
+      cpuMs: () => processCpuMs(pid),
+    },
+    {
+      name: 'floor',
+      // The JSON relay answers JSON requests; the streaming one, streams (bench/bare-proxy/).
+      urlFor: (stream) => bare.urls[stream ? 'bare-stream' : 'bare-json'],
+      headers: {},
+      cpuMs: (kind) => bare.cpuMs(kind === 'json' ? 'bare-json' : 'bare-stream'),
+      get: { url: bare.urls['bare-fixed'], cpuMs: () => bare.cpuMs('bare-fixed') },
+    },
+  ];
+  for (const system of systems) await warm(system);
+  const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
+  const results: CpuFigures[][] = [];
+  for (let r = 0; r < rounds; r++) {
+    const round: CpuFigures[] = [];
+    for (const system of systems) round.push(await measureRound(system));
+    results.push(round);
+  }
+  portkey.kill('SIGTERM');
   await bare.close();
 
   say('');
-  say('## Side by side: the Portkey gateway and the floor (same run, same simulator)');
+  say('## Side by side: the Portkey gateway and the floor (same run, same simulator, interleaved rounds)');
   say('');
   say(
     'CPU of this service = its function processes (billing included: one DynamoDB read, one transaction); Portkey = its one process; ' +
       'floor = bare handlers under the same runtime client (bench/bare-proxy/: a relay of one kept-alive upstream call, JSON whole or SSE piece by piece; a fixed JSON answer for GET). ' +
-      'Ratios, not absolute figures: this machine drifts.',
+      `${rounds} rounds, each measuring the three in turn (${ROUND.json} JSON requests, ${ROUND.stream16} 16-event and ${ROUND.stream300} 300-event streams, ${ROUND.paced} + ${ROUND.paced} paced streams, ${ROUND.get} GETs each); ` +
+      'figures are medians over the rounds, ratios are taken within each round (median, and the range in brackets). This machine drifts: read the ratios.',
   );
   say('');
   say('| work | this service | Portkey 1.15.2 | floor | vs Portkey | vs floor |');
   say('|---|---|---|---|---|---|');
-  const row = (label: string, a: number, b: number, f: number, unit: string) => {
+  const ratio = (key: keyof CpuFigures, of: number, to: number, toKey: keyof CpuFigures = key) => {
+    const values = results.map(
+      (round) => (round[of]?.[key] ?? Number.NaN) / (round[to]?.[toKey] ?? Number.NaN),
+    );
+    return `${median(values).toFixed(2)} (${Math.min(...values).toFixed(2)}-${Math.max(...values).toFixed(2)})`;
+  };
+  const figure = (key: keyof CpuFigures, of: number) =>
+    median(results.map((round) => round[of]?.[key] ?? Number.NaN));
+  const row = (label: string, key: keyof CpuFigures, unit: string) => {
     const digits = unit === 'us' ? 0 : 3;
+    const [a, b, f] = [0, 1, 2].map((i) => figure(key, i).toFixed(digits));
     say(
-      `| ${label} | ${a.toFixed(digits)} ${unit} | ${b.toFixed(digits)} ${unit} | ${f.toFixed(digits)} ${unit} | ${(a / b).toFixed(2)} | ${(a / f).toFixed(2)} |`,
+      `| ${label} | ${a} ${unit} | ${b} ${unit} | ${f} ${unit} | ${ratio(key, 0, 1)} | ${ratio(key, 0, 2)} |`,
     );
   };
-  row('JSON request', ours.json, theirs.json, floorJson.json, 'ms');
-  row('16-event stream', ours.stream16, theirs.stream16, floorStream.stream16, 'ms');
-  row('each event, unpaced', ours.perChunkUs, theirs.perChunkUs, floorStream.perChunkUs, 'us');
-  row(
-    'each event, paced 13 ms apart',
-    ours.perPacedChunkUs,
-    theirs.perPacedChunkUs,
-    floorStream.perPacedChunkUs,
-    'us',
-  );
+  row('JSON request', 'json', 'ms');
+  row('16-event stream', 'stream16', 'ms');
+  row('each event, unpaced', 'perChunkUs', 'us');
+  row('each event, paced 13 ms apart', 'perPacedChunkUs', 'us');
   say(
-    `| GET /models (account function) | ${ours.models.toFixed(3)} ms | - | ${floorFixed.toFixed(3)} ms | ${(ours.models / theirs.json).toFixed(2)} of Portkey's JSON | ${(ours.models / floorFixed).toFixed(2)} |`,
+    `| GET /models (account function) | ${figure('models', 0).toFixed(3)} ms | - | ${figure('models', 2).toFixed(3)} ms | ${ratio('models', 0, 1, 'json')} of Portkey's JSON | ${ratio('models', 0, 2)} |`,
   );
 }
 
@@ -688,10 +747,14 @@ async function main() {
     models: functionMemory(gatewayPid, 'models'),
   };
   if (coldJson.status !== 200 || coldStream.status !== 200) throw new Error('the gateway did not answer 200');
-  // BENCH_ONLY=cpu: the CPU table alone (about a minute), to measure a change to the request path.
+  // BENCH_ONLY=cpu: the side by side alone (about ten minutes), to measure a change to the request path.
   if (process.env.BENCH_ONLY === 'cpu') {
-    const ours = await cpuTable(say, gatewayPid, viaGateway, modelsUrl, auth);
-    await sideBySide(say, simUrl, ours);
+    await sideBySide(say, simUrl, {
+      urlFor: () => viaGateway,
+      headers: auth,
+      cpuMs: () => functionCpuMs(gatewayPid, 'completions'),
+      get: { url: modelsUrl, cpuMs: () => functionCpuMs(gatewayPid, 'models') },
+    });
     say(
       `Function instances at the end: completions ${functionMemory(gatewayPid, 'completions').instances}, models ${functionMemory(gatewayPid, 'models').instances}.`,
     );
