@@ -554,13 +554,13 @@ async function warm(system: Measured): Promise<void> {
     [true, 16],
     [true, 300],
   ] as const)
-    for (let i = 0; i < 30; i++)
+    for (let i = 0; i < 50; i++)
       await timedRequest(
         system.urlFor(stream),
         completionBody('svc-fast', stream, tokens, false),
         system.headers,
       );
-  if (system.get) for (let i = 0; i < 30; i++) await timedRequest(system.get.url, undefined, system.headers);
+  if (system.get) for (let i = 0; i < 50; i++) await timedRequest(system.get.url, undefined, system.headers);
 }
 
 function median(values: number[]): number {
