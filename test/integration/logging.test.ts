@@ -65,7 +65,7 @@ describe('structured logs', () => {
       });
       expect(typeof usage?.billedUsd).toBe('string');
       expect(typeof usage?.latencyMs).toBe('number');
-      expect(typeof (usage?.record as { promptTokens?: unknown }).promptTokens).toBe('number');
+      expect(typeof (usage?.record as { promptTokens?: unknown } | undefined)?.promptTokens).toBe('number');
       expect(records.filter((r) => r._aws).length).toBe(1);
       const all = lines.join('\n');
       expect(all).not.toContain(key);
@@ -79,7 +79,9 @@ describe('structured logs', () => {
           m.Metrics.some((x) => x.Name === 'BilledMicroUsd'),
         ),
       );
-      expect((billed?._aws as Emf).CloudWatchMetrics[0]?.Dimensions).toEqual([['service', 'tier']]);
+      expect((billed?._aws as Emf | undefined)?.CloudWatchMetrics[0]?.Dimensions).toEqual([
+        ['service', 'tier'],
+      ]);
       expect(BILLED_SEARCH).toContain('{HostedModelApi,service,tier}');
       expect(billed?.tier).toBe('svc-pro');
     },
