@@ -5,8 +5,9 @@
  * installed it; else this Node) whose stdout is a pipe, as in Lambda. One iteration every 5 ms (a
  * paced process wakes up cold, as a function between requests does), 500 measured after 100; the
  * same loop with no line is the baseline. Prints microseconds per iteration for: no line; the usage
- * record alone; the usage record and the metrics line (what a settled generation writes now); and
- * those plus the `generation settled` line that repeated the record until 2026-11-25.
+ * record alone (what a settled generation writes now: its metrics are read from it by CloudWatch
+ * metric filters); the record and an EMF metrics line; and those plus the `generation settled` line
+ * that repeated the record (the three lines a generation wrote until 2026-11-25).
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';

@@ -15,12 +15,7 @@ import type { UpstreamTarget } from '../core/tiers.js';
 import { CountBudget, estimatePromptTokens, estimateTextTokens } from '../core/tokens.js';
 import type { UsageReport } from '../core/usage.js';
 import { boundUsage } from '../core/usage-bounds.js';
-import {
-  logger,
-  recordBillingFailure,
-  recordGeneration,
-  recordUsageOutOfBounds,
-} from '../shared/observability.js';
+import { logger, recordBillingFailure, recordUsageOutOfBounds } from '../shared/observability.js';
 import type { Deadlines } from './deadlines.js';
 
 /** The facts of a generation a bill is made from. */
@@ -157,11 +152,14 @@ export async function settle(
 ): Promise<'settled' | 'failed'> {
   const { entry, billedNano } = bill;
   const record = usageRecord(entry, generation.hold);
-  // The generation's one log line when all goes well (a settled generation logs nothing more: the
-  // ledger is its record). Latency is the reply's: the settlement follows it.
+  // The generation's one log line when all goes well (a settled generation writes nothing more, no
+  // metrics line either: the ledger is its record). Latency is the reply's: the settlement follows it.
   logger.info('generation usage', {
     record,
     billedUsd: nanoToUsd(billedNano),
+    // The BilledMicroUsd metric's value (a statistic, not money: the ledger is the record), read from
+    // this line with the tokens by the stack's metric filters (lib/infra/generation-metrics.ts).
+    billedMicroUsd: Number(billedNano / 1000n),
     latencyMs: Date.now() - generation.deadlines.startedAt,
   });
   try {
@@ -182,7 +180,6 @@ export async function settle(
     }
     return 'failed';
   }
-  recordGeneration(entry.tier, entry.promptTokens, entry.completionTokens, billedNano);
   return 'settled';
 }
 

@@ -6,6 +6,8 @@ import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
  * key id, generation id, tier, tokens, cost, latency. What may never be: an API key, a prompt, a
  * completion, a credential. Both are switched off with Powertools' own settings
  * (`LOG_LEVEL=SILENT`, `POWERTOOLS_METRICS_DISABLED=true`), as the tests and the bench do.
+ * A generation's tokens and billed amount are not metrics lines: CloudWatch reads them from its one
+ * usage log line (lib/infra/generation-metrics.ts).
  */
 export const logger = new Logger({
   serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? 'hosted-model-api',
@@ -28,25 +30,6 @@ export function recordBillingFailure(record: Record<string, unknown>, error: unk
   billingFailures.count += 1;
   logger.error('billing failed', { ...record, error: error instanceof Error ? error : String(error) });
   metrics.addMetric('BillingFailures', MetricUnit.Count, 1);
-  metrics.publishStoredMetrics();
-}
-
-/**
- * Per-generation metrics: tokens and billed cost by tier (published with the settlement, after the
- * reply). Requests by status are not counted here: every Function URL has them already
- * (`UrlRequestCount`, `Url4xxCount`, `Url5xxCount`), which the alarms and the dashboard read.
- */
-export function recordGeneration(
-  tier: string,
-  promptTokens: number,
-  completionTokens: number,
-  billedNano: bigint,
-): void {
-  metrics.addDimension('tier', tier);
-  metrics.addMetric('PromptTokens', MetricUnit.Count, promptTokens);
-  metrics.addMetric('CompletionTokens', MetricUnit.Count, completionTokens);
-  // Billed cost in micro-USD as a metric value (a statistic, not money: the ledger is the record).
-  metrics.addMetric('BilledMicroUsd', MetricUnit.Count, Number(billedNano / 1000n));
   metrics.publishStoredMetrics();
 }
 

@@ -47,6 +47,7 @@ import { ORIGIN_READ_TIMEOUT_SECONDS } from '../../functions/shared/limits.js';
 import { BALANCE_CHECK_INTERVAL_MINUTES, SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
 import { TABLE_ENV } from '../tables.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
+import { addGenerationMetrics, BILLED_SEARCH } from './generation-metrics.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
 import { ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
@@ -59,12 +60,6 @@ const CLOUDFRONT_CACHEABLE_ERRORS = [400, 403, 404, 405, 414, 416, 500, 501, 502
 
 /** AWS's default concurrent-execution limit of an account: the fast path's bound without reservedConcurrency. */
 const ACCOUNT_CONCURRENCY_DEFAULT = 1_000;
-
-/**
- * Every tier's billed amount: the completions function publishes BilledMicroUsd with the dimensions
- * service and tier (functions/shared/observability.ts); CloudWatch keeps each dimension set apart.
- */
-export const BILLED_SEARCH = '{HostedModelApi,service,tier} MetricName="BilledMicroUsd"';
 
 export interface ApiStackProps extends StackProps {
   stage: Stage;
@@ -182,6 +177,8 @@ export class ApiStack extends Stack {
         ...(props.topUpUrl ? { TOP_UP_URL: props.topUpUrl } : {}),
       },
     });
+    // Tokens and billed amount by tier, read from the completions log's usage lines.
+    addGenerationMetrics(completions, completions.logGroup, 'HostedModelApi');
     const models = new ServiceFunction(this, 'Models', {
       entry: 'functions/account/handler.ts',
       memorySize: FUNCTION_SETTINGS.models.memoryMb,
@@ -643,8 +640,7 @@ export class ApiStack extends Stack {
           }),
         ],
         [
-          // Published per tier (dimensions service and tier): a metric with the service alone would be
-          // another metric, with no data. The search sums every tier's.
+          // Read per tier from the usage lines (generation-metrics.ts): the search sums every tier's.
           new GraphWidget({
             title: 'Billed (micro-USD)',
             left: [

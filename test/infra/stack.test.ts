@@ -6,8 +6,13 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { modelCatalog } from '../../functions/core/catalog.js';
 import { parseTierConfig } from '../../functions/core/tiers.js';
-import { ApiStack, type ApiStackProps, BILLED_SEARCH } from '../../lib/infra/api-stack.js';
+import { ApiStack, type ApiStackProps } from '../../lib/infra/api-stack.js';
 import { FUNCTION_SETTINGS } from '../../lib/infra/function-settings.js';
+import {
+  BILLED_SEARCH,
+  GENERATION_METRIC_DIMENSIONS,
+  GENERATION_METRICS,
+} from '../../lib/infra/generation-metrics.js';
 import { ACKNOWLEDGED } from '../../lib/infra/nag-suppressions.js';
 import { tooLargeFunctionCode } from '../../lib/infra/too-large-function.js';
 
@@ -523,8 +528,35 @@ describe('alarms and outputs', () => {
       Targets: [Match.objectLike({ Input: JSON.stringify({ check: 'balances' }) })],
     });
     prod.template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
-    // The billed amount is published per tier (service and tier dimensions, test/integration/logging):
-    // the dashboard sums every tier's, not a service-only metric that has no data.
+    // The generation metrics are read from the completions log's usage lines, per tier
+    // (test/integration/logging.test.ts checks the paths on a logged line).
+    const completionsLogs = Object.keys(prod.template.findResources('AWS::Logs::LogGroup')).filter((id) =>
+      id.startsWith('CompletionsLogs'),
+    );
+    expect(completionsLogs).toHaveLength(1);
+    const filters = Object.values(prod.template.findResources('AWS::Logs::MetricFilter')) as {
+      Properties: { LogGroupName: unknown; FilterPattern: string; MetricTransformations: unknown[] };
+    }[];
+    expect(filters).toHaveLength(GENERATION_METRICS.length);
+    for (const { metricName, value } of GENERATION_METRICS) {
+      expect(filters).toContainEqual({
+        Type: 'AWS::Logs::MetricFilter',
+        Properties: {
+          LogGroupName: { Ref: completionsLogs[0] },
+          FilterPattern: '{ $.message = "generation usage" }',
+          MetricTransformations: [
+            {
+              MetricNamespace: 'HostedModelApi',
+              MetricName: metricName,
+              MetricValue: value,
+              Dimensions: [{ Key: 'tier', Value: GENERATION_METRIC_DIMENSIONS.tier }],
+              Unit: 'Count',
+            },
+          ],
+        },
+      });
+    }
+    // The dashboard sums every tier's billed amount (a metric without the tier would have no data).
     const dashboard = JSON.stringify(
       Object.values(prod.template.findResources('AWS::CloudWatch::Dashboard'))[0],
     );
@@ -532,6 +564,7 @@ describe('alarms and outputs', () => {
     const inBody = (text: string) => JSON.stringify(JSON.stringify(text)).slice(3, -3);
     expect(dashboard).toContain(inBody(`SUM(SEARCH('${BILLED_SEARCH}', 'Sum', 300))`));
     expect(dashboard).not.toContain(inBody('"BilledMicroUsd","service"'));
+    expect(BILLED_SEARCH).toBe('{HostedModelApi,tier} MetricName="BilledMicroUsd"');
   });
 
   it("cap each table's throughput and set a monthly budget when asked, and not otherwise", () => {

@@ -1,11 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BILLED_SEARCH } from '../../lib/infra/api-stack.js';
+import {
+  GENERATION_METRIC_DIMENSIONS,
+  GENERATION_METRICS,
+  GENERATION_USAGE_MESSAGE,
+} from '../../lib/infra/generation-metrics.js';
+import { settled } from '../support/settled.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
  * The functions' structured logs: one JSON line per settled generation (`generation usage`, written
  * before the settlement) with request id, account id, key id, generation id, tier, tokens, cost and
- * latency, and one EMF metrics line; never a key, a prompt or a completion.
+ * latency, from which CloudWatch reads the generation's metrics; never a key, a prompt or a completion.
  */
 let target: Target;
 const lines: string[] = [];
@@ -41,10 +46,11 @@ describe('structured logs', () => {
         ? ''
         : ((JSON.parse(text) as { choices: { message: { content: string } }[] }).choices[0]?.message
             .content ?? '');
-      // The function runs in its own thread (as in Lambda, its own environment): its log lines
-      // reach this process's stdout shortly after, not necessarily before, the response.
+      // The function runs in its own thread (as in Lambda, its own environment): its log lines reach
+      // this process's stdout shortly after the invocation ends (its settlement included).
+      await settled(target);
       const until = Date.now() + 5_000;
-      while (!lines.some((l) => l.includes('BilledMicroUsd')) && Date.now() < until)
+      while (!lines.some((l) => l.includes(generationId ?? '-')) && Date.now() < until)
         await new Promise((r) => setTimeout(r, 20));
       await new Promise((r) => setTimeout(r, 100));
       const records = lines.flatMap((line) => {
@@ -54,10 +60,9 @@ describe('structured logs', () => {
           return [];
         }
       });
-      // A settled generation writes two lines: its usage record and its metrics.
-      const own = records.filter((r) => JSON.stringify(r).includes(generationId ?? '-'));
-      const usage = own.find((r) => r.message === 'generation usage');
-      expect(own.map((r) => r.message ?? 'metrics')).toEqual(['generation usage']);
+      // A settled generation writes one line, its usage record: no metrics line of its own.
+      expect(records.map((r) => r.message ?? 'metrics')).toEqual([GENERATION_USAGE_MESSAGE]);
+      const usage = records[0];
       expect(usage).toMatchObject({
         level: 'INFO',
         record: { accountId, keyId, generationId, tier: 'svc-pro', completionTokens: 6, estimated: false },
@@ -65,25 +70,21 @@ describe('structured logs', () => {
       });
       expect(typeof usage?.billedUsd).toBe('string');
       expect(typeof usage?.latencyMs).toBe('number');
-      expect(typeof (usage?.record as { promptTokens?: unknown } | undefined)?.promptTokens).toBe('number');
-      expect(records.filter((r) => r._aws).length).toBe(1);
+      // The stack's metric filters read the generation's metrics from this line: each path names a
+      // number, the dimension the tier (lib/infra/generation-metrics.ts).
+      const at = (path: string) =>
+        path
+          .slice(2)
+          .split('.')
+          .reduce<unknown>((value, key) => (value as Record<string, unknown> | undefined)?.[key], usage);
+      for (const { value } of GENERATION_METRICS) expect(typeof at(value)).toBe('number');
+      expect(at('$.record.promptTokens')).toBeGreaterThan(0);
+      expect(at('$.billedMicroUsd')).toBe(Number(BigInt(String(at('$.record.billedNano'))) / 1000n));
+      expect(at(GENERATION_METRIC_DIMENSIONS.tier)).toBe('svc-pro');
       const all = lines.join('\n');
       expect(all).not.toContain(key);
       expect(all).not.toContain('secret-prompt');
       if (completion) expect(all).not.toContain(completion.trim());
-      // Metrics go out as CloudWatch EMF lines on the same stream. The billed amount is published per
-      // tier, the dimension set the stack's dashboard searches (lib/infra/api-stack.ts BILLED_SEARCH).
-      type Emf = { CloudWatchMetrics: { Dimensions: string[][]; Metrics: { Name: string }[] }[] };
-      const billed = records.find((r) =>
-        (r._aws as Emf | undefined)?.CloudWatchMetrics.some((m) =>
-          m.Metrics.some((x) => x.Name === 'BilledMicroUsd'),
-        ),
-      );
-      expect((billed?._aws as Emf | undefined)?.CloudWatchMetrics[0]?.Dimensions).toEqual([
-        ['service', 'tier'],
-      ]);
-      expect(BILLED_SEARCH).toContain('{HostedModelApi,service,tier}');
-      expect(billed?.tier).toBe('svc-pro');
     },
   );
 });

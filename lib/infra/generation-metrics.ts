@@ -1,0 +1,38 @@
+import { Unit } from 'aws-cdk-lib/aws-cloudwatch';
+import { FilterPattern, type ILogGroup, MetricFilter } from 'aws-cdk-lib/aws-logs';
+import type { Construct } from 'constructs';
+
+/**
+ * A generation's metrics (tokens and billed amount by tier) are read by CloudWatch from the one line
+ * the completions function logs for it, `generation usage` (functions/completions/billing.ts), by
+ * metric filters on its log group: the function writes no metrics line of its own for a generation,
+ * which would be a second write to its log stream per request.
+ */
+export const GENERATION_USAGE_MESSAGE = 'generation usage';
+
+/** Each metric, and where in the logged line its value is (a JSON path into the line). */
+export const GENERATION_METRICS = [
+  { metricName: 'PromptTokens', value: '$.record.promptTokens' },
+  { metricName: 'CompletionTokens', value: '$.record.completionTokens' },
+  { metricName: 'BilledMicroUsd', value: '$.billedMicroUsd' },
+] as const;
+
+/** The metrics' one dimension: the tier, from the same line. */
+export const GENERATION_METRIC_DIMENSIONS = { tier: '$.record.tier' } as const;
+
+/** Every tier's billed amount (CloudWatch keeps each tier's metric apart; the dashboard sums them). */
+export const BILLED_SEARCH = '{HostedModelApi,tier} MetricName="BilledMicroUsd"';
+
+export function addGenerationMetrics(scope: Construct, logGroup: ILogGroup, namespace: string): void {
+  for (const { metricName, value } of GENERATION_METRICS) {
+    new MetricFilter(scope, `${metricName}Filter`, {
+      logGroup,
+      metricNamespace: namespace,
+      metricName,
+      filterPattern: FilterPattern.stringValue('$.message', '=', GENERATION_USAGE_MESSAGE),
+      metricValue: value,
+      dimensions: { ...GENERATION_METRIC_DIMENSIONS },
+      unit: Unit.COUNT,
+    });
+  }
+}
