@@ -30,16 +30,17 @@ let ric: Side | undefined;
 let compared = 0;
 
 async function startSide(launcher?: ReturnType<typeof ricLauncher>): Promise<Side> {
-  const probe = (name: string, maxInstances: number) => ({
+  const probe = (name: string, maxInstances: number, timeoutMs = TIMEOUT_MS) => ({
     name,
     module: join(REPO_ROOT, 'test/conformance/probe-handler.ts'),
-    timeoutMs: TIMEOUT_MS,
+    timeoutMs,
     memoryMb: MEMORY_MB,
     maxInstances,
   });
   const emulator = await startEmulator({
     routes: [
-      { match: (p) => p.startsWith('/pool/'), fn: probe('probe-pool', 2) },
+      // Its invocations sleep 2 s (/sleep), longer than the probe's own timeout allows.
+      { match: (p) => p.startsWith('/pool/'), fn: probe('probe-pool', 2, 10_000) },
       { match: () => true, fn: probe('probe', 1) },
     ],
     ...(launcher ? { launcher } : {}),

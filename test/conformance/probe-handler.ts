@@ -111,7 +111,9 @@ export const handler = awslambda.streamifyResponse(async (event, stream, context
         return;
       }
       case '/sleep':
-        await sleep(300);
+        // Long enough that a second instance's cold start lands while the first is still busy, even
+        // on a busy machine (at 300 ms a slow start let one instance serve all three in a CI run).
+        await sleep(2_000);
         reply(http(200, { 'content-type': 'application/json' }), JSON.stringify({ instance: INSTANCE }));
         return;
       default:
