@@ -24,11 +24,11 @@ import type { FunctionUrlEvent, FunctionUrlResult } from './http.js';
 /**
  * The compressor's size: an 8 KiB window and a 4 KiB hash table (zlib's defaults are 32 KiB and 64 KiB,
  * some 260 KiB of state with the buffers; these take about 45 KiB). An SSE chunk repeats its envelope
- * within a few hundred bytes, so a 300-event stream compresses as well (1,012 against 1,081 bytes of
- * 51,300, `npx tsx bench/gzip-setup.ts`). The size matters because the functions run with
+ * within a few hundred bytes, so a stream compresses nearly as well (300 chunks, 64,500 bytes: 1,043
+ * against 967 bytes, `npx tsx bench/gzip-setup.ts`). The size matters because the functions run with
  * MALLOC_TRIM_THRESHOLD_=131072 (lib/infra/service-function.ts): zlib's default state, freed at the end
- * of every stream, went back to the system each time and was faulted in again by the next, about
- * 0.5 ms of CPU per compressed reply on Node 22 (700 against 200 us a stream in that script).
+ * of every reply, went back to the system each time and was faulted in again by the next, about
+ * 0.5 ms of CPU per compressed reply on Node 22 (690 against 198 us a 19-chunk reply in that script).
  */
 export const GZIP_OPTIONS = { windowBits: 13, memLevel: 5 } as const;
 
