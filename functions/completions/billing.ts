@@ -16,6 +16,7 @@ import { CountBudget, estimatePromptTokens, estimateTextTokens } from '../core/t
 import type { UsageReport } from '../core/usage.js';
 import { boundUsage } from '../core/usage-bounds.js';
 import { logger, recordBillingFailure, recordUsageOutOfBounds } from '../shared/observability.js';
+import { GENERATION_USAGE_MESSAGE } from '../shared/usage-line.js';
 import type { Deadlines } from './deadlines.js';
 
 /** The facts of a generation a bill is made from. */
@@ -154,7 +155,7 @@ export async function settle(
   const record = usageRecord(entry, generation.hold);
   // The generation's one log line when all goes well (a settled generation writes nothing more, no
   // metrics line either: the ledger is its record). Latency is the reply's: the settlement follows it.
-  logger.info('generation usage', {
+  logger.info(GENERATION_USAGE_MESSAGE, {
     record,
     billedUsd: nanoToUsd(billedNano),
     // The BilledMicroUsd metric's value (a statistic, not money: the ledger is the record), read from

@@ -10,6 +10,7 @@
 import { nanoToUsd } from '../core/money.js';
 import type { Hold, Store } from '../core/store.js';
 import { logger, recordExpiredHoldReleased } from '../shared/observability.js';
+import { GENERATION_USAGE_MESSAGE } from '../shared/usage-line.js';
 
 export interface SweepResult {
   examined: number;
@@ -32,7 +33,7 @@ export async function sweepExpiredHolds(store: Store, now = Date.now()): Promise
         expiresAt: new Date(hold.expiresAt).toISOString(),
       });
       const record = usageRecordOf(hold);
-      if (record !== undefined) logger.warn('generation usage', { record, source: 'expired hold' });
+      if (record !== undefined) logger.warn(GENERATION_USAGE_MESSAGE, { record, source: 'expired hold' });
     }
   }
   return { examined: holds.length, released };

@@ -12,6 +12,7 @@
  */
 import * as z from 'zod';
 import type { ChargeEntry, Hold, Store } from '../../functions/core/store.js';
+import { GENERATION_USAGE_MESSAGE } from '../../functions/shared/usage-line.js';
 
 const Digits = z
   .string()
@@ -66,7 +67,7 @@ function readUsageRecords(text: string): { records: LoggedGeneration[]; invalid:
       continue;
     }
     const logged = line as { message?: unknown; record?: unknown };
-    if (logged.message !== 'generation usage') continue;
+    if (logged.message !== GENERATION_USAGE_MESSAGE) continue;
     const parsed = RecordSchema.safeParse(logged.record);
     if (!parsed.success) {
       invalid += 1;

@@ -2,13 +2,15 @@ import { Unit } from 'aws-cdk-lib/aws-cloudwatch';
 import { FilterPattern, type ILogGroup, MetricFilter } from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
 
-/**
+import { GENERATION_USAGE_MESSAGE } from '../../functions/shared/usage-line.js';
+
+/*
  * A generation's metrics (tokens and billed amount by tier) are read by CloudWatch from the one line
  * the completions function logs for it, `generation usage` (functions/completions/billing.ts), by
  * metric filters on its log group: the function writes no metrics line of its own for a generation,
- * which would be a second write to its log stream per request.
+ * which would be a second write to its log stream per request. The line is logged at INFO: with
+ * LOG_LEVEL above it, these metrics (and `admin bill-logged`) have nothing to read.
  */
-export const GENERATION_USAGE_MESSAGE = 'generation usage';
 
 /** Each metric, and where in the logged line its value is (a JSON path into the line). */
 export const GENERATION_METRICS = [
