@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import type { ClientRequest } from 'node:http';
 import middy from '@middy/core';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { HTTP1_START, type Http1Exchange } from '../../functions/adapters/dynamodb/http1.js';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
 import { generateApiKey } from '../../functions/core/auth.js';
 import { BadRequestError, HttpError } from '../../functions/core/errors.js';
@@ -10,6 +10,7 @@ import { authenticate, type CallerContext } from '../../functions/shared/authent
 import type { FunctionUrlEvent, FunctionUrlResult } from '../../functions/shared/http.js';
 import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';
+import { operationOf } from '../support/dynamo-calls.js';
 
 /**
  * The authenticate middleware against DynamoDB Local: work that needs no caller (the completions
@@ -46,7 +47,7 @@ interface Seen {
   answered: boolean;
 }
 
-function handlerWith(seen: Seen[], watch: () => { request?: ClientRequest; answered: boolean }) {
+function handlerWith(seen: Seen[], watch: () => Pick<Http1Exchange, 'written' | 'answered'>) {
   return middy<FunctionUrlEvent, FunctionUrlResult, Error, CallerContext>()
     .use(
       authenticate({
@@ -55,7 +56,7 @@ function handlerWith(seen: Seen[], watch: () => { request?: ClientRequest; answe
         topUpUrl: 'https://example.test/top-up',
         whileReading: () => {
           const read = watch();
-          seen.push({ sent: read.request?.writableFinished === true, answered: read.answered });
+          seen.push({ sent: read.written, answered: read.answered });
         },
       }),
     )
@@ -72,27 +73,18 @@ const eventWith = (authorization: string) =>
     requestContext: { http: { method: 'POST' } },
   }) as unknown as FunctionUrlEvent;
 
-/** The DynamoDB requests this process sends, and whether each has been answered. */
+/** The direct DynamoDB calls this process makes (wire.ts over http1.ts), and what each has done. */
 function watchReads() {
-  const reads: { request: ClientRequest; answered: boolean }[] = [];
+  const reads: Http1Exchange[] = [];
   const onStart = (message: unknown) => {
-    const { request } = message as { request: ClientRequest };
-    if (String(request.getHeader('x-amz-target') ?? '').startsWith('DynamoDB_'))
-      reads.push({ request, answered: false });
+    const exchange = message as Http1Exchange;
+    if (operationOf(exchange)) reads.push(exchange);
   };
-  const onAnswer = (message: unknown) => {
-    const { request } = message as { request: ClientRequest };
-    const read = reads.find((r) => r.request === request);
-    if (read) read.answered = true;
-  };
-  subscribe('http.client.request.start', onStart);
-  subscribe('http.client.response.finish', onAnswer);
+  subscribe(HTTP1_START, onStart);
   return {
-    last: () => reads.at(-1) ?? { answered: false },
-    stop: () => {
-      unsubscribe('http.client.request.start', onStart);
-      unsubscribe('http.client.response.finish', onAnswer);
-    },
+    last: (): Pick<Http1Exchange, 'written' | 'answered'> =>
+      reads.at(-1) ?? { written: false, answered: false },
+    stop: () => unsubscribe(HTTP1_START, onStart),
   };
 }
 
@@ -102,9 +94,9 @@ describe('authenticate', () => {
     const reads = watchReads();
     try {
       const handler = handlerWith(seen, reads.last);
-      // The first read of a key is cold (the key, then its account, through the SDK); the next ones are
-      // one batch read on the direct client's own connection. Each first use of a connection waits for
-      // its TCP handshake, which the work overlaps instead; after that, the request is on the wire.
+      // The first read of a key is cold (the key, then its account, two direct reads); the next ones are
+      // one batch read. The first use of the direct client's connection waits for its TCP handshake,
+      // which the work overlaps instead; after that, the request is on the wire.
       for (let i = 0; i < 5; i++) {
         const result = await handler(eventWith(`Bearer ${key}`), {} as Refusing);
         expect(result.body).toBe('acct-auth');

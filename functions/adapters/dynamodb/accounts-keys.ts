@@ -6,6 +6,7 @@ import {
   type BatchGetItemCommandOutput,
   type DynamoDBClient,
   GetItemCommand,
+  type GetItemCommandOutput,
   paginateScan,
   QueryCommand,
   TransactionCanceledException,
@@ -63,19 +64,20 @@ export class AccountsAndKeys {
   }
 
   private async loadPrincipalCold(keyHash: string): Promise<Principal | undefined> {
-    const key = await this.client.send(
-      new GetItemCommand({ TableName: this.tables.keys, Key: { keyHash: S(keyHash) }, ConsistentRead: true }),
-    );
+    // Through the wire, as the warm read: an unknown key (a guess, a typo) costs one cheap call.
+    const key = await this.wire.call<GetItemCommandOutput>('GetItem', {
+      TableName: this.tables.keys,
+      Key: { keyHash: S(keyHash) },
+      ConsistentRead: true,
+    });
     if (!key.Item) return undefined;
     const accountId = key.Item.accountId?.S;
     if (!accountId) return undefined;
-    const account = await this.client.send(
-      new GetItemCommand({
-        TableName: this.tables.accounts,
-        Key: { accountId: S(accountId) },
-        ConsistentRead: true,
-      }),
-    );
+    const account = await this.wire.call<GetItemCommandOutput>('GetItem', {
+      TableName: this.tables.accounts,
+      Key: { accountId: S(accountId) },
+      ConsistentRead: true,
+    });
     this.remember(keyHash, accountId);
     return toPrincipal(key.Item, account.Item);
   }

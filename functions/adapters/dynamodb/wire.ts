@@ -1,12 +1,14 @@
 /**
- * DynamoDB's JSON protocol spoken directly, for the two calls every request makes: the read before its
- * upstream call (BatchGetItem of key and account) and the settlement after it (TransactWriteItems of
- * ledger entry and deduction). Same signer (@smithy/signature-v4), credentials, region, endpoint and
- * clock offset as the function's SDK client, without the client's middleware stack:
- * `npx tsx bench/dynamodb-read.ts` measures the read both ways (818 against 283 us of CPU a call on
- * Node 22). At small memory sizes Lambda gives a function a small CPU share: the CPU before the
- * upstream call is added to the time to first token, and a JSON reply waits for its settlement.
- * Everything else (holds, cold reads, admin) stays on the SDK client.
+ * DynamoDB's JSON protocol spoken directly, for the calls the request path makes: the read before its
+ * upstream call (BatchGetItem of key and account; GetItem of each while the key's account is not yet
+ * known) and the settlement after it (TransactWriteItems of ledger entry and deduction). Same signer
+ * (@smithy/signature-v4), credentials, region, endpoint and clock offset as the function's SDK
+ * client, without the client's middleware stack, over a kept-alive HTTP/1.1 exchange of its own
+ * (http1.ts): `npx tsx bench/dynamodb-read.ts` measures the read three ways (on Node 22, 20 ms
+ * between calls: 2,006 us of CPU through the SDK client, 1,005 signed here and sent with node:http,
+ * 786 with http1.ts). At small memory sizes Lambda gives a function a small CPU share: the CPU before
+ * the upstream call is added to the time to first token. Everything else (holds, admin) stays on the
+ * SDK client.
  *
  * Same bounds as the client (client.ts): `connectTimeoutMs` to connect, `requestTimeoutMs` of socket
  * silence, at most `maxAttempts` attempts, and a caller's deadline over all of them; like the SDK's
@@ -14,10 +16,9 @@
  * nothing else, and like the SDK it corrects its clock from an answer that says the signature's time
  * is off.
  */
-import { Agent as HttpAgent, request as httpRequest } from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SignatureV4 } from '@smithy/signature-v4';
+import { type Http1Answer, Http1Client, Http1Error, type Http1Origin } from './http1.js';
 import type { DynamoTimeouts } from './timeouts.js';
 
 const API_VERSION = 'DynamoDB_20120810';
@@ -72,22 +73,17 @@ export interface CallOptions {
   deadline?: number;
 }
 
-interface Endpoint {
-  protocol: 'http:' | 'https:';
-  hostname: string;
-  port: number | undefined;
+interface Endpoint extends Http1Origin {
   path: string;
+  /** The kept-alive connections to it. */
+  http: Http1Client;
 }
 
-type Operation = 'BatchGetItem' | 'TransactWriteItems';
+type Operation = 'GetItem' | 'BatchGetItem' | 'TransactWriteItems';
 
 export class DynamoWire {
   private readonly signer: SignatureV4;
   private endpoint: Promise<Endpoint> | undefined;
-  private readonly agents = {
-    'http:': new HttpAgent({ keepAlive: true, maxSockets: 64 }),
-    'https:': new HttpsAgent({ keepAlive: true, maxSockets: 64 }),
-  };
 
   constructor(
     private readonly client: DynamoDBClient,
@@ -123,33 +119,40 @@ export class DynamoWire {
 
   private resolveEndpoint(): Promise<Endpoint> {
     this.endpoint ??= (async () => {
-      const config = this.client.config;
-      if (config.isCustomEndpoint && config.endpoint) {
-        const custom = await config.endpoint();
-        return {
-          protocol: custom.protocol === 'https:' ? 'https:' : 'http:',
-          hostname: custom.hostname,
-          port: custom.port,
-          path: custom.path || '/',
-        };
-      }
-      const { url } = config.endpointProvider({
-        Region: await config.region(),
-        UseFIPS: await config.useFipsEndpoint(),
-        UseDualStack: await config.useDualstackEndpoint(),
-      });
-      return {
-        protocol: url.protocol === 'http:' ? 'http:' : 'https:',
-        hostname: url.hostname,
-        port: url.port ? Number(url.port) : undefined,
-        path: url.pathname || '/',
-      };
+      const origin = await this.origin();
+      const { connectTimeoutMs, requestTimeoutMs } = this.timeouts;
+      return { ...origin, http: new Http1Client(origin, { connectTimeoutMs, silenceMs: requestTimeoutMs }) };
     })();
     // A failed resolution is not kept: the next call resolves again.
     this.endpoint.catch(() => {
       this.endpoint = undefined;
     });
     return this.endpoint;
+  }
+
+  /** Where the SDK client would send its calls: a configured endpoint, else the region's. */
+  private async origin(): Promise<Http1Origin & { path: string }> {
+    const config = this.client.config;
+    if (config.isCustomEndpoint && config.endpoint) {
+      const custom = await config.endpoint();
+      return {
+        protocol: custom.protocol === 'https:' ? 'https:' : 'http:',
+        hostname: custom.hostname,
+        port: custom.port,
+        path: custom.path || '/',
+      };
+    }
+    const { url } = config.endpointProvider({
+      Region: await config.region(),
+      UseFIPS: await config.useFipsEndpoint(),
+      UseDualStack: await config.useDualstackEndpoint(),
+    });
+    return {
+      protocol: url.protocol === 'http:' ? 'http:' : 'https:',
+      hostname: url.hostname,
+      port: url.port ? Number(url.port) : undefined,
+      path: url.pathname || '/',
+    };
   }
 
   private async send(operation: Operation, body: string, timeLeftMs: number): Promise<string> {
@@ -172,58 +175,18 @@ export class DynamoWire {
       // The SDK client corrects its clock from DynamoDB's answers; its offset applies here too.
       { signingDate: new Date(Date.now() + (this.client.config.systemClockOffset ?? 0)) },
     );
-    return new Promise((resolve, reject) => {
-      const fail = (error: DynamoWireError) => {
-        request.destroy();
-        reject(error);
-      };
-      const request = (endpoint.protocol === 'https:' ? httpsRequest : httpRequest)(
-        {
-          agent: this.agents[endpoint.protocol],
-          protocol: endpoint.protocol,
-          hostname: endpoint.hostname,
-          port: endpoint.port,
-          path: endpoint.path,
-          method: 'POST',
-          headers: { ...signed.headers, 'content-length': String(Buffer.byteLength(body)) },
-        },
-        (response) => {
-          const chunks: Buffer[] = [];
-          response.on('data', (chunk: Buffer) => chunks.push(chunk));
-          response.on('error', (error) => fail(networkError(error)));
-          response.on('end', () => {
-            const text = Buffer.concat(chunks).toString('utf8');
-            const status = response.statusCode ?? 0;
-            if (status === 200) return resolve(text);
-            const error = answerError(status, text);
-            fail(this.correctClock(error, response.headers.date) ? retryableCopy(error) : error);
-          });
-        },
-      );
-      // A socket that does not connect in time, or goes silent, is a retryable failure (client.ts).
-      const connectTimer = setTimeout(
-        () => fail(new DynamoWireError('TimeoutError', 'connection timed out', undefined, true)),
-        this.timeouts.connectTimeoutMs,
-      );
-      request.on('socket', (socket) => {
-        if (!socket.connecting) clearTimeout(connectTimer);
-        else socket.once('connect', () => clearTimeout(connectTimer));
-      });
-      request.setTimeout(this.timeouts.requestTimeoutMs, () =>
-        fail(new DynamoWireError('TimeoutError', 'no answer in time', undefined, true)),
-      );
-      // The caller's deadline, if it comes first: the attempt is abandoned (and not retried, call()).
-      const deadlineTimer = Number.isFinite(timeLeftMs)
-        ? setTimeout(
-            () => fail(new DynamoWireError('TimeoutError', 'deadline passed', undefined, false)),
-            timeLeftMs,
-          )
-        : undefined;
-      request.on('close', () => clearTimeout(deadlineTimer));
-      request.on('close', () => clearTimeout(connectTimer));
-      request.on('error', (error) => fail(networkError(error)));
-      request.end(body);
-    });
+    let head = `POST ${endpoint.path} HTTP/1.1\r\n`;
+    for (const [name, value] of Object.entries(signed.headers)) head += `${name}: ${value}\r\n`;
+    head += `content-length: ${Buffer.byteLength(body)}\r\n\r\n`;
+    let answer: Http1Answer;
+    try {
+      answer = await endpoint.http.post(head, body, timeLeftMs);
+    } catch (error) {
+      throw wireErrorOf(error as Error);
+    }
+    if (answer.status === 200) return answer.body;
+    const error = answerError(answer.status, answer.body);
+    throw this.correctClock(error, answer.date) ? retryableCopy(error) : error;
   }
 
   /**
@@ -258,9 +221,20 @@ function parseAnswer<Output>(text: string): Output {
   }
 }
 
-function networkError(error: Error): DynamoWireError {
-  if (error instanceof DynamoWireError) return error;
-  return new DynamoWireError('NetworkingError', error.message, undefined, true, { cause: error });
+/** A failed exchange as the SDK names it: timeouts and network failures are retried, the caller's deadline is not. */
+function wireErrorOf(error: Error): DynamoWireError {
+  if (!(error instanceof Http1Error))
+    return new DynamoWireError('NetworkingError', error.message, undefined, true, { cause: error });
+  switch (error.kind) {
+    case 'connect-timeout':
+      return new DynamoWireError('TimeoutError', 'connection timed out', undefined, true, { cause: error });
+    case 'silence':
+      return new DynamoWireError('TimeoutError', 'no answer in time', undefined, true, { cause: error });
+    case 'time-limit':
+      return new DynamoWireError('TimeoutError', 'deadline passed', undefined, false, { cause: error });
+    default:
+      return new DynamoWireError('NetworkingError', error.message, undefined, true, { cause: error });
+  }
 }
 
 /** DynamoDB's error answer: `{"__type": "com.amazonaws.dynamodb.v20120810#Code", "message": "..."}`. */

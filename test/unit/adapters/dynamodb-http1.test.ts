@@ -1,0 +1,297 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createServer as createTlsServer } from 'node:tls';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ChunkedBody, Http1Client, Http1Error } from '../../../functions/adapters/dynamodb/http1.js';
+
+/**
+ * The HTTP/1.1 exchange under the direct DynamoDB calls, against raw TCP (and TLS) servers on loopback
+ * that write exactly the bytes each test needs: split anywhere, chunked, closed early, silent, hostile.
+ */
+const HEAD = 'POST / HTTP/1.1\r\nhost: test\r\ncontent-type: application/x-amz-json-1.0\r\n';
+const TIMEOUTS = { connectTimeoutMs: 500, silenceMs: 300 };
+
+interface Fake {
+  port: number;
+  /** Connections accepted so far. */
+  connections: Socket[];
+  /** Requests seen, in order (the bytes up to and including each body). */
+  requests: string[];
+}
+
+const servers: Server[] = [];
+const clients: Http1Client[] = [];
+afterEach(async () => {
+  for (const client of clients.splice(0)) client.close();
+  for (const server of servers.splice(0)) {
+    await new Promise((done) => server.close(done));
+  }
+});
+
+/** A server that calls `answer` with each complete request (head and a content-length body). */
+async function fake(answer: (socket: Socket, index: number) => void, tls?: { key: string; cert: string }) {
+  const server: Server = tls ? createTlsServer(tls) : createServer();
+  const state: Fake = { port: 0, connections: [], requests: [] };
+  const onSocket = (socket: Socket) => {
+    state.connections.push(socket);
+    let buffered = '';
+    socket.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString('latin1');
+      for (;;) {
+        const end = buffered.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const length = Number(/content-length: (\d+)/i.exec(buffered.slice(0, end))?.[1] ?? 0);
+        if (buffered.length < end + 4 + length) return;
+        state.requests.push(buffered.slice(0, end + 4 + length));
+        buffered = buffered.slice(end + 4 + length);
+        answer(socket, state.requests.length);
+      }
+    });
+    socket.on('error', () => {});
+  };
+  server.on(tls ? 'secureConnection' : 'connection', onSocket);
+  servers.push(server);
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  state.port = (server.address() as AddressInfo).port;
+  return state;
+}
+
+function clientOf(port: number, extra: { protocol?: 'https:'; ca?: string } = {}, timeouts = TIMEOUTS) {
+  const client = new Http1Client(
+    {
+      protocol: extra.protocol ?? 'http:',
+      hostname: '127.0.0.1',
+      port,
+      ...(extra.ca ? { ca: extra.ca } : {}),
+    },
+    timeouts,
+  );
+  clients.push(client);
+  return client;
+}
+
+function post(client: Http1Client, body = '{"Key":"a"}', limitMs?: number) {
+  return client.post(`${HEAD}content-length: ${Buffer.byteLength(body)}\r\n\r\n`, body, limitMs);
+}
+
+async function failureOf(promise: Promise<unknown>): Promise<Http1Error> {
+  const error = await promise.then(
+    () => undefined,
+    (failure: unknown) => failure,
+  );
+  expect(error).toBeInstanceOf(Http1Error);
+  return error as Http1Error;
+}
+
+const OK = (body: string, extra = '') =>
+  `HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.0\r\n${extra}content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+
+describe('the HTTP/1.1 exchange of the direct DynamoDB calls', () => {
+  it('sends the head and body as given and reads a length-framed answer, its Date, on one kept-alive socket', async () => {
+    const server = await fake((socket, n) =>
+      socket.write(OK(`{"n":${n}}`, 'date: Wed, 25 Nov 2026 10:00:00 GMT\r\n')),
+    );
+    const client = clientOf(server.port);
+    const first = await post(client, '{"Key":"é"}');
+    const second = await post(client);
+    expect(first).toEqual({ status: 200, date: 'Wed, 25 Nov 2026 10:00:00 GMT', body: '{"n":1}' });
+    expect(second.body).toBe('{"n":2}');
+    expect(server.connections).toHaveLength(1);
+    // The fake keeps bytes as latin1: the body went out as UTF-8, its length counted in bytes.
+    expect(Buffer.from(server.requests[0] ?? '', 'latin1').toString('utf8')).toBe(
+      `${HEAD}content-length: 12\r\n\r\n{"Key":"é"}`,
+    );
+  });
+
+  it('reads an answer that arrives one byte at a time, a multi-byte character split across packets', async () => {
+    const answer = Buffer.from(OK('{"text":"naïve ✓"}'));
+    const server = await fake(async (socket) => {
+      for (const byte of answer) {
+        socket.write(Buffer.from([byte]));
+        await new Promise((done) => setImmediate(done));
+      }
+    });
+    expect((await post(clientOf(server.port))).body).toBe('{"text":"naïve ✓"}');
+  });
+
+  it('reads a chunked answer with extensions and trailers, and skips an interim 100 Continue', async () => {
+    const server = await fake((socket) => {
+      socket.write('HTTP/1.1 100 Continue\r\n\r\n');
+      socket.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5;ext=1\r\n{"a":\r\n');
+      setImmediate(() => socket.write('3\r\n12}\r\n0\r\nx-trailer: yes\r\n\r\n'));
+    });
+    const client = clientOf(server.port);
+    expect((await post(client)).body).toBe('{"a":12}');
+    expect((await post(client)).body).toBe('{"a":12}');
+    expect(server.connections).toHaveLength(1);
+  });
+
+  it('answers a 4xx or 5xx as its status and body (the caller decides what it means)', async () => {
+    const server = await fake((socket) =>
+      socket.write('HTTP/1.1 400 Bad Request\r\ncontent-length: 26\r\n\r\n{"__type":"x#Validation"}\n'),
+    );
+    expect(await post(clientOf(server.port))).toMatchObject({
+      status: 400,
+      body: '{"__type":"x#Validation"}\n',
+    });
+  });
+
+  it('does not reuse a socket whose answer said Connection: close, nor one framed by the end of the connection', async () => {
+    const server = await fake((socket, n) => {
+      if (n === 1) socket.write(OK('{}', 'connection: close\r\n'));
+      else socket.end('HTTP/1.1 200 OK\r\n\r\n{"framed":"by close"}');
+    });
+    const client = clientOf(server.port);
+    await post(client);
+    expect((await post(client)).body).toBe('{"framed":"by close"}');
+    await post(client).catch(() => undefined);
+    expect(server.connections.length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('opens a new socket when the server closed the idle one', async () => {
+    const server = await fake((socket) => socket.write(OK('{}')));
+    const client = clientOf(server.port);
+    await post(client);
+    const closed = new Promise((done) => server.connections[0]?.once('close', done));
+    server.connections[0]?.destroy();
+    await closed;
+    await new Promise((done) => setImmediate(done));
+    expect((await post(client)).body).toBe('{}');
+    expect(server.connections).toHaveLength(2);
+  });
+
+  it('drops a socket that sends bytes nobody asked for, and the next call uses a new one', async () => {
+    const server = await fake((socket) => {
+      socket.write(OK('{}'));
+      setTimeout(() => socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}'), 20);
+    });
+    const client = clientOf(server.port);
+    await post(client);
+    await new Promise((done) => server.connections[0]?.once('close', done));
+    await post(client);
+    expect(server.connections).toHaveLength(2);
+  });
+
+  it.each([
+    ['not HTTP', 'SSH-2.0-OpenSSH\r\n\r\n', 'not an HTTP/1.1 answer'],
+    ['a header line without a colon', 'HTTP/1.1 200 OK\r\nbroken\r\n\r\n', 'malformed header line'],
+    ['a non-numeric length', 'HTTP/1.1 200 OK\r\ncontent-length: 1e3\r\n\r\n', 'invalid content-length'],
+    [
+      'two different lengths',
+      'HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}',
+      'invalid content-length',
+    ],
+    ['a length past 16 MiB', 'HTTP/1.1 200 OK\r\ncontent-length: 99999999\r\n\r\n', 'answer too large'],
+    ['an encoding it cannot read', 'HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n', 'unsupported'],
+    ['more bytes than announced', 'HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}{}', 'more bytes'],
+    ['a bad chunk size', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n', 'malformed chunked'],
+    [
+      'a chunk without its CRLF',
+      'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n',
+      'malformed chunked',
+    ],
+  ])('fails %s as a protocol error and drops the socket', async (_name, bytes, message) => {
+    const server = await fake((socket) => socket.write(bytes));
+    const client = clientOf(server.port);
+    const error = await failureOf(post(client));
+    expect(error.kind).toBe('protocol');
+    expect(error.message).toContain(message);
+    await new Promise((done) => server.connections[0]?.once('close', done));
+  });
+
+  it('fails a head that never ends past 64 KiB, without waiting for more', async () => {
+    const server = await fake((socket) => socket.write(`HTTP/1.1 200 OK\r\nx: ${'a'.repeat(70_000)}`));
+    const error = await failureOf(
+      post(clientOf(server.port, {}, { connectTimeoutMs: 500, silenceMs: 5_000 })),
+    );
+    expect([error.kind, error.message]).toEqual(['protocol', 'answer head too large']);
+  });
+
+  it('fails an answer cut off mid-body as a network error', async () => {
+    const server = await fake((socket) => socket.end('HTTP/1.1 200 OK\r\ncontent-length: 50\r\n\r\n{"cut'));
+    const error = await failureOf(post(clientOf(server.port)));
+    expect(error.kind).toBe('network');
+  });
+
+  it('fails a silent server after silenceMs, and a caller time limit before it', async () => {
+    const server = await fake(() => {});
+    const silent = await failureOf(post(clientOf(server.port)));
+    expect(silent.kind).toBe('silence');
+    const started = Date.now();
+    const limited = await failureOf(post(clientOf(server.port), '{}', 50));
+    expect(limited.kind).toBe('time-limit');
+    expect(Date.now() - started).toBeLessThan(300);
+  });
+
+  it('fails a refused connection as a network error', async () => {
+    const closed = createServer();
+    await new Promise<void>((done) => closed.listen(0, '127.0.0.1', done));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise((done) => closed.close(done));
+    const error = await failureOf(post(clientOf(port)));
+    expect(error.kind).toBe('network');
+  });
+});
+
+describe('the exchange over TLS', () => {
+  let key = '';
+  let cert = '';
+  beforeAll(() => {
+    const dir = mkdtempSync(join(tmpdir(), 'http1-tls-'));
+    try {
+      execFileSync(
+        'openssl',
+        [
+          ...['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'],
+          ...['-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1'],
+          ...['-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
+        ],
+        { stdio: 'ignore' },
+      );
+      key = readFileSync(join(dir, 'key.pem'), 'utf8');
+      cert = readFileSync(join(dir, 'cert.pem'), 'utf8');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('reads answers over a verified TLS connection and keeps it', async () => {
+    const server = await fake((socket, n) => socket.write(OK(`{"n":${n}}`)), { key, cert });
+    const client = clientOf(server.port, { protocol: 'https:', ca: cert });
+    expect((await post(client)).body).toBe('{"n":1}');
+    expect((await post(client)).body).toBe('{"n":2}');
+    expect(server.connections).toHaveLength(1);
+  });
+
+  it('refuses a server whose certificate it cannot verify', async () => {
+    const server = await fake((socket) => socket.write(OK('{}')), { key, cert });
+    const error = await failureOf(post(clientOf(server.port, { protocol: 'https:' })));
+    expect(error.kind).toBe('network');
+    expect(server.requests).toHaveLength(0);
+  });
+
+  it('gives up on a handshake that never completes after connectTimeoutMs', async () => {
+    // A plain TCP server that accepts and says nothing: the TLS handshake never ends.
+    const server = await fake(() => {});
+    const error = await failureOf(
+      post(clientOf(server.port, { protocol: 'https:' }, { connectTimeoutMs: 200, silenceMs: 5_000 })),
+    );
+    expect(error.kind).toBe('connect-timeout');
+  });
+});
+
+describe('a chunked body', () => {
+  it('is read across any split of its bytes', () => {
+    const bytes = Buffer.from('4\r\nWiki\r\n6;x=y\r\npedia \r\nE\r\nin \r\n\r\nchunks.\r\n0\r\nT: 1\r\n\r\n');
+    for (let cut = 1; cut < bytes.length; cut++) {
+      const body = new ChunkedBody();
+      const first = body.push(bytes.subarray(0, cut));
+      expect(first).toBe('more');
+      expect(body.push(bytes.subarray(cut))).toBe('done');
+      expect(body.bytes().toString()).toBe('Wikipedia in \r\n\r\nchunks.');
+    }
+  });
+});
