@@ -75,6 +75,8 @@ interface Connection {
 
 export class Http1Client {
   private readonly idle: Connection[] = [];
+  /** The last TLS session the origin gave, to resume on the next connection (as node:https's agent does). */
+  private tlsSession: Buffer | undefined;
 
   constructor(
     private readonly origin: Http1Origin,
@@ -157,6 +159,9 @@ export class Http1Client {
             ...(isIP(hostname) ? {} : { servername: hostname }),
             ALPNProtocols: ['http/1.1'],
             ...(ca ? { ca } : {}),
+            ...(this.tlsSession ? { session: this.tlsSession } : {}),
+          }).on('session', (session: Buffer) => {
+            this.tlsSession = session;
           })
         : netConnect({ host: hostname, port: port ?? 80 });
     socket.setNoDelay(true);

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createServer as createTlsServer } from 'node:tls';
+import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ChunkedBody, Http1Client, Http1Error } from '../../../functions/adapters/dynamodb/http1.js';
 
@@ -264,6 +264,15 @@ describe('the exchange over TLS', () => {
     expect((await post(client)).body).toBe('{"n":1}');
     expect((await post(client)).body).toBe('{"n":2}');
     expect(server.connections).toHaveLength(1);
+  });
+
+  it('resumes its TLS session on a new connection', async () => {
+    const server = await fake((socket) => socket.end(OK('{}', 'connection: close\r\n')), { key, cert });
+    const client = clientOf(server.port, { protocol: 'https:', ca: cert });
+    await post(client);
+    await post(client);
+    expect(server.connections).toHaveLength(2);
+    expect((server.connections[1] as TLSSocket).isSessionReused()).toBe(true);
   });
 
   it('refuses a server whose certificate it cannot verify', async () => {
