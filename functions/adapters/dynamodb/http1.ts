@@ -38,11 +38,15 @@ export class Http1Error extends Error {
   constructor(
     readonly kind: Http1FailureKind,
     message: string,
-    options?: ErrorOptions,
+    options?: ErrorOptions & { nothingRead?: boolean },
   ) {
     super(message, options);
     this.name = 'Http1Error';
+    this.nothingRead = options?.nothingRead ?? false;
   }
+
+  /** The exchange failed before a byte of its answer arrived. */
+  readonly nothingRead: boolean;
 }
 
 /**
@@ -86,11 +90,34 @@ export class Http1Client {
   /**
    * Sends `head` (the request line and headers, ending in an empty line) and `body` in one write, and
    * resolves with the answer; `timeLimitMs` (if finite) abandons the exchange, as `time-limit`.
+   *
+   * A kept-alive socket may have been closed by the server while it sat idle (an instance thawed after
+   * minutes, say) without this process having read the close yet: if it fails before a byte of answer
+   * arrives, the request goes again at once on a new connection, without the caller's backoff. The
+   * request may have reached the server; the calls it carries are safe to repeat (reads, and a
+   * settlement conditioned on its generation's ledger entry not existing yet).
    */
   async post(head: string, body: string, timeLimitMs = Number.POSITIVE_INFINITY): Promise<Http1Answer> {
     const started = Date.now();
-    const connection = this.takeIdle() ?? (await this.connect(timeLimitMs));
-    const left = timeLimitMs - (Date.now() - started);
+    const reused = this.takeIdle();
+    if (reused) {
+      try {
+        return await this.exchange(reused, head, body, timeLimitMs);
+      } catch (error) {
+        if (!(error instanceof Http1Error && error.kind === 'network' && error.nothingRead)) throw error;
+        this.close(); // the other idle sockets are as old
+      }
+    }
+    const connection = await this.connect(timeLimitMs - (Date.now() - started));
+    return this.exchange(connection, head, body, timeLimitMs - (Date.now() - started));
+  }
+
+  private exchange(
+    connection: Connection,
+    head: string,
+    body: string,
+    timeLimitMs: number,
+  ): Promise<Http1Answer> {
     return new Promise<Http1Answer>((resolve, reject) => {
       const exchange = new Exchange(
         (answer, reusable) => {
@@ -104,7 +131,7 @@ export class Http1Client {
           connection.socket.destroy();
           reject(error);
         },
-        left,
+        timeLimitMs,
       );
       connection.exchange = exchange;
       connection.socket.setTimeout(this.timeouts.silenceMs);
@@ -215,6 +242,8 @@ class Exchange {
   private body: BodyReader | undefined;
   private readonly timer: NodeJS.Timeout | undefined;
   private settled = false;
+  /** An interim (1xx) answer was read and skipped. */
+  private skippedInterim = false;
   /** Told of a complete answer before the caller is (for the diagnostics channel's record). */
   onAnswered: (() => void) | undefined;
 
@@ -252,7 +281,8 @@ class Exchange {
     if (this.settled) return;
     this.settled = true;
     clearTimeout(this.timer);
-    this.onFailure(new Http1Error(kind, message, cause ? { cause } : undefined));
+    const nothingRead = this.body === undefined && this.head.length === 0 && !this.skippedInterim;
+    this.onFailure(new Http1Error(kind, message, { ...(cause ? { cause } : {}), nothingRead }));
   }
 
   private answer(body: Buffer, reusable = this.keepAlive): void {
@@ -283,6 +313,7 @@ class Exchange {
       this.status = Number(status[1]);
       if (this.status < 200) {
         this.head = rest;
+        this.skippedInterim = true;
         continue;
       }
       const problem = this.readHeaders(lines);

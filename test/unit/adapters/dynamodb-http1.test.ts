@@ -163,6 +163,34 @@ describe('the HTTP/1.1 exchange of the direct DynamoDB calls', () => {
     expect(server.connections).toHaveLength(2);
   });
 
+  it('sends again at once on a new connection when a kept-alive socket fails before any answer', async () => {
+    // The server closed the idle socket without this process having read the close yet (a thawed
+    // instance): the request dies unanswered on it.
+    const server = await fake((socket, n) => {
+      if (n === 2) socket.destroy();
+      else socket.write(OK(`{"n":${n}}`));
+    });
+    const client = clientOf(server.port);
+    await post(client);
+    expect((await post(client)).body).toBe('{"n":3}');
+    expect(server.connections).toHaveLength(2);
+  });
+
+  it('does not send again once an answer has begun, nor on a socket it just opened', async () => {
+    const server = await fake((socket, n) => {
+      if (n === 1) socket.write(OK('{}'));
+      else if (n === 2) socket.end('HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n{"');
+      else socket.destroy();
+    });
+    const client = clientOf(server.port);
+    await post(client);
+    expect((await failureOf(post(client))).kind).toBe('network');
+    expect(server.requests).toHaveLength(2);
+    const fresh = await failureOf(post(client));
+    expect([fresh.kind, fresh.nothingRead]).toEqual(['network', true]);
+    expect(server.requests).toHaveLength(3);
+  });
+
   it('drops a socket that sends bytes nobody asked for, and the next call uses a new one', async () => {
     const server = await fake((socket) => {
       socket.write(OK('{}'));
