@@ -64,6 +64,7 @@ export interface Http1Exchange {
 export const HTTP1_START = 'hosted-model-api.http1.request.start';
 const startChannel = channel(HTTP1_START);
 
+const MAX_TIMER_MS = 2 ** 31 - 1;
 const MAX_HEAD_BYTES = 64 * 1024;
 const MAX_BODY_BYTES = 16 * 1024 * 1024;
 /** Idle sockets kept for reuse; more are closed (a function instance makes one call at a time). */
@@ -253,7 +254,11 @@ class Exchange {
     timeLimitMs: number,
   ) {
     if (Number.isFinite(timeLimitMs))
-      this.timer = setTimeout(() => this.fail('time-limit', 'time limit passed'), Math.max(0, timeLimitMs));
+      this.timer = setTimeout(
+        () => this.fail('time-limit', 'time limit passed'),
+        // Node fires a timer of more than 2^31 - 1 ms after 1 ms instead: such a limit is no limit.
+        Math.min(Math.max(0, timeLimitMs), MAX_TIMER_MS),
+      );
   }
 
   read(chunk: Buffer): void {

@@ -254,6 +254,11 @@ describe('the HTTP/1.1 exchange of the direct DynamoDB calls', () => {
     expect(Date.now() - started).toBeLessThan(300);
   });
 
+  it('waits for an answer under a time limit too large for a Node timer (which would fire at once)', async () => {
+    const server = await fake((socket) => setTimeout(() => socket.write(OK('{}')), 30));
+    expect((await post(clientOf(server.port), '{}', 2 ** 32)).body).toBe('{}');
+  });
+
   it('fails a refused connection as a network error', async () => {
     const closed = createServer();
     await new Promise<void>((done) => closed.listen(0, '127.0.0.1', done));
