@@ -95,8 +95,10 @@ export class Http1Client {
    * A kept-alive socket may have been closed by the server while it sat idle (an instance thawed after
    * minutes, say) without this process having read the close yet: if it fails before a byte of answer
    * arrives, the request goes again at once on a new connection, without the caller's backoff. The
-   * request may have reached the server; the calls it carries are safe to repeat (reads, and a
-   * settlement conditioned on its generation's ledger entry not existing yet).
+   * request may have reached the server; the calls it carries are safe to repeat: reads, and a
+   * settlement whose ClientRequestToken answers a repeat of a committed transaction as its success
+   * without applying it again, and whose ledger entry must not exist yet
+   * (test/integration/settlement-resend.test.ts).
    */
   async post(head: string, body: string, timeLimitMs = Number.POSITIVE_INFINITY): Promise<Http1Answer> {
     const started = Date.now();
