@@ -1,6 +1,10 @@
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { closeSync, constants as fsConstants, mkdtempSync, open, openSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
-import { createGunzip, gunzipSync } from 'node:zlib';
+import { constants, createGunzip, gunzipSync } from 'node:zlib';
 import type { Request } from '@middy/core';
 import { describe, expect, it } from 'vitest';
 import {
@@ -81,6 +85,44 @@ describe('gzipStream', () => {
     const bytes = await compressed;
     expect(gunzipSync(bytes).toString()).toBe(text);
     expect(bytes.length).toBeLessThan(Buffer.byteLength(text) / 5);
+  });
+
+  it("compresses each write on the writer's thread: a busy thread pool does not hold events back", async () => {
+    // Every thread of libuv's pool is made to wait in open(2) on a FIFO nobody writes to, as a
+    // slow DNS lookup or file read would hold it; node:zlib's stream compresses on that pool.
+    const dir = mkdtempSync(join(tmpdir(), 'pool-'));
+    const poolSize = Number(process.env.UV_THREADPOOL_SIZE ?? 4);
+    const fifos = Array.from({ length: poolSize }, (_, i) => join(dir, `fifo-${i}`));
+    for (const fifo of fifos) expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    const held = fifos.map(
+      (fifo) =>
+        new Promise<number>((done, fail) => open(fifo, 'r', (error, fd) => (error ? fail(error) : done(fd)))),
+    );
+    try {
+      const source = new PassThrough();
+      const segments: Buffer[] = [];
+      gzipStream(source).on('data', (segment: Buffer) => segments.push(segment));
+      for (let i = 0; i < 3; i++) source.write(chunk(i));
+      // A member's start, flushed: readable as far as it goes.
+      const decoded = () =>
+        gunzipSync(Buffer.concat(segments), { finishFlush: constants.Z_SYNC_FLUSH }).toString();
+      await expect.poll(decoded, { timeout: 2_000, interval: 5 }).toBe(chunk(0) + chunk(1) + chunk(2));
+    } finally {
+      // Releases the pool: a writer's open ends each reader's wait.
+      for (const fifo of fifos) closeSync(openSync(fifo, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK));
+      for (const fd of await Promise.all(held)) closeSync(fd);
+      rmSync(dir, { recursive: true });
+    }
+  });
+
+  it('fails when its source fails', async () => {
+    const source = new PassThrough();
+    const gz = gzipStream(source);
+    const failed = new Promise((done) => gz.once('error', done));
+    source.write(chunk(1));
+    source.destroy(new Error('upstream lost'));
+    expect(await failed).toMatchObject({ message: 'upstream lost' });
+    expect(gz.destroyed).toBe(true);
   });
 });
 
