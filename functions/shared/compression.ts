@@ -8,7 +8,7 @@
  *
  * A stream is compressed with a sync flush after every write: each SSE event (and each keep-alive
  * comment) leaves as a complete deflate block, so compression never holds an event back and never
- * leaves CloudFront's origin read timeout without bytes. The compressor keeps its 32 KiB window
+ * leaves CloudFront's origin read timeout without bytes. The compressor keeps its window (below)
  * across events, so the repeated envelope costs a few bytes per chunk. A string body (a JSON reply)
  * is compressed in one go when it is large enough to gain.
  *
