@@ -1,0 +1,150 @@
+/**
+ * `npx tsx bench/relay-layers.ts`: CPU per event of a paced stream, layer by layer, in one process
+ * on Node 22 when scripts/install-lambda-runtime.sh has installed it. The upstream is a node:http
+ * server in another process sending a chunked event stream of 300 chunks, one every 5 ms (one event
+ * per packet, as a model streams); each way reads it over a kept-alive connection and writes what it
+ * has to a counting sink:
+ *
+ * - floor: the response's pieces written as they come (what a bare proxy does);
+ * - body: read through UpstreamBody (adapters/upstream-body.ts);
+ * - events: through UpstreamEvents too (SSE parsing, each event's JSON parsed and checked);
+ * - relay: through the relay (completions/relay.ts: the rewrite, one write per packet);
+ * - relay+gzip: and its output through gzipStream (shared/compression.ts), as a client asking gzip gets it.
+ *
+ * CPU is process.cpuUsage from the first piece to the sink's end; the ways take turns, STREAMS (12)
+ * streams each after one unmeasured. Prints each way's median and lowest, in microseconds per event.
+ * No function runtime, no billing: the layers' own share of a paced event.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { Agent, type IncomingMessage, request } from 'node:http';
+import { type Readable, Writable } from 'node:stream';
+import { UpstreamBody } from '../functions/adapters/upstream-body.js';
+import { UpstreamEvents } from '../functions/adapters/upstream-events.js';
+import { relay } from '../functions/completions/relay.js';
+import { usageForClient } from '../functions/core/usage.js';
+import { gzipStream } from '../functions/shared/compression.js';
+import { NODE22, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
+
+if (!process.version.startsWith('v22') && runtimeInstalled()) {
+  const run = spawnSync(NODE22, ['--import', 'tsx', ...process.argv.slice(1)], { stdio: 'inherit' });
+  process.exit(run.status ?? 1);
+}
+
+const EVENTS = 300;
+const GAP_MS = 5;
+const STREAMS = Number(process.env.STREAMS ?? 12);
+
+const UPSTREAM = `
+const http = require('node:http');
+const event = (i) => 'data: ' + JSON.stringify({ id: 'chatcmpl-0123456789abcdef', object: 'chat.completion.chunk', created: 1767225600, model: 'sim-fast', system_fingerprint: 'fp_simulator', choices: [{ index: 0, delta: { content: ' word' + (i % 97) }, logprobs: null, finish_reason: null }] }) + '\\n\\n';
+const server = http.createServer((req, res) => {
+  req.resume();
+  req.on('end', () => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    let i = 0;
+    const tick = () => {
+      if (i === ${EVENTS}) { res.end('data: [DONE]\\n\\n'); return; }
+      res.write(event(i++));
+      setTimeout(tick, ${GAP_MS});
+    };
+    tick();
+  });
+});
+server.keepAliveTimeout = 60000;
+server.listen(0, '127.0.0.1', () => console.log(server.address().port));
+`;
+
+const upstream: ChildProcess = spawn(process.execPath, ['-e', UPSTREAM], {
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
+const port = await new Promise<number>((resolve) =>
+  upstream.stdout?.once('data', (line: Buffer) => resolve(Number(line.toString().trim()))),
+);
+const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+
+function open(): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/', agent }, resolve);
+    req.on('error', reject);
+    req.end('{}');
+  });
+}
+
+/** Runs one stream through `consume`; CPU per event from the response's first piece to the sink's end. */
+async function measured(consume: (response: IncomingMessage, sink: Writable) => Promise<void> | void) {
+  const response = await open();
+  let start: NodeJS.CpuUsage | undefined;
+  response.once('data', () => {
+    start ??= process.cpuUsage();
+  });
+  const sink = new Writable({
+    write(_piece, _encoding, done) {
+      done();
+    },
+  });
+  const finished = new Promise((resolve) => sink.on('finish', resolve));
+  await consume(response, sink);
+  await finished;
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / EVENTS;
+}
+
+function relayed(response: IncomingMessage): Readable {
+  return relay({
+    events: new UpstreamEvents(new UpstreamBody(response, 10_000_000), 1024 * 1024),
+    generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
+    tier: 'svc-fast',
+    created: 1_767_225_600,
+    keepAliveMs: 10_000,
+    idleTimeoutMs: 5_000,
+    abortUpstream: () => {},
+    settle: async () =>
+      usageForClient({ promptTokens: 500, completionTokens: EVENTS, cachedTokens: 0 }, '0.0001'),
+  });
+}
+
+const ways: Record<string, () => Promise<number>> = {
+  floor: () =>
+    measured((response, sink) => {
+      response.on('data', (piece: Buffer) => sink.write(piece));
+      response.on('end', () => sink.end());
+    }),
+  body: () =>
+    measured(async (response, sink) => {
+      const body = new UpstreamBody(response, 10_000_000);
+      for (let piece = await body.read(5_000); piece !== null; piece = await body.read(5_000))
+        if (piece !== 'timeout') sink.write(piece);
+      sink.end();
+    }),
+  events: () =>
+    measured(async (response, sink) => {
+      const events = new UpstreamEvents(new UpstreamBody(response, 10_000_000), 1024 * 1024);
+      for (;;) {
+        const event = await events.next(5_000);
+        if (event === 'timeout' || event.kind !== 'chunk') break;
+        sink.write(String(event.chunk.choices.length));
+      }
+      sink.end();
+    }),
+  relay: () => measured((response, sink) => void relayed(response).pipe(sink)),
+  'relay+gzip': () => measured((response, sink) => void gzipStream(relayed(response)).pipe(sink)),
+};
+
+const results: Record<string, number[]> = Object.fromEntries(Object.keys(ways).map((name) => [name, []]));
+for (const way of Object.values(ways)) await way(); // warm-up, unmeasured
+for (let i = 0; i < STREAMS; i++)
+  for (const [name, way] of Object.entries(ways)) results[name]?.push(await way());
+upstream.kill();
+agent.destroy();
+
+console.log(
+  `node ${process.version}; ${STREAMS} streams of ${EVENTS} events ${GAP_MS} ms apart per way, in turn`,
+);
+console.log('| way | us of CPU per event, median | lowest |');
+console.log('|---|---|---|');
+for (const [name, runs] of Object.entries(results)) {
+  const sorted = [...runs].sort((a, b) => a - b);
+  console.log(
+    `| ${name} | ${(sorted[Math.floor(sorted.length / 2)] ?? 0).toFixed(0)} | ${(sorted[0] ?? 0).toFixed(0)} |`,
+  );
+}

@@ -1,0 +1,140 @@
+/**
+ * The hand-checked text chunk (textChunk) against the schema it shortcuts: over generated upstream
+ * chunks, whatever it accepts the schema accepts too, as the same value with the same key order (the
+ * bytes the client gets), and what it declines is left to the schema. It must also accept the chunks
+ * most of a stream is made of, or it saves nothing.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { chunkBySchema, parseChunkData, textChunk } from '../../../functions/core/upstream-reply.js';
+
+const junk = fc.oneof(
+  fc.constant(null),
+  fc.integer(),
+  fc.string({ maxLength: 5 }),
+  fc.constant([]),
+  fc.constant({}),
+);
+/** Mostly what an upstream sends, now and then anything else. */
+const mostly = <T>(usual: fc.Arbitrary<T>) =>
+  fc.oneof({ arbitrary: usual, weight: 6 }, { arbitrary: junk as fc.Arbitrary<unknown>, weight: 1 });
+/** Mostly absent (JSON drops an undefined field), now and then present. */
+const rarely = <T>(value: fc.Arbitrary<T>) =>
+  fc.oneof(
+    { arbitrary: fc.constant(undefined), weight: 6 },
+    { arbitrary: value as fc.Arbitrary<unknown>, weight: 1 },
+  );
+const text = mostly(fc.oneof(fc.string({ maxLength: 12 }), fc.constant(null)));
+
+const delta = fc.record(
+  {
+    role: mostly(fc.constantFrom('assistant', 'developer', 'system', 'user', 'tool', 'bot', '')),
+    content: text,
+    refusal: text,
+    reasoning: text,
+    reasoning_content: text,
+    tool_calls: rarely(
+      fc.oneof(
+        fc.constant([{ index: 0, id: 'call_1', type: 'function', function: { name: 'f', arguments: '{' } }]),
+        junk,
+      ),
+    ),
+    annotations: rarely(fc.oneof(fc.constant([]), junk)),
+    reasoning_details: rarely(fc.oneof(fc.constant([{ type: 'reasoning.text', text: 'x' }]), junk)),
+    function_call: rarely(fc.oneof(fc.constant({ name: 'f' }), junk)),
+    provider_private: junk,
+  },
+  { requiredKeys: [] },
+);
+
+const choice = fc.record(
+  {
+    index: mostly(fc.oneof(fc.integer({ min: -2, max: 1_030 }), fc.constantFrom(0.5, '0', null, 2 ** 53))),
+    delta: mostly(delta),
+    logprobs: fc.oneof(fc.constant(null), rarely(fc.oneof(fc.constant({ content: null }), junk))),
+    finish_reason: mostly(
+      fc.constantFrom(null, 'stop', 'length', 'tool_calls', 'end_turn', 'x'.repeat(32), 'x'.repeat(33)),
+    ),
+    native_finish_reason: junk,
+  },
+  { requiredKeys: [] },
+);
+
+const chunk = fc.record(
+  {
+    id: fc.string({ maxLength: 8 }),
+    object: fc.constant('chat.completion.chunk'),
+    choices: mostly(
+      fc.oneof(
+        { arbitrary: fc.array(choice, { minLength: 1, maxLength: 1 }), weight: 4 },
+        { arbitrary: fc.array(choice, { maxLength: 3 }), weight: 1 },
+      ),
+    ),
+    system_fingerprint: mostly(fc.oneof(fc.string({ maxLength: 8 }), fc.constant('f'.repeat(257)))),
+    service_tier: mostly(fc.constantFrom('default', 'auto', 'flex', 'x'.repeat(33))),
+    usage: rarely(fc.oneof(fc.constant({ prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 }), junk)),
+    provider: junk,
+  },
+  { requiredKeys: [] },
+);
+
+describe('textChunk against ChunkSchema (property)', () => {
+  it('accepts only what the schema accepts, as the same value in the same key order', () => {
+    let accepted = 0;
+    fc.assert(
+      fc.property(chunk, (generated) => {
+        // As an upstream's bytes arrive: through JSON.
+        const json = JSON.parse(JSON.stringify(generated)) as Record<string, unknown>;
+        const fast = textChunk(json);
+        if (fast === undefined) return;
+        accepted += 1;
+        const bySchema = chunkBySchema(json);
+        expect(bySchema).toStrictEqual(fast);
+        expect(JSON.stringify(fast)).toBe(JSON.stringify(bySchema));
+      }),
+      { numRuns: 5_000 },
+    );
+    // Not vacuous: some 4% of the generated chunks (about 200) take the short way and are compared.
+    expect(accepted).toBeGreaterThan(100);
+  });
+
+  it.each([
+    [
+      'a content chunk',
+      { choices: [{ index: 0, delta: { content: ' word' }, logprobs: null, finish_reason: null }] },
+    ],
+    [
+      'the first chunk',
+      {
+        choices: [
+          { index: 0, delta: { role: 'assistant', content: '', refusal: null }, finish_reason: null },
+        ],
+      },
+    ],
+    [
+      'the finish chunk',
+      { choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], system_fingerprint: 'fp_1' },
+    ],
+    [
+      'a reasoning chunk',
+      { choices: [{ delta: { reasoning: 'hm', content: null } }], service_tier: 'default' },
+    ],
+  ])('takes %s the short way, as the schema reads it', (_name, body) => {
+    const fast = textChunk(body);
+    expect(fast).toBeDefined();
+    expect(fast).toStrictEqual(chunkBySchema(body));
+  });
+
+  it('leaves tool calls, logprobs and several choices to the schema, which parseChunkData then uses', () => {
+    const calls = {
+      choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"a"' } }] } }],
+    };
+    const withLogprobs = { choices: [{ delta: { content: 'a' }, logprobs: { content: [] } }] };
+    const two = { choices: [{ delta: { content: 'a' } }, { index: 1, delta: { content: 'b' } }] };
+    for (const body of [calls, withLogprobs, two]) {
+      expect(textChunk(body)).toBeUndefined();
+      const event = parseChunkData(JSON.stringify(body));
+      expect(event).toStrictEqual({ kind: 'chunk', chunk: chunkBySchema(body), usage: undefined });
+    }
+  });
+});
