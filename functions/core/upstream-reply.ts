@@ -180,8 +180,17 @@ export function chunkBySchema(json: unknown): UpstreamChunk | { invalid: string 
 
 const ROLES: ReadonlySet<unknown> = new Set(Delta.shape.role.unwrap().options);
 const TEXT_FIELDS = ['content', 'refusal', 'reasoning', 'reasoning_content'] as const;
-/** The delta's fields that are not plain text: a delta with any of them goes through the schema. */
-const STRUCTURED_DELTA_FIELDS = ['reasoning_details', 'annotations', 'tool_calls', 'function_call'] as const;
+/**
+ * The schemas' other fields, read from the schemas themselves (tool calls, annotations...; a field
+ * added to a schema later joins them): a chunk with any of them goes through the schema.
+ */
+const otherFields = (shape: object, handled: readonly string[]) =>
+  Object.keys(shape).filter((field) => !handled.includes(field));
+const OTHER_DELTA_FIELDS = otherFields(Delta.shape, ['role', ...TEXT_FIELDS]);
+const OTHER_CHOICE_FIELDS = otherFields(ChunkChoice.shape, ['index', 'delta', 'logprobs', 'finish_reason']);
+const OTHER_CHUNK_FIELDS = otherFields(ChunkSchema.shape, ['choices', 'system_fingerprint', 'service_tier']);
+const hasAny = (record: Record<string, unknown>, fields: readonly string[]) =>
+  fields.some((field) => record[field] !== undefined);
 
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -201,12 +210,12 @@ const isShortString = (value: unknown, max: number): value is string =>
  */
 export function textChunk(json: Record<string, unknown>): UpstreamChunk | undefined {
   const { choices, system_fingerprint, service_tier } = json;
-  if (!Array.isArray(choices) || choices.length !== 1) return undefined;
+  if (!Array.isArray(choices) || choices.length !== 1 || hasAny(json, OTHER_CHUNK_FIELDS)) return undefined;
   if (system_fingerprint !== undefined && !isShortString(system_fingerprint, 256)) return undefined;
   if (service_tier !== undefined && service_tier !== null && !isShortString(service_tier, 32))
     return undefined;
   const choice: unknown = choices[0];
-  if (!isRecord(choice)) return undefined;
+  if (!isRecord(choice) || hasAny(choice, OTHER_CHOICE_FIELDS)) return undefined;
   const { index, delta, logprobs, finish_reason } = choice;
   if (
     index !== undefined &&
@@ -219,7 +228,7 @@ export function textChunk(json: Record<string, unknown>): UpstreamChunk | undefi
   if (delta !== undefined && !isRecord(delta)) return undefined;
   const out: ReplyDelta = {};
   if (delta) {
-    for (const field of STRUCTURED_DELTA_FIELDS) if (delta[field] !== undefined) return undefined;
+    if (hasAny(delta, OTHER_DELTA_FIELDS)) return undefined;
     if (delta.role !== undefined) {
       if (!ROLES.has(delta.role)) return undefined;
       out.role = delta.role as NonNullable<ReplyDelta['role']>;
