@@ -11,7 +11,7 @@
  * is never silent for longer than `keepAliveMs` (CloudFront's origin read timeout applies between
  * packets): an SSE comment goes out whenever nothing else has.
  */
-import { PassThrough, type Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { BodyTooLargeError } from '../adapters/upstream-body.js';
 import type { UpstreamEvents } from '../adapters/upstream-events.js';
@@ -63,14 +63,17 @@ export interface RelayOptions {
 const CHUNKS_PER_TOKEN = 4;
 
 export function relay(options: RelayOptions): Readable {
-  const out = new PassThrough();
+  // Pushed, not written: the relay never waits for its reader (above), so a stream with a writable
+  // side (a PassThrough) would only add its write bookkeeping and a tick per write.
+  const out = new Readable({ read() {} });
+  let ended = false;
   // What is written while one upstream packet is handled leaves as one write (one gzip segment, one
   // write to the response stream): a packet often carries several events, and the first chunk
   // follows the opening keep-alive at once. The write goes out once the promise jobs of that packet
   // have run (process.nextTick runs after them), without waiting for another turn of the event loop.
   let pending = '';
   const flush = () => {
-    if (pending && !out.destroyed && !out.writableEnded) out.write(pending);
+    if (pending && !out.destroyed && !ended) out.push(pending);
     pending = '';
   };
   const write = (text: string) => {
@@ -79,7 +82,8 @@ export function relay(options: RelayOptions): Readable {
   };
   void pump(options, write).finally(() => {
     flush();
-    if (!out.destroyed && !out.writableEnded) out.end();
+    ended = true;
+    if (!out.destroyed) out.push(null);
   });
   return out;
 }

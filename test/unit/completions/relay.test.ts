@@ -36,11 +36,11 @@ async function run(
   });
   // Counted from here: the relay's first write comes after this turn of the event loop.
   let writes = 0;
-  const counted = out as unknown as { write: (chunk: unknown) => boolean };
-  const write = counted.write.bind(out);
-  counted.write = (chunk) => {
-    writes += 1;
-    return write(chunk);
+  const counted = out as unknown as { push: (chunk: unknown) => boolean };
+  const push = counted.push.bind(out);
+  counted.push = (chunk) => {
+    if (chunk !== null) writes += 1; // null is the end
+    return push(chunk);
   };
   let text = '';
   for await (const part of out) text += part.toString();
