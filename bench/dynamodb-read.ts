@@ -7,7 +7,6 @@
  * back and with 20 ms idle between calls (as an instance between invocations, when caches are cold),
  * the ways interleaved in each of 5 rounds. `npx tsx bench/dynamodb-read.ts`
  */
-import { spawnSync } from 'node:child_process';
 import { Agent, request } from 'node:http';
 import { BatchGetItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SignatureV4 } from '@smithy/signature-v4';
@@ -15,14 +14,11 @@ import { DynamoStore } from '../functions/adapters/dynamodb/index.js';
 import { DynamoWire } from '../functions/adapters/dynamodb/wire.js';
 import { hashKey } from '../functions/core/auth.js';
 import { createAccount, createKey } from '../lib/admin/operations.js';
-import { NODE22, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
 import { ensureTables, localClient, startDynamoLocal } from '../lib/local/dynamodb-local.js';
 import { localTableNames } from '../lib/local/stack.js';
+import { runOnNode22 } from './on-node22.js';
 
-if (!process.version.startsWith('v22') && runtimeInstalled()) {
-  const run = spawnSync(NODE22, ['--import', 'tsx', ...process.argv.slice(1)], { stdio: 'inherit' });
-  process.exit(run.status ?? 1);
-}
+runOnNode22();
 
 const CALLS = 2_000;
 const PACED_CALLS = 300;

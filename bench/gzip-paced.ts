@@ -11,17 +11,13 @@
  * CPU is process.cpuUsage (all threads, the pool's too) over the stream's writes. The three run in
  * turn, 15 rounds; prints each way's median and range in microseconds per event, and its bytes.
  */
-import { spawnSync } from 'node:child_process';
 import { PassThrough, type Readable, Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { constants, createGzip } from 'node:zlib';
 import { GZIP_OPTIONS, gzipStream } from '../functions/shared/compression.js';
-import { NODE22, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
+import { runOnNode22 } from './on-node22.js';
 
-if (!process.version.startsWith('v22') && runtimeInstalled()) {
-  const run = spawnSync(NODE22, ['--import', 'tsx', ...process.argv.slice(1)], { stdio: 'inherit' });
-  process.exit(run.status ?? 1);
-}
+runOnNode22();
 
 const EVENTS = 300;
 const GAP_MS = 3;

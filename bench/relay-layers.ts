@@ -15,7 +15,6 @@
  * streams each after one unmeasured. Prints each way's median and lowest, in microseconds per event.
  * No function runtime, no billing: the layers' own share of a paced event.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { Agent, type IncomingMessage, request } from 'node:http';
 import { type Readable, Writable } from 'node:stream';
 import { UpstreamBody } from '../functions/adapters/upstream-body.js';
@@ -23,43 +22,17 @@ import { UpstreamEvents } from '../functions/adapters/upstream-events.js';
 import { relay } from '../functions/completions/relay.js';
 import { usageForClient } from '../functions/core/usage.js';
 import { gzipStream } from '../functions/shared/compression.js';
-import { NODE22, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
+import { runOnNode22 } from './on-node22.js';
+import { startPacedUpstream } from './paced-upstream.js';
 
-if (!process.version.startsWith('v22') && runtimeInstalled()) {
-  const run = spawnSync(NODE22, ['--import', 'tsx', ...process.argv.slice(1)], { stdio: 'inherit' });
-  process.exit(run.status ?? 1);
-}
+runOnNode22();
 
 const EVENTS = 300;
 const GAP_MS = 5;
 const STREAMS = Number(process.env.STREAMS ?? 12);
 
-const UPSTREAM = `
-const http = require('node:http');
-const event = (i) => 'data: ' + JSON.stringify({ id: 'chatcmpl-0123456789abcdef', object: 'chat.completion.chunk', created: 1767225600, model: 'sim-fast', system_fingerprint: 'fp_simulator', choices: [{ index: 0, delta: { content: ' word' + (i % 97) }, logprobs: null, finish_reason: null }] }) + '\\n\\n';
-const server = http.createServer((req, res) => {
-  req.resume();
-  req.on('end', () => {
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    let i = 0;
-    const tick = () => {
-      if (i === ${EVENTS}) { res.end('data: [DONE]\\n\\n'); return; }
-      res.write(event(i++));
-      setTimeout(tick, ${GAP_MS});
-    };
-    tick();
-  });
-});
-server.keepAliveTimeout = 60000;
-server.listen(0, '127.0.0.1', () => console.log(server.address().port));
-`;
-
-const upstream: ChildProcess = spawn(process.execPath, ['-e', UPSTREAM], {
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
-const port = await new Promise<number>((resolve) =>
-  upstream.stdout?.once('data', (line: Buffer) => resolve(Number(line.toString().trim()))),
-);
+const upstream = await startPacedUpstream(EVENTS, GAP_MS);
+const { port } = upstream;
 const agent = new Agent({ keepAlive: true, maxSockets: 1 });
 
 function open(): Promise<IncomingMessage> {
@@ -134,7 +107,7 @@ const results: Record<string, number[]> = Object.fromEntries(Object.keys(ways).m
 for (const way of Object.values(ways)) await way(); // warm-up, unmeasured
 for (let i = 0; i < STREAMS; i++)
   for (const [name, way] of Object.entries(ways)) results[name]?.push(await way());
-upstream.kill();
+upstream.stop();
 agent.destroy();
 
 console.log(

@@ -11,14 +11,11 @@
  * Local, the emulator) often takes the CPU before the writer returns: that wait lands on the write in
  * the profile. This measures what the write itself costs.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { connect } from 'node:net';
-import { NODE22, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
+import { runOnNode22 } from './on-node22.js';
 
-if (!process.version.startsWith('v22') && runtimeInstalled()) {
-  const run = spawnSync(NODE22, ['--import', 'tsx', ...process.argv.slice(1)], { stdio: 'inherit' });
-  process.exit(run.status ?? 1);
-}
+runOnNode22();
 
 const PEER = `
 const http = require('node:http');

@@ -13,47 +13,20 @@
  * medians of 80 and 82 us per event through node:http against 94 and 93 over the raw socket (its
  * llhttp parser is native; what http1.ts saves the DynamoDB calls is node:http's per-request work).
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { Agent, request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { ChunkedBody } from '../functions/adapters/dynamodb/http1.js';
-import { NODE22, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
+import { runOnNode22 } from './on-node22.js';
+import { startPacedUpstream } from './paced-upstream.js';
 
-if (!process.version.startsWith('v22') && runtimeInstalled()) {
-  const run = spawnSync(NODE22, ['--import', 'tsx', ...process.argv.slice(1)], { stdio: 'inherit' });
-  process.exit(run.status ?? 1);
-}
+runOnNode22();
 
 const EVENTS = 300;
 const GAP_MS = 5;
 const STREAMS = 12;
 
-const UPSTREAM = `
-const http = require('node:http');
-const event = (i) => 'data: ' + JSON.stringify({ id: 'chatcmpl-0123456789abcdef', object: 'chat.completion.chunk', created: 1767225600, model: 'sim-fast', system_fingerprint: 'fp_simulator', choices: [{ index: 0, delta: { content: ' word' + (i % 97) }, logprobs: null, finish_reason: null }] }) + '\\n\\n';
-const server = http.createServer((req, res) => {
-  req.resume();
-  req.on('end', () => {
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    let i = 0;
-    const tick = () => {
-      if (i === ${EVENTS}) { res.end('data: [DONE]\\n\\n'); return; }
-      res.write(event(i++));
-      setTimeout(tick, ${GAP_MS});
-    };
-    tick();
-  });
-});
-server.keepAliveTimeout = 60000;
-server.listen(0, '127.0.0.1', () => console.log(server.address().port));
-`;
-
-const upstream: ChildProcess = spawn(process.execPath, ['-e', UPSTREAM], {
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
-const port = await new Promise<number>((resolve) =>
-  upstream.stdout?.once('data', (line: Buffer) => resolve(Number(line.toString().trim()))),
-);
+const upstream = await startPacedUpstream(EVENTS, GAP_MS);
+const { port } = upstream;
 const body = JSON.stringify({ model: 'sim-fast', stream: true, messages: [{ role: 'user', content: 'hi' }] });
 
 /** CPU from the first piece to the end, and the pieces seen. */
@@ -139,7 +112,7 @@ for (let i = 0; i < STREAMS; i++) {
     results[name]?.push(read.cpuUs / EVENTS);
   }
 }
-upstream.kill();
+upstream.stop();
 socket?.destroy();
 agent.destroy();
 
