@@ -17,6 +17,7 @@ import { BodyTooLargeError } from '../adapters/upstream-body.js';
 import type { UpstreamEvents } from '../adapters/upstream-events.js';
 import { CAP_SLACK, outputByteBound, textOf } from '../core/upstream-reply.js';
 import { type ClientUsage, stringifyJson, type UsageReport } from '../core/usage.js';
+import { logger } from '../shared/observability.js';
 
 export interface RelayOutcome {
   /** The upstream's last usage report, if it sent one. */
@@ -80,11 +81,17 @@ export function relay(options: RelayOptions): Readable {
     if (!pending) process.nextTick(flush);
     pending += text;
   };
-  void pump(options, write).finally(() => {
-    flush();
-    ended = true;
-    if (!out.destroyed) out.push(null);
-  });
+  void pump(options, write)
+    .catch((error) => {
+      // pump catches its own faults; this is the last guard against an unhandled rejection, which
+      // would end the instance.
+      logger.error('relay failed', { generationId: options.generationId, error: errorOf(error) });
+    })
+    .finally(() => {
+      flush();
+      ended = true;
+      if (!out.destroyed) out.push(null);
+    });
   return out;
 }
 
@@ -105,13 +112,6 @@ async function pump(options: RelayOptions, write: (text: string) => void): Promi
     cut: undefined,
     finishReason: undefined,
   };
-  let done = false;
-  let deliveredBytes = 0;
-  let choiceChunks = 0;
-  const byteBound = options.outputCap === undefined ? Infinity : outputByteBound(options.outputCap);
-  const chunkBound =
-    options.outputCap === undefined ? Infinity : (options.outputCap + CAP_SLACK) * CHUNKS_PER_TOKEN;
-
   // An SSE comment whenever nothing has been written for keepAliveMs, before and after the first
   // chunk: CloudFront's origin read timeout fires on any silence, not only the first one.
   let lastWrite = Date.now();
@@ -126,67 +126,107 @@ async function pump(options: RelayOptions, write: (text: string) => void): Promi
     },
     Math.max(1, Math.floor(options.keepAliveMs / 4)),
   );
+  try {
+    await relayEvents(options, outcome, send, write);
+  } finally {
+    // Keep-alives ran until the usage was known (an estimate of a long reply takes a while); never
+    // past the relay's end, whatever ended it.
+    clearInterval(keepAlive);
+  }
+}
 
-  while (!done && !outcome.failure && !outcome.cut) {
-    const untilDeadline = (options.deadline ?? Infinity) - Date.now();
-    if (untilDeadline <= 0) {
-      outcome.cut = 'deadline';
-      break;
-    }
-    const next = await options.events.next(Math.min(options.idleTimeoutMs, untilDeadline));
-    if (next === 'timeout') {
-      // Which limit this wait was for (a timer may fire a millisecond before Date.now() agrees).
-      if (untilDeadline <= options.idleTimeoutMs) outcome.cut = 'deadline';
-      else outcome.failure = 'The upstream stopped sending.';
-      break;
-    }
-    switch (next.kind) {
-      case 'done':
-      case 'end':
-        done = true;
-        break;
-      case 'lost':
-        outcome.failure =
-          next.error instanceof BodyTooLargeError
-            ? 'The upstream sent more than the gateway accepts.'
-            : 'The upstream connection was lost.';
-        break;
-      case 'error':
-        outcome.failure = 'The upstream reported an error mid-stream.';
-        break;
-      case 'malformed':
-        outcome.failure = 'The upstream sent a malformed chunk.';
-        break;
-      case 'chunk': {
-        if (next.usage) outcome.usage = next.usage;
-        const { choices, system_fingerprint, service_tier } = next.chunk;
-        if (choices.length === 0) break; // a usage-only chunk: our own final chunk replaces it
-        choiceChunks += 1;
-        let text = '';
-        for (const choice of choices) text += textOf(choice.delta);
-        const bytes = Buffer.byteLength(text);
-        if (deliveredBytes + bytes > byteBound || choiceChunks > chunkBound) {
-          // Neither relayed nor billed: the client's completion ends at the cap, with a length finish.
-          outcome.cut = 'output_cap';
-          break;
-        }
-        const finish = choices[0]?.finish_reason;
-        if (finish) outcome.finishReason = finish;
-        deliveredBytes += bytes;
-        outcome.deliveredText += text;
-        const chunk: ChatCompletionChunk = {
-          ...chunkEnvelope(options),
-          ...(system_fingerprint !== undefined ? { system_fingerprint } : {}),
-          ...(service_tier !== undefined ? { service_tier } : {}),
-          choices,
-        };
-        send(`data: ${JSON.stringify(chunk)}\n\n`);
+/** Relays the upstream's events, stops the upstream, then settles and writes the final chunks. */
+async function relayEvents(
+  options: RelayOptions,
+  outcome: RelayOutcome,
+  send: (text: string) => void,
+  write: (text: string) => void,
+): Promise<void> {
+  let done = false;
+  let deliveredBytes = 0;
+  let choiceChunks = 0;
+  // The error chunk's type and code when the relay ends on a failure: the upstream's, or our own.
+  let failureKind = { type: 'upstream_error', code: 'upstream_error' };
+  const byteBound = options.outputCap === undefined ? Infinity : outputByteBound(options.outputCap);
+  const chunkBound =
+    options.outputCap === undefined ? Infinity : (options.outputCap + CAP_SLACK) * CHUNKS_PER_TOKEN;
+  try {
+    while (!done && !outcome.failure && !outcome.cut) {
+      const untilDeadline = (options.deadline ?? Infinity) - Date.now();
+      if (untilDeadline <= 0) {
+        outcome.cut = 'deadline';
         break;
       }
+      const next = await options.events.next(Math.min(options.idleTimeoutMs, untilDeadline));
+      if (next === 'timeout') {
+        // Which limit this wait was for (a timer may fire a millisecond before Date.now() agrees).
+        if (untilDeadline <= options.idleTimeoutMs) outcome.cut = 'deadline';
+        else outcome.failure = 'The upstream stopped sending.';
+        break;
+      }
+      switch (next.kind) {
+        case 'done':
+        case 'end':
+          done = true;
+          break;
+        case 'lost':
+          outcome.failure =
+            next.error instanceof BodyTooLargeError
+              ? 'The upstream sent more than the gateway accepts.'
+              : 'The upstream connection was lost.';
+          break;
+        case 'error':
+          outcome.failure = 'The upstream reported an error mid-stream.';
+          break;
+        case 'malformed':
+          outcome.failure = 'The upstream sent a malformed chunk.';
+          break;
+        case 'chunk': {
+          if (next.usage) outcome.usage = next.usage;
+          const { choices, system_fingerprint, service_tier } = next.chunk;
+          if (choices.length === 0) break; // a usage-only chunk: our own final chunk replaces it
+          choiceChunks += 1;
+          let text = '';
+          for (const choice of choices) text += textOf(choice.delta);
+          const bytes = Buffer.byteLength(text);
+          if (deliveredBytes + bytes > byteBound || choiceChunks > chunkBound) {
+            // Neither relayed nor billed: the client's completion ends at the cap, with a length finish.
+            outcome.cut = 'output_cap';
+            break;
+          }
+          const finish = choices[0]?.finish_reason;
+          if (finish) outcome.finishReason = finish;
+          deliveredBytes += bytes;
+          outcome.deliveredText += text;
+          const chunk: ChatCompletionChunk = {
+            ...chunkEnvelope(options),
+            ...(system_fingerprint !== undefined ? { system_fingerprint } : {}),
+            ...(service_tier !== undefined ? { service_tier } : {}),
+            choices,
+          };
+          send(`data: ${JSON.stringify(chunk)}\n\n`);
+          break;
+        }
+      }
     }
+  } catch (error) {
+    // A fault of the gateway's own (a bug, a failed parse that threw): what was delivered is still
+    // billed and the stream still ends, with an error chunk and [DONE], instead of an unhandled
+    // rejection that would end the instance with the generation unbilled.
+    logger.error('relay failed', { generationId: options.generationId, error: errorOf(error) });
+    outcome.failure = 'The gateway failed while relaying the stream.';
+    failureKind = { type: 'server_error', code: 'internal_error' };
   }
-  if (outcome.failure || outcome.cut || !done) options.abortUpstream();
-  options.events.cancel();
+  // Stopping the upstream must not stop the settlement.
+  try {
+    if (outcome.failure || outcome.cut || !done) options.abortUpstream();
+    options.events.cancel();
+  } catch (error) {
+    logger.warn('upstream not stopped cleanly', {
+      generationId: options.generationId,
+      error: errorOf(error),
+    });
+  }
   if (outcome.cut) {
     write(
       `data: ${JSON.stringify({ ...chunkEnvelope(options), choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: 'length' }] })}\n\n`,
@@ -197,18 +237,15 @@ async function pump(options: RelayOptions, write: (text: string) => void): Promi
   try {
     usage = await options.settle(outcome);
   } catch {
-    clearInterval(keepAlive);
     write(
-      `data: ${JSON.stringify(errorChunk(options, 'The generation could not be billed. Retry later.', 'billing_failed'))}\n\n`,
+      `data: ${JSON.stringify(errorChunk(options, 'The generation could not be billed. Retry later.', { type: 'upstream_error', code: 'billing_failed' }))}\n\n`,
     );
     write('data: [DONE]\n\n');
     return;
   }
-  // Keep-alives ran until the usage was known (an estimate of a long reply takes a while).
-  clearInterval(keepAlive);
   if (outcome.failure) {
     // Still ended by [DONE]: naive SSE readers wait for it (a stream always ends with it).
-    write(`data: ${stringifyJson({ ...errorChunk(options, outcome.failure, 'upstream_error'), usage })}\n\n`);
+    write(`data: ${stringifyJson({ ...errorChunk(options, outcome.failure, failureKind), usage })}\n\n`);
   } else {
     write(`data: ${stringifyJson({ ...chunkEnvelope(options), choices: [], usage })}\n\n`);
   }
@@ -216,10 +253,14 @@ async function pump(options: RelayOptions, write: (text: string) => void): Promi
 }
 
 /** OpenRouter's practice: an error object in a chunk whose only choice finished with "error". */
-function errorChunk(options: RelayOptions, message: string, code: string) {
+function errorChunk(options: RelayOptions, message: string, kind: { type: string; code: string }) {
   return {
     ...chunkEnvelope(options),
     choices: [{ index: 0, delta: {}, finish_reason: 'error' }],
-    error: { message, type: 'upstream_error', code },
+    error: { message, ...kind },
   };
+}
+
+function errorOf(error: unknown): Error | string {
+  return error instanceof Error ? error : String(error);
 }

@@ -16,11 +16,29 @@ async function run(
     maxBytes?: number;
     deadlineInMs?: number;
     outputCap?: number;
+    /** The events' reader throws once it has handed over this many (a fault of the gateway's own). */
+    throwAfterEvents?: number;
+    /** Stopping the upstream throws. */
+    abortThrows?: boolean;
   } = {},
 ) {
   let settled: RelayOutcome | undefined;
+  const source = upstreamEventsFrom(pieces, opts);
+  let handed = 0;
+  const { throwAfterEvents } = opts;
+  const events =
+    throwAfterEvents === undefined
+      ? source
+      : {
+          next: (timeoutMs?: number) => {
+            if (handed++ >= throwAfterEvents) throw new TypeError('a bug in the reader');
+            return source.next(timeoutMs);
+          },
+          cancel: () => source.cancel(),
+        };
+  let aborted = 0;
   const out = relay({
-    events: upstreamEventsFrom(pieces, opts),
+    events,
     generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
     tier: 'svc-fast',
     created: 1_767_225_600,
@@ -28,7 +46,10 @@ async function run(
     idleTimeoutMs: opts.idleTimeoutMs ?? 5_000,
     ...(opts.deadlineInMs !== undefined ? { deadline: Date.now() + opts.deadlineInMs } : {}),
     ...(opts.outputCap !== undefined ? { outputCap: opts.outputCap } : {}),
-    abortUpstream: () => {},
+    abortUpstream: () => {
+      aborted += 1;
+      if (opts.abortThrows) throw new Error('abort failed');
+    },
     settle: async (outcome) => {
       settled = outcome;
       return usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5');
@@ -44,11 +65,11 @@ async function run(
   };
   let text = '';
   for await (const part of out) text += part.toString();
-  const events = text
+  const sent = text
     .split('\n\n')
     .filter((e) => e.startsWith('data: '))
     .map((e) => e.slice(6));
-  return { text, events, settled, writes };
+  return { text, events: sent, settled, writes, aborted };
 }
 
 const enc = new TextEncoder();
@@ -274,5 +295,39 @@ describe('relay limits', () => {
     expect(settled?.cut).toBe('output_cap');
     expect(settled?.deliveredText).toBe('small ');
     expect(events.some((e) => e.includes('yyyy'))).toBe(false);
+  });
+
+  it('settles what it delivered and ends with [DONE] when its own reader throws, its keep-alive stopped', async () => {
+    const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length;
+    const before = timers();
+    const { events, settled, aborted } = await run(
+      [enc.encode(chunk('one ')), enc.encode(chunk('two')), enc.encode('data: [DONE]\n\n')],
+      { throwAfterEvents: 1 },
+    );
+    // The delivered chunk is billed, as a failure; the upstream is stopped.
+    expect(settled?.deliveredText).toBe('one ');
+    expect(settled?.failure).toMatch(/gateway failed/);
+    expect(aborted).toBe(1);
+    const last = JSON.parse(events.at(-2) ?? '{}');
+    expect(last.error).toMatchObject({ type: 'server_error', code: 'internal_error' });
+    expect(last.usage.cost).toBe(0.5);
+    expect(events.at(-1)).toBe('[DONE]');
+    expect(events.some((e) => e.includes('"two"'))).toBe(false);
+    expect(timers()).toBe(before);
+  });
+
+  it('still settles and ends with [DONE] when stopping the upstream throws', async () => {
+    const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length;
+    const before = timers();
+    const { events, settled, aborted } = await run([enc.encode(chunk('partial'))], {
+      failAfter: true,
+      abortThrows: true,
+    });
+    expect(aborted).toBe(1);
+    expect(settled?.deliveredText).toBe('partial');
+    expect(settled?.failure).toMatch(/connection was lost/);
+    expect(JSON.parse(events.at(-2) ?? '{}').error).toMatchObject({ code: 'upstream_error' });
+    expect(events.at(-1)).toBe('[DONE]');
+    expect(timers()).toBe(before);
   });
 });
