@@ -15,6 +15,7 @@ import type { UpstreamTarget } from '../core/tiers.js';
 import { CountBudget, estimatePromptTokens, estimateTextTokens } from '../core/tokens.js';
 import type { UsageReport } from '../core/usage.js';
 import { boundUsage } from '../core/usage-bounds.js';
+import { collectLargeRequestGarbage, LARGE_REQUEST_BYTES } from '../shared/memory.js';
 import { logger, recordBillingFailure, recordUsageOutOfBounds } from '../shared/observability.js';
 import { GENERATION_USAGE_MESSAGE } from '../shared/usage-line.js';
 import type { Deadlines } from './deadlines.js';
@@ -29,6 +30,8 @@ export interface Billable {
   /** What the gateway bounds this request's usage by (usage-bounds.ts). */
   outputCap: number;
   promptBound: number;
+  /** The request body's size in bytes: a large one's garbage is collected before its estimate. */
+  bodyBytes: number;
   /** The hold this request placed, released by its settlement; none on the fast path. */
   hold: Hold | undefined;
 }
@@ -76,6 +79,8 @@ export async function price(generation: Billable, delivered: Delivered): Promise
     }
   } else {
     if (report) adjustments.push(`unusable usage report: ${report.invalid}`);
+    // Counting grows V8's young generation to its limit: the upstream request's copies go first.
+    if (generation.bodyBytes >= LARGE_REQUEST_BYTES) collectLargeRequestGarbage();
     // Counting stops in time for the settlement: what is left is estimated at the rate counted.
     reported = {
       promptTokens: await estimatePromptTokens(generation.request.messages, budget),

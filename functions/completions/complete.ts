@@ -1,6 +1,7 @@
 import type { Principal } from '../core/access.js';
 import { type ChatRequest, parseChatRequest } from '../core/schemas.js';
 import { type FunctionUrlEvent, type FunctionUrlResult, rawBody } from '../shared/http.js';
+import { collectLargeRequestGarbage, LARGE_REQUEST_BYTES } from '../shared/memory.js';
 import { Deadlines } from './deadlines.js';
 import { Generation, type GenerationPorts } from './generation.js';
 
@@ -22,6 +23,9 @@ export async function complete(
   const startedAt = Date.now();
   if ('refused' in taken) throw taken.refused;
   const { request, bodyBytes } = taken;
+  // The body's other copies (the runtime's event JSON, the event's body) are garbage now that the
+  // event's body is dropped (takeChatRequest), and the upstream call is about to copy it twice more.
+  if (bodyBytes >= LARGE_REQUEST_BYTES) collectLargeRequestGarbage();
   const deadlines = new Deadlines(startedAt, invocation.remainingMs, request.stream === true, ports.config);
   const generation = new Generation({ request, bodyBytes, deadlines, ...invocation }, ports);
   await generation.admit();

@@ -12,7 +12,7 @@ import { usageForClient } from '../core/usage.js';
 import { promptBound } from '../core/usage-bounds.js';
 import { type FunctionUrlResult, jsonResponse, SSE_CONTENT_TYPE } from '../shared/http.js';
 import { logger } from '../shared/observability.js';
-import { type Billable, type Delivered, price, settle } from './billing.js';
+import { type Bill, type Billable, type Delivered, price, settle } from './billing.js';
 import type { CompletionsConfig } from './config.js';
 import type { Deadlines } from './deadlines.js';
 import { replyJson } from './json-reply.js';
@@ -37,6 +37,7 @@ export class Generation {
   private readonly tier: Tier;
   private readonly cap: number;
   private readonly bound: number;
+  private readonly bodyBytes: number;
   private hold: Hold | undefined;
   /** Each target's body is built once (a retry resends it), with the extra fields it leaves out. */
   private readonly forwarded = new Map<UpstreamTarget, ForwardedBody>();
@@ -69,6 +70,7 @@ export class Generation {
     this.created = Math.floor(deadlines.startedAt / 1000);
     this.tier = ports.config.tiers[request.model];
     this.cap = outputCap(request, this.tier);
+    this.bodyBytes = start.bodyBytes;
     this.bound = promptBound(start.bodyBytes, request.messages);
   }
 
@@ -134,7 +136,7 @@ export class Generation {
     // Extra fields this target does not take were left out: say which (core/forwarding.ts).
     const { dropped } = this.forwardedTo(opened.target);
     if (dropped.length > 0) headers['x-dropped-fields'] = dropped.join(', ').slice(0, 1_000);
-    const billable = this.billable(opened.target);
+    const bill = this.billOnce(opened.target);
     if (!opened.stream) {
       try {
         const reply = await replyJson({
@@ -143,7 +145,7 @@ export class Generation {
           envelope: { id: this.id, created: this.created, model: this.request.model },
           outputCap: this.cap,
           deadlines: this.deadlines,
-          bill: (delivered) => this.bill(billable, delivered),
+          bill,
         });
         return jsonResponse(200, reply, headers);
       } catch (error) {
@@ -169,7 +171,7 @@ export class Generation {
             : outcome.cut === 'deadline'
               ? ['stream cut at the function deadline']
               : [];
-        const { usage, billedNano } = await this.bill(billable, {
+        const { usage, billedNano } = await bill({
           report: outcome.usage,
           text: outcome.deliveredText,
           notes,
@@ -192,12 +194,33 @@ export class Generation {
   }
 
   /**
+   * The generation's one bill, as a function that lets go of the generation once called. A stream's
+   * relay keeps it as long as its stream lives, past the collection that ends the invocation
+   * (shared/memory.ts): holding the generation there would keep its request, up to 12 MB as a string.
+   */
+  private billOnce(target: UpstreamTarget): (delivered: Delivered) => Promise<Bill> {
+    let unbilled: { generation: Generation; billable: Billable } | undefined = {
+      generation: this,
+      billable: this.billable(target),
+    };
+    return (delivered) => {
+      const once = unbilled;
+      unbilled = undefined;
+      if (!once) return Promise.reject(new Error('a generation is billed once'));
+      return once.generation.bill(once.billable, delivered);
+    };
+  }
+
+  /**
    * Prices what was delivered for the reply to carry, and settles it once the reply is out: the client
    * never waits for the ledger (billing.ts).
    */
-  private async bill(billable: Billable, delivered: Delivered) {
+  private async bill(billable: Billable, delivered: Delivered): Promise<Bill> {
     const priced = await price(billable, delivered);
-    this.afterReply(settle(priced, billable, this.ports.store).then(() => {}));
+    // Only what the settlement needs: `billable` holds the request, and the settlement's write outlasts
+    // the collection that ends the invocation.
+    const { hold, deadlines } = billable;
+    this.afterReply(settle(priced, { hold, deadlines }, this.ports.store).then(() => {}));
     return priced;
   }
 
@@ -210,6 +233,7 @@ export class Generation {
       deadlines: this.deadlines,
       outputCap: this.cap,
       promptBound: this.bound,
+      bodyBytes: this.bodyBytes,
       hold: this.hold,
     };
   }

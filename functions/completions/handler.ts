@@ -33,6 +33,8 @@ type InvocationContext = CallerContext & AfterReplyContext & { taken?: TakenRequ
 async function completions(event: FunctionUrlEvent, context: InvocationContext): Promise<FunctionUrlResult> {
   const { caller, afterReply } = context;
   const taken = context.taken ?? takeChatRequest(event);
+  // The context lives as long as the invocation: it must not keep the request past the reply.
+  context.taken = undefined;
   const remainingMs = context.getRemainingTimeInMillis();
   return complete(taken, { caller, requestId: requestIdOf(context), remainingMs, afterReply }, ports);
 }

@@ -10,9 +10,17 @@
  * memory-reducing collection at the end of the first brought the same pair's peak to 134-136 MiB
  * (four such requests in test/integration/memory-fit.test.ts: 154 MiB without it, 140-144 with it).
  *
+ * That still left the four requests of the test at 134-154 MiB from run to run (fifteen runs), because the
+ * collection at the end found the request itself still reachable (from the handler's context and from
+ * the settlement still writing: a heap snapshot there held its 8.7 MiB string), and because within a
+ * request V8 started its own full collections late as often as not (collectLargeRequestGarbage). With
+ * the request let go before the end (handler.ts, generation.ts) and a large request's copies collected
+ * as each step is done with them, the same test peaks at 118-122 MiB (ten runs).
+ *
  * It costs 25-45 ms of CPU once the tokenizer is loaded (ten times that in wall time at 160 MB's CPU
  * share), so it runs only when RSS has grown more than an eighth of the memory size past what it was
- * after the last collection (or at the first invocation): an ordinary request adds well under 1 MiB.
+ * after the last collection (or at the first invocation), or after a large request
+ * (LARGE_REQUEST_BYTES), whose copies are garbage by then: an ordinary request adds well under 1 MiB.
  * RSS itself is read (a read of /proc, 1.5% of a small JSON request's CPU) after an invocation that
  * carried a large body, in or out (LARGE_BODY_BYTES), and after every SAMPLE_EVERY-th one otherwise:
  * garbage that piles up over small invocations is found within a few of them.
@@ -55,6 +63,38 @@ export const LARGE_BODY_BYTES = 256 * 1024;
 /** Otherwise RSS is read after one invocation in this many. */
 export const SAMPLE_EVERY = 8;
 
+/**
+ * A request body of at least this many bytes has its copies collected on the way as well
+ * (collectLargeRequestGarbage), and its invocation always ends with a collection. Below it the
+ * collections on the way are not worth their CPU: four requests of 1.95 MiB, estimated, peaked at
+ * 117 MiB in the memory-fit test without them.
+ */
+export const LARGE_REQUEST_BYTES = 2 * 1024 * 1024;
+
+/** Set by a collection on the way; the invocation then ends with one whatever its RSS says. */
+let collectedOnTheWay = false;
+
+/**
+ * A full collection in the middle of an invocation whose request body is large (LARGE_REQUEST_BYTES),
+ * called where that body's copies have just become garbage and before the next step allocates: once
+ * the body is parsed (complete.ts: the runtime's event JSON and the event's body), and before an
+ * estimate counts its prompt (billing.ts: the upstream request's JSON and what writing it copied).
+ * V8 frees a large string only in a full collection, which it starts by its own heuristics; in the
+ * memory-fit test (8.7 MiB a copy) it often started one only after the next step had made its copies:
+ * at the upstream call the heap held five (the two above, dead, the parsed request, and the upstream
+ * request's two: 67.8 MiB in use, 137-138 MiB of RSS), and a count that began on such garbage, which
+ * grows the young generation to its limit, went to 148.8 MiB.
+ *
+ * Not the last-resort flavour of the end of an invocation: the young generation is about to be used
+ * again. 9-45 ms each here (the tokenizer's tables are most of what is marked), against the seconds an
+ * estimate of such a body takes. Nothing happens without `gc` (outside Lambda).
+ */
+export function collectLargeRequestGarbage(): void {
+  collectedOnTheWay = true;
+  const gc = (globalThis as { gc?: (options?: object) => unknown }).gc;
+  if (typeof gc === 'function') gc({ type: 'major', execution: 'sync' });
+}
+
 /** The growth in RSS, in bytes, past which an invocation ends with a collection: an eighth of memory. */
 export function reclaimThresholdBytes(memoryMb: number): number {
   return (memoryMb * 1024 * 1024) / 8;
@@ -72,14 +112,19 @@ export function reclaimLargeInvocations(
   // Requests that carried a large body (the handler may drop the event's body before the end).
   const largeRequests = new WeakSet<FunctionUrlEvent>();
   const reclaimIfGrown = () => {
-    if (!collect || settled === undefined || rss() - settled <= threshold) return;
+    // A large request's copies are garbage by now, however much RSS grew (collectLargeRequestGarbage).
+    const large = collectedOnTheWay;
+    collectedOnTheWay = false;
+    if (!collect || settled === undefined || (!large && rss() - settled <= threshold)) return;
     collect();
     settled = rss();
   };
   const atEnd = (request: { event: FunctionUrlEvent; response?: FunctionUrlResult | null | undefined }) => {
     const body = request.response?.body;
     const large =
-      largeRequests.has(request.event) || (typeof body === 'string' && body.length >= LARGE_BODY_BYTES);
+      collectedOnTheWay ||
+      largeRequests.has(request.event) ||
+      (typeof body === 'string' && body.length >= LARGE_BODY_BYTES);
     if (!large && invocations % SAMPLE_EVERY !== 0) return;
     if (body && typeof body !== 'string') {
       // A stream: the invocation lasts until it is done.
@@ -91,6 +136,7 @@ export function reclaimLargeInvocations(
   return {
     before: (request) => {
       invocations += 1;
+      collectedOnTheWay = false;
       if ((request.event.body?.length ?? 0) >= LARGE_BODY_BYTES) largeRequests.add(request.event);
       settled ??= rss();
     },

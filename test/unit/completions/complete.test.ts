@@ -16,7 +16,9 @@ import { authorize } from '../../../functions/core/access.js';
 import { generateApiKey } from '../../../functions/core/auth.js';
 import { HttpError } from '../../../functions/core/errors.js';
 import { usdToNano } from '../../../functions/core/money.js';
+import { estimateTextTokens } from '../../../functions/core/tokens.js';
 import type { FunctionUrlEvent } from '../../../functions/shared/http.js';
+import { LARGE_REQUEST_BYTES } from '../../../functions/shared/memory.js';
 import { logger } from '../../../functions/shared/observability.js';
 import { loadCaller } from '../../../functions/shared/principal.js';
 import { startSimulator } from '../../../functions/simulator/server.js';
@@ -297,4 +299,144 @@ describe('memory held while a reply streams', () => {
     expect(held).toBeGreaterThan(copy * 0.9);
     expect(held).toBeLessThan(copy * 1.5);
   }, 60_000);
+});
+
+/**
+ * An upstream that keeps nothing of a request and reports no usage (so the gateway estimates it): a
+ * JSON reply, or a stream of one chunk.
+ */
+async function unreportingUpstream() {
+  const server = createServer((req, res) => {
+    const stream = req.headers.accept === 'text/event-stream';
+    req.resume();
+    req.on('end', () => {
+      const envelope = { id: 'u', created: 1, model: 'm' };
+      if (!stream) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            ...envelope,
+            object: 'chat.completion',
+            choices: [{ index: 0, message: { role: 'assistant', content: 'Hi' }, finish_reason: 'stop' }],
+          }),
+        );
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const chunk = (choice: object) =>
+        `data: ${JSON.stringify({ ...envelope, object: 'chat.completion.chunk', choices: [{ index: 0, ...choice }] })}\n\n`;
+      res.end(
+        chunk({ delta: { role: 'assistant', content: 'Hi' }, finish_reason: null }) +
+          chunk({ delta: {}, finish_reason: 'stop' }) +
+          'data: [DONE]\n\n',
+      );
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, close: () => server.close() };
+}
+
+/** Prose beyond Latin-1 (two bytes a character as a V8 string) of at least `bytes` UTF-8 bytes. */
+const largeProse = (bytes: number) =>
+  'The sea rolls on → the boats come home. '.repeat(Math.ceil(bytes / 42));
+
+/**
+ * A completion of a large request (largeProse), its reply read to its end. Its own function, so that
+ * nothing of the test holds the request's text or the reply (a stream holds its relay, and the relay
+ * its generation) once it returns.
+ */
+async function largeCompletion(store: MemoryStore, key: string, stream: boolean, upstreamUrl: string) {
+  const result = await handleCompletion(largeEvent(key, stream), 'req-1', 300_000, {
+    store,
+    config: loadCompletionsConfig({ UPSTREAM_BASE_URL: upstreamUrl, MAX_CONCURRENCY: '100' }),
+    credential: async () => undefined,
+  });
+  let text = '';
+  if (typeof result.body === 'string') text = result.body;
+  else for await (const part of result.body as Readable) text += part.toString();
+  return text;
+}
+
+function largeEvent(key: string, stream: boolean): FunctionUrlEvent {
+  return event(key, ask(stream, largeProse(LARGE_REQUEST_BYTES)));
+}
+
+describe('memory of a large request', () => {
+  // The tokenizer's tables, loaded by the first estimate, are not the request's.
+  beforeAll(() => estimateTextTokens('warm up'));
+
+  it.each([false, true])(
+    'collects its copies once it is parsed and again before its prompt is counted, each time down to the parsed request (stream %s)',
+    async (stream) => {
+      const collect = collector();
+      const upstream = await unreportingUpstream();
+      const store = new MemoryStore();
+      const { accountId, key } = await accountWith(store, '1000');
+      const copy = largeProse(LARGE_REQUEST_BYTES).length * 2;
+      collect();
+      const before = process.memoryUsage().heapUsed;
+      const held: number[] = [];
+      const global = globalThis as { gc?: () => void };
+      // Collections on the way call V8's exposed collector (Lambda starts node with --expose-gc).
+      global.gc = () => {
+        collect();
+        held.push(process.memoryUsage().heapUsed - before);
+      };
+      try {
+        await largeCompletion(store, key, stream, upstream.url);
+        await settled();
+      } finally {
+        delete global.gc;
+        upstream.close();
+      }
+      // Down to the parsed request each time: after the parse, the event's body is gone; before the
+      // count, the upstream request's JSON and what writing it copied.
+      expect(held).toHaveLength(2);
+      for (const bytes of held) {
+        expect(bytes).toBeGreaterThan(copy * 0.8);
+        expect(bytes).toBeLessThan(copy * 1.5);
+      }
+      const [charge] = (await store.listLedger(accountId)).filter((entry) => entry.type === 'charge');
+      expect(charge).toMatchObject({ estimated: true });
+    },
+    60_000,
+  );
+
+  it.each([false, true])(
+    'is released once its reply is made, while the settlement is still being written (stream %s)',
+    async (stream) => {
+      const collect = collector();
+      const upstream = await unreportingUpstream();
+      const store = new MemoryStore();
+      const { key } = await accountWith(store, '1000');
+      let write = () => {};
+      const slow = Object.assign(Object.create(store) as MemoryStore, {
+        settleCharge: async (...args: Parameters<MemoryStore['settleCharge']>) => {
+          await new Promise<void>((resolve) => {
+            write = resolve;
+          });
+          return store.settleCharge(...args);
+        },
+      });
+      const copy = largeProse(LARGE_REQUEST_BYTES).length * 2;
+      collect();
+      const before = process.memoryUsage().heapUsed;
+      try {
+        const text = await largeCompletion(slow, key, stream, upstream.url);
+        expect(text).toContain('"usage"');
+        // Where the function's end-of-invocation collection runs (shared/memory.ts): the reply is made,
+        // the ledger write is not done.
+        expect(store.calls).not.toContain('settleCharge');
+        collect();
+        expect(process.memoryUsage().heapUsed - before).toBeLessThan(copy * 0.3);
+      } finally {
+        write();
+        await settled();
+        upstream.close();
+      }
+      expect(store.calls).toContain('settleCharge');
+    },
+    60_000,
+  );
 });

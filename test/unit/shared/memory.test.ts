@@ -4,6 +4,7 @@ import type { Context } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import type { FunctionUrlEvent, FunctionUrlResult } from '../../../functions/shared/http.js';
 import {
+  collectLargeRequestGarbage,
   LARGE_BODY_BYTES,
   lambdaMemoryMb,
   reclaimLargeInvocations,
@@ -24,6 +25,7 @@ function harness(memoryMb: number | undefined) {
   let reply: () => FunctionUrlResult = () => ({ statusCode: 200, headers: {}, body: '{}' });
   let grow = 0;
   let reads = 0;
+  let work = () => {};
   const handler = middy<FunctionUrlEvent, FunctionUrlResult>()
     .use(
       reclaimLargeInvocations({
@@ -40,14 +42,16 @@ function harness(memoryMb: number | undefined) {
     )
     .handler(async () => {
       rss += grow;
+      work();
       return reply();
     });
   return {
     collections,
     reads: () => reads,
     /** An invocation that grows RSS by `growBy`; `body` is the size of its request body. */
-    invoke: async (growBy: number, replyWith?: () => FunctionUrlResult, body = 0) => {
+    invoke: async (growBy: number, replyWith?: () => FunctionUrlResult, body = 0, during = () => {}) => {
       grow = growBy;
+      work = during;
       if (replyWith) reply = replyWith;
       return handler({ body: 'x'.repeat(body) } as FunctionUrlEvent, {} as Context);
     },
@@ -107,6 +111,41 @@ describe('reclaimLargeInvocations', () => {
     body.resume();
     await new Promise((resolve) => body.once('close', resolve));
     expect(fn.collections).toHaveLength(1);
+  });
+
+  it("ends an invocation that collected a large request's copies on the way with a collection, however little RSS grew", async () => {
+    const fn = harness(160);
+    await fn.invoke(0);
+    await fn.invoke(1 * MiB, undefined, LARGE_BODY_BYTES, collectLargeRequestGarbage);
+    expect(fn.collections).toHaveLength(1);
+    // Only that invocation: the next one is judged by its RSS again.
+    await fn.invoke(1 * MiB, undefined, LARGE_BODY_BYTES);
+    expect(fn.collections).toHaveLength(1);
+  });
+
+  it('waits for a stream to end before that collection too', async () => {
+    const fn = harness(160);
+    await fn.invoke(0);
+    const body = new Readable({ read() {} });
+    await fn.invoke(0, () => ({ statusCode: 200, headers: {}, body }), 0, collectLargeRequestGarbage);
+    expect(fn.collections).toEqual([]);
+    body.push(null);
+    body.resume();
+    await new Promise((resolve) => body.once('close', resolve));
+    expect(fn.collections).toHaveLength(1);
+  });
+
+  it("collects on the way with V8's exposed collector, a full collection, and does nothing without one", () => {
+    const global = globalThis as { gc?: (options?: object) => void };
+    const calls: unknown[] = [];
+    global.gc = (options) => void calls.push(options);
+    try {
+      collectLargeRequestGarbage();
+      expect(calls).toEqual([{ type: 'major', execution: 'sync' }]);
+    } finally {
+      delete global.gc;
+    }
+    expect(() => collectLargeRequestGarbage()).not.toThrow();
   });
 
   it('does nothing without a memory size (outside Lambda)', async () => {
