@@ -4,7 +4,7 @@ import { getStore } from '../adapters/dynamodb/index.js';
 import { originVerifyValues, upstreamCredential } from '../adapters/secrets.js';
 import { type AfterReplyContext, streamingHandler } from '../shared/after-reply.js';
 import { authenticate, type CallerContext } from '../shared/authenticate.js';
-import { compressResponse } from '../shared/compression.js';
+import { acceptsGzip, compressResponse } from '../shared/compression.js';
 import { cors } from '../shared/cors.js';
 import {
   type FunctionUrlEvent,
@@ -34,7 +34,9 @@ async function completions(event: FunctionUrlEvent, context: InvocationContext):
   const { caller, afterReply } = context;
   const taken = context.taken ?? takeChatRequest(event);
   const remainingMs = context.getRemainingTimeInMillis();
-  return complete(taken, { caller, requestId: requestIdOf(context), remainingMs, afterReply }, ports);
+  // A stream is compressed by its relay as it writes (relay.ts); a JSON reply by compressResponse.
+  const gzip = acceptsGzip(event.headers?.['accept-encoding']);
+  return complete(taken, { caller, requestId: requestIdOf(context), remainingMs, afterReply, gzip }, ports);
 }
 
 const handled = middy<FunctionUrlEvent, FunctionUrlResult, Error, InvocationContext>()

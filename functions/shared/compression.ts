@@ -129,6 +129,20 @@ class SyncFlushGzip extends Transform {
   }
 }
 
+/** A reply's headers once its body is gzipped: the encoding, and that it varies with Accept-Encoding. */
+export function gzipHeaders(headers: Record<string, string>): Record<string, string> {
+  return {
+    ...headers,
+    'content-encoding': 'gzip',
+    vary: headers.vary ? `${headers.vary}, accept-encoding` : 'accept-encoding',
+  };
+}
+
+/**
+ * gzips a reply for a client that accepts it: a large enough string body in one go, a stream
+ * through gzipStream. A reply that already has its encoding (a relayed stream that compresses
+ * itself, completions/relay.ts) is left as it is.
+ */
 export function compressResponse(): MiddlewareObj<FunctionUrlEvent, FunctionUrlResult> {
   return {
     after(request) {
@@ -147,11 +161,7 @@ export function compressResponse(): MiddlewareObj<FunctionUrlEvent, FunctionUrlR
       } else {
         return;
       }
-      response.headers = {
-        ...response.headers,
-        'content-encoding': 'gzip',
-        vary: response.headers.vary ? `${response.headers.vary}, accept-encoding` : 'accept-encoding',
-      };
+      response.headers = gzipHeaders(response.headers);
     },
   };
 }
