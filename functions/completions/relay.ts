@@ -131,6 +131,36 @@ export function relay(options: RelayOptions): Readable {
   return out;
 }
 
+/**
+ * The start of every relayed chunk's SSE line, up to its envelope's last field, built once per
+ * stream: `data: {"id":…,"object":"chat.completion.chunk","created":…,"model":…`.
+ */
+export function envelopeHead(generationId: string, created: number, tier: string): string {
+  return `data: {"id":${JSON.stringify(generationId)},"object":"chat.completion.chunk","created":${JSON.stringify(created)},"model":${JSON.stringify(tier)}`;
+}
+
+/**
+ * A relayed chunk's SSE line: byte for byte what `JSON.stringify` writes for the chunk with our
+ * envelope (key order included; a property test holds the two equal), but only the upstream's fields
+ * are serialized per event: a chunk parsed and rewritten back to back cost 4.8-5.0 us with the whole
+ * chunk through `JSON.stringify`, its envelope spread in, and 1.9-2.0 us this way (the parse alone
+ * 1.2; `npx tsx bench/chunk-rewrite.ts`, two runs).
+ */
+export function chunkLine(
+  head: string,
+  chunk: {
+    system_fingerprint?: ChatCompletionChunk['system_fingerprint'] | undefined;
+    service_tier?: ChatCompletionChunk['service_tier'] | undefined;
+    choices: readonly unknown[];
+  },
+): string {
+  let line = head;
+  if (chunk.system_fingerprint !== undefined)
+    line += `,"system_fingerprint":${JSON.stringify(chunk.system_fingerprint)}`;
+  if (chunk.service_tier !== undefined) line += `,"service_tier":${JSON.stringify(chunk.service_tier)}`;
+  return `${line},"choices":${JSON.stringify(chunk.choices)}}\n\n`;
+}
+
 function chunkEnvelope(options: RelayOptions) {
   return {
     id: options.generationId,
@@ -178,6 +208,7 @@ async function relayEvents(
   send: (text: string) => void,
   write: (text: string) => void,
 ): Promise<void> {
+  const head = envelopeHead(options.generationId, options.created, options.tier);
   let done = false;
   let deliveredBytes = 0;
   let choiceChunks = 0;
@@ -234,13 +265,7 @@ async function relayEvents(
           if (finish) outcome.finishReason = finish;
           deliveredBytes += bytes;
           outcome.deliveredText += text;
-          const chunk: ChatCompletionChunk = {
-            ...chunkEnvelope(options),
-            ...(system_fingerprint !== undefined ? { system_fingerprint } : {}),
-            ...(service_tier !== undefined ? { service_tier } : {}),
-            choices,
-          };
-          send(`data: ${JSON.stringify(chunk)}\n\n`);
+          send(chunkLine(head, { system_fingerprint, service_tier, choices }));
           break;
         }
       }
