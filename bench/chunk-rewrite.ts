@@ -7,7 +7,7 @@
  * chunk for a 300-chunk stream. Prints microseconds per chunk.
  */
 
-import { relay } from '../functions/completions/relay.js';
+import { chunkLine, envelopeHead, relay } from '../functions/completions/relay.js';
 import { parseChunkData } from '../functions/core/upstream-reply.js';
 import { usageForClient } from '../functions/core/usage.js';
 import { upstreamEventsFrom } from '../test/support/upstream-events.js';
@@ -81,11 +81,23 @@ async function relayPerChunk(count: number): Promise<number> {
 }
 
 measure('parse (JSON.parse + schema)', (d) => (parseChunkData(d).kind === 'chunk' ? 1 : 0));
-measure('parse + rewrite (envelope, JSON.stringify)', (d) => {
+measure('parse + rewrite, the whole chunk through JSON.stringify (before)', (d) => {
   const event = parseChunkData(d);
   if (event.kind !== 'chunk') return 0;
-  return JSON.stringify({ ...envelope, object: 'chat.completion.chunk', choices: event.chunk.choices })
-    .length;
+  const { system_fingerprint, service_tier, choices } = event.chunk;
+  return `data: ${JSON.stringify({
+    ...envelope,
+    object: 'chat.completion.chunk',
+    ...(system_fingerprint !== undefined ? { system_fingerprint } : {}),
+    ...(service_tier !== undefined ? { service_tier } : {}),
+    choices,
+  })}\n\n`.length;
+});
+const head = envelopeHead(envelope.id, envelope.created, envelope.model);
+measure('parse + rewrite, chunkLine (the relay)', (d) => {
+  const event = parseChunkData(d);
+  if (event.kind !== 'chunk') return 0;
+  return chunkLine(head, event.chunk).length;
 });
 const whole = await relayPerChunk(300);
 console.log(

@@ -21,7 +21,7 @@ import { UpstreamBody } from '../functions/adapters/upstream-body.js';
 import { UpstreamEvents } from '../functions/adapters/upstream-events.js';
 import { relay } from '../functions/completions/relay.js';
 import { usageForClient } from '../functions/core/usage.js';
-import { gzipStream } from '../functions/shared/compression.js';
+import { gzipStream, SyncGzip } from '../functions/shared/compression.js';
 import { runOnNode22 } from './on-node22.js';
 import { startPacedUpstream } from './paced-upstream.js';
 
@@ -62,8 +62,9 @@ async function measured(consume: (response: IncomingMessage, sink: Writable) => 
   return (used.user + used.system) / EVENTS;
 }
 
-function relayed(response: IncomingMessage): Readable {
+function relayed(response: IncomingMessage, compress?: SyncGzip): Readable {
   return relay({
+    ...(compress ? { compress } : {}),
     events: new UpstreamEvents(new UpstreamBody(response, 10_000_000), 1024 * 1024),
     generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
     tier: 'svc-fast',
@@ -101,6 +102,7 @@ const ways: Record<string, () => Promise<number>> = {
     }),
   relay: () => measured((response, sink) => void relayed(response).pipe(sink)),
   'relay+gzip': () => measured((response, sink) => void gzipStream(relayed(response)).pipe(sink)),
+  'relay, gzip inside': () => measured((response, sink) => void relayed(response, new SyncGzip()).pipe(sink)),
 };
 
 const results: Record<string, number[]> = Object.fromEntries(Object.keys(ways).map((name) => [name, []]));

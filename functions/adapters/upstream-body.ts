@@ -16,6 +16,9 @@ export class UpstreamBody {
   private ended = false;
   private fault: Error | undefined;
   private wake: (() => void) | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  /** When `timer` fires (epoch ms). */
+  private timerAt = 0;
 
   constructor(
     private readonly incoming: IncomingMessage,
@@ -34,6 +37,7 @@ export class UpstreamBody {
     });
     incoming.on('end', () => {
       this.ended = true;
+      this.stopTimer();
       this.notify();
     });
     incoming.on('error', (error) => this.fail(error));
@@ -53,17 +57,35 @@ export class UpstreamBody {
    * Rejects with the connection's fault only once every piece that came before it has been read.
    */
   async read(timeoutMs = Number.POSITIVE_INFINITY): Promise<Buffer | null | 'timeout'> {
-    const ready = this.take();
-    if (ready !== undefined) return ready;
-    let timer: NodeJS.Timeout | undefined;
-    const arrived = new Promise<void>((resolve) => {
-      this.wake = resolve;
-      if (Number.isFinite(timeoutMs)) timer = setTimeout(resolve, Math.max(0, timeoutMs));
-    });
-    await arrived;
-    clearTimeout(timer);
-    this.wake = undefined;
-    return this.take() ?? 'timeout';
+    const deadline = Date.now() + Math.max(0, timeoutMs);
+    for (;;) {
+      const ready = this.take();
+      if (ready !== undefined) return ready;
+      if (Date.now() >= deadline) return 'timeout';
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        this.wakeBy(deadline);
+      });
+      this.wake = undefined;
+    }
+  }
+
+  /**
+   * Makes sure a reader waiting until `deadline` is woken by then. One timer serves many reads: a
+   * paced stream's reader waits for every event with a deadline a little later than the last one's,
+   * and a timer set and cleared per read was some 5% of a paced event's CPU in a profile of the
+   * function. A timer armed for an earlier time is kept: it wakes the reader early, and the reader
+   * waits again, re-arming it for what is left.
+   */
+  private wakeBy(deadline: number): void {
+    if (deadline === Number.POSITIVE_INFINITY) return;
+    if (this.timer && this.timerAt <= deadline) return;
+    clearTimeout(this.timer);
+    this.timerAt = deadline;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.notify();
+    }, deadline - Date.now());
   }
 
   /** Puts pieces back in front of the body (what was read to judge a stream's first event). */
@@ -75,6 +97,7 @@ export class UpstreamBody {
   cancel(): void {
     this.queue.length = 0;
     this.ended = true;
+    this.stopTimer();
     this.incoming.destroy();
     this.notify();
   }
@@ -90,7 +113,13 @@ export class UpstreamBody {
   private fail(error: Error): void {
     if (this.ended) return;
     this.fault ??= error;
+    this.stopTimer();
     this.notify();
+  }
+
+  private stopTimer(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
   }
 
   private notify(): void {

@@ -17,6 +17,8 @@ export async function complete(
     requestId: string;
     remainingMs: number;
     afterReply: (work: Promise<void>) => void;
+    /** The client takes a gzipped reply (none if unset). */
+    gzip?: boolean;
   },
   ports: GenerationPorts,
 ): Promise<FunctionUrlResult> {

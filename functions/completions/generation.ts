@@ -10,6 +10,7 @@ import type { Hold, Store } from '../core/store.js';
 import { outputCap, type Tier, type UpstreamTarget } from '../core/tiers.js';
 import { usageForClient } from '../core/usage.js';
 import { promptBound } from '../core/usage-bounds.js';
+import { gzipHeaders, SyncGzip } from '../shared/compression.js';
 import { type FunctionUrlResult, jsonResponse, SSE_CONTENT_TYPE } from '../shared/http.js';
 import { logger } from '../shared/observability.js';
 import { type Bill, type Billable, type Delivered, price, settle } from './billing.js';
@@ -47,6 +48,7 @@ export class Generation {
   readonly deadlines: Deadlines;
   private readonly requestId: string;
   private readonly afterReply: (work: Promise<void>) => void;
+  private readonly gzip: boolean;
 
   constructor(
     start: {
@@ -57,6 +59,8 @@ export class Generation {
       requestId: string;
       /** Runs the settlement once the reply is out, within the invocation (shared/after-reply.ts). */
       afterReply: (work: Promise<void>) => void;
+      /** The client takes a gzipped reply: a stream is compressed by its relay. */
+      gzip?: boolean;
     },
     private readonly ports: GenerationPorts,
   ) {
@@ -66,6 +70,7 @@ export class Generation {
     this.deadlines = deadlines;
     this.requestId = start.requestId;
     this.afterReply = start.afterReply;
+    this.gzip = start.gzip === true;
     this.id = newGenerationId(deadlines.startedAt);
     this.created = Math.floor(deadlines.startedAt / 1000);
     this.tier = ports.config.tiers[request.model];
@@ -163,6 +168,7 @@ export class Generation {
       idleTimeoutMs: this.ports.config.idleTimeoutMs,
       deadline: this.deadlines.relay,
       outputCap: this.cap,
+      ...(this.gzip ? { compress: new SyncGzip() } : {}),
       abortUpstream: opened.abort,
       settle: async (outcome) => {
         const notes =
@@ -181,16 +187,13 @@ export class Generation {
         return usageForClient(usage, nanoToUsd(billedNano));
       },
     });
-    return {
-      statusCode: 200,
-      headers: {
-        ...headers,
-        'content-type': SSE_CONTENT_TYPE,
-        'cache-control': 'no-cache',
-        'x-accel-buffering': 'no',
-      },
-      body,
+    const streamHeaders = {
+      ...headers,
+      'content-type': SSE_CONTENT_TYPE,
+      'cache-control': 'no-cache',
+      'x-accel-buffering': 'no',
     };
+    return { statusCode: 200, headers: this.gzip ? gzipHeaders(streamHeaders) : streamHeaders, body };
   }
 
   /**

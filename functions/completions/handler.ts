@@ -4,7 +4,7 @@ import { getStore } from '../adapters/dynamodb/index.js';
 import { originVerifyValues, upstreamCredential } from '../adapters/secrets.js';
 import { type AfterReplyContext, streamingHandler } from '../shared/after-reply.js';
 import { authenticate, type CallerContext } from '../shared/authenticate.js';
-import { compressResponse } from '../shared/compression.js';
+import { acceptsGzip, compressResponse } from '../shared/compression.js';
 import { cors } from '../shared/cors.js';
 import {
   type FunctionUrlEvent,
@@ -36,7 +36,9 @@ async function completions(event: FunctionUrlEvent, context: InvocationContext):
   // The context lives as long as the invocation: it must not keep the request past the reply.
   context.taken = undefined;
   const remainingMs = context.getRemainingTimeInMillis();
-  return complete(taken, { caller, requestId: requestIdOf(context), remainingMs, afterReply }, ports);
+  // A stream is compressed by its relay as it writes (relay.ts); a JSON reply by compressResponse.
+  const gzip = acceptsGzip(event.headers?.['accept-encoding']);
+  return complete(taken, { caller, requestId: requestIdOf(context), remainingMs, afterReply, gzip }, ports);
 }
 
 const handled = middy<FunctionUrlEvent, FunctionUrlResult, Error, InvocationContext>()

@@ -60,35 +60,89 @@ export function gzipStream(source: Readable): Readable {
   return source.pipe(gzip);
 }
 
-/** Each write leaves, compressed and sync-flushed, before `write` returns; one gzip member in all. */
-class SyncFlushGzip extends Transform {
+/**
+ * gzip on the caller's thread: each `write` returns its input compressed and sync-flushed (a complete
+ * deflate block, so nothing is held back), and `end` the member's trailer; one gzip member in all.
+ */
+export class SyncGzip {
   readonly #gzip = new Gzip({ ...GZIP_OPTIONS, flush: constants.Z_SYNC_FLUSH });
+  #out: Buffer[] = [];
 
   constructor() {
-    super();
-    // minizlib emits its output synchronously, inside its own write.
-    this.#gzip.on('data', (segment: Buffer) => this.push(segment));
-    this.#gzip.on('error', (error) => this.destroy(error as Error));
+    // minizlib emits its output synchronously, inside its own write; it fails by throwing.
+    this.#gzip.on('data', (segment: Buffer) => this.#out.push(segment));
   }
 
+  write(data: string | Buffer): Buffer {
+    this.#gzip.write(data);
+    return this.#take();
+  }
+
+  end(): Buffer {
+    this.#gzip.end();
+    const trailer = this.#take();
+    this.close();
+    return trailer;
+  }
+
+  /** Frees zlib's state now rather than when the collector finds the handle. */
+  close(): void {
+    this.#gzip.close();
+  }
+
+  #take(): Buffer {
+    const out = this.#out.length === 1 ? (this.#out[0] as Buffer) : Buffer.concat(this.#out);
+    this.#out = [];
+    return out;
+  }
+}
+
+/** Each write leaves, compressed and sync-flushed, before `write` returns. */
+class SyncFlushGzip extends Transform {
+  readonly #gzip = new SyncGzip();
+
   override _transform(part: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    this.#gzip.write(part);
-    callback();
+    let compressed: Buffer;
+    try {
+      compressed = this.#gzip.write(part);
+    } catch (error) {
+      callback(error as Error);
+      return;
+    }
+    callback(null, compressed);
   }
 
   override _flush(callback: TransformCallback): void {
-    this.#gzip.end();
-    this.#gzip.close();
-    callback();
+    let trailer: Buffer;
+    try {
+      trailer = this.#gzip.end();
+    } catch (error) {
+      callback(error as Error);
+      return;
+    }
+    callback(null, trailer);
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    // Frees zlib's state now rather than when the collector finds the handle.
     this.#gzip.close();
     callback(error);
   }
 }
 
+/** A reply's headers once its body is gzipped: the encoding, and that it varies with Accept-Encoding. */
+export function gzipHeaders(headers: Record<string, string>): Record<string, string> {
+  return {
+    ...headers,
+    'content-encoding': 'gzip',
+    vary: headers.vary ? `${headers.vary}, accept-encoding` : 'accept-encoding',
+  };
+}
+
+/**
+ * gzips a reply for a client that accepts it: a large enough string body in one go, a stream
+ * through gzipStream. A reply that already has its encoding (a relayed stream that compresses
+ * itself, completions/relay.ts) is left as it is.
+ */
 export function compressResponse(): MiddlewareObj<FunctionUrlEvent, FunctionUrlResult> {
   return {
     after(request) {
@@ -107,11 +161,7 @@ export function compressResponse(): MiddlewareObj<FunctionUrlEvent, FunctionUrlR
       } else {
         return;
       }
-      response.headers = {
-        ...response.headers,
-        'content-encoding': 'gzip',
-        vary: response.headers.vary ? `${response.headers.vary}, accept-encoding` : 'accept-encoding',
-      };
+      response.headers = gzipHeaders(response.headers);
     },
   };
 }

@@ -101,6 +101,7 @@ describe('the official openai client', () => {
       })
       .withResponse();
     expect(response.headers.get('content-encoding')).toBe('gzip');
+    expect(response.headers.get('vary')).toMatch(/accept-encoding/i);
     let firstText: number | undefined;
     let text = '';
     for await (const chunk of stream) {

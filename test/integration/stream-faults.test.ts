@@ -120,7 +120,7 @@ describe('upstream failures after the first byte', () => {
 });
 
 describe('a client that goes away', () => {
-  // gzip: the compressor between the relay and the response stream is torn down with the client.
+  // gzip: the relay's compressor is freed with the client's stream; the relay reads on and settles.
   it.each([
     ['gzip', 'gzip, deflate'],
     [null, 'identity'],

@@ -1,6 +1,6 @@
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { BodyTooLargeError, UpstreamBody } from '../../../functions/adapters/upstream-body.js';
 
 /** A loopback server that writes `pieces`, then resets the TCP connection once they are flushed. */
@@ -87,6 +87,60 @@ describe('UpstreamBody', () => {
       expect((await body.read(5_000))?.toString()).toBe('last');
       expect(await body.read(5_000)).toBeNull();
     } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+
+  it('waits for each read its own time: a later deadline past an earlier timer, an earlier one before a later', async () => {
+    const server = createServer((_req, res) => {
+      res.writeHead(200);
+      res.write('first');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const body = await get((server.address() as AddressInfo).port);
+      expect((await body.read(5_000))?.toString()).toBe('first');
+      // The timer armed for 5 s is kept; a shorter wait still ends in its own time.
+      let started = Date.now();
+      expect(await body.read(30)).toBe('timeout');
+      expect(Date.now() - started).toBeLessThan(2_000);
+      // A timer armed for 30 ms from an earlier read wakes this one early; it waits on to its own.
+      void body.read(30).catch(() => {});
+      started = Date.now();
+      expect(await body.read(150)).toBe('timeout');
+      expect(Date.now() - started).toBeGreaterThanOrEqual(149);
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+
+  it('sets one timer for a paced stream, not one per read, and none once the body has ended', async () => {
+    const server = createServer(async (_req, res) => {
+      res.writeHead(200);
+      for (let i = 0; i < 40; i++) {
+        res.write(`piece ${i};`);
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+      res.end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const activeTimersBefore = process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length;
+    const timers = vi.spyOn(globalThis, 'setTimeout');
+    try {
+      const body = await get((server.address() as AddressInfo).port);
+      let reads = 0;
+      for (let piece = await body.read(60_000); piece !== null; piece = await body.read(60_000)) reads += 1;
+      expect(reads).toBeGreaterThan(10);
+      // Each read's deadline is a little later than the last: the first timer serves them all.
+      const long = timers.mock.calls.filter(([, ms]) => typeof ms === 'number' && ms > 50_000);
+      expect(long).toHaveLength(1);
+      expect(process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length).toBeLessThan(
+        activeTimersBefore + 1,
+      );
+    } finally {
+      timers.mockRestore();
       server.closeAllConnections();
       server.close();
     }

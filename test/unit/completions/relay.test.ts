@@ -1,6 +1,8 @@
-import { describe, expect, it } from 'vitest';
-import { type RelayOutcome, relay } from '../../../functions/completions/relay.js';
+import { constants, gunzipSync } from 'node:zlib';
+import { describe, expect, it, vi } from 'vitest';
+import { type Compressor, type RelayOutcome, relay } from '../../../functions/completions/relay.js';
 import { stringifyJson, usageForClient } from '../../../functions/core/usage.js';
+import { SyncGzip } from '../../../functions/shared/compression.js';
 import { upstreamEventsFrom } from '../../support/upstream-events.js';
 
 /** Feeds the relay an upstream body cut into the given byte pieces and collects what the client gets. */
@@ -20,6 +22,8 @@ async function run(
     throwAfterEvents?: number;
     /** Stopping the upstream throws. */
     abortThrows?: boolean;
+    /** The relay compresses what it writes (the client gets it decoded here, and `parts` as sent). */
+    compress?: Compressor;
   } = {},
 ) {
   let settled: RelayOutcome | undefined;
@@ -38,6 +42,7 @@ async function run(
         };
   let aborted = 0;
   const out = relay({
+    ...(opts.compress ? { compress: opts.compress } : {}),
     events,
     generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
     tier: 'svc-fast',
@@ -63,13 +68,14 @@ async function run(
     if (chunk !== null) writes += 1; // null is the end
     return push(chunk);
   };
-  let text = '';
-  for await (const part of out) text += part.toString();
+  const parts: Buffer[] = [];
+  for await (const part of out) parts.push(Buffer.from(part));
+  const text = opts.compress ? gunzipSync(Buffer.concat(parts)).toString() : Buffer.concat(parts).toString();
   const sent = text
     .split('\n\n')
     .filter((e) => e.startsWith('data: '))
     .map((e) => e.slice(6));
-  return { text, events: sent, settled, writes, aborted };
+  return { text, events: sent, settled, writes, aborted, parts };
 }
 
 const enc = new TextEncoder();
@@ -329,5 +335,84 @@ describe('relay limits', () => {
     expect(JSON.parse(events.at(-2) ?? '{}').error).toMatchObject({ code: 'upstream_error' });
     expect(events.at(-1)).toBe('[DONE]');
     expect(timers()).toBe(before);
+  });
+
+  describe('compressing what it writes', () => {
+    const packets = () => [
+      enc.encode(chunk('Hel')),
+      enc.encode(chunk('lo')),
+      enc.encode(`${usageChunk}data: [DONE]\n\n`),
+    ];
+
+    it('sends the same stream, each write decodable as it arrives (nothing held back)', async () => {
+      const plain = await run(packets(), { gapMs: 5 });
+      const compressed = await run(packets(), { gapMs: 5, compress: new SyncGzip() });
+      expect(compressed.text).toBe(plain.text);
+      expect(compressed.settled?.deliveredText).toBe('Hello');
+      // Every prefix of the writes decodes to whole events: each write was flushed whole.
+      for (let i = 1; i < compressed.parts.length; i++) {
+        const prefix = gunzipSync(Buffer.concat(compressed.parts.slice(0, i)), {
+          finishFlush: constants.Z_SYNC_FLUSH,
+        }).toString();
+        expect(prefix.endsWith('\n\n')).toBe(true);
+      }
+      expect(compressed.parts.length).toBeGreaterThanOrEqual(3);
+    });
+
+    it('ends the client stream if the compressor fails, and still settles everything relayed', async () => {
+      let calls = 0;
+      const failing: Compressor = {
+        write: (text) => {
+          if (++calls === 2) throw new Error('zlib: out of memory');
+          return Buffer.from(text);
+        },
+        end: () => Buffer.alloc(0),
+        close: () => {},
+      };
+      let settled: RelayOutcome | undefined;
+      const out = relay({
+        compress: failing,
+        events: upstreamEventsFrom(packets(), { gapMs: 5 }),
+        generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
+        tier: 'svc-fast',
+        created: 1_767_225_600,
+        keepAliveMs: 10_000,
+        idleTimeoutMs: 5_000,
+        abortUpstream: () => {},
+        settle: async (outcome) => {
+          settled = outcome;
+          return usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5');
+        },
+      });
+      const failed = new Promise((resolve) => out.once('error', resolve));
+      out.resume();
+      expect(await failed).toMatchObject({ message: 'zlib: out of memory' });
+      await vi.waitFor(() => expect(settled?.deliveredText).toBe('Hello'));
+    });
+
+    it('frees the compressor when the client stream is destroyed', async () => {
+      let closed = 0;
+      const compress: Compressor = {
+        write: (text) => Buffer.from(text),
+        end: () => Buffer.alloc(0),
+        close: () => {
+          closed += 1;
+        },
+      };
+      const out = relay({
+        compress,
+        events: upstreamEventsFrom(packets(), { gapMs: 5 }),
+        generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
+        tier: 'svc-fast',
+        created: 1_767_225_600,
+        keepAliveMs: 10_000,
+        idleTimeoutMs: 5_000,
+        abortUpstream: () => {},
+        settle: async () => usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5'),
+      });
+      out.destroy();
+      await new Promise((resolve) => out.once('close', resolve));
+      expect(closed).toBe(1);
+    });
   });
 });
