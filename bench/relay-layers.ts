@@ -9,7 +9,10 @@
  * - body: read through UpstreamBody (adapters/upstream-body.ts);
  * - events: through UpstreamEvents too (SSE parsing, each event's JSON parsed and checked);
  * - relay: through the relay (completions/relay.ts: the rewrite, one write per packet);
- * - relay+gzip: and its output through gzipStream (shared/compression.ts), as a client asking gzip gets it.
+ * - relay+gzip: and its output through gzipStream (shared/compression.ts) piped after it, as a
+ *   client asking gzip got it until 2026-11-25;
+ * - relay, gzip inside: the relay compressing its own writes (RelayOptions.compress), as such a client
+ *   gets it now.
  *
  * CPU is process.cpuUsage from the first piece to the sink's end; the ways take turns, STREAMS (12)
  * streams each after one unmeasured. Prints each way's median and lowest, in microseconds per event.
