@@ -507,8 +507,21 @@ interface Measured {
   get?: { url: string; cpuMs: () => number };
 }
 
+/**
+ * BENCH_ONLY=paced: the side by side of paced events alone, with more paced streams a round
+ * (BENCH_PACED_STREAMS, default 12 here and 4 in the whole side by side): with 4, one round's ratio to
+ * Portkey ranged 1.00-1.75 and two runs of the same code read 1.23 and 1.41.
+ */
+const PACED_ONLY = process.env.BENCH_ONLY === 'paced';
+
 /** Requests per kind in one round of the side by side (BENCH_ROUNDS rounds, default 3). */
-const ROUND = { json: 100, stream16: 100, stream300: 30, paced: 4, get: 100 } as const;
+const ROUND = {
+  json: 100,
+  stream16: 100,
+  stream300: 30,
+  paced: Number(process.env.BENCH_PACED_STREAMS ?? (PACED_ONLY ? 12 : 4)),
+  get: 100,
+} as const;
 
 /** CPU per JSON request, per 16-event stream, per event (unpaced and paced) and per GET of one system, once. */
 async function measureRound(system: Measured): Promise<CpuFigures> {
@@ -527,13 +540,14 @@ async function measureRound(system: Measured): Promise<CpuFigures> {
     }
     return { cpu: (system.cpuMs(kind) - before) / count, chunks: events / count };
   };
-  const json = await perKind(false, 16, ROUND.json);
-  const short = await perKind(true, 16, ROUND.stream16);
-  const long = await perKind(true, 300, ROUND.stream300);
+  const skipped = { cpu: Number.NaN, chunks: Number.NaN };
+  const json = PACED_ONLY ? skipped : await perKind(false, 16, ROUND.json);
+  const short = PACED_ONLY ? skipped : await perKind(true, 16, ROUND.stream16);
+  const long = PACED_ONLY ? skipped : await perKind(true, 300, ROUND.stream300);
   const shortPaced = await perKind(true, 16, ROUND.paced, true);
   const longPaced = await perKind(true, 300, ROUND.paced, true);
   let models = Number.NaN;
-  if (system.get) {
+  if (system.get && !PACED_ONLY) {
     const before = system.get.cpuMs();
     for (let i = 0; i < ROUND.get; i++) await timedRequest(system.get.url, undefined, system.headers);
     models = (system.get.cpuMs() - before) / ROUND.get;
@@ -648,7 +662,7 @@ async function sideBySide(
   say(
     'CPU of this service = its function processes (billing included: one DynamoDB read, one transaction); Portkey = its one process; ' +
       'floor = bare handlers under the same runtime client (bench/bare-proxy/: a relay of one kept-alive upstream call, JSON whole or SSE piece by piece; a fixed JSON answer for GET). ' +
-      `${rounds} rounds, each measuring the three in turn (${ROUND.json} JSON requests, ${ROUND.stream16} 16-event and ${ROUND.stream300} 300-event streams, ${ROUND.paced} + ${ROUND.paced} paced streams, ${ROUND.get} GETs each); ` +
+      `${rounds} rounds, each measuring the three in turn (${PACED_ONLY ? '' : `${ROUND.json} JSON requests, ${ROUND.stream16} 16-event and ${ROUND.stream300} 300-event streams, `}${ROUND.paced} 16-event + ${ROUND.paced} 300-event paced streams${PACED_ONLY ? '' : `, ${ROUND.get} GETs`} each); ` +
       'figures are medians over the rounds, ratios are taken within each round (median, and the range in brackets). This machine drifts: read the ratios.',
   );
   say('');
@@ -669,6 +683,10 @@ async function sideBySide(
       `| ${label} | ${a} ${unit} | ${b} ${unit} | ${f} ${unit} | ${ratio(key, 0, 1)} | ${ratio(key, 0, 2)} |`,
     );
   };
+  if (PACED_ONLY) {
+    row('each event, paced 13 ms apart', 'perPacedChunkUs', 'us');
+    return;
+  }
   row('JSON request', 'json', 'ms');
   row('16-event stream', 'stream16', 'ms');
   row('each event, unpaced', 'perChunkUs', 'us');
@@ -747,8 +765,9 @@ async function main() {
     models: functionMemory(gatewayPid, 'models'),
   };
   if (coldJson.status !== 200 || coldStream.status !== 200) throw new Error('the gateway did not answer 200');
-  // BENCH_ONLY=cpu: the side by side alone (about ten minutes), to measure a change to the request path.
-  if (process.env.BENCH_ONLY === 'cpu') {
+  // BENCH_ONLY=cpu: the side by side alone (about ten minutes), to measure a change to the request path;
+  // BENCH_ONLY=paced: its paced events alone, with more streams (about ten minutes).
+  if (process.env.BENCH_ONLY === 'cpu' || PACED_ONLY) {
     await sideBySide(say, simUrl, {
       urlFor: () => viaGateway,
       headers: auth,
