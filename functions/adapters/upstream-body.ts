@@ -57,7 +57,8 @@ export class UpstreamBody {
    * Rejects with the connection's fault only once every piece that came before it has been read.
    */
   async read(timeoutMs = Number.POSITIVE_INFINITY): Promise<Buffer | null | 'timeout'> {
-    const deadline = Date.now() + Math.max(0, timeoutMs);
+    // Not a positive number of ms (NaN included): whatever has arrived, else 'timeout' at once.
+    const deadline = Date.now() + (Number.isNaN(timeoutMs) ? 0 : Math.max(0, timeoutMs));
     for (;;) {
       const ready = this.take();
       if (ready !== undefined) return ready;

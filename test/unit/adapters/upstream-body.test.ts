@@ -83,6 +83,8 @@ describe('UpstreamBody', () => {
       const body = await get((server.address() as AddressInfo).port);
       expect((await body.read(5_000))?.toString()).toBe('first');
       expect(await body.read(20)).toBe('timeout');
+      // No time to wait (none, a negative one, not a number) is 'timeout' at once, not a wait.
+      for (const none of [0, -5, Number.NaN]) expect(await body.read(none)).toBe('timeout');
       finish();
       expect((await body.read(5_000))?.toString()).toBe('last');
       expect(await body.read(5_000)).toBeNull();
