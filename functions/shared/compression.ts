@@ -67,19 +67,28 @@ export function gzipStream(source: Readable): Readable {
 export class SyncGzip {
   readonly #gzip = new Gzip({ ...GZIP_OPTIONS, flush: constants.Z_SYNC_FLUSH });
   #out: Buffer[] = [];
+  #failed: Error | undefined;
 
   constructor() {
-    // minizlib emits its output synchronously, inside its own write; it fails by throwing.
+    // minizlib emits its output synchronously, inside its own write.
     this.#gzip.on('data', (segment: Buffer) => this.#out.push(segment));
+    // A failure is thrown to the writer, now or at its next write: an 'error' event without a
+    // listener would be an uncaught exception, which ends the instance.
+    this.#gzip.on('error', (error) => {
+      this.#failed ??= error instanceof Error ? error : new Error(String(error));
+    });
   }
 
+  /** Compressed and flushed; throws if compression failed. */
   write(data: string | Buffer): Buffer {
     this.#gzip.write(data);
+    if (this.#failed) throw this.#failed;
     return this.#take();
   }
 
   end(): Buffer {
     this.#gzip.end();
+    if (this.#failed) throw this.#failed;
     const trailer = this.#take();
     this.close();
     return trailer;

@@ -6,12 +6,14 @@ import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { constants, createGunzip, gunzipSync } from 'node:zlib';
 import type { Request } from '@middy/core';
-import { describe, expect, it } from 'vitest';
+import { Gzip } from 'minizlib';
+import { describe, expect, it, vi } from 'vitest';
 import {
   acceptsGzip,
   compressResponse,
   gzipStream,
   MIN_COMPRESSED_BYTES,
+  SyncGzip,
 } from '../../../functions/shared/compression.js';
 import type { FunctionUrlEvent, FunctionUrlResult } from '../../../functions/shared/http.js';
 
@@ -57,6 +59,47 @@ describe('acceptsGzip', () => {
     [undefined, false],
   ])('%s -> %s', (header, expected) => {
     expect(acceptsGzip(header)).toBe(expected);
+  });
+});
+
+describe('SyncGzip', () => {
+  it('returns each write compressed whole (every prefix decodes), one gzip member in all', () => {
+    const gzip = new SyncGzip();
+    const parts = [0, 1, 2].map((i) => gzip.write(chunk(i)));
+    parts.forEach((_, i) => {
+      const prefix = gunzipSync(Buffer.concat(parts.slice(0, i + 1)), {
+        finishFlush: constants.Z_SYNC_FLUSH,
+      });
+      expect(prefix.toString()).toBe(
+        [0, 1, 2]
+          .slice(0, i + 1)
+          .map(chunk)
+          .join(''),
+      );
+    });
+    const whole = gunzipSync(Buffer.concat([...parts, gzip.end()]));
+    expect(whole.toString()).toBe([0, 1, 2].map(chunk).join(''));
+  });
+
+  it('throws to its writer when compression fails, never as an uncaught error event', async () => {
+    const gzip = new SyncGzip();
+    gzip.write(chunk(0));
+    // zlib's failure reported as an event after the write returned (the binding's way).
+    const write = vi.spyOn(Gzip.prototype, 'write').mockImplementationOnce(function (this: Gzip) {
+      process.nextTick(() => this.emit('error', new Error('zlib: stream error')));
+      return true;
+    });
+    try {
+      gzip.write(chunk(1));
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(() => gzip.write(chunk(2))).toThrow('zlib: stream error');
+    } finally {
+      write.mockRestore();
+      gzip.close();
+    }
+    const closed = new SyncGzip();
+    closed.close();
+    expect(() => closed.write('x')).toThrow();
   });
 });
 
