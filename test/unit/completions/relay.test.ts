@@ -343,6 +343,25 @@ describe('relay limits', () => {
       enc.encode(chunk('lo')),
       enc.encode(`${usageChunk}data: [DONE]\n\n`),
     ];
+    /** The relay of `packets` through `compress`, read by nobody yet; `outcome.settled` once settled. */
+    const relayTo = (compress: Compressor) => {
+      const outcome: { settled?: RelayOutcome } = {};
+      const out = relay({
+        compress,
+        events: upstreamEventsFrom(packets(), { gapMs: 5 }),
+        generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
+        tier: 'svc-fast',
+        created: 1_767_225_600,
+        keepAliveMs: 10_000,
+        idleTimeoutMs: 5_000,
+        abortUpstream: () => {},
+        settle: async (settled) => {
+          outcome.settled = settled;
+          return usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5');
+        },
+      });
+      return { out, outcome };
+    };
 
     it('sends the same stream, each write decodable as it arrives (nothing held back)', async () => {
       const plain = await run(packets(), { gapMs: 5 });
@@ -369,25 +388,11 @@ describe('relay limits', () => {
         end: () => Buffer.alloc(0),
         close: () => {},
       };
-      let settled: RelayOutcome | undefined;
-      const out = relay({
-        compress: failing,
-        events: upstreamEventsFrom(packets(), { gapMs: 5 }),
-        generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
-        tier: 'svc-fast',
-        created: 1_767_225_600,
-        keepAliveMs: 10_000,
-        idleTimeoutMs: 5_000,
-        abortUpstream: () => {},
-        settle: async (outcome) => {
-          settled = outcome;
-          return usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5');
-        },
-      });
+      const { out, outcome } = relayTo(failing);
       const failed = new Promise((resolve) => out.once('error', resolve));
       out.resume();
       expect(await failed).toMatchObject({ message: 'zlib: out of memory' });
-      await vi.waitFor(() => expect(settled?.deliveredText).toBe('Hello'));
+      await vi.waitFor(() => expect(outcome.settled?.deliveredText).toBe('Hello'));
     });
 
     it('frees the compressor when the client stream is destroyed', async () => {
@@ -399,17 +404,7 @@ describe('relay limits', () => {
           closed += 1;
         },
       };
-      const out = relay({
-        compress,
-        events: upstreamEventsFrom(packets(), { gapMs: 5 }),
-        generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
-        tier: 'svc-fast',
-        created: 1_767_225_600,
-        keepAliveMs: 10_000,
-        idleTimeoutMs: 5_000,
-        abortUpstream: () => {},
-        settle: async () => usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5'),
-      });
+      const { out } = relayTo(compress);
       out.destroy();
       await new Promise((resolve) => out.once('close', resolve));
       expect(closed).toBe(1);
