@@ -7,7 +7,7 @@
  * chunk for a 300-chunk stream. Prints microseconds per chunk.
  */
 
-import { chunkLine, envelopeHead, relay } from '../functions/completions/relay.js';
+import { chunkEnvelope, chunkLine, envelopeHead, relay } from '../functions/completions/relay.js';
 import { parseChunkData } from '../functions/core/upstream-reply.js';
 import { usageForClient } from '../functions/core/usage.js';
 import { upstreamEventsFrom } from '../test/support/upstream-events.js';
@@ -93,7 +93,9 @@ measure('parse + rewrite, the whole chunk through JSON.stringify (before)', (d) 
     choices,
   })}\n\n`.length;
 });
-const head = envelopeHead(envelope.id, envelope.created, envelope.model);
+const head = envelopeHead(
+  chunkEnvelope({ generationId: envelope.id, created: envelope.created, tier: envelope.model }),
+);
 measure('parse + rewrite, chunkLine (the relay)', (d) => {
   const event = parseChunkData(d);
   if (event.kind !== 'chunk') return 0;

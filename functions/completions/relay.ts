@@ -133,10 +133,10 @@ export function relay(options: RelayOptions): Readable {
 
 /**
  * The start of every relayed chunk's SSE line, up to its envelope's last field, built once per
- * stream: `data: {"id":…,"object":"chat.completion.chunk","created":…,"model":…`.
+ * stream from the envelope the relay's other chunks carry: `data: {"id":…,…,"model":…`.
  */
-export function envelopeHead(generationId: string, created: number, tier: string): string {
-  return `data: {"id":${JSON.stringify(generationId)},"object":"chat.completion.chunk","created":${JSON.stringify(created)},"model":${JSON.stringify(tier)}`;
+export function envelopeHead(envelope: ReturnType<typeof chunkEnvelope>): string {
+  return `data: ${JSON.stringify(envelope).slice(0, -1)}`;
 }
 
 /**
@@ -161,7 +161,7 @@ export function chunkLine(
   return `${line},"choices":${JSON.stringify(chunk.choices)}}\n\n`;
 }
 
-function chunkEnvelope(options: RelayOptions) {
+export function chunkEnvelope(options: Pick<RelayOptions, 'generationId' | 'created' | 'tier'>) {
   return {
     id: options.generationId,
     object: 'chat.completion.chunk' as const,
@@ -208,7 +208,7 @@ async function relayEvents(
   send: (text: string) => void,
   write: (text: string) => void,
 ): Promise<void> {
-  const head = envelopeHead(options.generationId, options.created, options.tier);
+  const head = envelopeHead(chunkEnvelope(options));
   let done = false;
   let deliveredBytes = 0;
   let choiceChunks = 0;

@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { chunkLine, envelopeHead } from '../../../functions/completions/relay.js';
+import { chunkEnvelope, chunkLine, envelopeHead } from '../../../functions/completions/relay.js';
 
 const anyString = fc.string({ unit: 'binary', maxLength: 24 });
 const optional = <T>(value: fc.Arbitrary<T>) =>
@@ -30,17 +30,21 @@ describe('chunkLine', () => {
           { maxLength: 3 },
         ),
         (id, created, model, system_fingerprint, service_tier, choices) => {
+          const envelope = chunkEnvelope({ generationId: id, created, tier: model });
           const expected = `data: ${JSON.stringify({
-            id,
-            object: 'chat.completion.chunk',
-            created,
-            model,
+            ...envelope,
             ...(system_fingerprint !== undefined ? { system_fingerprint } : {}),
             ...(service_tier !== undefined ? { service_tier } : {}),
             choices,
           })}\n\n`;
           const chunk = { system_fingerprint, service_tier, choices } as Parameters<typeof chunkLine>[1];
-          expect(chunkLine(envelopeHead(id, created, model), chunk)).toBe(expected);
+          expect(chunkLine(envelopeHead(envelope), chunk)).toBe(expected);
+          expect(JSON.parse(expected.slice(6))).toMatchObject({
+            id,
+            object: 'chat.completion.chunk',
+            created,
+            model,
+          });
         },
       ),
       { numRuns: 3_000 },
