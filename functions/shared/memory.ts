@@ -37,10 +37,16 @@ import type { FunctionUrlEvent, FunctionUrlResult } from './http.js';
 
 type Collect = () => void;
 
+/** V8's collector, exposed by --expose-gc (below); undefined without it. */
+function exposedGc(): ((options?: object) => unknown) | undefined {
+  const gc = (globalThis as { gc?: unknown }).gc;
+  return typeof gc === 'function' ? (gc as (options?: object) => unknown) : undefined;
+}
+
 /** A full collection that also shrinks the young generation and compacts (V8's "last resort" flavour). */
 function exposedCollector(): Collect | undefined {
-  const gc = (globalThis as { gc?: (options?: object) => unknown }).gc;
-  if (typeof gc !== 'function') return undefined;
+  const gc = exposedGc();
+  if (!gc) return undefined;
   return () => void gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
 }
 
@@ -91,8 +97,7 @@ let collectedOnTheWay = false;
  */
 export function collectLargeRequestGarbage(): void {
   collectedOnTheWay = true;
-  const gc = (globalThis as { gc?: (options?: object) => unknown }).gc;
-  if (typeof gc === 'function') gc({ type: 'major', execution: 'sync' });
+  exposedGc()?.({ type: 'major', execution: 'sync' });
 }
 
 /** The growth in RSS, in bytes, past which an invocation ends with a collection: an eighth of memory. */
