@@ -37,13 +37,23 @@ export function available(): boolean {
   }
 }
 
+/**
+ * Pins a process (all its threads) to one core; the processes and threads it starts later inherit
+ * that. The bench pins itself to core 0 before it starts what it measures, so that the one limited
+ * process has core 1 to itself: on a 2-vCPU machine its peers (the upstream, the client, the
+ * emulator, DynamoDB Local) otherwise run on its core, and their cache traffic is charged to it.
+ */
+export function pinToCore(pid: number, core: number): void {
+  const pinned = spawnSync('taskset', ['-a', '-p', '-c', String(core), String(pid)]);
+  if (pinned.status !== 0) throw new Error(`taskset failed: ${pinned.stderr.toString()}`);
+}
+
 export function limitCpu(pid: number, core = 1): CpuLimit {
   const dir = join(ROOT, `bench-${pid}`);
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'cpu.cfs_period_us'), String(PERIOD_US));
   writeFileSync(join(dir, 'cgroup.procs'), String(pid));
-  const pinned = spawnSync('taskset', ['-a', '-p', '-c', String(core), String(pid)]);
-  if (pinned.status !== 0) throw new Error(`taskset failed: ${pinned.stderr.toString()}`);
+  pinToCore(pid, core);
   return {
     set(memoryMb) {
       const share = cpuShare(memoryMb);
