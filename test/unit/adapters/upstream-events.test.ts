@@ -196,11 +196,7 @@ describe('UpstreamBody.feed', () => {
     incoming.end('all;');
     await delivered();
     const got: string[] = [];
-    body.feed({
-      piece: (p) => got.push(p.toString()),
-      end: () => got.push('END'),
-      fail: () => got.push('FAIL'),
-    });
+    body.feed({ piece: (p) => got.push(p.toString()), end: () => got.push('END'), fail: () => got.push('FAIL') });
     expect(got).toEqual(['all;', 'END']);
   });
 });
