@@ -16,9 +16,9 @@ export class UpstreamBody {
   private ended = false;
   private fault: Error | undefined;
   private wake: (() => void) | undefined;
-  private readonly alarm = new Alarm(() => this.notify());
-  /** Set by `feed`: each piece goes to it as it arrives instead of waiting in `queue`. */
-  private consumer: BodyConsumer | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  /** When `timer` fires (epoch ms). */
+  private timerAt = 0;
 
   constructor(
     private readonly incoming: IncomingMessage,
@@ -32,16 +32,12 @@ export class UpstreamBody {
         incoming.destroy();
         return;
       }
-      if (this.consumer) this.consumer.piece(piece);
-      else {
-        this.queue.push(piece);
-        this.notify();
-      }
+      this.queue.push(piece);
+      this.notify();
     });
     incoming.on('end', () => {
       this.ended = true;
-      this.alarm.stop();
-      this.consumer?.end();
+      this.stopTimer();
       this.notify();
     });
     incoming.on('error', (error) => this.fail(error));
@@ -69,24 +65,28 @@ export class UpstreamBody {
       if (Date.now() >= deadline) return 'timeout';
       await new Promise<void>((resolve) => {
         this.wake = resolve;
-        this.alarm.wakeBy(deadline);
+        this.wakeBy(deadline);
       });
       this.wake = undefined;
     }
   }
 
   /**
-   * Hands the body to `consumer` as it arrives, instead of to `read`: what is queued at once, then
-   * each piece in the socket's own 'data' callback, then `end` or `fail` once (a fault only after every
-   * piece before it). A paced stream's event then reaches its parser without a promise per piece.
-   * `consumer` must not throw: it runs inside the connection's event handlers.
+   * Makes sure a reader waiting until `deadline` is woken by then. One timer serves many reads: a
+   * paced stream's reader waits for every event with a deadline a little later than the last one's,
+   * and a timer set and cleared per read was some 5% of a paced event's CPU in a profile of the
+   * function. A timer armed for an earlier time is kept: it wakes the reader early, and the reader
+   * waits again, re-arming it for what is left.
    */
-  feed(consumer: BodyConsumer): void {
-    this.consumer = consumer;
-    this.alarm.stop();
-    for (const piece of this.queue.splice(0)) consumer.piece(piece);
-    if (this.fault) consumer.fail(this.fault);
-    else if (this.ended) consumer.end();
+  private wakeBy(deadline: number): void {
+    if (deadline === Number.POSITIVE_INFINITY) return;
+    if (this.timer && this.timerAt <= deadline) return;
+    clearTimeout(this.timer);
+    this.timerAt = deadline;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.notify();
+    }, deadline - Date.now());
   }
 
   /** Puts pieces back in front of the body (what was read to judge a stream's first event). */
@@ -98,7 +98,7 @@ export class UpstreamBody {
   cancel(): void {
     this.queue.length = 0;
     this.ended = true;
-    this.alarm.stop();
+    this.stopTimer();
     this.incoming.destroy();
     this.notify();
   }
@@ -112,52 +112,19 @@ export class UpstreamBody {
   }
 
   private fail(error: Error): void {
-    if (this.ended || this.fault) return;
-    this.fault = error;
-    this.alarm.stop();
-    this.consumer?.fail(error);
+    if (this.ended) return;
+    this.fault ??= error;
+    this.stopTimer();
     this.notify();
+  }
+
+  private stopTimer(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
   }
 
   private notify(): void {
     this.wake?.();
-  }
-}
-
-/** What `UpstreamBody.feed` hands the body to. */
-export interface BodyConsumer {
-  piece(piece: Buffer): void;
-  end(): void;
-  fail(error: Error): void;
-}
-
-/**
- * Wakes a waiter by a deadline with one kept timer for many waits: a paced stream's reader waits for
- * every event with a deadline a little later than the last one's, and a timer set and cleared per
- * wait was some 5% of a paced event's CPU in a profile of the function. A timer armed for an earlier
- * time is kept: it wakes the waiter early, and the waiter waits again, re-arming it for what is left.
- */
-export class Alarm {
-  private timer: NodeJS.Timeout | undefined;
-  /** When `timer` fires (epoch ms). */
-  private at = 0;
-
-  constructor(private readonly ring: () => void) {}
-
-  wakeBy(deadline: number): void {
-    if (deadline === Number.POSITIVE_INFINITY) return;
-    if (this.timer && this.at <= deadline) return;
-    clearTimeout(this.timer);
-    this.at = deadline;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.ring();
-    }, deadline - Date.now());
-  }
-
-  stop(): void {
-    clearTimeout(this.timer);
-    this.timer = undefined;
   }
 }
 
