@@ -1,7 +1,7 @@
 /**
  * `npx tsx bench/relay-layers.ts`: CPU per event of a paced stream, layer by layer, in one process
  * on Node 22 when scripts/install-lambda-runtime.sh has installed it. The upstream is a node:http
- * server in another process sending a chunked event stream of 300 chunks, one every 5 ms (one event
+ * server in another process sending a chunked event stream of 300 chunks, one every 5 ms (`GAP_MS`; one event
  * per packet, as a model streams); each way reads it over a kept-alive connection and writes what it
  * has to a counting sink:
  *
@@ -15,7 +15,7 @@
  *   gets it now.
  *
  * CPU is process.cpuUsage from the first piece to the sink's end; the ways take turns, STREAMS (12)
- * streams each after one unmeasured. Prints each way's median and lowest, in microseconds per event.
+ * streams each after one unmeasured (WAYS='floor;relay' runs only the ways named). Prints each way's median and lowest, in microseconds per event.
  * No function runtime, no billing: the layers' own share of a paced event.
  */
 import { Agent, type IncomingMessage, request } from 'node:http';
@@ -31,7 +31,7 @@ import { startPacedUpstream } from './paced-upstream.js';
 runOnNode22();
 
 const EVENTS = 300;
-const GAP_MS = 5;
+const GAP_MS = Number(process.env.GAP_MS ?? 5);
 const STREAMS = Number(process.env.STREAMS ?? 12);
 
 const upstream = await startPacedUpstream(EVENTS, GAP_MS);
@@ -107,6 +107,9 @@ const ways: Record<string, () => Promise<number>> = {
   'relay+gzip': () => measured((response, sink) => void gzipStream(relayed(response)).pipe(sink)),
   'relay, gzip inside': () => measured((response, sink) => void relayed(response, new SyncGzip()).pipe(sink)),
 };
+// WAYS='a;b': only those ways (names as above).
+const only = process.env.WAYS?.split(';');
+if (only) for (const name of Object.keys(ways)) if (!only.includes(name)) delete ways[name];
 
 const results: Record<string, number[]> = Object.fromEntries(Object.keys(ways).map((name) => [name, []]));
 for (const way of Object.values(ways)) await way(); // warm-up, unmeasured
