@@ -1,9 +1,9 @@
 /**
  * `npx tsx bench/relay-layers.ts`: CPU per event of a paced stream, layer by layer, in one process
  * on Node 22 when scripts/install-lambda-runtime.sh has installed it. The upstream is a node:http
- * server in another process sending a chunked event stream of 300 chunks, one every 5 ms (`GAP_MS`; one event
- * per packet, as a model streams); each way reads it over a kept-alive connection and writes what it
- * has to a counting sink:
+ * server in another process sending a chunked event stream of 300 chunks, one every 5 ms (`GAP_MS`;
+ * one event per packet, as a model streams); each way reads it over a kept-alive connection and
+ * writes what it has to a counting sink:
  *
  * - floor: the response's pieces written as they come (what a bare proxy does);
  * - body: read through UpstreamBody (adapters/upstream-body.ts);
@@ -15,8 +15,9 @@
  *   gets it now.
  *
  * CPU is process.cpuUsage from the first piece to the sink's end; the ways take turns, STREAMS (12)
- * streams each after one unmeasured (WAYS='floor;relay' runs only the ways named). Prints each way's median and lowest, in microseconds per event.
- * No function runtime, no billing: the layers' own share of a paced event.
+ * streams each after one unmeasured (WAYS='floor;relay' runs only the ways named). Prints each way's
+ * median and lowest, in microseconds per event. No function runtime, no billing: the layers' own
+ * share of a paced event.
  */
 import { Agent, type IncomingMessage, request } from 'node:http';
 import { type Readable, Writable } from 'node:stream';
