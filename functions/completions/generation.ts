@@ -215,15 +215,22 @@ export class Generation {
   }
 
   /**
-   * Prices what was delivered for the reply to carry, and settles it once the reply is out: the client
-   * never waits for the ledger (billing.ts).
+   * Prices what was delivered for the reply to carry, and settles it once the reply is out: a funded
+   * client never waits for the ledger (billing.ts). A held request is the exception: its reply ends
+   * only once it is settled, since the settlement is what releases its hold, and a hold can take all
+   * of a near-empty account's credit. Replied first, a client that sends its next request as soon as
+   * it has this reply would find the credit still held and get a 402 (which tells it not to retry),
+   * for a request that was no longer running. It waits one transaction instead, on the slow path only.
    */
   private async bill(billable: Billable, delivered: Delivered): Promise<Bill> {
     const priced = await price(billable, delivered);
     // Only what the settlement needs: `billable` holds the request, and the settlement's write outlasts
     // the collection that ends the invocation.
     const { hold, deadlines } = billable;
-    this.afterReply(settle(priced, { hold, deadlines }, this.ports.store).then(() => {}));
+    const settling = settle(priced, { hold, deadlines }, this.ports.store);
+    // settle never throws: a failure is logged with the usage record and kept on the hold.
+    if (hold) await settling;
+    else this.afterReply(settling.then(() => {}));
     return priced;
   }
 

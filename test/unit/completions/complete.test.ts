@@ -154,6 +154,36 @@ describe('a completion over the store port', () => {
     },
   );
 
+  it.each([false, true])(
+    "ends a held request's reply only once its hold is released: the caller's next request is not refused for it (stream %s)",
+    async (stream) => {
+      const store = new MemoryStore();
+      // One request's worst case is more than the whole balance: its hold takes all the credit.
+      const { accountId, key } = await accountWith(store, '0.0001');
+      // A settlement that takes a while (DynamoDB's transaction round trip, stretched).
+      const slow = Object.assign(Object.create(store) as MemoryStore, {
+        settleCharge: async (...args: Parameters<MemoryStore['settleCharge']>) => {
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          return store.settleCharge(...args);
+        },
+      });
+      const ports = { store: slow, config, credential: async () => undefined };
+      // A sequential client: the whole reply, then at once its next request.
+      const first = await handleCompletion(event(key, ask(stream)), 'req-1', 300_000, ports);
+      if (typeof first.body !== 'string') for await (const _ of first.body as Readable);
+      expect(store.holds.size).toBe(0);
+      const second = await handleCompletion(event(key, ask(stream)), 'req-2', 300_000, ports).catch(
+        (error: unknown) => error,
+      );
+      expect(second).toMatchObject({ statusCode: 200 });
+      if (typeof (second as { body: unknown }).body !== 'string')
+        for await (const _ of (second as { body: Readable }).body);
+      await settled();
+      expect((await store.listLedger(accountId)).filter((e) => e.type === 'charge')).toHaveLength(2);
+      expect((await store.getAccount(accountId))?.heldNano).toBe(0n);
+    },
+  );
+
   it('gives a hold back when the upstream fails before anything is billed', async () => {
     const store = new MemoryStore();
     const { accountId, key } = await accountWith(store, '0.05');
