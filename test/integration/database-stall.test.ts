@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { usdToNano } from '../../functions/core/money.js';
 import { billingFailures } from '../../functions/shared/observability.js';
 import { type RunningDynamo, startDynamoLocal } from '../../lib/local/dynamodb-local.js';
 import { inProcessLauncher } from '../../lib/local/emulator.js';
@@ -49,8 +50,6 @@ function resume() {
   if (dynamo.pid) process.kill(dynamo.pid, 'SIGCONT');
 }
 
-const START_CREDIT = 5_000_000_000n;
-
 async function call(key: string, stream: boolean, content = 'hi [[sim:tokens=3]]') {
   return fetch(`${target.baseUrl}/chat/completions`, {
     method: 'POST',
@@ -97,42 +96,66 @@ describe('DynamoDB stalled before admission', () => {
 });
 
 describe('DynamoDB stalled during settlement', () => {
-  it('the reply still ends with its cost and [DONE]; the settlement is logged with its record and counted, and charges at most once when the database returns', async () => {
-    const { accountId, key } = await newAccount(target);
-    const failuresBefore = billingFailures.count;
-    const response = await call(key, true, 'hi [[sim:tokens=3]] [[sim:pause_after=1]] [[sim:pause_ms=800]]');
-    expect(response.status).toBe(200);
-    const reader = response.body?.getReader();
-    const first = await reader?.read(); // admitted and streaming: the read is done
-    expect(first?.done).toBe(false);
-    pause();
-    let text = new TextDecoder().decode(first?.value);
-    try {
-      for (;;) {
-        const next = await reader?.read();
-        if (!next || next.done) break;
-        text += new TextDecoder().decode(next.value);
+  it.each([
+    // A funded account's reply goes out before its settlement.
+    { account: 'funded', credits: '5' },
+    // A near-empty account's request holds credit: its reply ends only once the settlement is done
+    // or given up (it is what releases the hold), with keep-alives meanwhile.
+    { account: 'held', credits: '0.0001' },
+  ])(
+    'the reply ($account account) still ends with its cost and [DONE]; the settlement is logged with its record and counted, and charges at most once when the database returns',
+    async ({ account, credits }) => {
+      const { accountId, key } = await newAccount(target, credits);
+      const failuresBefore = billingFailures.count;
+      const response = await call(
+        key,
+        true,
+        'hi [[sim:tokens=3]] [[sim:pause_after=1]] [[sim:pause_ms=800]]',
+      );
+      expect(response.status).toBe(200);
+      const reader = response.body?.getReader();
+      const first = await reader?.read(); // admitted and streaming: the read (and a hold) is done
+      expect(first?.done).toBe(false);
+      pause();
+      let text = new TextDecoder().decode(first?.value);
+      try {
+        for (;;) {
+          const next = await reader?.read();
+          if (!next || next.done) break;
+          text += new TextDecoder().decode(next.value);
+        }
+        const blocks = text.split('\n\n');
+        const events = blocks.filter((e) => e.startsWith('data: ')).map((e) => e.slice(6));
+        // Usage with its cost, then [DONE], database or not.
+        expect(events.at(-1)).toBe('[DONE]');
+        expect(JSON.parse(events.at(-2) ?? '{}').usage.cost).toBeGreaterThan(0);
+        if (account === 'held') {
+          // The reply waited for the settlement to give up (its 4 s reserve): counted before [DONE]...
+          expect(billingFailures.count - failuresBefore).toBe(1);
+          // ...with keep-alives while it waited (every 500 ms here), after the last content chunk.
+          const lastContent = blocks.findLastIndex((b) => b.includes('"content"'));
+          const waiting = blocks.slice(lastContent + 1).filter((b) => b.startsWith(': keep-alive'));
+          expect(waiting.length).toBeGreaterThanOrEqual(3);
+        }
+        // The settlement gives up within its 4 s reserve, while the database is still paused.
+        await eventually(async () => (billingFailures.count > failuresBefore ? true : undefined), 8_000);
+      } finally {
+        resume();
       }
-      const events = text
-        .split('\n\n')
-        .filter((e) => e.startsWith('data: '))
-        .map((e) => e.slice(6));
-      // The reply does not wait for the ledger: usage with its cost, then [DONE], database or not.
-      expect(events.at(-1)).toBe('[DONE]');
-      expect(JSON.parse(events.at(-2) ?? '{}').usage.cost).toBeGreaterThan(0);
-      // The settlement gives up within its 4 s reserve, while the database is still paused.
-      await eventually(async () => (billingFailures.count > failuresBefore ? true : undefined), 8_000);
-    } finally {
-      resume();
-    }
-    expect(billingFailures.count - failuresBefore).toBe(1);
-    // The paused database may still apply the queued transaction when it resumes: at most once.
-    await settled(target);
-    const charges = (await ledgerOf(target, accountId)).filter((e) => e.type === 'charge');
-    expect(charges.length).toBeLessThanOrEqual(1);
-    const drop = START_CREDIT - (await balanceNano(target, accountId));
-    expect(drop).toBe(charges.length === 0 ? 0n : -(charges[0]?.deltaNano ?? 0n));
-  });
+      expect(billingFailures.count - failuresBefore).toBe(1);
+      // The paused database may still apply the queued transaction when it resumes, at any moment (even
+      // between the two reads below): at most once, the ledger and the balance agreeing once it has.
+      await settled(target);
+      const { charges, drop } = await eventually(async () => {
+        const charges = (await ledgerOf(target, accountId)).filter((e) => e.type === 'charge');
+        const drop = usdToNano(credits) - (await balanceNano(target, accountId));
+        const agree = drop === (charges.length === 0 ? 0n : -(charges[0]?.deltaNano ?? 0n));
+        return agree ? { charges, drop } : undefined;
+      }, 5_000);
+      expect(charges.length).toBeLessThanOrEqual(1);
+      expect(drop).toBe(charges.length === 0 ? 0n : -(charges[0]?.deltaNano ?? 0n));
+    },
+  );
 });
 
 describe('DynamoDB stalled under the account function', () => {
