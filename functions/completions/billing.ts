@@ -143,13 +143,14 @@ export async function price(generation: Billable, delivered: Delivered): Promise
 
 /**
  * One conditional write: the ledger entry under the generation id and the deduction (idempotent by
- * generation id). Runs after the reply. Its full record is logged first, as one line (`generation
+ * generation id). Runs after the reply, or for a held request before its reply ends (generation.ts:
+ * it releases the hold). Its full record is logged first, as one line (`generation
  * usage`, the generation's only line when it settles): should the function die before the write,
  * `admin bill-logged` finds it and bills it once.
  * A write that still fails within the deadline is logged again with the record and counted
  * (`BillingFailures`), and the record is kept on the generation's hold, if it has one, for the
- * sweeper to log once more when the hold expires; it never throws, since the client already has its
- * reply.
+ * sweeper to log once more when the hold expires; it never throws: the reply carries the cost either
+ * way.
  */
 export async function settle(
   bill: Bill,
