@@ -1,6 +1,15 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants as fsConstants, mkdtempSync, open, openSync, rmSync } from 'node:fs';
+import {
+  closeSync,
+  constants as fsConstants,
+  mkdtempSync,
+  open,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
@@ -103,6 +112,30 @@ describe('SyncGzip', () => {
   });
 });
 
+/** This process's threads blocked opening a FIFO until a writer comes (Linux: /proc's wchan). */
+function threadsWaitingForFifo(): number {
+  return readdirSync('/proc/self/task').filter((tid) => {
+    try {
+      return readFileSync(`/proc/self/task/${tid}/wchan`, 'utf8') === 'wait_for_partner';
+    } catch {
+      return false;
+    }
+  }).length;
+}
+
+/** Opens a FIFO's write end (and closes it), waiting while no reader has it open. */
+async function openForWriteOnceRead(fifo: string): Promise<void> {
+  for (let tries = 0; ; tries++) {
+    try {
+      closeSync(openSync(fifo, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK));
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENXIO' || tries >= 2_000) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+}
+
 describe('gzipStream', () => {
   it('emits each write as a decodable block before the next write arrives', async () => {
     const source = new PassThrough();
@@ -142,6 +175,9 @@ describe('gzipStream', () => {
         new Promise<number>((done, fail) => open(fifo, 'r', (error, fd) => (error ? fail(error) : done(fd)))),
     );
     try {
+      // Ready once every pool thread waits in that open(2) (its kernel wait channel says so): started
+      // too early, the writes would race the pool's threads instead of finding them held.
+      await expect.poll(threadsWaitingForFifo, { timeout: 10_000, interval: 5 }).toBe(poolSize);
       const source = new PassThrough();
       const segments: Buffer[] = [];
       gzipStream(source).on('data', (segment: Buffer) => segments.push(segment));
@@ -151,8 +187,8 @@ describe('gzipStream', () => {
         gunzipSync(Buffer.concat(segments), { finishFlush: constants.Z_SYNC_FLUSH }).toString();
       await expect.poll(decoded, { timeout: 2_000, interval: 5 }).toBe(chunk(0) + chunk(1) + chunk(2));
     } finally {
-      // Releases the pool: a writer's open ends each reader's wait.
-      for (const fifo of fifos) closeSync(openSync(fifo, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK));
+      // Releases the pool: a writer's open ends each reader's wait (ENXIO: its reader is not there yet).
+      for (const fifo of fifos) await openForWriteOnceRead(fifo);
       for (const fd of await Promise.all(held)) closeSync(fd);
       rmSync(dir, { recursive: true });
     }
