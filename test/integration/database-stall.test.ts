@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { usdToNano } from '../../functions/core/money.js';
+import { ORIGIN_READ_TIMEOUT_SECONDS } from '../../functions/shared/limits.js';
 import { billingFailures } from '../../functions/shared/observability.js';
+import { listHolds } from '../../lib/admin/operations.js';
 import { type RunningDynamo, startDynamoLocal } from '../../lib/local/dynamodb-local.js';
 import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { ledgerOf, settled } from '../support/settled.js';
@@ -143,20 +145,49 @@ describe('DynamoDB stalled during settlement', () => {
         resume();
       }
       expect(billingFailures.count - failuresBefore).toBe(1);
-      // The paused database may still apply the queued transaction when it resumes, at any moment (even
-      // between the two reads below): at most once, the ledger and the balance agreeing once it has.
-      await settled(target);
-      const { charges, drop } = await eventually(async () => {
-        const charges = (await ledgerOf(target, accountId)).filter((e) => e.type === 'charge');
-        const drop = usdToNano(credits) - (await balanceNano(target, accountId));
-        const agree = drop === (charges.length === 0 ? 0n : -(charges[0]?.deltaNano ?? 0n));
-        return agree ? { charges, drop } : undefined;
-      }, 5_000);
-      expect(charges.length).toBeLessThanOrEqual(1);
-      expect(drop).toBe(charges.length === 0 ? 0n : -(charges[0]?.deltaNano ?? 0n));
+      await chargedAtMostOnce(accountId, credits);
     },
   );
+
+  it("a held JSON reply waits for the settlement to give up, then comes whole with its cost, inside CloudFront's read timeout", async () => {
+    const credits = '0.0001';
+    const { accountId, key } = await newAccount(target, credits);
+    const failuresBefore = billingFailures.count;
+    const started = Date.now();
+    const pending = call(key, false, 'hi [[sim:tokens=3]] [[sim:first_byte_delay_ms=1500]]');
+    // Paused once the hold is placed (before the upstream answers): the settlement is what stalls.
+    await eventually(async () => ((await listHolds(target.admin, accountId)).length > 0 ? true : undefined));
+    pause();
+    try {
+      const response = await pending;
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as { usage: { cost: number } };
+      expect(body.usage.cost).toBeGreaterThan(0);
+      // The reply came after the settlement gave up (counted first), well inside CloudFront's timeout.
+      expect(billingFailures.count - failuresBefore).toBe(1);
+      expect(Date.now() - started).toBeLessThan(ORIGIN_READ_TIMEOUT_SECONDS * 1000);
+    } finally {
+      resume();
+    }
+    await chargedAtMostOnce(accountId, credits);
+  });
 });
+
+/**
+ * The paused database may still apply the queued transaction when it resumes, at any moment (even
+ * between the two reads here): at most one charge, the ledger and the balance agreeing once it has.
+ */
+async function chargedAtMostOnce(accountId: string, credits: string) {
+  await settled(target);
+  const { charges, drop } = await eventually(async () => {
+    const charges = (await ledgerOf(target, accountId)).filter((e) => e.type === 'charge');
+    const drop = usdToNano(credits) - (await balanceNano(target, accountId));
+    const agree = drop === (charges.length === 0 ? 0n : -(charges[0]?.deltaNano ?? 0n));
+    return agree ? { charges, drop } : undefined;
+  }, 5_000);
+  expect(charges.length).toBeLessThanOrEqual(1);
+  expect(drop).toBe(charges.length === 0 ? 0n : -(charges[0]?.deltaNano ?? 0n));
+}
 
 describe('DynamoDB stalled under the account function', () => {
   it.each(['/models', '/credits', '/generation?id=gen-1767225600-AAAAAAAAAAAAAAAAAAAA'])(
