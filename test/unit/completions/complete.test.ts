@@ -45,6 +45,11 @@ afterAll(async () => {
   await sim?.close();
 });
 
+/** The store with its settlement write replaced (slowed, failing); everything else is the store's. */
+function withSettleCharge(store: MemoryStore, settleCharge: MemoryStore['settleCharge']): MemoryStore {
+  return Object.assign(Object.create(store) as MemoryStore, { settleCharge });
+}
+
 async function accountWith(store: MemoryStore, usd: string) {
   const accountId = `acct-${store.accounts.size + 1}`;
   await store.createAccount(accountId, usdToNano(usd), new Date().toISOString());
@@ -161,11 +166,9 @@ describe('a completion over the store port', () => {
       // One request's worst case is more than the whole balance: its hold takes all the credit.
       const { accountId, key } = await accountWith(store, '0.0001');
       // A settlement that takes a while (DynamoDB's transaction round trip, stretched).
-      const slow = Object.assign(Object.create(store) as MemoryStore, {
-        settleCharge: async (...args: Parameters<MemoryStore['settleCharge']>) => {
-          await new Promise((resolve) => setTimeout(resolve, 300));
-          return store.settleCharge(...args);
-        },
+      const slow = withSettleCharge(store, async (...args) => {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        return store.settleCharge(...args);
       });
       const ports = { store: slow, config, credential: async () => undefined };
       // A sequential client: the whole reply, then at once its next request.
@@ -218,10 +221,8 @@ describe('a completion over the store port', () => {
       const store = new MemoryStore();
       const { accountId, key } = await accountWith(store, '0.05');
       // The settlement write fails (a database that refuses every transaction); the hold stays.
-      const failing = Object.assign(Object.create(store) as MemoryStore, {
-        settleCharge: async () => {
-          throw new Error('TransactWriteItems failed');
-        },
+      const failing = withSettleCharge(store, async () => {
+        throw new Error('TransactWriteItems failed');
       });
       const { status, text } = await run(failing, key, ask(stream));
       expect(status).toBe(200);
@@ -441,13 +442,11 @@ describe('memory of a large request', () => {
       const store = new MemoryStore();
       const { key } = await accountWith(store, '1000');
       let write = () => {};
-      const slow = Object.assign(Object.create(store) as MemoryStore, {
-        settleCharge: async (...args: Parameters<MemoryStore['settleCharge']>) => {
-          await new Promise<void>((resolve) => {
-            write = resolve;
-          });
-          return store.settleCharge(...args);
-        },
+      const slow = withSettleCharge(store, async (...args) => {
+        await new Promise<void>((resolve) => {
+          write = resolve;
+        });
+        return store.settleCharge(...args);
       });
       const copy = largeProse(LARGE_REQUEST_BYTES).length * 2;
       collect();
