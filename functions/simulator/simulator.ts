@@ -210,10 +210,16 @@ interface ToolCall {
 
 function buildReply(body: ChatBody, messages: Message[], directives: Directives, seed: Buffer): Reply {
   const last = messages.at(-1);
+  const cap = [body.max_tokens, body.max_completion_tokens].find(
+    (v): v is number => typeof v === 'number' && v > 0,
+  );
   const tool = pickTool(body);
   if (tool && last?.role !== 'tool') {
     const name = tool.function?.name ?? 'tool';
-    const args = JSON.stringify(exampleFor(tool.function?.parameters ?? { type: 'object' }));
+    let args = JSON.stringify(exampleFor(tool.function?.parameters ?? { type: 'object' }));
+    // A model stopped by max_tokens mid-call leaves its arguments cut where the cap fell.
+    const cut = cap !== undefined && countTextTokens(name + args) > cap;
+    while (args.length > 0 && cap !== undefined && countTextTokens(name + args) > cap) args = args.slice(0, -1);
     const call: ToolCall = {
       id: `call_${seed.subarray(12, 24).toString('hex')}`,
       type: 'function',
@@ -232,12 +238,9 @@ function buildReply(body: ChatBody, messages: Message[], directives: Directives,
         ...fragments.map((fragment) => ({ tool_calls: [{ index: 0, function: { arguments: fragment } }] })),
       ],
       completionTokens: countTextTokens(name + args),
-      finishReason: 'tool_calls',
+      finishReason: cut ? 'length' : 'tool_calls',
     };
   }
-  const cap = [body.max_tokens, body.max_completion_tokens].find(
-    (v): v is number => typeof v === 'number' && v > 0,
-  );
   let words: string[];
   if (last?.role === 'tool' && directives.tokens === undefined) {
     const result = ` The tool returned: ${textOf(last.content).slice(0, 40)}`;

@@ -140,6 +140,40 @@ describe('the upstream simulator', () => {
     expect(answer.choices[0]?.message.content).toContain('{"temp":21}');
   });
 
+  it('cuts a tool call at max_tokens, as a model does: its arguments end where the cap does, finish_reason length', async () => {
+    const tools = [
+      {
+        type: 'function',
+        function: {
+          name: 'get_weather',
+          parameters: {
+            type: 'object',
+            properties: { city: { type: 'string' }, days: { type: 'integer' }, unit: { enum: ['c', 'f'] } },
+          },
+        },
+      },
+    ];
+    const whole = (await (await ask('weather?', { tools })).json()) as {
+      choices: { message: { tool_calls: { function: { name: string; arguments: string } }[] }; finish_reason: string }[];
+      usage: { completion_tokens: number };
+    };
+    const call = whole.choices[0]?.message.tool_calls[0]?.function;
+    expect(whole.usage.completion_tokens).toBe(countTokens(`${call?.name}${call?.arguments}`));
+    const cap = whole.usage.completion_tokens - 3;
+    const capped = (await (await ask('weather?', { tools, max_tokens: cap })).json()) as typeof whole;
+    const cut = capped.choices[0]?.message.tool_calls[0]?.function;
+    expect(capped.choices[0]?.finish_reason).toBe('length');
+    expect(capped.usage.completion_tokens).toBeLessThanOrEqual(cap);
+    expect(capped.usage.completion_tokens).toBe(countTokens(`${cut?.name}${cut?.arguments}`));
+    expect(call?.arguments.startsWith(cut?.arguments ?? 'x')).toBe(true);
+    // Streamed, the fragments add up to the same cut arguments and the same finish.
+    const streamed = await sse(await ask('weather?', { tools, max_tokens: cap, stream: true }));
+    const chunks = streamed.events.filter((e) => e !== '[DONE]').map((e) => JSON.parse(e));
+    const args = chunks.map((c) => c.choices[0]?.delta?.tool_calls?.[0]?.function?.arguments ?? '').join('');
+    expect(args).toBe(cut?.arguments);
+    expect(chunks.find((c) => c.choices[0]?.finish_reason)?.choices[0].finish_reason).toBe('length');
+  });
+
   it('requires its API key and answers 404 elsewhere', async () => {
     const denied = await fetch(`${sim.url}/chat/completions`, { method: 'POST', body: '{}' });
     expect(denied.status).toBe(401);
