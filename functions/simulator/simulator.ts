@@ -219,7 +219,8 @@ function buildReply(body: ChatBody, messages: Message[], directives: Directives,
     let args = JSON.stringify(exampleFor(tool.function?.parameters ?? { type: 'object' }));
     // A model stopped by max_tokens mid-call leaves its arguments cut where the cap fell.
     const cut = cap !== undefined && countTextTokens(name + args) > cap;
-    while (args.length > 0 && cap !== undefined && countTextTokens(name + args) > cap) args = args.slice(0, -1);
+    while (args.length > 0 && cap !== undefined && countTextTokens(name + args) > cap)
+      args = args.slice(0, -1);
     const call: ToolCall = {
       id: `call_${seed.subarray(12, 24).toString('hex')}`,
       type: 'function',

@@ -1,14 +1,14 @@
 /**
  * DynamoDB's JSON protocol spoken directly, for the calls the request path makes: the read before its
  * upstream call (BatchGetItem of key and account; GetItem of each while the key's account is not yet
- * known) and the settlement after it (TransactWriteItems of ledger entry and deduction). Same signer
- * (@smithy/signature-v4), credentials, region, endpoint and clock offset as the function's SDK
- * client, without the client's middleware stack, over a kept-alive HTTP/1.1 exchange of its own
- * (http1.ts): `npx tsx bench/dynamodb-read.ts` measures the read three ways (on Node 22, 20 ms
- * between calls: 2,006 us of CPU through the SDK client, 1,005 signed here and sent with node:http,
- * 786 with http1.ts). At small memory sizes Lambda gives a function a small CPU share: the CPU before
- * the upstream call is added to the time to first token. Everything else (holds, admin) stays on the
- * SDK client.
+ * known) and the settlement after it (TransactWriteItems of ledger entry and deduction). Same
+ * credentials, region, endpoint and clock offset as the function's SDK client, signed as the SDK
+ * signs (sigv4.ts), without the client's middleware stack, over a kept-alive HTTP/1.1 exchange of its
+ * own (http1.ts): `npx tsx bench/dynamodb-read.ts` measures the read three ways (on Node 22, 20 ms
+ * between calls: 2,006 us of CPU through the SDK client, 1,005 signed with the SDK's signer and sent
+ * with node:http, 786 with http1.ts, before sigv4.ts). At small memory sizes Lambda gives a function a
+ * small CPU share: the CPU before the upstream call is added to the time to first token. Everything
+ * else (holds, admin) stays on the SDK client.
  *
  * Same bounds as the client (client.ts): `connectTimeoutMs` to connect, `requestTimeoutMs` of socket
  * silence, at most `maxAttempts` attempts, and a caller's deadline over all of them; like the SDK's
@@ -17,12 +17,11 @@
  * is off.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SignatureV4 } from '@smithy/signature-v4';
 import { type Http1Answer, Http1Client, Http1Error, type Http1Origin } from './http1.js';
+import { DynamoSigner } from './sigv4.js';
 import type { DynamoTimeouts } from './timeouts.js';
 
 const API_VERSION = 'DynamoDB_20120810';
-const CONTENT_TYPE = 'application/x-amz-json-1.0';
 /** DynamoDB's throttling error codes (besides any 5xx), retried as the SDK retries them. */
 const THROTTLING = new Set([
   'ThrottlingException',
@@ -77,26 +76,19 @@ interface Endpoint extends Http1Origin {
   path: string;
   /** The kept-alive connections to it. */
   http: Http1Client;
+  /** Signs for its host and path, in the client's region. */
+  signer: DynamoSigner;
 }
 
 type Operation = 'GetItem' | 'BatchGetItem' | 'TransactWriteItems';
 
 export class DynamoWire {
-  private readonly signer: SignatureV4;
   private endpoint: Promise<Endpoint> | undefined;
 
   constructor(
     private readonly client: DynamoDBClient,
     private readonly timeouts: DynamoTimeouts,
-  ) {
-    const config = client.config;
-    this.signer = new SignatureV4({
-      service: 'dynamodb',
-      region: config.region,
-      credentials: config.credentials,
-      sha256: config.sha256,
-    });
-  }
+  ) {}
 
   /** One operation's JSON output; retried within the bounds above, else a DynamoWireError. */
   async call<Output>(operation: Operation, input: object, options: CallOptions = {}): Promise<Output> {
@@ -121,7 +113,12 @@ export class DynamoWire {
     this.endpoint ??= (async () => {
       const origin = await this.origin();
       const { connectTimeoutMs, requestTimeoutMs } = this.timeouts;
-      return { ...origin, http: new Http1Client(origin, { connectTimeoutMs, silenceMs: requestTimeoutMs }) };
+      const host = origin.port ? `${origin.hostname}:${origin.port}` : origin.hostname;
+      return {
+        ...origin,
+        http: new Http1Client(origin, { connectTimeoutMs, silenceMs: requestTimeoutMs }),
+        signer: new DynamoSigner(await this.client.config.region(), 'dynamodb', { host, path: origin.path }),
+      };
     })();
     // A failed resolution is not kept: the next call resolves again.
     this.endpoint.catch(() => {
@@ -157,26 +154,17 @@ export class DynamoWire {
 
   private async send(operation: Operation, body: string, timeLeftMs: number): Promise<string> {
     const endpoint = await this.resolveEndpoint();
-    const signed = await this.signer.sign(
-      {
-        method: 'POST',
-        protocol: endpoint.protocol,
-        hostname: endpoint.hostname,
-        ...(endpoint.port ? { port: endpoint.port } : {}),
-        path: endpoint.path,
-        query: {},
-        headers: {
-          host: endpoint.port ? `${endpoint.hostname}:${endpoint.port}` : endpoint.hostname,
-          'content-type': CONTENT_TYPE,
-          'x-amz-target': `${API_VERSION}.${operation}`,
-        },
-        body,
-      },
-      // The SDK client corrects its clock from DynamoDB's answers; its offset applies here too.
-      { signingDate: new Date(Date.now() + (this.client.config.systemClockOffset ?? 0)) },
+    // The SDK client's provider (it keeps the credentials until they are about to expire), and its
+    // clock offset: the client corrects it from DynamoDB's answers, and so does correctClock below.
+    const credentials = await this.client.config.credentials();
+    const headers = endpoint.signer.sign(
+      `${API_VERSION}.${operation}`,
+      body,
+      credentials,
+      new Date(Date.now() + (this.client.config.systemClockOffset ?? 0)),
     );
     let head = `POST ${endpoint.path} HTTP/1.1\r\n`;
-    for (const [name, value] of Object.entries(signed.headers)) head += `${name}: ${value}\r\n`;
+    for (const [name, value] of Object.entries(headers)) head += `${name}: ${value}\r\n`;
     head += `content-length: ${Buffer.byteLength(body)}\r\n\r\n`;
     let answer: Http1Answer;
     try {

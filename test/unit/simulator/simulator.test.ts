@@ -154,7 +154,10 @@ describe('the upstream simulator', () => {
       },
     ];
     const whole = (await (await ask('weather?', { tools })).json()) as {
-      choices: { message: { tool_calls: { function: { name: string; arguments: string } }[] }; finish_reason: string }[];
+      choices: {
+        message: { tool_calls: { function: { name: string; arguments: string } }[] };
+        finish_reason: string;
+      }[];
       usage: { completion_tokens: number };
     };
     const call = whole.choices[0]?.message.tool_calls[0]?.function;
