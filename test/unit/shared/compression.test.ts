@@ -15,7 +15,9 @@ import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { constants, createGunzip, gunzipSync } from 'node:zlib';
 import type { Request } from '@middy/core';
+import fc from 'fast-check';
 import { Gzip } from 'minizlib';
+import Negotiator from 'negotiator';
 import { describe, expect, it, vi } from 'vitest';
 import {
   acceptsGzip,
@@ -68,6 +70,40 @@ describe('acceptsGzip', () => {
     [undefined, false],
   ])('%s -> %s', (header, expected) => {
     expect(acceptsGzip(header)).toBe(expected);
+  });
+
+  it('answers as Negotiator does for any value, asked again and in any order (the answers it keeps are bounded)', () => {
+    const token = fc.constantFrom(
+      'gzip',
+      'GZIP',
+      'deflate',
+      'br',
+      'zstd',
+      'identity',
+      '*',
+      'x-gzip',
+      'gzip2',
+    );
+    const q = fc.constantFrom('', ';q=0', ';q=0.0', ';q=0.5', ';q=1', ';q=1.0', ';q=abc', ';Q=0');
+    const value = fc.oneof(
+      fc
+        .array(
+          fc.tuple(token, q).map(([t, w]) => `${t}${w}`),
+          { maxLength: 5 },
+        )
+        .map((parts) => parts.join(', ')),
+      fc.string({ maxLength: 40 }),
+      fc.constantFrom('gzip, '.repeat(60), 'br, '.repeat(80)), // longer than it keeps
+    );
+    const negotiated = (header: string) =>
+      header !== '' &&
+      new Negotiator({ headers: { 'accept-encoding': header } }).encoding(['gzip']) === 'gzip';
+    fc.assert(
+      fc.property(fc.array(value, { minLength: 1, maxLength: 80 }), (values) => {
+        for (const header of [...values, ...values.reverse()])
+          expect(acceptsGzip(header)).toBe(negotiated(header));
+      }),
+    );
   });
 });
 
