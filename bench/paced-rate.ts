@@ -204,7 +204,7 @@ export async function pacedRate(
   say: (line?: string) => void,
   dynamoEndpoint: string,
   memoryMb = 160,
-): Promise<{ service: PacedRateResult; floor: PacedRateResult } | undefined> {
+): Promise<{ service: PacedRateResult; identity: PacedRateResult; floor: PacedRateResult } | undefined> {
   if (!cgroupAvailable()) {
     say('');
     say('(The paced rate at a memory size needs write access to /sys/fs/cgroup/cpu and taskset: skipped.)');
@@ -223,6 +223,7 @@ export async function pacedRate(
   });
   const bare = await startBareProxies(upstream.url);
   let service: PacedRateResult;
+  let identity: PacedRateResult;
   let floor: PacedRateResult;
   try {
     await createAccount({ store: stack.store }, 'paced', '100000');
@@ -238,6 +239,14 @@ export async function pacedRate(
     const [barePid] = bare.pids('bare-stream');
     if (pid === undefined || barePid === undefined) throw new Error('no instance found to limit');
     service = await sustainedRate(viaService, auth, pid, upstream.url, memoryMb);
+    // The same function for a client that does not take gzip (the floor compresses nothing).
+    identity = await sustainedRate(
+      viaService,
+      { ...auth, 'accept-encoding': 'identity' },
+      pid,
+      upstream.url,
+      memoryMb,
+    );
     floor = await sustainedRate(bare.urls['bare-stream'], {}, barePid, upstream.url, memoryMb);
   } finally {
     await bare.close();
@@ -250,7 +259,7 @@ export async function pacedRate(
   );
   say('');
   say(
-    `One instance (aws-lambda-ric, Node 22) held to that share with a CFS quota: the completions function, then the floor (the bare streaming proxy). Streams of ${STREAM_SECONDS} s, one event per packet; ` +
+    `One instance (aws-lambda-ric, Node 22) held to that share with a CFS quota: the completions function (its client taking gzip, then not), then the floor (the bare streaming proxy, which compresses nothing). Streams of ${STREAM_SECONDS} s, one event per packet; ` +
       `delay = an event's receive time minus its send time (the events of a stream's first ${START_MS} ms, its start, left out); ` +
       'added inter-event delay = the gap to the previous event as received minus that gap as sent; added p99 = its p99 through the function minus its p99 read directly.',
   );
@@ -260,7 +269,8 @@ export async function pacedRate(
   );
   say('|---|---|---|---|---|---|---|---|');
   for (const [name, result] of [
-    ['completions', service],
+    ['completions, gzip', service],
+    ['completions, identity', identity],
     ['floor', floor],
   ] as const)
     for (const r of result.rows)
@@ -269,7 +279,7 @@ export async function pacedRate(
       );
   say('');
   say(
-    `Highest rate sustained with an added p99 inter-event delay under ${ADDED_P99_LIMIT_MS} ms: completions ${service.sustained || 'none of those tried'}, floor ${floor.sustained || 'none of those tried'} events/s.`,
+    `Highest rate sustained with an added p99 inter-event delay under ${ADDED_P99_LIMIT_MS} ms: completions ${service.sustained || 'none of those tried'} (${identity.sustained || 'none of those tried'} for a client without gzip), floor ${floor.sustained || 'none of those tried'} events/s.`,
   );
-  return { service, floor };
+  return { service, identity, floor };
 }
