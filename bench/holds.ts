@@ -2,9 +2,12 @@
  * `npm run bench:holds`: what a hold costs a near-empty account, against a funded one (issue: prepaid
  * means prepaid). One local stack (DynamoDB Local in memory, the simulator, the emulator); for each
  * account, BENCH_HOLD_SAMPLES sequential streamed requests, timing the first byte of the first
- * data chunk (not the status line: a stream's status now waits for the upstream's first event).
- * The funded account's requests take the fast path (one read before the upstream); the near-empty
- * account's place a hold first (one read and one conditional write). Prints p50/p90 and the difference.
+ * data chunk (not the status line: a stream's status now waits for the upstream's first event) and
+ * the stream's end, and as many JSON requests, timing the whole reply. The funded account's requests
+ * take the fast path (one read before the upstream, the reply before the settlement); the near-empty
+ * account's place a hold first (one read and one conditional write), and their reply ends only once
+ * they are settled (a JSON body waits for the settlement, a stream's final usage chunk and [DONE]
+ * too). Prints p50/p90 and the differences.
  */
 import { writeFileSync } from 'node:fs';
 import { createAccount, createKey } from '../lib/admin/operations.js';
@@ -19,7 +22,8 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
-async function firstDataMs(baseUrl: string, key: string): Promise<number> {
+/** A streamed request: its first data chunk and its end, in ms from the request. */
+async function streamMs(baseUrl: string, key: string): Promise<{ firstData: number; end: number }> {
   const started = performance.now();
   const response = await fetch(`${baseUrl}/chat/completions`, {
     method: 'POST',
@@ -34,14 +38,27 @@ async function firstDataMs(baseUrl: string, key: string): Promise<number> {
   if (!reader || response.status !== 200) throw new Error(`status ${response.status}`);
   const decoder = new TextDecoder();
   let text = '';
-  let at = Number.NaN;
+  let firstData = Number.NaN;
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
     text += decoder.decode(value, { stream: true });
-    if (Number.isNaN(at) && text.includes('data: ')) at = performance.now() - started;
+    if (Number.isNaN(firstData) && text.includes('data: ')) firstData = performance.now() - started;
   }
-  return at;
+  return { firstData, end: performance.now() - started };
+}
+
+/** A JSON request: its whole reply, in ms from the request. */
+async function jsonMs(baseUrl: string, key: string): Promise<number> {
+  const started = performance.now();
+  const response = await fetch(`${baseUrl}/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'svc-fast', messages: [{ role: 'user', content: 'hi [[sim:tokens=3]]' }] }),
+  });
+  await response.arrayBuffer();
+  if (response.status !== 200) throw new Error(`status ${response.status}`);
+  return performance.now() - started;
 }
 
 const stack = await startLocalStack({ tablePrefix: 'benchholds-' });
@@ -53,28 +70,37 @@ try {
   const nearEmpty = (await createKey(admin, 'near-empty', 'bench')).key;
   // $1 covers far fewer than MAX_CONCURRENCY (1000) worst cases of ~$0.012: every request holds;
   // $1000 covers them all: the fast path.
-  for (let i = 0; i < 20; i++) {
-    await firstDataMs(stack.baseUrl, funded);
-    await firstDataMs(stack.baseUrl, nearEmpty);
-  }
-  const results: Record<string, number[]> = { funded: [], 'near-empty': [] };
-  for (let i = 0; i < SAMPLES; i++) {
-    results.funded?.push(await firstDataMs(stack.baseUrl, funded));
-    results['near-empty']?.push(await firstDataMs(stack.baseUrl, nearEmpty));
-  }
-  const lines = ['| account | path | first data chunk p50 ms | p90 ms |', '|---|---|---|---|'];
-  const p50: Record<string, number> = {};
-  for (const [name, samples] of Object.entries(results)) {
-    const sorted = [...samples].sort((a, b) => a - b);
-    p50[name] = percentile(sorted, 50);
+  const accounts = { funded, 'near-empty': nearEmpty } as const;
+  type Measure = 'first data chunk' | 'stream end' | 'JSON reply';
+  const results: Record<Measure, Record<keyof typeof accounts, number[]>> = {
+    'first data chunk': { funded: [], 'near-empty': [] },
+    'stream end': { funded: [], 'near-empty': [] },
+    'JSON reply': { funded: [], 'near-empty': [] },
+  };
+  for (let i = 0; i < 20 + SAMPLES; i++)
+    for (const [name, key] of Object.entries(accounts) as [keyof typeof accounts, string][]) {
+      const stream = await streamMs(stack.baseUrl, key);
+      const json = await jsonMs(stack.baseUrl, key);
+      if (i < 20) continue; // warm-up
+      results['first data chunk'][name].push(stream.firstData);
+      results['stream end'][name].push(stream.end);
+      results['JSON reply'][name].push(json);
+    }
+  const lines = [
+    '| measure | funded p50 ms | p90 ms | near-empty (held) p50 ms | p90 ms | held adds at p50 ms |',
+    '|---|---|---|---|---|---|',
+  ];
+  for (const [measure, byAccount] of Object.entries(results)) {
+    const funded = [...byAccount.funded].sort((a, b) => a - b);
+    const held = [...byAccount['near-empty']].sort((a, b) => a - b);
     lines.push(
-      `| ${name} | ${name === 'funded' ? 'read, upstream, settle' : 'read, hold, upstream, settle'} | ${percentile(sorted, 50).toFixed(2)} | ${percentile(sorted, 90).toFixed(2)} |`,
+      `| ${measure} | ${percentile(funded, 50).toFixed(2)} | ${percentile(funded, 90).toFixed(2)} | ${percentile(held, 50).toFixed(2)} | ${percentile(held, 90).toFixed(2)} | ${(percentile(held, 50) - percentile(funded, 50)).toFixed(2)} |`,
     );
   }
-  const added = (p50['near-empty'] ?? 0) - (p50.funded ?? 0);
   lines.push(
     '',
-    `A hold adds ${added.toFixed(2)} ms at p50 (${SAMPLES} sequential streamed requests each, interleaved).`,
+    `${SAMPLES} sequential streamed and ${SAMPLES} JSON requests per account, interleaved. Funded: read, upstream, reply, then the settlement. ` +
+      'Held: read, hold, upstream, and the reply ends after the settlement (the first data chunk does not wait for it).',
   );
   const text = lines.join('\n');
   console.log(text);
