@@ -78,48 +78,95 @@ export function gzipStream(source: Readable): Readable {
   return source.pipe(gzip);
 }
 
+/** A compressor and what it has emitted since it was last read. */
+interface Deflater {
+  gzip: Gzip;
+  out: Buffer[];
+  failed: Error | undefined;
+}
+
+function newDeflater(): Deflater {
+  const deflater: Deflater = {
+    gzip: new Gzip({ ...GZIP_OPTIONS, flush: constants.Z_SYNC_FLUSH }),
+    out: [],
+    failed: undefined,
+  };
+  // minizlib emits its output synchronously, inside its own write.
+  deflater.gzip.on('data', (segment: Buffer) => deflater.out.push(segment));
+  // A failure is thrown to the writer, now or at its next write: an 'error' event without a
+  // listener would be an uncaught exception, which ends the instance.
+  deflater.gzip.on('error', (error) => {
+    deflater.failed ??= error instanceof Error ? error : new Error(String(error));
+  });
+  return deflater;
+}
+
+/**
+ * The compressor a finished stream left, reset, for the next one. Lambda runs one invocation at a
+ * time in an instance, so one is enough there (the local runtime and the tests run several in one
+ * process: a stream that finds none makes its own). Reusing it spares zlib's set-up and teardown of
+ * its state for every reply: `npx tsx bench/gzip-kept.ts` (Node 22, the functions' environment, a
+ * 19-chunk reply every 5 ms) measures both. zlib's reset starts a new gzip member from a clean state:
+ * a reused compressor writes exactly the bytes a new one writes (test/unit/shared/compression.test.ts).
+ */
+let kept: Deflater | undefined;
+
 /**
  * gzip on the caller's thread: each `write` returns its input compressed and sync-flushed (a complete
  * deflate block, so nothing is held back), and `end` the member's trailer; one gzip member in all.
  */
 export class SyncGzip {
-  readonly #gzip = new Gzip({ ...GZIP_OPTIONS, flush: constants.Z_SYNC_FLUSH });
-  #out: Buffer[] = [];
-  #failed: Error | undefined;
+  #deflater: Deflater | undefined;
 
   constructor() {
-    // minizlib emits its output synchronously, inside its own write.
-    this.#gzip.on('data', (segment: Buffer) => this.#out.push(segment));
-    // A failure is thrown to the writer, now or at its next write: an 'error' event without a
-    // listener would be an uncaught exception, which ends the instance.
-    this.#gzip.on('error', (error) => {
-      this.#failed ??= error instanceof Error ? error : new Error(String(error));
-    });
+    this.#deflater = kept ?? newDeflater();
+    kept = undefined;
   }
 
   /** Compressed and flushed; throws if compression failed. */
   write(data: string | Buffer): Buffer {
-    this.#gzip.write(data);
-    if (this.#failed) throw this.#failed;
-    return this.#take();
+    const deflater = this.#open();
+    deflater.gzip.write(data);
+    if (deflater.failed) throw deflater.failed;
+    return this.#take(deflater);
   }
 
   end(): Buffer {
-    this.#gzip.end();
-    if (this.#failed) throw this.#failed;
-    const trailer = this.#take();
+    const deflater = this.#open();
+    // The member's end without ending the stream: the compressor can be reset and kept.
+    deflater.gzip.flush(constants.Z_FINISH);
+    if (deflater.failed) throw deflater.failed;
+    const trailer = this.#take(deflater);
     this.close();
     return trailer;
   }
 
-  /** Frees zlib's state now rather than when the collector finds the handle. */
+  /** Done with the compressor, ended or not: it is reset and kept for the next stream, or freed. */
   close(): void {
-    this.#gzip.close();
+    const deflater = this.#deflater;
+    if (!deflater) return;
+    this.#deflater = undefined;
+    deflater.out = [];
+    if (!deflater.failed && !kept) {
+      try {
+        deflater.gzip.reset();
+        kept = deflater;
+        return;
+      } catch {
+        // not kept: freed below
+      }
+    }
+    deflater.gzip.close();
   }
 
-  #take(): Buffer {
-    const out = this.#out.length === 1 ? (this.#out[0] as Buffer) : Buffer.concat(this.#out);
-    this.#out = [];
+  #open(): Deflater {
+    if (!this.#deflater) throw new Error('the compressor is closed');
+    return this.#deflater;
+  }
+
+  #take(deflater: Deflater): Buffer {
+    const out = deflater.out.length === 1 ? (deflater.out[0] as Buffer) : Buffer.concat(deflater.out);
+    deflater.out = [];
     return out;
   }
 }

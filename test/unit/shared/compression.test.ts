@@ -22,6 +22,7 @@ import { describe, expect, it, vi } from 'vitest';
 import {
   acceptsGzip,
   compressResponse,
+  GZIP_OPTIONS,
   gzipStream,
   MIN_COMPRESSED_BYTES,
   SyncGzip,
@@ -145,6 +146,75 @@ describe('SyncGzip', () => {
     const closed = new SyncGzip();
     closed.close();
     expect(() => closed.write('x')).toThrow();
+  });
+
+  it('a compressor kept from one stream writes, for the next, exactly the bytes a new one writes', () => {
+    const writeAll = (gzip: { write(d: string): Buffer; end(): Buffer }, chunks: string[]) =>
+      Buffer.concat([...chunks.map((c) => gzip.write(c)), gzip.end()]);
+    const fresh = (chunks: string[]) => {
+      const gzip = new Gzip({ ...GZIP_OPTIONS, flush: constants.Z_SYNC_FLUSH });
+      const out: Buffer[] = [];
+      gzip.on('data', (d: Buffer) => out.push(d));
+      const writeOne = (d: string) => {
+        gzip.write(d);
+        return Buffer.concat(out.splice(0));
+      };
+      const bytes = writeAll(
+        {
+          write: writeOne,
+          end: () => {
+            gzip.end();
+            return Buffer.concat(out.splice(0));
+          },
+        },
+        chunks,
+      );
+      gzip.close();
+      return bytes;
+    };
+    const a = [0, 1, 2, 3].map(chunk);
+    const b = ['a secret another client sent ', ...[7, 8].map(chunk)];
+    // One stream ends, the next takes its compressor: the same bytes as from a new compressor, and
+    // nothing of the first stream's text in them (its window is gone with the reset).
+    const first = writeAll(new SyncGzip(), b);
+    const second = writeAll(new SyncGzip(), a);
+    expect(first.equals(fresh(b))).toBe(true);
+    expect(second.equals(fresh(a))).toBe(true);
+    // A stream dropped half-way (its client went away) leaves its compressor mid-member: the next
+    // stream still starts clean.
+    const dropped = new SyncGzip();
+    dropped.write(b[0] ?? '');
+    dropped.close();
+    dropped.close(); // twice is harmless (a destroyed relay closes after its end)
+    expect(writeAll(new SyncGzip(), a).equals(fresh(a))).toBe(true);
+    // Two streams at once in one process: the second makes its own; each decodes whole.
+    const one = new SyncGzip();
+    const two = new SyncGzip();
+    const oneParts = [one.write(a[0] ?? '')];
+    const twoParts = [two.write(b[0] ?? '')];
+    oneParts.push(one.write(a[1] ?? ''), one.end());
+    twoParts.push(two.write(b[1] ?? ''), two.end());
+    expect(gunzipSync(Buffer.concat(oneParts)).toString()).toBe(`${a[0]}${a[1]}`);
+    expect(gunzipSync(Buffer.concat(twoParts)).toString()).toBe(`${b[0]}${b[1]}`);
+  });
+
+  it('a compressor that failed is not kept for the next stream', async () => {
+    const failing = new SyncGzip();
+    const write = vi.spyOn(Gzip.prototype, 'write').mockImplementationOnce(function (this: Gzip) {
+      process.nextTick(() => this.emit('error', new Error('zlib: stream error')));
+      return true;
+    });
+    try {
+      failing.write(chunk(0));
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(() => failing.write(chunk(1))).toThrow('zlib: stream error');
+    } finally {
+      write.mockRestore();
+      failing.close();
+    }
+    const next = new SyncGzip();
+    const bytes = Buffer.concat([next.write(chunk(2)), next.end()]);
+    expect(gunzipSync(bytes).toString()).toBe(chunk(2));
   });
 });
 
