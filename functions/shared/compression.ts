@@ -24,7 +24,7 @@
  * its 5.x leaves a streamed body uncompressed under a `Content-Encoding` header; neither flushes.
  */
 import { PassThrough, Readable, Transform, type TransformCallback } from 'node:stream';
-import { constants, gzipSync } from 'node:zlib';
+import { constants } from 'node:zlib';
 import type { MiddlewareObj } from '@middy/core';
 import { Gzip } from 'minizlib';
 import Negotiator from 'negotiator';
@@ -227,7 +227,9 @@ export function compressResponse(): MiddlewareObj<FunctionUrlEvent, FunctionUrlR
       if (typeof body === 'string' && Buffer.byteLength(body) < MIN_COMPRESSED_BYTES) return;
       if (!acceptsGzip(request.event.headers?.['accept-encoding'])) return;
       if (typeof body === 'string') {
-        const compressed = gzipSync(body, GZIP_OPTIONS);
+        // The kept compressor (SyncGzip), not gzipSync's new one: one write, then the member's end.
+        const gzip = new SyncGzip();
+        const compressed = Buffer.concat([gzip.write(body), gzip.end()]);
         const out = new PassThrough();
         out.end(compressed);
         response.body = out;
