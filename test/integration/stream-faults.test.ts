@@ -147,6 +147,16 @@ describe('a client that goes away', () => {
       expect(charge.estimated).toBe(false);
       expect(charge.completionTokens).toBe(20);
       await expectOneCharge(accountId);
+      // The next stream (which may take the compressor the dropped one left, reset) is whole: it
+      // decodes to its own events only, to [DONE].
+      const next = await readSse(
+        await call(key, 'next [[sim:tokens=3]]', { stream: true }, undefined, acceptEncoding),
+      );
+      expect(next.broken).toBe(false);
+      expect(next.data.at(-1)).toBe('[DONE]');
+      const chunks = next.data.slice(0, -1).map((d) => JSON.parse(d) as { id: string });
+      expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
+      expect(chunks[0]?.id).not.toBe(charge.entryId);
     },
   );
 });
