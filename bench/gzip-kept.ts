@@ -12,6 +12,7 @@ import { Gzip } from 'minizlib';
 import { GZIP_OPTIONS, SyncGzip } from '../functions/shared/compression.js';
 import { FUNCTION_PROCESS_ENV } from '../lib/infra/service-function.js';
 import { runOnNode22 } from './on-node22.js';
+import { sseChunk as chunk } from './sse-chunk.js';
 
 Object.assign(process.env, FUNCTION_PROCESS_ENV);
 runOnNode22();
@@ -20,17 +21,6 @@ const GAP_MS = Number(process.env.GAP_MS ?? 5);
 const ROUNDS = Number(process.env.ROUNDS ?? 8);
 const PER_ROUND = 100;
 
-const chunk = (i: number) =>
-  `data: ${JSON.stringify({
-    id: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
-    object: 'chat.completion.chunk',
-    created: 1_767_225_600,
-    model: 'svc-fast',
-    system_fingerprint: 'fp_simulator',
-    choices: [
-      { index: 0, delta: { content: ` word${(i * 7919) % 1000}` }, logprobs: null, finish_reason: null },
-    ],
-  })}\n\n`;
 const CHUNKS = Array.from({ length: 19 }, (_, i) => chunk(i));
 
 function newEachTime(): number {

@@ -16,24 +16,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { constants, createGzip } from 'node:zlib';
 import { GZIP_OPTIONS, gzipStream } from '../functions/shared/compression.js';
 import { runOnNode22 } from './on-node22.js';
+import { sseChunk as chunk } from './sse-chunk.js';
 
 runOnNode22();
 
 const EVENTS = 300;
 const GAP_MS = 3;
 const ROUNDS = 15;
-
-const chunk = (i: number) =>
-  `data: ${JSON.stringify({
-    id: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
-    object: 'chat.completion.chunk',
-    created: 1_767_225_600,
-    model: 'svc-fast',
-    system_fingerprint: 'fp_simulator',
-    choices: [
-      { index: 0, delta: { content: ` word${(i * 7919) % 1000}` }, logprobs: null, finish_reason: null },
-    ],
-  })}\n\n`;
 
 const ways: Record<string, (source: Readable) => Readable> = {
   identity: (source) => source,

@@ -108,6 +108,14 @@ describe('acceptsGzip', () => {
   });
 });
 
+/** The next compressor write fails as zlib reports it: an error event after the write returned (the binding's way). */
+function failNextWrite() {
+  return vi.spyOn(Gzip.prototype, 'write').mockImplementationOnce(function (this: Gzip) {
+    process.nextTick(() => this.emit('error', new Error('zlib: stream error')));
+    return true;
+  });
+}
+
 describe('SyncGzip', () => {
   it('returns each write compressed whole (every prefix decodes), one gzip member in all', () => {
     const gzip = new SyncGzip();
@@ -130,11 +138,7 @@ describe('SyncGzip', () => {
   it('throws to its writer when compression fails, never as an uncaught error event', async () => {
     const gzip = new SyncGzip();
     gzip.write(chunk(0));
-    // zlib's failure reported as an event after the write returned (the binding's way).
-    const write = vi.spyOn(Gzip.prototype, 'write').mockImplementationOnce(function (this: Gzip) {
-      process.nextTick(() => this.emit('error', new Error('zlib: stream error')));
-      return true;
-    });
+    const write = failNextWrite();
     try {
       gzip.write(chunk(1));
       await new Promise((resolve) => setImmediate(resolve));
@@ -200,10 +204,7 @@ describe('SyncGzip', () => {
 
   it('a compressor that failed is not kept for the next stream', async () => {
     const failing = new SyncGzip();
-    const write = vi.spyOn(Gzip.prototype, 'write').mockImplementationOnce(function (this: Gzip) {
-      process.nextTick(() => this.emit('error', new Error('zlib: stream error')));
-      return true;
-    });
+    const write = failNextWrite();
     try {
       failing.write(chunk(0));
       await new Promise((resolve) => setImmediate(resolve));

@@ -25,6 +25,21 @@ async function sse(response: Response): Promise<{ events: string[]; failed: bool
   return { events: data, failed: broken };
 }
 
+/** A get_weather tool whose parameters require `required`. */
+const weatherTools = (required: string[]) => [
+  {
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      parameters: {
+        type: 'object',
+        properties: { city: { type: 'string' }, days: { type: 'integer' }, unit: { enum: ['c', 'f'] } },
+        required,
+      },
+    },
+  },
+];
+
 describe('the upstream simulator', () => {
   it('uses one-token words, so N words are N tokens', () => {
     for (const word of ONE_TOKEN_WORDS) expect(countTokens(word)).toBe(1);
@@ -98,19 +113,7 @@ describe('the upstream simulator', () => {
   });
 
   it('calls a tool with arguments that satisfy its schema, and answers a tool result with text', async () => {
-    const tools = [
-      {
-        type: 'function',
-        function: {
-          name: 'get_weather',
-          parameters: {
-            type: 'object',
-            properties: { city: { type: 'string' }, days: { type: 'integer' }, unit: { enum: ['c', 'f'] } },
-            required: ['city'],
-          },
-        },
-      },
-    ];
+    const tools = weatherTools(['city']);
     const streamed = await sse(await ask('weather?', { tools, stream: true }));
     const chunks = streamed.events.filter((e) => e !== '[DONE]').map((e) => JSON.parse(e));
     const args = chunks.map((c) => c.choices[0]?.delta?.tool_calls?.[0]?.function?.arguments ?? '').join('');
@@ -141,18 +144,7 @@ describe('the upstream simulator', () => {
   });
 
   it('cuts a tool call at max_tokens, as a model does: its arguments end where the cap does, finish_reason length', async () => {
-    const tools = [
-      {
-        type: 'function',
-        function: {
-          name: 'get_weather',
-          parameters: {
-            type: 'object',
-            properties: { city: { type: 'string' }, days: { type: 'integer' }, unit: { enum: ['c', 'f'] } },
-          },
-        },
-      },
-    ];
+    const tools = weatherTools([]);
     const whole = (await (await ask('weather?', { tools })).json()) as {
       choices: {
         message: { tool_calls: { function: { name: string; arguments: string } }[] };
