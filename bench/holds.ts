@@ -8,15 +8,28 @@
  * account's place a hold first (one read and one conditional write), and their reply ends only once
  * they are settled (a JSON body waits for the settlement, a stream's final usage chunk and [DONE]
  * too). Prints p50/p90 and the differences.
+ *
+ * BENCH_HOLD_MB=160: the completions function runs as Lambda runs it (its bundle under aws-lambda-ric
+ * on Node 22, one instance) held to that memory size's CPU share (bench/cpu-limit.ts), alone on core 1
+ * while this process and all it starts run on core 0, as `BENCH_ONLY=rate npm run bench` does.
  */
 import { writeFileSync } from 'node:fs';
 import { createAccount, createKey } from '../lib/admin/operations.js';
+import { bundleFunctions, ricLauncher } from '../lib/local/aws-lambda-ric.js';
 import { startLocalStack } from '../lib/local/stack.js';
+import { type CpuLimit, available as cgroupAvailable, limitCpu, pinToCore } from './cpu-limit.js';
+import { completionsPids } from './paced-rate.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 process.env.LOG_LEVEL ??= 'SILENT';
 process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
 const SAMPLES = Number(process.env.BENCH_HOLD_SAMPLES ?? 200);
+const LIMIT_MB = process.env.BENCH_HOLD_MB ? Number(process.env.BENCH_HOLD_MB) : undefined;
+if (LIMIT_MB !== undefined) {
+  if (!cgroupAvailable())
+    throw new Error('BENCH_HOLD_MB needs write access to /sys/fs/cgroup/cpu and taskset');
+  pinToCore(process.pid, 0);
+}
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
@@ -61,7 +74,18 @@ async function jsonMs(baseUrl: string, key: string): Promise<number> {
   return performance.now() - started;
 }
 
-const stack = await startLocalStack({ tablePrefix: 'benchholds-' });
+const stack = await startLocalStack({
+  tablePrefix: 'benchholds-',
+  ...(LIMIT_MB !== undefined
+    ? {
+        launcher: ricLauncher(await bundleFunctions('.cache/paced-bundles')),
+        // One instance, so that every request meets the same CPU limit.
+        functions: { completions: { maxInstances: 1, warmInstances: 1 } },
+        env: { LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
+      }
+    : {}),
+});
+let limit: CpuLimit | undefined;
 try {
   const admin = { store: stack.store };
   await createAccount(admin, 'funded', '1000');
@@ -77,15 +101,25 @@ try {
     'stream end': { funded: [], 'near-empty': [] },
     'JSON reply': { funded: [], 'near-empty': [] },
   };
-  for (let i = 0; i < 20 + SAMPLES; i++)
+  const round = async (record: boolean) => {
     for (const [name, key] of Object.entries(accounts) as [keyof typeof accounts, string][]) {
       const stream = await streamMs(stack.baseUrl, key);
       const json = await jsonMs(stack.baseUrl, key);
-      if (i < 20) continue; // warm-up
+      if (!record) continue;
       results['first data chunk'][name].push(stream.firstData);
       results['stream end'][name].push(stream.end);
       results['JSON reply'][name].push(json);
     }
+  };
+  // Warm, unlimited: the cold start, the JIT, the connections.
+  for (let i = 0; i < 20; i++) await round(false);
+  if (LIMIT_MB !== undefined) {
+    const [pid] = completionsPids();
+    if (pid === undefined) throw new Error('no completions instance found to limit');
+    limit = limitCpu(pid);
+    limit.set(LIMIT_MB);
+  }
+  for (let i = 0; i < SAMPLES; i++) await round(true);
   const lines = [
     '| measure | funded p50 ms | p90 ms | near-empty (held) p50 ms | p90 ms | held adds at p50 ms |',
     '|---|---|---|---|---|---|',
@@ -99,15 +133,19 @@ try {
   }
   lines.push(
     '',
-    `${SAMPLES} sequential streamed and ${SAMPLES} JSON requests per account, interleaved. Funded: read, upstream, reply, then the settlement. ` +
+    `${SAMPLES} sequential streamed and ${SAMPLES} JSON requests per account, interleaved${LIMIT_MB !== undefined ? `; the completions function one instance under aws-lambda-ric held to ${LIMIT_MB} MB's CPU share` : ''}. Funded: read, upstream, reply, then the settlement. ` +
       'Held: read, hold, upstream, and the reply ends after the settlement (the first data chunk does not wait for it).',
   );
   const text = lines.join('\n');
   console.log(text);
   writeFileSync(
-    new URL(`./results/holds-${new Date().toISOString().slice(0, 10)}.md`, import.meta.url),
+    new URL(
+      `./results/holds-${new Date().toISOString().slice(0, 10)}${LIMIT_MB !== undefined ? `-${LIMIT_MB}mb` : ''}.md`,
+      import.meta.url,
+    ),
     `${text}\n`,
   );
 } finally {
+  limit?.release();
   await stack.stop();
 }

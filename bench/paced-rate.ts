@@ -118,7 +118,8 @@ const percentile = (values: number[], p: number) => {
 };
 
 /** The completions instances this process started: its children running in that function's bundle. */
-function completionsPids(): number[] {
+/** This process's completions instances (the emulator's children whose working directory is its bundle). */
+export function completionsPids(): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
