@@ -119,8 +119,14 @@ export class SyncGzip {
   #deflater: Deflater | undefined;
 
   constructor() {
-    this.#deflater = kept ?? newDeflater();
+    let deflater = kept;
     kept = undefined;
+    // A failure zlib reported after the last stream let it go: not taken.
+    if (deflater?.failed) {
+      deflater.gzip.close();
+      deflater = undefined;
+    }
+    this.#deflater = deflater ?? newDeflater();
   }
 
   /** Compressed and flushed; throws if compression failed. */

@@ -216,6 +216,18 @@ describe('SyncGzip', () => {
     const next = new SyncGzip();
     const bytes = Buffer.concat([next.write(chunk(2)), next.end()]);
     expect(gunzipSync(bytes).toString()).toBe(chunk(2));
+    // A failure reported only after its stream let the compressor go: the next stream does not take it.
+    const late = new SyncGzip();
+    const lateWrite = failNextWrite();
+    try {
+      late.write(chunk(3));
+      late.close();
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      lateWrite.mockRestore();
+    }
+    const after = new SyncGzip();
+    expect(gunzipSync(Buffer.concat([after.write(chunk(4)), after.end()])).toString()).toBe(chunk(4));
   });
 });
 
