@@ -73,7 +73,7 @@ const CHUNKS_PER_TOKEN = 4;
 export interface Compressor {
   write(text: string): Buffer;
   end(): Buffer;
-  /** Frees the compressor without ending its stream. */
+  /** Done with the compressor without ending its stream (freed, or reset and kept for the next). */
   close(): void;
 }
 
