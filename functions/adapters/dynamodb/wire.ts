@@ -2,14 +2,14 @@
  * DynamoDB's JSON protocol spoken directly, for the calls the request path makes: the read before its
  * upstream call (BatchGetItem of key and account; GetItem of each while the key's account is not yet
  * known), a held request's hold and its release (TransactWriteItems, holds.ts) and the settlement
- * after it (TransactWriteItems of ledger entry and deduction). Same
- * credentials, region, endpoint and clock offset as the function's SDK client, signed as the SDK
- * signs (sigv4.ts), without the client's middleware stack, over a kept-alive HTTP/1.1 exchange of its
- * own (http1.ts): `npx tsx bench/dynamodb-read.ts` measures the read three ways (on Node 22, 20 ms
- * between calls: 2,006 us of CPU through the SDK client, 1,005 signed with the SDK's signer and sent
- * with node:http, 786 with http1.ts, before sigv4.ts). At small memory sizes Lambda gives a function a
- * small CPU share: the CPU before the upstream call is added to the time to first token. Everything
- * else (admin, the sweeper's scan, a failed settlement's record on its hold) stays on the SDK client.
+ * after it (TransactWriteItems of ledger entry and deduction). Same credentials, region, endpoint and
+ * clock offset as the function's SDK client, signed as the SDK signs (sigv4.ts), without the client's
+ * middleware stack, over a kept-alive HTTP/1.1 exchange of its own (http1.ts):
+ * `npx tsx bench/dynamodb-read.ts` measures the read three ways (on Node 22, 20 ms between calls:
+ * 2,006 us of CPU through the SDK client, 1,005 signed with the SDK's signer and sent with node:http,
+ * 786 with http1.ts, before sigv4.ts). At small memory sizes Lambda gives a function a small CPU
+ * share: the CPU before the upstream call is added to the time to first token. Everything else (admin,
+ * the sweeper's scan, a failed settlement's record on its hold) stays on the SDK client.
  *
  * Same bounds as the client (client.ts): `connectTimeoutMs` to connect, `requestTimeoutMs` of socket
  * silence, at most `maxAttempts` attempts, and a caller's deadline over all of them; like the SDK's
