@@ -120,6 +120,28 @@ describe('the direct DynamoDB read', () => {
     ]);
   });
 
+  it("signs each call with the credentials the client's provider gives now: a renewed session token is used at once", async () => {
+    const fake = await fakeDynamo((_, response) => json(response, 200, OUTPUT));
+    // Credentials about to expire, as the SDK judges them (less than five minutes left): the client's
+    // provider is asked again for every call.
+    const soon = () => new Date(Date.now() + 60_000);
+    let current = { ...CREDENTIALS, expiration: soon() };
+    const rotating = new DynamoDBClient({
+      endpoint: fake.endpoint,
+      region: REGION,
+      credentials: async () => current,
+      maxAttempts: 1,
+    });
+    const wire = new DynamoWire(rotating, FAST);
+    await wire.call('BatchGetItem', INPUT);
+    current = { ...CREDENTIALS, sessionToken: 'renewed-session-token', expiration: soon() };
+    await wire.call('BatchGetItem', INPUT);
+    expect(fake.seen.map(({ token, signatureValid }) => ({ token, signatureValid }))).toEqual([
+      { token: CREDENTIALS.sessionToken, signatureValid: true },
+      { token: 'renewed-session-token', signatureValid: true },
+    ]);
+  });
+
   it('is checked by a verifier that accepts the SDK client and refuses a tampered request', async () => {
     const fake = await fakeDynamo((_, response) => json(response, 200, OUTPUT));
     await client(fake.endpoint).send(new BatchGetItemCommand(INPUT));
