@@ -96,7 +96,8 @@ export class Generation {
     };
     let placed: 'held' | 'refused';
     try {
-      placed = await this.ports.store.placeHold(hold);
+      // No upstream attempt starts after its deadline: a hold is no use past it.
+      placed = await this.ports.store.placeHold(hold, { deadline: this.deadlines.upstream });
     } catch (error) {
       logger.error('hold write failed', { error: error instanceof Error ? error : String(error) });
       throw new ServiceUnavailableError({ cause: error });

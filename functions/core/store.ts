@@ -94,9 +94,9 @@ export interface Store {
   loadPrincipal(keyHash: string): Promise<Principal | undefined>;
   /**
    * Places a hold in one conditional write: only if the account is active and its available credit
-   * (balance minus held) is above zero before this hold. 'refused' otherwise.
+   * (balance minus held) is above zero before this hold. 'refused' otherwise. Gives up by `deadline`.
    */
-  placeHold(hold: Hold): Promise<'held' | 'refused'>;
+  placeHold(hold: Hold, options?: { deadline?: number }): Promise<'held' | 'refused'>;
   /**
    * Writes the ledger entry and deducts its cost in ONE transaction, releasing `hold` in the same
    * transaction when given (and still live). Idempotent by generation id. Gives up by `deadline`.

@@ -41,7 +41,8 @@ export class Holds {
    * before its upstream call. At 160 MB's CPU share (`BENCH_HOLD_MB=160 npm run bench:holds`) it
    * added 31-33 ms at p50 to a held stream's first data chunk through the SDK client, 12-16 ms this way.
    */
-  async placeHold(hold: Hold): Promise<'held' | 'refused'> {
+  async placeHold(hold: Hold, options: { deadline?: number } = {}): Promise<'held' | 'refused'> {
+    const deadline = options.deadline ?? Number.POSITIVE_INFINITY;
     const input: TransactWriteItemsCommandInput = {
       ClientRequestToken: requestToken('hold', hold.holdId),
       TransactItems: [
@@ -72,10 +73,11 @@ export class Holds {
     };
     // Requests of one account admitted at the same moment write the same account item: DynamoDB
     // cancels all but one with TransactionConflict. Each is sent again (the same idempotent write)
-    // after a jittered wait, so a burst queues up instead of failing.
+    // after a jittered wait, so a burst queues up instead of failing; never past the deadline (a
+    // stalled database would otherwise hold the request for every attempt of every retry).
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.wire.call('TransactWriteItems', input);
+        await this.wire.call('TransactWriteItems', input, { deadline });
         return 'held';
       } catch (error) {
         const reasons = cancellationReasons(error);
@@ -86,7 +88,9 @@ export class Holds {
           if (holdReason?.Code === 'ConditionalCheckFailed') return 'held';
         }
         if (!isRetryableSettlementError(error) || attempt >= HOLD_ATTEMPTS) throw error;
-        await sleep(Math.random() * Math.min(400, 10 * 2 ** attempt));
+        const wait = Math.random() * Math.min(400, 10 * 2 ** attempt);
+        if (Date.now() + wait >= deadline) throw error;
+        await sleep(wait);
       }
     }
   }

@@ -87,8 +87,8 @@ export class DynamoStore implements Store {
     return this.ledger.getLedgerEntry(accountId, entryId);
   }
 
-  placeHold(hold: Hold): Promise<'held' | 'refused'> {
-    return this.holds.placeHold(hold);
+  placeHold(hold: Hold, options: { deadline?: number } = {}): Promise<'held' | 'refused'> {
+    return this.holds.placeHold(hold, options);
   }
   releaseHold(hold: Hold, options: { onlyIfExpiredAt?: number } = {}): Promise<boolean> {
     return this.holds.releaseHold(hold, options);
