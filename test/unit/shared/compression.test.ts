@@ -147,6 +147,9 @@ describe('SyncGzip', () => {
       write.mockRestore();
       gzip.close();
     }
+    // The failed compressor is not kept: the next stream is whole.
+    const next = new SyncGzip();
+    expect(gunzipSync(Buffer.concat([next.write(chunk(2)), next.end()])).toString()).toBe(chunk(2));
     const closed = new SyncGzip();
     closed.close();
     expect(() => closed.write('x')).toThrow();
@@ -202,21 +205,7 @@ describe('SyncGzip', () => {
     expect(gunzipSync(Buffer.concat(twoParts)).toString()).toBe(`${b[0]}${b[1]}`);
   });
 
-  it('a compressor that failed is not kept for the next stream', async () => {
-    const failing = new SyncGzip();
-    const write = failNextWrite();
-    try {
-      failing.write(chunk(0));
-      await new Promise((resolve) => setImmediate(resolve));
-      expect(() => failing.write(chunk(1))).toThrow('zlib: stream error');
-    } finally {
-      write.mockRestore();
-      failing.close();
-    }
-    const next = new SyncGzip();
-    const bytes = Buffer.concat([next.write(chunk(2)), next.end()]);
-    expect(gunzipSync(bytes).toString()).toBe(chunk(2));
-    // A failure reported only after its stream let the compressor go: the next stream does not take it.
+  it('a compressor whose failure zlib reports after its stream let it go is not taken by the next', async () => {
     const late = new SyncGzip();
     const lateWrite = failNextWrite();
     try {
