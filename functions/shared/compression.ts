@@ -12,9 +12,9 @@
  * across events, so the repeated envelope costs a few bytes per chunk. A string body (a JSON reply)
  * is compressed in one go when it is large enough to gain.
  *
- * A stream's writes are compressed on the function's own thread as they arrive (minizlib, npm's
- * synchronous wrapper of Node's zlib binding), not by node:zlib's stream, which hands every write to
- * libuv's thread pool and back: for a streamed event of a few hundred bytes that hand-off was about
+ * A stream's writes are compressed on the function's own thread as they arrive, through the zlib
+ * binding's synchronous write (`Deflater`, below), not by node:zlib's stream, which hands every write
+ * to libuv's thread pool and back: for a streamed event of a few hundred bytes that hand-off was about
  * half of the compression's cost (64-118 against 34-70 us of CPU above an uncompressed write, medians
  * of three runs of `npx tsx bench/gzip-paced.ts`: paced writes of a 253-byte chunk on Node 22, the
  * same bytes out), and it queued the events behind whatever else holds the pool's four threads (DNS
@@ -24,9 +24,8 @@
  * its 5.x leaves a streamed body uncompressed under a `Content-Encoding` header; neither flushes.
  */
 import { PassThrough, Readable, Transform, type TransformCallback } from 'node:stream';
-import { constants } from 'node:zlib';
+import { constants, createGzip, type Gzip } from 'node:zlib';
 import type { MiddlewareObj } from '@middy/core';
-import { Gzip } from 'minizlib';
 import Negotiator from 'negotiator';
 import type { FunctionUrlEvent, FunctionUrlResult } from './http.js';
 
@@ -78,28 +77,94 @@ export function gzipStream(source: Readable): Readable {
   return source.pipe(gzip);
 }
 
-/** A compressor and what it has emitted since it was last read. */
-interface Deflater {
-  gzip: Gzip;
-  out: Buffer[];
-  failed: Error | undefined;
+/** The parts of node:zlib's binding a `Deflater` drives (the same on Node 20 and 22). */
+interface ZlibBinding {
+  /**
+   * Compresses `input[inOffset, inOffset + inLength)` into `out[outOffset, outOffset + outLength)`
+   * with `flush`, on this thread; leaves the output space and input left unused in the stream's
+   * write state. A failure is reported through `onerror`, before it returns.
+   */
+  writeSync(
+    flush: number,
+    input: Buffer,
+    inOffset: number,
+    inLength: number,
+    out: Buffer,
+    outOffset: number,
+    outLength: number,
+  ): void;
+  /** deflateReset: a new gzip member from a clean state, the sizes kept. */
+  reset(): void;
+  onerror: (message: string, errno: number, code?: string) => void;
 }
 
-function newDeflater(): Deflater {
-  const deflater: Deflater = {
-    gzip: new Gzip({ ...GZIP_OPTIONS, flush: constants.Z_SYNC_FLUSH }),
-    out: [],
-    failed: undefined,
-  };
-  // minizlib emits its output synchronously, inside its own write.
-  deflater.gzip.on('data', (segment: Buffer) => deflater.out.push(segment));
-  // A failure is thrown to the writer, now or at its next write: an 'error' event without a
-  // listener would be an uncaught exception, which ends the instance.
-  deflater.gzip.on('error', (error) => {
-    deflater.failed ??= error instanceof Error ? error : new Error(String(error));
-  });
-  return deflater;
+/**
+ * One gzip compressor driven through the binding under node:zlib's stream, synchronously: the
+ * stream only sets the binding up (and frees it on `close`); nothing is written through it. Why not
+ * minizlib (which did this until 2026-11-26 through the stream's internal `_processChunk`): around
+ * each write it swaps the binding's `close` and the global `Buffer.concat` for no-ops and back, and
+ * removes and re-adds its error listener. Paced writes of an SSE chunk 5 ms apart, both ways in turn
+ * in one process, the same bytes out (`npx tsx bench/gzip-binding.ts`, Node 22, three runs'
+ * medians): 89, 66 and, with the process held to 160 MB's CPU share, 60 us of CPU per write through
+ * minizlib against 67, 44 and 47 this way. `_handle` and `_writeState` are node:zlib's internals, as
+ * minizlib's were, unchanged from Node 10 to 22; the compression tests run on Node 20 and the
+ * end-to-end suite on Node 22, and a Node without them fails here at once, by name.
+ */
+class Deflater {
+  /** A failure zlib reported: the compressor is not used again. */
+  failed: Error | undefined;
+  readonly #stream: Gzip;
+  readonly #binding: ZlibBinding;
+  /** The binding's write state: [output space left, input left] after each write. */
+  readonly #state: Uint32Array;
+  readonly #out = Buffer.allocUnsafe(16 * 1024);
+
+  constructor() {
+    this.#stream = createGzip(GZIP_OPTIONS);
+    const internals = this.#stream as unknown as { _handle: ZlibBinding; _writeState: Uint32Array };
+    this.#binding = internals._handle;
+    this.#state = internals._writeState;
+    if (typeof this.#binding?.writeSync !== 'function' || !(this.#state instanceof Uint32Array))
+      throw new Error(`node:zlib's binding is not as SyncGzip knows it (Node ${process.version})`);
+    // The binding reports a failure during writeSync; node:zlib's own handler would destroy the
+    // stream and emit an 'error' event a tick later, an uncaught exception without a listener.
+    this.#binding.onerror = (message) => {
+      this.failed ??= new Error(`zlib: ${message}`);
+    };
+  }
+
+  /** `input` compressed with `flush`: all of it consumed, all the output taken; throws on a failure. */
+  write(input: Buffer, flush: number): Buffer {
+    if (this.failed) throw this.failed;
+    const out = this.#out;
+    const pieces: Buffer[] = [];
+    let offset = 0;
+    for (;;) {
+      this.#binding.writeSync(flush, input, offset, input.length - offset, out, 0, out.length);
+      if (this.failed) throw this.failed;
+      const outLeft = this.#state[0] ?? 0;
+      const inLeft = this.#state[1] ?? 0;
+      // A copy: the output space is reused by the next write.
+      if (outLeft < out.length) pieces.push(Buffer.from(out.subarray(0, out.length - outLeft)));
+      offset = input.length - inLeft;
+      // Output space left over: zlib has written all it had.
+      if (outLeft > 0) break;
+    }
+    return pieces.length === 1 ? (pieces[0] as Buffer) : Buffer.concat(pieces);
+  }
+
+  /** Ready for a new gzip member; false if it cannot be (then it is freed instead). */
+  reset(): boolean {
+    if (!this.failed) this.#binding.reset();
+    return !this.failed;
+  }
+
+  free(): void {
+    this.#stream.close();
+  }
 }
+
+const EMPTY = Buffer.alloc(0);
 
 /**
  * The compressor a finished stream left, reset, for the next one. Lambda runs one invocation at a
@@ -119,30 +184,18 @@ export class SyncGzip {
   #deflater: Deflater | undefined;
 
   constructor() {
-    let deflater = kept;
+    this.#deflater = kept ?? new Deflater();
     kept = undefined;
-    // A failure zlib reported after the last stream let it go: not taken.
-    if (deflater?.failed) {
-      deflater.gzip.close();
-      deflater = undefined;
-    }
-    this.#deflater = deflater ?? newDeflater();
   }
 
   /** Compressed and flushed; throws if compression failed. */
   write(data: string | Buffer): Buffer {
-    const deflater = this.#open();
-    deflater.gzip.write(data);
-    if (deflater.failed) throw deflater.failed;
-    return this.#take(deflater);
+    return this.#open().write(typeof data === 'string' ? Buffer.from(data) : data, constants.Z_SYNC_FLUSH);
   }
 
   end(): Buffer {
-    const deflater = this.#open();
-    // The member's end without ending the stream: the compressor can be reset and kept.
-    deflater.gzip.flush(constants.Z_FINISH);
-    if (deflater.failed) throw deflater.failed;
-    const trailer = this.#take(deflater);
+    // The member's end without freeing the compressor: it can be reset and kept.
+    const trailer = this.#open().write(EMPTY, constants.Z_FINISH);
     this.close();
     return trailer;
   }
@@ -152,28 +205,13 @@ export class SyncGzip {
     const deflater = this.#deflater;
     if (!deflater) return;
     this.#deflater = undefined;
-    deflater.out = [];
-    if (!deflater.failed && !kept) {
-      try {
-        deflater.gzip.reset();
-        kept = deflater;
-        return;
-      } catch {
-        // not kept: freed below
-      }
-    }
-    deflater.gzip.close();
+    if (!kept && deflater.reset()) kept = deflater;
+    else deflater.free();
   }
 
   #open(): Deflater {
     if (!this.#deflater) throw new Error('the compressor is closed');
     return this.#deflater;
-  }
-
-  #take(deflater: Deflater): Buffer {
-    const out = deflater.out.length === 1 ? (deflater.out[0] as Buffer) : Buffer.concat(deflater.out);
-    deflater.out = [];
-    return out;
   }
 }
 
