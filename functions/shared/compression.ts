@@ -120,7 +120,8 @@ class Deflater {
   readonly #out = Buffer.allocUnsafe(16 * 1024);
 
   constructor() {
-    this.#stream = createGzip(GZIP_OPTIONS);
+    // The stream's own output buffer is never used: the smallest zlib allows, not 16 KiB.
+    this.#stream = createGzip({ ...GZIP_OPTIONS, chunkSize: constants.Z_MIN_CHUNK });
     const internals = this.#stream as unknown as { _handle: ZlibBinding; _writeState: Uint32Array };
     this.#binding = internals._handle;
     this.#state = internals._writeState;
