@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { AuthenticationError } from './errors.js';
 import { randomBase62 } from './ids.js';
 
@@ -18,7 +18,7 @@ export interface NewApiKey {
 }
 
 export function hashKey(key: string): string {
-  return createHash('sha256').update(key).digest('hex');
+  return hash('sha256', key);
 }
 
 export function generateApiKey(): NewApiKey {

@@ -1,5 +1,5 @@
 /** What the store's parts share: the client, the tables, the direct calls, and how writes are retried. */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import {
   type DynamoDBClient,
   paginateQuery,
@@ -54,7 +54,7 @@ export function isRetryableSettlementError(error: unknown): boolean {
 
 /** A ClientRequestToken (at most 36 characters) naming one kind of write for one generation. */
 export function requestToken(kind: string, id: string): string {
-  return createHash('sha256').update(`${kind}:${id}`).digest('base64url').slice(0, 36);
+  return hash('sha256', `${kind}:${id}`, 'base64url').slice(0, 36);
 }
 
 export function sleep(ms: number): Promise<void> {
