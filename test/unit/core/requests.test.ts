@@ -82,6 +82,11 @@ describe('API keys', () => {
     expect(created.keyHash).toBe(hashKey(created.key));
     expect(created.displayPrefix).not.toContain(created.key.slice(13));
     expect(generateApiKey().key).not.toBe(created.key);
+    // The stored form is SHA-256 hex of the whole key, as every key in the table was hashed
+    // (Python's hashlib computed this one).
+    expect(hashKey(`svc_live_${'A'.repeat(43)}`)).toBe(
+      '248d7c93e7c5478d3536b2f70802ce95d0d6b3f0864c316f13d1b592caa3a527',
+    );
   });
 
   it('parses the bearer header and rejects a missing or malformed key with 401', () => {
