@@ -4,19 +4,28 @@
  * same emulator as the service's functions. Three handlers (bench/bare-proxy/): a buffered one that
  * answers a fixed JSON body (the account function's floor), a response-streaming one that relays one
  * kept-alive upstream call's JSON reply whole, and one that relays its SSE body piece by piece (the
- * completions function's floors).
+ * completions function's floors); and the JSON relay with billing's two DynamoDB exchanges through
+ * the service's store adapter (bench/bare-proxy/billed-json.ts), when given a DynamoDB to bill in.
  */
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { build } from 'esbuild';
-import { ricLauncher } from '../lib/local/aws-lambda-ric.js';
+import { bundle, ricLauncher } from '../lib/local/aws-lambda-ric.js';
 import { startEmulator } from '../lib/local/emulator.js';
 
-const HANDLERS = { 'bare-json': 'json', 'bare-stream': 'stream', 'bare-fixed': 'fixed' } as const;
+const HANDLERS = {
+  'bare-json': 'json',
+  'bare-stream': 'stream',
+  'bare-fixed': 'fixed',
+  'bare-billed': 'billed-json',
+} as const;
 type BareName = keyof typeof HANDLERS;
 
 export interface BareProxies {
-  /** POST: the JSON floor; POST with `stream: true`: the streaming floor; GET: the buffered floor. */
+  /**
+   * POST: the JSON floor; POST with `stream: true`: the streaming floor; GET: the buffered floor;
+   * `bare-billed`: the JSON floor with billing's exchanges (a funded key's Bearer header).
+   */
   urls: Record<BareName, string>;
   /** CPU ms of all instances of one of them (/proc/<pid>/task/*\/schedstat). */
   cpuMs(name: BareName): number;
@@ -25,11 +34,20 @@ export interface BareProxies {
   close(): Promise<void>;
 }
 
-export async function startBareProxies(upstreamBaseUrl: string): Promise<BareProxies> {
+export async function startBareProxies(
+  upstreamBaseUrl: string,
+  /** The DynamoDB endpoint and table names (as the functions' environment names them) bare-billed bills in. */
+  billing: Record<string, string> = {},
+): Promise<BareProxies> {
   const root = '.cache/bare-proxy-bundles';
   const bundles: Record<string, string> = {};
   for (const [name, file] of Object.entries(HANDLERS)) {
     const dir = join(process.cwd(), root, name);
+    // The billed floor runs the service's own adapter: bundled as the stack bundles the functions.
+    if (name === 'bare-billed') {
+      bundles[name] = await bundle(`bench/bare-proxy/${file}.ts`, dir);
+      continue;
+    }
     await build({
       entryPoints: [`bench/bare-proxy/${file}.ts`],
       outfile: join(dir, 'index.mjs'),
@@ -48,7 +66,7 @@ export async function startBareProxies(upstreamBaseUrl: string): Promise<BarePro
       match: (path: string) => path === `/${name}`,
       fn: fn(name),
     })),
-    env: { UPSTREAM_BASE_URL: upstreamBaseUrl, PATH: process.env.PATH ?? '' },
+    env: { UPSTREAM_BASE_URL: upstreamBaseUrl, PATH: process.env.PATH ?? '', ...billing },
     launcher: ricLauncher(bundles),
   });
   const pids = (name: BareName) => {
@@ -70,6 +88,7 @@ export async function startBareProxies(upstreamBaseUrl: string): Promise<BarePro
       'bare-json': `${emulator.url}/bare-json`,
       'bare-stream': `${emulator.url}/bare-stream`,
       'bare-fixed': `${emulator.url}/bare-fixed`,
+      'bare-billed': `${emulator.url}/bare-billed`,
     },
     pids,
     cpuMs: (name) => {

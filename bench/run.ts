@@ -22,6 +22,7 @@ import { FUNCTION_NODE_OPTIONS, FUNCTION_PROCESS_ENV } from '../lib/infra/servic
 import { bundleFunctions, NODE22, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
 import { ensureTables, freePort, localClient, startDynamoLocal } from '../lib/local/dynamodb-local.js';
 import { localTableNames } from '../lib/local/stack.js';
+import { TABLE_ENV } from '../lib/tables.js';
 import { startBareProxies } from './bare-proxy.js';
 import { startCapacityProxy } from './capacity-proxy.js';
 import { type MeasuredRequest, percent, requestCost, usd } from './cost.js';
@@ -596,6 +597,8 @@ async function sideBySide(
   say: (line?: string) => void,
   simUrl: string,
   ours: Omit<Measured, 'name'>,
+  /** Where the floor with billing bills (bare-proxy.ts): the service's DynamoDB endpoint and tables. */
+  billing: Record<string, string>,
 ): Promise<void> {
   const dir = '.cache/portkey';
   const entry = `${dir}/node_modules/@portkey-ai/gateway/build/start-server.js`;
@@ -623,7 +626,7 @@ async function sideBySide(
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   const pid = portkey.pid ?? 0;
-  const bare = await startBareProxies(simUrl);
+  const bare = await startBareProxies(simUrl, billing);
   const systems: Measured[] = [
     { name: 'this service', ...ours },
     {
@@ -645,13 +648,29 @@ async function sideBySide(
       get: { url: bare.urls['bare-fixed'], cpuMs: () => bare.cpuMs('bare-fixed') },
     },
   ];
+  // The JSON floor with billing's two DynamoDB exchanges, JSON requests only (the service's key).
+  const billedJson = async (count: number) => {
+    const before = bare.cpuMs('bare-billed');
+    for (let i = 0; i < count; i++) {
+      const answered = await timedRequest(
+        bare.urls['bare-billed'],
+        completionBody('svc-fast', false, 16, false),
+        ours.headers,
+      );
+      if (answered.status !== 200) throw new Error(`the billed floor answered ${answered.status}`);
+    }
+    return (bare.cpuMs('bare-billed') - before) / count;
+  };
   for (const system of systems) await warm(system);
+  if (!PACED_ONLY) await billedJson(50);
   const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
   const results: CpuFigures[][] = [];
+  const billed: number[] = [];
   for (let r = 0; r < rounds; r++) {
     const round: CpuFigures[] = [];
     for (const system of systems) round.push(await measureRound(system));
     results.push(round);
+    if (!PACED_ONLY) billed.push(await billedJson(ROUND.json));
   }
   portkey.kill('SIGTERM');
   await bare.close();
@@ -693,6 +712,16 @@ async function sideBySide(
   row('each event, paced 13 ms apart', 'perPacedChunkUs', 'us');
   say(
     `| GET /models (account function) | ${figure('models', 0).toFixed(3)} ms | - | ${figure('models', 2).toFixed(3)} ms | ${ratio('models', 0, 1, 'json')} of Portkey's JSON | ${ratio('models', 0, 2)} |`,
+  );
+  // Each round's billed floor against that round's service and bare floor.
+  const ofBilled = (pick: (round: CpuFigures[]) => number) => {
+    const values = results.map((round, r) => pick(round) / (billed[r] ?? Number.NaN));
+    return `${median(values).toFixed(2)} (${Math.min(...values).toFixed(2)}-${Math.max(...values).toFixed(2)})`;
+  };
+  say('');
+  say(
+    `JSON request through the floor with billing's two DynamoDB exchanges (bench/bare-proxy/billed-json.ts: the JSON floor plus the service's store adapter reading key and account and settling, nothing else): ${median(billed).toFixed(3)} ms. ` +
+      `The bare floor is ${ofBilled((round) => round[2]?.json ?? Number.NaN)} of it; this service ${ofBilled((round) => round[0]?.json ?? Number.NaN)}.`,
   );
 }
 
@@ -771,12 +800,23 @@ async function main() {
   // BENCH_ONLY=cpu: the side by side alone (about ten minutes), to measure a change to the request path;
   // BENCH_ONLY=paced: its paced events alone, with more streams (about ten minutes).
   if (process.env.BENCH_ONLY === 'cpu' || PACED_ONLY) {
-    await sideBySide(say, simUrl, {
-      urlFor: () => viaGateway,
-      headers: auth,
-      cpuMs: () => functionCpuMs(gatewayPid, 'completions'),
-      get: { url: modelsUrl, cpuMs: () => functionCpuMs(gatewayPid, 'models') },
-    });
+    await sideBySide(
+      say,
+      simUrl,
+      {
+        urlFor: () => viaGateway,
+        headers: auth,
+        cpuMs: () => functionCpuMs(gatewayPid, 'completions'),
+        get: { url: modelsUrl, cpuMs: () => functionCpuMs(gatewayPid, 'models') },
+      },
+      {
+        DYNAMODB_ENDPOINT: capacity.endpoint,
+        [TABLE_ENV.keys]: tables.keys,
+        [TABLE_ENV.accounts]: tables.accounts,
+        [TABLE_ENV.ledger]: tables.ledger,
+        [TABLE_ENV.holds]: tables.holds,
+      },
+    );
     say(
       `Function instances at the end: completions ${functionMemory(gatewayPid, 'completions').instances}, models ${functionMemory(gatewayPid, 'models').instances}.`,
     );
