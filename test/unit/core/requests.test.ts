@@ -113,6 +113,18 @@ describe('generation ids and exact JSON money', () => {
     expect(id.length).toBeLessThanOrEqual(36);
   });
 
+  it('draws generation ids from fresh randomness, uniform over base62, across refills of its pool', () => {
+    // 2,000 ids take some 41,000 random bytes: ten refills of the 4 KiB pool.
+    const ids = Array.from({ length: 2_000 }, () => newGenerationId(1_767_225_600_000));
+    expect(new Set(ids).size).toBe(ids.length);
+    const counts = new Map<string, number>();
+    for (const id of ids) for (const char of id.slice(-20)) counts.set(char, (counts.get(char) ?? 0) + 1);
+    expect(counts.size).toBe(62);
+    // 40,000 characters, 645 expected of each: far outside these bounds only if some are favoured.
+    for (const count of counts.values()) expect(count).toBeGreaterThan(500);
+    for (const count of counts.values()) expect(count).toBeLessThan(800);
+  });
+
   it('writes a decimal as a bare JSON number with its exact digits', () => {
     expect(stringifyJson({ cost: new JsonDecimal('0.00000035'), n: 1 })).toBe('{"cost":0.00000035,"n":1}');
     expect(JSON.parse(stringifyJson({ cost: new JsonDecimal('0.00000035') })).cost).toBe(3.5e-7);
