@@ -267,13 +267,96 @@ export function parseCompletionBody(body: string): ParsedCompletion {
   } catch {
     return { ok: false, reason: 'not JSON' };
   }
-  const parsed = CompletionSchema.safeParse(json);
-  if (!parsed.success) return { ok: false, reason: issueOf(parsed.error) };
+  const completion = (isRecord(json) && textCompletion(json)) || completionBySchema(json);
+  if ('invalid' in completion) return { ok: false, reason: completion.invalid };
   return {
     ok: true,
-    completion: parsed.data as UpstreamCompletion,
+    completion,
     usage: readUpstreamUsage((json as { usage?: unknown }).usage, body),
   };
+}
+
+/** A completion as CompletionSchema reads it, or why it is not one. */
+export function completionBySchema(json: unknown): UpstreamCompletion | { invalid: string } {
+  const parsed = CompletionSchema.safeParse(json);
+  return parsed.success ? (parsed.data as UpstreamCompletion) : { invalid: issueOf(parsed.error) };
+}
+
+const MESSAGE_TEXT_FIELDS = ['reasoning', 'reasoning_content'] as const;
+const OTHER_MESSAGE_FIELDS = otherFields(Message.shape, [
+  'role',
+  'content',
+  'refusal',
+  ...MESSAGE_TEXT_FIELDS,
+]);
+const OTHER_COMPLETION_CHOICE_FIELDS = otherFields(CompletionChoice.shape, [
+  'index',
+  'message',
+  'logprobs',
+  'finish_reason',
+]);
+const OTHER_COMPLETION_FIELDS = otherFields(CompletionSchema.shape, [
+  'choices',
+  'system_fingerprint',
+  'service_tier',
+]);
+
+/**
+ * Most JSON replies: one choice whose message is text (string content, perhaps a refusal or
+ * reasoning), no tool calls, no logprobs. Checked by hand and built as CompletionSchema builds it, key
+ * order included (a property test holds the two equal, test/unit/core/upstream-reply.property.test.ts);
+ * anything else is undefined and goes through the schema, as textChunk does for stream chunks. The
+ * reply's parse was about 90 us of a JSON request's CPU in a V8 profile of the completions function
+ * (1,700 requests 10 ms apart), most of it the schema's walk. A simulator reply parsed 5 ms apart on
+ * Node 22, the schema's way and this one in turn (8 rounds of 200, two runs): 116 and 139 us against
+ * 55 and 69 (medians), JSON.parse and the usage's read included.
+ */
+export function textCompletion(json: Record<string, unknown>): UpstreamCompletion | undefined {
+  const { choices, system_fingerprint, service_tier } = json;
+  if (!Array.isArray(choices) || choices.length !== 1 || hasAny(json, OTHER_COMPLETION_FIELDS))
+    return undefined;
+  if (system_fingerprint !== undefined && !isShortString(system_fingerprint, 256)) return undefined;
+  if (service_tier !== undefined && service_tier !== null && !isShortString(service_tier, 32))
+    return undefined;
+  const choice: unknown = choices[0];
+  if (!isRecord(choice) || hasAny(choice, OTHER_COMPLETION_CHOICE_FIELDS)) return undefined;
+  const { index, message, logprobs, finish_reason } = choice;
+  if (
+    index !== undefined &&
+    !(Number.isSafeInteger(index) && (index as number) >= 0 && (index as number) <= 1_023)
+  )
+    return undefined;
+  if (logprobs !== undefined && logprobs !== null) return undefined;
+  if (finish_reason !== undefined && finish_reason !== null && !isShortString(finish_reason, 32))
+    return undefined;
+  if (!isRecord(message) || hasAny(message, OTHER_MESSAGE_FIELDS)) return undefined;
+  const { content, refusal } = message;
+  // Content as parts (an array) is joined by the schema.
+  if (content !== undefined && content !== null && typeof content !== 'string') return undefined;
+  if (refusal !== undefined && refusal !== null && typeof refusal !== 'string') return undefined;
+  // The schema's role is always 'assistant', whatever the upstream wrote.
+  const out: ReplyMessage = { role: 'assistant', content: content ?? null, refusal: refusal ?? null };
+  for (const field of MESSAGE_TEXT_FIELDS) {
+    const value = message[field];
+    if (value === undefined) continue;
+    if (value !== null && typeof value !== 'string') return undefined;
+    out[field] = value;
+  }
+  const completion: UpstreamCompletion = {
+    choices: [
+      {
+        index: (index as number | undefined) ?? 0,
+        message: out,
+        logprobs: null,
+        finish_reason: ((finish_reason as string | null | undefined) ??
+          'stop') as ChatCompletion.Choice['finish_reason'],
+      },
+    ],
+  };
+  if (system_fingerprint !== undefined) completion.system_fingerprint = system_fingerprint;
+  if (service_tier !== undefined)
+    completion.service_tier = service_tier as NonNullable<ChatCompletion['service_tier']> | null;
+  return completion;
 }
 
 function issueOf(error: z.ZodError): string {
