@@ -209,22 +209,9 @@ const isShortString = (value: unknown, max: number): value is string =>
  * about eleven of latency.
  */
 export function textChunk(json: Record<string, unknown>): UpstreamChunk | undefined {
-  const { choices, system_fingerprint, service_tier } = json;
-  if (!Array.isArray(choices) || choices.length !== 1 || hasAny(json, OTHER_CHUNK_FIELDS)) return undefined;
-  if (system_fingerprint !== undefined && !isShortString(system_fingerprint, 256)) return undefined;
-  if (service_tier !== undefined && service_tier !== null && !isShortString(service_tier, 32))
-    return undefined;
-  const choice: unknown = choices[0];
-  if (!isRecord(choice) || hasAny(choice, OTHER_CHOICE_FIELDS)) return undefined;
-  const { index, delta, logprobs, finish_reason } = choice;
-  if (
-    index !== undefined &&
-    !(Number.isSafeInteger(index) && (index as number) >= 0 && (index as number) <= 1_023)
-  )
-    return undefined;
-  if (logprobs !== undefined && logprobs !== null) return undefined;
-  if (finish_reason !== undefined && finish_reason !== null && !isShortString(finish_reason, 32))
-    return undefined;
+  const sole = soleChoice(json, OTHER_CHUNK_FIELDS, OTHER_CHOICE_FIELDS);
+  if (!sole) return undefined;
+  const { delta } = sole.choice;
   if (delta !== undefined && !isRecord(delta)) return undefined;
   const out: ReplyDelta = {};
   if (delta) {
@@ -243,17 +230,67 @@ export function textChunk(json: Record<string, unknown>): UpstreamChunk | undefi
   const chunk: UpstreamChunk = {
     choices: [
       {
-        index: (index as number | undefined) ?? 0,
+        index: sole.index,
         delta: out,
         logprobs: null,
-        finish_reason: (finish_reason as ChatCompletionChunk.Choice['finish_reason'] | undefined) ?? null,
+        finish_reason: (sole.finishReason ?? null) as ChatCompletionChunk.Choice['finish_reason'],
       },
     ],
   };
-  if (system_fingerprint !== undefined) chunk.system_fingerprint = system_fingerprint;
-  if (service_tier !== undefined)
-    chunk.service_tier = service_tier as NonNullable<ChatCompletionChunk['service_tier']> | null;
-  return chunk;
+  return withExtras(chunk, sole);
+}
+
+/**
+ * What both shortcuts (textChunk, textCompletion) check alike: exactly one choice, no field of the
+ * body or the choice but those they handle, the envelope's extras short, a bounded index, no
+ * logprobs, a short finish_reason. Undefined when any of it does not hold (the schema decides then).
+ */
+function soleChoice(
+  json: Record<string, unknown>,
+  otherBodyFields: readonly string[],
+  otherChoiceFields: readonly string[],
+):
+  | {
+      choice: Record<string, unknown>;
+      index: number;
+      finishReason: string | null | undefined;
+      system_fingerprint: string | undefined;
+      service_tier: string | null | undefined;
+    }
+  | undefined {
+  const { choices, system_fingerprint, service_tier } = json;
+  if (!Array.isArray(choices) || choices.length !== 1 || hasAny(json, otherBodyFields)) return undefined;
+  if (system_fingerprint !== undefined && !isShortString(system_fingerprint, 256)) return undefined;
+  if (service_tier !== undefined && service_tier !== null && !isShortString(service_tier, 32))
+    return undefined;
+  const choice: unknown = choices[0];
+  if (!isRecord(choice) || hasAny(choice, otherChoiceFields)) return undefined;
+  const { index, logprobs, finish_reason } = choice;
+  if (
+    index !== undefined &&
+    !(Number.isSafeInteger(index) && (index as number) >= 0 && (index as number) <= 1_023)
+  )
+    return undefined;
+  if (logprobs !== undefined && logprobs !== null) return undefined;
+  if (finish_reason !== undefined && finish_reason !== null && !isShortString(finish_reason, 32))
+    return undefined;
+  return {
+    choice,
+    index: (index as number | undefined) ?? 0,
+    finishReason: finish_reason,
+    system_fingerprint,
+    service_tier,
+  };
+}
+
+/** The envelope's extras the upstream sent, after the choices (the schemas' key order). */
+function withExtras<T extends { system_fingerprint?: string; service_tier?: string | null }>(
+  body: T,
+  sole: { system_fingerprint: string | undefined; service_tier: string | null | undefined },
+): T {
+  if (sole.system_fingerprint !== undefined) body.system_fingerprint = sole.system_fingerprint;
+  if (sole.service_tier !== undefined) body.service_tier = sole.service_tier;
+  return body;
 }
 
 export type ParsedCompletion =
@@ -312,23 +349,9 @@ const OTHER_COMPLETION_FIELDS = otherFields(CompletionSchema.shape, [
  * 55 and 69 (medians), JSON.parse and the usage's read included.
  */
 export function textCompletion(json: Record<string, unknown>): UpstreamCompletion | undefined {
-  const { choices, system_fingerprint, service_tier } = json;
-  if (!Array.isArray(choices) || choices.length !== 1 || hasAny(json, OTHER_COMPLETION_FIELDS))
-    return undefined;
-  if (system_fingerprint !== undefined && !isShortString(system_fingerprint, 256)) return undefined;
-  if (service_tier !== undefined && service_tier !== null && !isShortString(service_tier, 32))
-    return undefined;
-  const choice: unknown = choices[0];
-  if (!isRecord(choice) || hasAny(choice, OTHER_COMPLETION_CHOICE_FIELDS)) return undefined;
-  const { index, message, logprobs, finish_reason } = choice;
-  if (
-    index !== undefined &&
-    !(Number.isSafeInteger(index) && (index as number) >= 0 && (index as number) <= 1_023)
-  )
-    return undefined;
-  if (logprobs !== undefined && logprobs !== null) return undefined;
-  if (finish_reason !== undefined && finish_reason !== null && !isShortString(finish_reason, 32))
-    return undefined;
+  const sole = soleChoice(json, OTHER_COMPLETION_FIELDS, OTHER_COMPLETION_CHOICE_FIELDS);
+  if (!sole) return undefined;
+  const { message } = sole.choice;
   if (!isRecord(message) || hasAny(message, OTHER_MESSAGE_FIELDS)) return undefined;
   const { content, refusal } = message;
   // Content as parts (an array) is joined by the schema.
@@ -345,18 +368,14 @@ export function textCompletion(json: Record<string, unknown>): UpstreamCompletio
   const completion: UpstreamCompletion = {
     choices: [
       {
-        index: (index as number | undefined) ?? 0,
+        index: sole.index,
         message: out,
         logprobs: null,
-        finish_reason: ((finish_reason as string | null | undefined) ??
-          'stop') as ChatCompletion.Choice['finish_reason'],
+        finish_reason: (sole.finishReason ?? 'stop') as ChatCompletion.Choice['finish_reason'],
       },
     ],
   };
-  if (system_fingerprint !== undefined) completion.system_fingerprint = system_fingerprint;
-  if (service_tier !== undefined)
-    completion.service_tier = service_tier as NonNullable<ChatCompletion['service_tier']> | null;
-  return completion;
+  return withExtras(completion, sole);
 }
 
 function issueOf(error: z.ZodError): string {
