@@ -14,13 +14,10 @@
 import { Agent, type IncomingMessage, request } from 'node:http';
 import { Session } from 'node:inspector/promises';
 import { Writable } from 'node:stream';
-import { UpstreamBody } from '../functions/adapters/upstream-body.js';
-import { UpstreamEvents } from '../functions/adapters/upstream-events.js';
-import { relay } from '../functions/completions/relay.js';
-import { usageForClient } from '../functions/core/usage.js';
 import { SyncGzip } from '../functions/shared/compression.js';
 import { runOnNode22 } from './on-node22.js';
 import { startPacedUpstream } from './paced-upstream.js';
+import { relayed } from './relayed.js';
 
 runOnNode22();
 
@@ -42,18 +39,7 @@ function open(): Promise<IncomingMessage> {
 
 async function stream(): Promise<void> {
   const response = await open();
-  const out = relay({
-    compress: new SyncGzip(),
-    events: new UpstreamEvents(new UpstreamBody(response, 10_000_000), 1024 * 1024),
-    generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
-    tier: 'svc-fast',
-    created: 1_767_225_600,
-    keepAliveMs: 10_000,
-    idleTimeoutMs: 5_000,
-    abortUpstream: () => {},
-    settle: async () =>
-      usageForClient({ promptTokens: 500, completionTokens: EVENTS, cachedTokens: 0 }, '0.0001'),
-  });
+  const out = relayed(response, EVENTS, new SyncGzip());
   const sink = new Writable({
     write(_piece, _encoding, done) {
       done();

@@ -20,14 +20,13 @@
  * share of a paced event.
  */
 import { Agent, type IncomingMessage, request } from 'node:http';
-import { type Readable, Writable } from 'node:stream';
+import { Writable } from 'node:stream';
 import { UpstreamBody } from '../functions/adapters/upstream-body.js';
 import { UpstreamEvents } from '../functions/adapters/upstream-events.js';
-import { relay } from '../functions/completions/relay.js';
-import { usageForClient } from '../functions/core/usage.js';
 import { gzipStream, SyncGzip } from '../functions/shared/compression.js';
 import { runOnNode22 } from './on-node22.js';
 import { startPacedUpstream } from './paced-upstream.js';
+import { relayed } from './relayed.js';
 
 runOnNode22();
 
@@ -66,21 +65,6 @@ async function measured(consume: (response: IncomingMessage, sink: Writable) => 
   return (used.user + used.system) / EVENTS;
 }
 
-function relayed(response: IncomingMessage, compress?: SyncGzip): Readable {
-  return relay({
-    ...(compress ? { compress } : {}),
-    events: new UpstreamEvents(new UpstreamBody(response, 10_000_000), 1024 * 1024),
-    generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
-    tier: 'svc-fast',
-    created: 1_767_225_600,
-    keepAliveMs: 10_000,
-    idleTimeoutMs: 5_000,
-    abortUpstream: () => {},
-    settle: async () =>
-      usageForClient({ promptTokens: 500, completionTokens: EVENTS, cachedTokens: 0 }, '0.0001'),
-  });
-}
-
 const ways: Record<string, () => Promise<number>> = {
   floor: () =>
     measured((response, sink) => {
@@ -104,9 +88,10 @@ const ways: Record<string, () => Promise<number>> = {
       }
       sink.end();
     }),
-  relay: () => measured((response, sink) => void relayed(response).pipe(sink)),
-  'relay+gzip': () => measured((response, sink) => void gzipStream(relayed(response)).pipe(sink)),
-  'relay, gzip inside': () => measured((response, sink) => void relayed(response, new SyncGzip()).pipe(sink)),
+  relay: () => measured((response, sink) => void relayed(response, EVENTS).pipe(sink)),
+  'relay+gzip': () => measured((response, sink) => void gzipStream(relayed(response, EVENTS)).pipe(sink)),
+  'relay, gzip inside': () =>
+    measured((response, sink) => void relayed(response, EVENTS, new SyncGzip()).pipe(sink)),
 };
 // WAYS='a;b': only those ways (names as above).
 const only = process.env.WAYS?.split(';');

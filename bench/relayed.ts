@@ -1,0 +1,27 @@
+import type { IncomingMessage } from 'node:http';
+import type { Readable } from 'node:stream';
+import { UpstreamBody } from '../functions/adapters/upstream-body.js';
+import { UpstreamEvents } from '../functions/adapters/upstream-events.js';
+import { relay } from '../functions/completions/relay.js';
+import { usageForClient } from '../functions/core/usage.js';
+import type { SyncGzip } from '../functions/shared/compression.js';
+
+/**
+ * An upstream response through the relay as the completions function relays it (its body, its
+ * events, the rewrite, gzip inside when given a compressor), billed at a fixed price: the benches'
+ * relay without a function runtime or a database.
+ */
+export function relayed(response: IncomingMessage, events: number, compress?: SyncGzip): Readable {
+  return relay({
+    ...(compress ? { compress } : {}),
+    events: new UpstreamEvents(new UpstreamBody(response, 10_000_000), 1024 * 1024),
+    generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
+    tier: 'svc-fast',
+    created: 1_767_225_600,
+    keepAliveMs: 10_000,
+    idleTimeoutMs: 5_000,
+    abortUpstream: () => {},
+    settle: async () =>
+      usageForClient({ promptTokens: 500, completionTokens: events, cachedTokens: 0 }, '0.0001'),
+  });
+}
