@@ -220,12 +220,7 @@ export function textChunk(json: Record<string, unknown>): UpstreamChunk | undefi
       if (!ROLES.has(delta.role)) return undefined;
       out.role = delta.role as NonNullable<ReplyDelta['role']>;
     }
-    for (const field of TEXT_FIELDS) {
-      const value = delta[field];
-      if (value === undefined) continue;
-      if (value !== null && typeof value !== 'string') return undefined;
-      out[field] = value;
-    }
+    if (!copyText(delta, out, TEXT_FIELDS)) return undefined;
   }
   const chunk: UpstreamChunk = {
     choices: [
@@ -281,6 +276,24 @@ function soleChoice(
     system_fingerprint,
     service_tier,
   };
+}
+
+/**
+ * Copies the text fields present in `from` (a string or null each, as the schemas' `text` reads them)
+ * to `to`, in `fields`' order; false if one is anything else.
+ */
+function copyText(
+  from: Record<string, unknown>,
+  to: Partial<Record<(typeof TEXT_FIELDS)[number], string | null>>,
+  fields: readonly (typeof TEXT_FIELDS)[number][],
+): boolean {
+  for (const field of fields) {
+    const value = from[field];
+    if (value === undefined) continue;
+    if (value !== null && typeof value !== 'string') return false;
+    to[field] = value;
+  }
+  return true;
 }
 
 /** The envelope's extras the upstream sent, after the choices (the schemas' key order). */
@@ -359,12 +372,7 @@ export function textCompletion(json: Record<string, unknown>): UpstreamCompletio
   if (refusal !== undefined && refusal !== null && typeof refusal !== 'string') return undefined;
   // The schema's role is always 'assistant', whatever the upstream wrote.
   const out: ReplyMessage = { role: 'assistant', content: content ?? null, refusal: refusal ?? null };
-  for (const field of MESSAGE_TEXT_FIELDS) {
-    const value = message[field];
-    if (value === undefined) continue;
-    if (value !== null && typeof value !== 'string') return undefined;
-    out[field] = value;
-  }
+  if (!copyText(message, out, MESSAGE_TEXT_FIELDS)) return undefined;
   const completion: UpstreamCompletion = {
     choices: [
       {
