@@ -274,7 +274,13 @@ export function compressResponse(): MiddlewareObj<FunctionUrlEvent, FunctionUrlR
       if (typeof body === 'string') {
         // The kept compressor (SyncGzip), not gzipSync's new one: one write, then the member's end.
         const gzip = new SyncGzip();
-        const compressed = Buffer.concat([gzip.write(body), gzip.end()]);
+        let compressed: Buffer;
+        try {
+          compressed = Buffer.concat([gzip.write(body), gzip.end()]);
+        } finally {
+          // Freed if it failed (an ended compressor is already kept, and this does nothing).
+          gzip.close();
+        }
         const out = new PassThrough();
         out.end(compressed);
         response.body = out;

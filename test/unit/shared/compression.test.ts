@@ -13,7 +13,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
-import { constants, createGunzip, createGzip, gunzipSync } from 'node:zlib';
+import { constants, createGunzip, createGzip, gunzipSync, Gzip as NodeGzip } from 'node:zlib';
 import type { Request } from '@middy/core';
 import fc from 'fast-check';
 import { Gzip } from 'minizlib';
@@ -369,6 +369,19 @@ describe('compressResponse', () => {
       const response = run(header, original);
       expect(response.body).toBe(original.body);
       expect(response.headers['content-encoding']).toBeUndefined();
+    }
+  });
+
+  it('throws a failed compression of a JSON body to the handler and frees its compressor', () => {
+    const large = JSON.stringify({ text: 'x'.repeat(MIN_COMPRESSED_BYTES * 2) });
+    const freed = vi.spyOn(NodeGzip.prototype, 'close');
+    const write = failNextWrite();
+    try {
+      expect(() => run('gzip', { statusCode: 200, headers: {}, body: large })).toThrow('zlib: stream error');
+      expect(freed).toHaveBeenCalledTimes(1);
+    } finally {
+      write.mockRestore();
+      freed.mockRestore();
     }
   });
 
