@@ -12,6 +12,7 @@ import { Gzip } from 'minizlib';
 import { GZIP_OPTIONS, SyncGzip } from '../functions/shared/compression.js';
 import { FUNCTION_PROCESS_ENV } from '../lib/infra/service-function.js';
 import { runOnNode22 } from './on-node22.js';
+import { pacedCpuUs } from './paced-cpu.js';
 import { sseChunk as chunk } from './sse-chunk.js';
 
 Object.assign(process.env, FUNCTION_PROCESS_ENV);
@@ -46,17 +47,8 @@ for (let i = 0; i < 500; i++)
 
 const results: Record<string, number[]> = Object.fromEntries(Object.keys(ways).map((name) => [name, []]));
 for (let r = 0; r < ROUNDS; r++)
-  for (const [name, write] of Object.entries(ways)) {
-    let cpu = 0;
-    for (let i = 0; i < PER_ROUND; i++) {
-      await new Promise((resolve) => setTimeout(resolve, GAP_MS));
-      const start = process.cpuUsage();
-      write(chunk(i));
-      const used = process.cpuUsage(start);
-      cpu += used.user + used.system;
-    }
-    results[name]?.push(cpu / PER_ROUND);
-  }
+  for (const [name, write] of Object.entries(ways))
+    results[name]?.push((await pacedCpuUs((i) => write(chunk(i)), GAP_MS, PER_ROUND)).us);
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1] ?? Number.NaN;
 console.log(

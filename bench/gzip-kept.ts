@@ -12,6 +12,7 @@ import { Gzip } from 'minizlib';
 import { GZIP_OPTIONS, SyncGzip } from '../functions/shared/compression.js';
 import { FUNCTION_PROCESS_ENV } from '../lib/infra/service-function.js';
 import { runOnNode22 } from './on-node22.js';
+import { pacedCpuUs } from './paced-cpu.js';
 import { sseChunk as chunk } from './sse-chunk.js';
 
 Object.assign(process.env, FUNCTION_PROCESS_ENV);
@@ -50,17 +51,12 @@ const results: Record<string, { us: number[]; bytes: number }> = {};
 for (const name of Object.keys(ways)) results[name] = { us: [], bytes: 0 };
 for (let r = 0; r < ROUNDS; r++)
   for (const [name, reply] of Object.entries(ways)) {
-    let cpu = 0;
-    for (let i = 0; i < PER_ROUND; i++) {
-      await new Promise((resolve) => setTimeout(resolve, GAP_MS));
-      const start = process.cpuUsage();
-      const bytes = reply();
-      const used = process.cpuUsage(start);
-      cpu += used.user + used.system;
-      const result = results[name];
-      if (result) result.bytes = bytes;
+    const { us, last } = await pacedCpuUs(reply, GAP_MS, PER_ROUND);
+    const result = results[name];
+    if (result) {
+      result.us.push(us);
+      result.bytes = last ?? 0;
     }
-    results[name]?.us.push(cpu / PER_ROUND);
   }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1] ?? Number.NaN;
