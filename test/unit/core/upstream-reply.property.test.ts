@@ -218,9 +218,10 @@ describe('textCompletion against CompletionSchema (property)', () => {
         expect(bySchema).toStrictEqual(fast);
         expect(JSON.stringify(fast)).toBe(JSON.stringify(bySchema));
       }),
-      { numRuns: 5_000 },
+      { numRuns: 20_000 },
     );
-    // Not vacuous: a few percent of the generated replies take the short way and are compared.
+    // Not vacuous: about 2.4% of the generated replies take the short way and are compared (466-489
+    // of 20,000 in three runs; with 5,000 runs the count sat near this bound and failed a CI run).
     expect(accepted).toBeGreaterThan(100);
   });
 
