@@ -100,6 +100,12 @@ export class Generation {
       placed = await this.ports.store.placeHold(hold, { deadline: this.deadlines.upstream });
     } catch (error) {
       logger.error('hold write failed', { error: error instanceof Error ? error : String(error) });
+      // The write may have committed with only its answer lost (a database that answers after the
+      // deadline): the hold is given back as the 503 goes out, if it is there. Else it would hold the
+      // credit until it expires (the function's timeout and more) and the sweeper would count it as
+      // a request never billed. A commit that lands after this release is left to the sweeper.
+      this.hold = hold;
+      this.afterReply(this.release());
       throw new ServiceUnavailableError({ cause: error });
     }
     if (placed === 'refused') throw refuseCredit(this.caller, this.ports.config.topUpUrl);
@@ -264,7 +270,7 @@ export class Generation {
     if (!hold) return;
     this.hold = undefined;
     try {
-      await this.ports.store.releaseHold(hold);
+      await this.ports.store.releaseHold(hold, { deadline: this.deadlines.settleCall() });
     } catch (error) {
       logger.warn('hold release failed; the sweeper will release it at expiry', {
         holdId: hold.holdId,

@@ -102,8 +102,11 @@ export interface Store {
    * transaction when given (and still live). Idempotent by generation id. Gives up by `deadline`.
    */
   settleCharge(entry: ChargeEntry, options?: { hold?: Hold; deadline?: number }): Promise<SettleOutcome>;
-  /** Releases a hold without a charge (sweeper, or a request that failed before spending). True if it was live. */
-  releaseHold(hold: Hold, options?: { onlyIfExpiredAt?: number }): Promise<boolean>;
+  /**
+   * Releases a hold without a charge (sweeper, or a request that failed before spending). True if it
+   * was live. Gives up by `deadline`.
+   */
+  releaseHold(hold: Hold, options?: { onlyIfExpiredAt?: number; deadline?: number }): Promise<boolean>;
   /** Keeps a failed settlement's usage record on its hold, if the hold is still there. True if it was. */
   recordUsageOnHold(hold: Hold, usageRecord: string): Promise<boolean>;
   listHolds(accountId?: string): Promise<Hold[]>;

@@ -81,7 +81,10 @@ export class MemoryStore implements Store {
     return 'settled';
   }
 
-  async releaseHold(hold: Hold, options: { onlyIfExpiredAt?: number } = {}): Promise<boolean> {
+  async releaseHold(
+    hold: Hold,
+    options: { onlyIfExpiredAt?: number; deadline?: number } = {},
+  ): Promise<boolean> {
     this.calls.push('releaseHold');
     const live = this.holds.get(hold.holdId);
     if (!live) return false;

@@ -99,32 +99,41 @@ export class Holds {
    * Gives a hold back (a request that ends unbilled; the sweeper, for an expired one), over the direct
    * call as its placement; false when it is gone already (settled, or released before).
    */
-  async releaseHold(hold: Hold, options: { onlyIfExpiredAt?: number } = {}): Promise<boolean> {
+  async releaseHold(
+    hold: Hold,
+    options: { onlyIfExpiredAt?: number; deadline?: number } = {},
+  ): Promise<boolean> {
     const expired = options.onlyIfExpiredAt !== undefined;
     try {
-      await this.wire.call('TransactWriteItems', {
-        TransactItems: [
-          {
-            Delete: {
-              TableName: this.tables.holds,
-              Key: { accountId: S(hold.accountId), holdId: S(hold.holdId) },
-              ConditionExpression: expired
-                ? 'attribute_exists(holdId) AND expiresAt <= :now'
-                : 'attribute_exists(holdId)',
-              ...(expired ? { ExpressionAttributeValues: { ':now': N(options.onlyIfExpiredAt ?? 0) } } : {}),
+      await this.wire.call(
+        'TransactWriteItems',
+        {
+          TransactItems: [
+            {
+              Delete: {
+                TableName: this.tables.holds,
+                Key: { accountId: S(hold.accountId), holdId: S(hold.holdId) },
+                ConditionExpression: expired
+                  ? 'attribute_exists(holdId) AND expiresAt <= :now'
+                  : 'attribute_exists(holdId)',
+                ...(expired
+                  ? { ExpressionAttributeValues: { ':now': N(options.onlyIfExpiredAt ?? 0) } }
+                  : {}),
+              },
             },
-          },
-          {
-            Update: {
-              TableName: this.tables.accounts,
-              Key: { accountId: S(hold.accountId) },
-              UpdateExpression: 'ADD heldNano :release',
-              ConditionExpression: 'attribute_exists(accountId)',
-              ExpressionAttributeValues: { ':release': N(-hold.amountNano) },
+            {
+              Update: {
+                TableName: this.tables.accounts,
+                Key: { accountId: S(hold.accountId) },
+                UpdateExpression: 'ADD heldNano :release',
+                ConditionExpression: 'attribute_exists(accountId)',
+                ExpressionAttributeValues: { ':release': N(-hold.amountNano) },
+              },
             },
-          },
-        ],
-      });
+          ],
+        },
+        { deadline: options.deadline ?? Number.POSITIVE_INFINITY },
+      );
       return true;
     } catch (error) {
       if ((cancellationReasons(error) ?? []).some((reason) => reason.Code === 'ConditionalCheckFailed'))

@@ -90,7 +90,7 @@ export class DynamoStore implements Store {
   placeHold(hold: Hold, options: { deadline?: number } = {}): Promise<'held' | 'refused'> {
     return this.holds.placeHold(hold, options);
   }
-  releaseHold(hold: Hold, options: { onlyIfExpiredAt?: number } = {}): Promise<boolean> {
+  releaseHold(hold: Hold, options: { onlyIfExpiredAt?: number; deadline?: number } = {}): Promise<boolean> {
     return this.holds.releaseHold(hold, options);
   }
   recordUsageOnHold(hold: Hold, usageRecord: string): Promise<boolean> {

@@ -59,3 +59,26 @@ describe('placing a hold', () => {
     client.destroy();
   });
 });
+
+describe('releasing a hold', () => {
+  it('gives up at the deadline when the database stays silent', async () => {
+    const dynamo = await silentDynamo();
+    const client = new DynamoDBClient({
+      endpoint: dynamo.endpoint,
+      region: 'eu-west-1',
+      credentials: { accessKeyId: 'AKIDTEST', secretAccessKey: 'secret' },
+    });
+    // Five attempts of 200 ms silence: 1 s without the deadline.
+    const wire = new DynamoWire(client, { ...TIMEOUTS, maxAttempts: 5 });
+    const holds = new Holds({ client, tables: TABLES, wire });
+    const hold = { accountId: 'acct', holdId: 'gen-1', amountNano: 5n, expiresAt: Date.now(), createdAt: '' };
+    const started = Date.now();
+    const failure = await holds
+      .releaseHold(hold, { deadline: started + 300 })
+      .catch((error: unknown) => error);
+    expect(failure).toMatchObject({ name: 'TimeoutError' });
+    expect(Date.now() - started).toBeLessThan(300 + TIMEOUTS.requestTimeoutMs + 300);
+    expect(dynamo.requests()).toBeLessThan(5);
+    client.destroy();
+  });
+});

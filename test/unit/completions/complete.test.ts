@@ -199,6 +199,29 @@ describe('a completion over the store port', () => {
     expect((await store.listLedger(accountId)).filter((e) => e.type === 'charge')).toHaveLength(0);
   });
 
+  it.each([
+    ['committed, its answer lost (a database answering after the deadline)', true],
+    ['not committed', false],
+  ])('answers 503 when the hold write fails, and gives back a hold that was %s', async (_name, committed) => {
+    const store = new MemoryStore();
+    const { accountId, key } = await accountWith(store, '0.05');
+    const lost = Object.assign(Object.create(store) as MemoryStore, {
+      placeHold: async (hold: Parameters<MemoryStore['placeHold']>[0]) => {
+        if (committed) await store.placeHold(hold);
+        throw Object.assign(new Error('no answer within the deadline'), { name: 'TimeoutError' });
+      },
+    });
+    const failed = await run(lost, key, ask(false)).catch((error: unknown) => error);
+    expect((failed as HttpError).statusCode).toBe(503);
+    await settled();
+    expect(store.calls).toContain('releaseHold');
+    // Nothing held, nothing billed, and nothing left for the sweeper to count as a request never billed.
+    expect(store.holds.size).toBe(0);
+    expect((await store.getAccount(accountId))?.heldNano).toBe(0n);
+    expect((await store.listLedger(accountId)).filter((e) => e.type === 'charge')).toHaveLength(0);
+    expect(await sweepExpiredHolds(store, Date.now() + 3_600_000)).toMatchObject({ released: 0 });
+  });
+
   it('answers 402 saying the credit is held when a request in flight holds all of it', async () => {
     const store = new MemoryStore();
     const { accountId, key } = await accountWith(store, '0.01');
