@@ -4,7 +4,6 @@
  * key needed) and the caller (the shared authenticate middleware) are settled before the handler;
  * every answer comes before the function's timeout (answer-by.ts).
  */
-import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy, { type MiddlewareObj } from '@middy/core';
 import { getStore } from '../adapters/dynamodb/index.js';
 import { originVerifyValues } from '../adapters/secrets.js';
@@ -19,7 +18,7 @@ import {
   originVerify,
   requestIdOf,
 } from '../shared/http.js';
-import { logger } from '../shared/observability.js';
+import { logContext } from '../shared/observability.js';
 import { answer, type Routed, routeOf } from './routes.js';
 
 interface AccountContext extends CallerContext {
@@ -40,7 +39,7 @@ async function account(event: FunctionUrlEvent, context: AccountContext): Promis
 }
 
 const handled = middy<FunctionUrlEvent, FunctionUrlResult, Error, AccountContext>()
-  .use(injectLambdaContext(logger, { resetKeys: true }))
+  .use(logContext())
   // Before the error handler: its onError runs after the handler's, so errors carry the headers too.
   .use(cors())
   .use(httpErrorHandler())

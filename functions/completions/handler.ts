@@ -1,4 +1,3 @@
-import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import { getStore } from '../adapters/dynamodb/index.js';
 import { originVerifyValues, upstreamCredential } from '../adapters/secrets.js';
@@ -14,7 +13,7 @@ import {
   requestIdOf,
 } from '../shared/http.js';
 import { lambdaMemoryMb, reclaimLargeInvocations } from '../shared/memory.js';
-import { logger } from '../shared/observability.js';
+import { logContext } from '../shared/observability.js';
 import { onlyRoute } from '../shared/routing.js';
 import { complete, type TakenRequest, takeChatRequest, takeSmallChatRequest } from './complete.js';
 import { loadCompletionsConfig } from './config.js';
@@ -44,7 +43,7 @@ async function completions(event: FunctionUrlEvent, context: InvocationContext):
 const handled = middy<FunctionUrlEvent, FunctionUrlResult, Error, InvocationContext>()
   // First, so that its `after` sees the reply as sent (a stream, compressed or not).
   .use(reclaimLargeInvocations({ memoryMb: lambdaMemoryMb() }))
-  .use(injectLambdaContext(logger, { resetKeys: true }))
+  .use(logContext())
   // Its `after` sees the handler's answer (errors go out as they are): gzip if the client asks.
   .use(compressResponse())
   // Before the error handler: its onError runs after the handler's, so errors carry the headers too.

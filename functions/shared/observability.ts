@@ -1,5 +1,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import type { MiddlewareObj } from '@middy/core';
+import type { Context } from 'aws-lambda';
 
 /**
  * Structured JSON logs and CloudWatch metrics (EMF). What may be logged: request id, account id,
@@ -13,6 +15,20 @@ export const logger = new Logger({
   serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? 'hosted-model-api',
   logLevel: (process.env.LOG_LEVEL as 'INFO' | 'DEBUG' | 'WARN' | 'ERROR' | 'SILENT' | undefined) ?? 'INFO',
 });
+
+/**
+ * Each log line of an invocation carries its Lambda context (request id, function, cold start):
+ * Powertools' `logger.addContext`, as its `injectLambdaContext` middleware calls it, without the
+ * rest of that middleware's per-invocation work, which does nothing here (no log sampling, no log
+ * buffer, no keys appended to reset) and cost about 10 us of CPU an invocation (Node 22, 5 ms apart).
+ */
+export function logContext<E, R>(): MiddlewareObj<E, R, Error, Context> {
+  return {
+    before: (request) => {
+      logger.addContext(request.context);
+    },
+  };
+}
 
 const metrics = new Metrics({
   namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? 'HostedModelApi',

@@ -3,16 +3,15 @@
  * Every run releases expired holds and publishes its heartbeat; a run with `{"check": "balances"}`
  * (every 15 minutes) counts the accounts below zero instead.
  */
-import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import { getStore } from '../adapters/dynamodb/index.js';
-import { logger, recordNegativeBalances, recordSweep } from '../shared/observability.js';
+import { logContext, logger, recordNegativeBalances, recordSweep } from '../shared/observability.js';
 import { type SweepResult, sweepExpiredHolds } from './sweep.js';
 
 type SweeperEvent = { check?: 'balances' } | undefined;
 
 export const handler = middy<SweeperEvent, SweepResult | { negativeBalances: number }>()
-  .use(injectLambdaContext(logger, { resetKeys: true }))
+  .use(logContext())
   .handler(async (event) => {
     if (event?.check === 'balances') {
       const negativeBalances = await getStore().countNegativeBalances();
