@@ -14,23 +14,8 @@ import {
   textChunk,
   textCompletion,
 } from '../../../functions/core/upstream-reply.js';
+import { junk, mostly, rarely } from '../../support/arbitraries.js';
 
-const junk = fc.oneof(
-  fc.constant(null),
-  fc.integer(),
-  fc.string({ maxLength: 5 }),
-  fc.constant([]),
-  fc.constant({}),
-);
-/** Mostly what an upstream sends, now and then anything else. */
-const mostly = <T>(usual: fc.Arbitrary<T>) =>
-  fc.oneof({ arbitrary: usual, weight: 6 }, { arbitrary: junk as fc.Arbitrary<unknown>, weight: 1 });
-/** Mostly absent (JSON drops an undefined field), now and then present. */
-const rarely = <T>(value: fc.Arbitrary<T>) =>
-  fc.oneof(
-    { arbitrary: fc.constant(undefined), weight: 6 },
-    { arbitrary: value as fc.Arbitrary<unknown>, weight: 1 },
-  );
 const text = mostly(fc.oneof(fc.string({ maxLength: 12 }), fc.constant(null)));
 
 const delta = fc.record(
