@@ -209,6 +209,11 @@ const isShortString = (value: unknown, max: number): value is string =>
  * about eleven of latency.
  */
 export function textChunk(json: Record<string, unknown>): UpstreamChunk | undefined {
+  // The usage-only last chunk (`choices: []`; parseChunkData reads its usage apart).
+  if (Array.isArray(json.choices) && json.choices.length === 0 && !hasAny(json, OTHER_CHUNK_FIELDS)) {
+    const extras = envelopeExtras(json);
+    return extras && withExtras<UpstreamChunk>({ choices: [] }, extras);
+  }
   const sole = soleChoice(json, OTHER_CHUNK_FIELDS, OTHER_CHOICE_FIELDS);
   if (!sole) return undefined;
   const { delta } = sole.choice;
@@ -253,11 +258,10 @@ function soleChoice(
       service_tier: string | null | undefined;
     }
   | undefined {
-  const { choices, system_fingerprint, service_tier } = json;
+  const { choices } = json;
   if (!Array.isArray(choices) || choices.length !== 1 || hasAny(json, otherBodyFields)) return undefined;
-  if (system_fingerprint !== undefined && !isShortString(system_fingerprint, 256)) return undefined;
-  if (service_tier !== undefined && service_tier !== null && !isShortString(service_tier, 32))
-    return undefined;
+  const extras = envelopeExtras(json);
+  if (!extras) return undefined;
   const choice: unknown = choices[0];
   if (!isRecord(choice) || hasAny(choice, otherChoiceFields)) return undefined;
   const { index, logprobs, finish_reason } = choice;
@@ -269,13 +273,18 @@ function soleChoice(
   if (logprobs !== undefined && logprobs !== null) return undefined;
   if (finish_reason !== undefined && finish_reason !== null && !isShortString(finish_reason, 32))
     return undefined;
-  return {
-    choice,
-    index: (index as number | undefined) ?? 0,
-    finishReason: finish_reason,
-    system_fingerprint,
-    service_tier,
-  };
+  return { choice, index: (index as number | undefined) ?? 0, finishReason: finish_reason, ...extras };
+}
+
+/** The envelope's extras as the schemas take them (short strings), or undefined. */
+function envelopeExtras(
+  json: Record<string, unknown>,
+): { system_fingerprint: string | undefined; service_tier: string | null | undefined } | undefined {
+  const { system_fingerprint, service_tier } = json;
+  if (system_fingerprint !== undefined && !isShortString(system_fingerprint, 256)) return undefined;
+  if (service_tier !== undefined && service_tier !== null && !isShortString(service_tier, 32))
+    return undefined;
+  return { system_fingerprint, service_tier };
 }
 
 /**

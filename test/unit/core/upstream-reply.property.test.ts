@@ -108,6 +108,14 @@ describe('textChunk against ChunkSchema (property)', () => {
       { choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], system_fingerprint: 'fp_1' },
     ],
     [
+      'the usage-only last chunk',
+      {
+        choices: [],
+        system_fingerprint: 'fp_1',
+        usage: { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 },
+      },
+    ],
+    [
       'a reasoning chunk',
       { choices: [{ delta: { reasoning: 'hm', content: null } }], service_tier: 'default' },
     ],
