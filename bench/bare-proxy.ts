@@ -4,8 +4,9 @@
  * same emulator as the service's functions. Three handlers (bench/bare-proxy/): a buffered one that
  * answers a fixed JSON body (the account function's floor), a response-streaming one that relays one
  * kept-alive upstream call's JSON reply whole, and one that relays its SSE body piece by piece (the
- * completions function's floors); and the JSON relay with billing's two DynamoDB exchanges through
- * the service's store adapter (bench/bare-proxy/billed-json.ts), when given a DynamoDB to bill in.
+ * completions function's floors); and the two relays with billing's two DynamoDB exchanges through
+ * the service's store adapter (bench/bare-proxy/billed-json.ts, billed-stream.ts), when given a
+ * DynamoDB to bill in.
  */
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { basename, join } from 'node:path';
@@ -18,13 +19,15 @@ const HANDLERS = {
   'bare-stream': 'stream',
   'bare-fixed': 'fixed',
   'bare-billed': 'billed-json',
+  'bare-billed-stream': 'billed-stream',
 } as const;
 type BareName = keyof typeof HANDLERS;
 
 export interface BareProxies {
   /**
    * POST: the JSON floor; POST with `stream: true`: the streaming floor; GET: the buffered floor;
-   * `bare-billed`: the JSON floor with billing's exchanges (a funded key's Bearer header).
+   * `bare-billed`, `bare-billed-stream`: the JSON and streaming floors with billing's exchanges (a
+   * funded key's Bearer header).
    */
   urls: Record<BareName, string>;
   /** CPU ms of all instances of one of them (/proc/<pid>/task/*\/schedstat). */
@@ -36,7 +39,7 @@ export interface BareProxies {
 
 export async function startBareProxies(
   upstreamBaseUrl: string,
-  /** The DynamoDB endpoint and table names (as the functions' environment names them) bare-billed bills in. */
+  /** The DynamoDB endpoint and table names (as the functions' environment names them) the billed floors bill in. */
   billing: Record<string, string> = {},
 ): Promise<BareProxies> {
   const root = '.cache/bare-proxy-bundles';
@@ -44,7 +47,7 @@ export async function startBareProxies(
   for (const [name, file] of Object.entries(HANDLERS)) {
     const dir = join(process.cwd(), root, name);
     // The billed floor runs the service's own adapter: bundled as the stack bundles the functions.
-    if (name === 'bare-billed') {
+    if (name === 'bare-billed' || name === 'bare-billed-stream') {
       bundles[name] = await bundle(`bench/bare-proxy/${file}.ts`, dir);
       continue;
     }
@@ -89,6 +92,7 @@ export async function startBareProxies(
       'bare-stream': `${emulator.url}/bare-stream`,
       'bare-fixed': `${emulator.url}/bare-fixed`,
       'bare-billed': `${emulator.url}/bare-billed`,
+      'bare-billed-stream': `${emulator.url}/bare-billed-stream`,
     },
     pids,
     cpuMs: (name) => {

@@ -648,29 +648,37 @@ async function sideBySide(
       get: { url: bare.urls['bare-fixed'], cpuMs: () => bare.cpuMs('bare-fixed') },
     },
   ];
-  // The JSON floor with billing's two DynamoDB exchanges, JSON requests only (the service's key).
-  const billedJson = async (count: number) => {
-    const before = bare.cpuMs('bare-billed');
+  // The floors with billing's two DynamoDB exchanges: JSON requests and 16-event streams (the service's key).
+  const billedFloor = async (stream: boolean, count: number) => {
+    const name = stream ? 'bare-billed-stream' : 'bare-billed';
+    const before = bare.cpuMs(name);
     for (let i = 0; i < count; i++) {
       const answered = await timedRequest(
-        bare.urls['bare-billed'],
-        completionBody('svc-fast', false, 16, false),
+        bare.urls[name],
+        completionBody('svc-fast', stream, 16, false),
         ours.headers,
       );
       if (answered.status !== 200) throw new Error(`the billed floor answered ${answered.status}`);
     }
-    return (bare.cpuMs('bare-billed') - before) / count;
+    return (bare.cpuMs(name) - before) / count;
   };
   for (const system of systems) await warm(system);
-  if (!PACED_ONLY) await billedJson(50);
+  if (!PACED_ONLY) {
+    await billedFloor(false, 50);
+    await billedFloor(true, 50);
+  }
   const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
   const results: CpuFigures[][] = [];
-  const billed: number[] = [];
+  const billed: { json: number; stream16: number }[] = [];
   for (let r = 0; r < rounds; r++) {
     const round: CpuFigures[] = [];
     for (const system of systems) round.push(await measureRound(system));
     results.push(round);
-    if (!PACED_ONLY) billed.push(await billedJson(ROUND.json));
+    if (!PACED_ONLY)
+      billed.push({
+        json: await billedFloor(false, ROUND.json),
+        stream16: await billedFloor(true, ROUND.stream16),
+      });
   }
   portkey.kill('SIGTERM');
   await bare.close();
@@ -714,15 +722,26 @@ async function sideBySide(
     `| GET /models (account function) | ${figure('models', 0).toFixed(3)} ms | - | ${figure('models', 2).toFixed(3)} ms | ${ratio('models', 0, 1, 'json')} of Portkey's JSON | ${ratio('models', 0, 2)} |`,
   );
   // Each round's billed floor against that round's service and bare floor.
-  const ofBilled = (pick: (round: CpuFigures[]) => number) => {
-    const values = results.map((round, r) => pick(round) / (billed[r] ?? Number.NaN));
+  const ofBilled = (key: 'json' | 'stream16', system: number) => {
+    const values = results.map(
+      (round, r) => (round[system]?.[key] ?? Number.NaN) / (billed[r]?.[key] ?? Number.NaN),
+    );
     return `${median(values).toFixed(2)} (${Math.min(...values).toFixed(2)}-${Math.max(...values).toFixed(2)})`;
   };
   say('');
   say(
-    `JSON request through the floor with billing's two DynamoDB exchanges (bench/bare-proxy/billed-json.ts: the JSON floor plus the service's store adapter reading key and account and settling, nothing else): ${median(billed).toFixed(3)} ms. ` +
-      `The bare floor is ${ofBilled((round) => round[2]?.json ?? Number.NaN)} of it; this service ${ofBilled((round) => round[0]?.json ?? Number.NaN)}.`,
+    "The floors with billing's two DynamoDB exchanges (bench/bare-proxy/billed-json.ts and billed-stream.ts: the bare relay plus the service's store adapter reading key and account before it and settling after it, nothing else):",
   );
+  say('');
+  say('| work | floor with billing | bare floor, of it | this service, of it |');
+  say('|---|---|---|---|');
+  for (const [label, key] of [
+    ['JSON request', 'json'],
+    ['16-event stream', 'stream16'],
+  ] as const)
+    say(
+      `| ${label} | ${median(billed.map((b) => b[key])).toFixed(3)} ms | ${ofBilled(key, 2)} | ${ofBilled(key, 0)} |`,
+    );
 }
 
 async function main() {

@@ -30,7 +30,7 @@ export const bodyOf = (event: FunctionUrlEvent) =>
 const agent = new Agent({ keepAlive: true });
 
 /** One kept-alive POST of `body` to the upstream's chat completions; `onResponse` reads the reply. */
-export function callUpstream(
+function callUpstream(
   body: string,
   onResponse: (response: IncomingMessage) => void,
   onError: (error: Error) => void,
@@ -54,6 +54,24 @@ export function upstreamJson(body: string): Promise<Buffer> {
         const pieces: Buffer[] = [];
         response.on('data', (piece: Buffer) => pieces.push(piece));
         response.on('end', () => resolve(Buffer.concat(pieces)));
+        response.on('error', reject);
+      },
+      reject,
+    ),
+  );
+}
+
+/** The upstream's SSE reply to `body`, each piece written to `stream` as it arrives, then its end. */
+export function relayStream(body: string, stream: Writable): Promise<void> {
+  return new Promise<void>((resolve, reject) =>
+    callUpstream(
+      body,
+      (response) => {
+        response.on('data', (piece: Buffer) => stream.write(piece));
+        response.on('end', () => {
+          stream.end();
+          resolve();
+        });
         response.on('error', reject);
       },
       reject,

@@ -1,0 +1,33 @@
+/**
+ * Billing's two DynamoDB exchanges as a funded request makes them, through the service's own store
+ * adapter, around a bare relay: the read of key and account before it, the settlement's transaction
+ * (ledger entry and deduction) after it. No validation, pricing, usage parsing, middleware or
+ * logging: what is left of the service's CPU above a floor billed this way is the service's own work.
+ */
+import { getStore } from '../../functions/adapters/dynamodb/client.js';
+import { hashKey } from '../../functions/core/auth.js';
+import { newGenerationId } from '../../functions/core/ids.js';
+import type { FunctionUrlEvent } from './runtime.js';
+
+export async function billed(event: FunctionUrlEvent, relay: () => Promise<void>): Promise<void> {
+  const store = getStore();
+  const key = event.headers?.authorization?.replace(/^Bearer /, '') ?? '';
+  const principal = await store.loadPrincipal(hashKey(key));
+  if (!principal) throw new Error('the billed floor needs a valid key');
+  await relay();
+  await store.settleCharge({
+    accountId: principal.accountId,
+    generationId: newGenerationId(),
+    keyId: principal.keyId,
+    tier: 'svc-fast',
+    upstreamModel: 'sim-fast',
+    promptTokens: 12,
+    completionTokens: 16,
+    cachedTokens: 0,
+    upstreamCostUsd: '0.0000196',
+    billedNano: 25_480n,
+    estimated: false,
+    finishReason: 'length',
+    createdAt: new Date().toISOString(),
+  });
+}
