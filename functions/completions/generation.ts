@@ -105,7 +105,12 @@ export class Generation {
       // credit until it expires (the function's timeout and more) and the sweeper would count it as
       // a request never billed. A commit that lands after this release is left to the sweeper.
       this.hold = hold;
-      this.afterReply(this.release());
+      this.afterReply(
+        this.release().then((released) => {
+          // The database committed what it answered too late: a sign of its latency, for the on-call.
+          if (released) logger.warn('hold written after its deadline released', { holdId: hold.holdId });
+        }),
+      );
       throw new ServiceUnavailableError({ cause: error });
     }
     if (placed === 'refused') throw refuseCredit(this.caller, this.ports.config.topUpUrl);
@@ -264,18 +269,22 @@ export class Generation {
     return built;
   }
 
-  /** Gives a hold back when the request ends without a bill; a failure here leaves it to the sweeper. */
-  private async release(): Promise<void> {
+  /**
+   * Gives a hold back when the request ends without a bill; a failure here leaves it to the sweeper.
+   * True if a hold was there and is released.
+   */
+  private async release(): Promise<boolean> {
     const hold = this.hold;
-    if (!hold) return;
+    if (!hold) return false;
     this.hold = undefined;
     try {
-      await this.ports.store.releaseHold(hold, { deadline: this.deadlines.settleCall() });
+      return await this.ports.store.releaseHold(hold, { deadline: this.deadlines.settleCall() });
     } catch (error) {
       logger.warn('hold release failed; the sweeper will release it at expiry', {
         holdId: hold.holdId,
         error: error instanceof Error ? error : String(error),
       });
+      return false;
     }
   }
 }
