@@ -1,3 +1,4 @@
+import { StringDecoder } from 'node:string_decoder';
 import { createParser, type EventSourceParser } from 'eventsource-parser';
 import { parseChunkData, type UpstreamEvent } from '../core/upstream-reply.js';
 import type { UpstreamBody } from './upstream-body.js';
@@ -13,7 +14,12 @@ export type StreamEnd = { kind: 'end' } | { kind: 'lost'; error: unknown };
 export class UpstreamEvents {
   private readonly pending: UpstreamEvent[] = [];
   private readonly parser: EventSourceParser;
-  private readonly decoder = new TextDecoder();
+  /**
+   * UTF-8, a character split across pieces joined; not TextDecoder, whose streaming decode cost about
+   * 12 us of CPU a piece against 4 (Node 22, one event's piece every 5 ms).
+   */
+  private readonly decoder = new StringDecoder('utf8');
+  private decodedAny = false;
   private finished: StreamEnd | undefined;
   /** An SSE comment arrived (OpenRouter sends `: OPENROUTER PROCESSING` while it waits). */
   sawComment = false;
@@ -67,19 +73,30 @@ export class UpstreamEvents {
       try {
         piece = await this.body.read(deadline - Date.now());
       } catch (error) {
-        this.parser.feed(this.decoder.decode());
+        this.parser.feed(this.decode(null));
         this.finished = { kind: 'lost', error };
         break;
       }
       if (piece === 'timeout') return 'timeout';
       if (piece === null) {
         // An event cut off by the end of the body (no blank line after it) is discarded, as SSE says.
-        this.parser.feed(this.decoder.decode());
+        this.parser.feed(this.decode(null));
         this.finished = { kind: 'end' };
         break;
       }
-      this.parser.feed(this.decoder.decode(piece, { stream: true }));
+      this.parser.feed(this.decode(piece));
     }
     return 'ready';
+  }
+
+  /**
+   * A piece's text (`null`: what is left at the end), as the SSE standard decodes a stream: UTF-8,
+   * invalid bytes as U+FFFD, a byte order mark at its start dropped.
+   */
+  private decode(piece: Buffer | null): string {
+    const text = piece === null ? this.decoder.end() : this.decoder.write(piece);
+    if (this.decodedAny || text === '') return text;
+    this.decodedAny = true;
+    return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
   }
 }

@@ -56,6 +56,31 @@ describe('UpstreamEvents', () => {
     expect(seen).toEqual(['two', 'three', 'four']);
   });
 
+  it('decodes as SSE does: a byte order mark at the start dropped, even split; invalid bytes as U+FFFD', async () => {
+    const { incoming, events } = connection();
+    const first = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(chunk('one'))]);
+    // The mark split across two pieces, and a character split across two more.
+    incoming.write(first.subarray(0, 2));
+    await delivered();
+    incoming.write(first.subarray(2));
+    const accented = Buffer.from(chunk('caf\u00e9'));
+    const inside = accented.indexOf(0xc3) + 1;
+    incoming.write(accented.subarray(0, inside));
+    await delivered();
+    incoming.write(accented.subarray(inside));
+    // Bytes that are not UTF-8 inside the JSON string; a later mark is text, not a mark.
+    const bad = Buffer.from(chunk('a__b'));
+    bad.set([0xff, 0xfe], bad.indexOf('__'));
+    incoming.write(bad);
+    incoming.end(chunk('\ufeffz'));
+    const seen: unknown[] = [];
+    for (let event = await events.next(5_000); ; event = await events.next(5_000)) {
+      if (event === 'timeout' || event.kind === 'end') break;
+      seen.push(contentOf(event));
+    }
+    expect(seen).toEqual(['one', 'caf\u00e9', 'a\ufffd\ufffdb', '\ufeffz']);
+  });
+
   it('gives every event that arrived before a connection fault, then the fault', async () => {
     const { incoming, events } = connection();
     incoming.write(chunk('a') + chunk('b'));
