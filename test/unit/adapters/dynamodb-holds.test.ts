@@ -33,22 +33,22 @@ async function silentDynamo(): Promise<{ endpoint: string; requests: () => numbe
   return { endpoint: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`, requests: () => requests };
 }
 
+/** The holds adapter over a DynamoDB at `endpoint`, its direct calls with `timeouts`. */
+function holdsAt(endpoint: string, timeouts: typeof TIMEOUTS) {
+  const client = new DynamoDBClient({
+    endpoint,
+    region: 'eu-west-1',
+    credentials: { accessKeyId: 'AKIDTEST', secretAccessKey: 'secret' },
+  });
+  return { client, holds: new Holds({ client, tables: TABLES, wire: new DynamoWire(client, timeouts) }) };
+}
+const HOLD = { accountId: 'acct', holdId: 'gen-1', amountNano: 5n, createdAt: '' };
+
 describe('placing a hold', () => {
   it('gives up at the deadline when the database stays silent, however many retries it had left', async () => {
     const dynamo = await silentDynamo();
-    const client = new DynamoDBClient({
-      endpoint: dynamo.endpoint,
-      region: 'eu-west-1',
-      credentials: { accessKeyId: 'AKIDTEST', secretAccessKey: 'secret' },
-    });
-    const holds = new Holds({ client, tables: TABLES, wire: new DynamoWire(client, TIMEOUTS) });
-    const hold = {
-      accountId: 'acct',
-      holdId: 'gen-1',
-      amountNano: 5n,
-      expiresAt: Date.now() + 60_000,
-      createdAt: '',
-    };
+    const { client, holds } = holdsAt(dynamo.endpoint, TIMEOUTS);
+    const hold = { ...HOLD, expiresAt: Date.now() + 60_000 };
     const started = Date.now();
     const failure = await holds.placeHold(hold, { deadline: started + 700 }).catch((error: unknown) => error);
     const took = Date.now() - started;
@@ -63,15 +63,9 @@ describe('placing a hold', () => {
 describe('releasing a hold', () => {
   it('gives up at the deadline when the database stays silent', async () => {
     const dynamo = await silentDynamo();
-    const client = new DynamoDBClient({
-      endpoint: dynamo.endpoint,
-      region: 'eu-west-1',
-      credentials: { accessKeyId: 'AKIDTEST', secretAccessKey: 'secret' },
-    });
     // Five attempts of 200 ms silence: 1 s without the deadline.
-    const wire = new DynamoWire(client, { ...TIMEOUTS, maxAttempts: 5 });
-    const holds = new Holds({ client, tables: TABLES, wire });
-    const hold = { accountId: 'acct', holdId: 'gen-1', amountNano: 5n, expiresAt: Date.now(), createdAt: '' };
+    const { client, holds } = holdsAt(dynamo.endpoint, { ...TIMEOUTS, maxAttempts: 5 });
+    const hold = { ...HOLD, expiresAt: Date.now() };
     const started = Date.now();
     const failure = await holds
       .releaseHold(hold, { deadline: started + 300 })
