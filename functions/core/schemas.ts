@@ -390,7 +390,7 @@ const SIMPLE_ORDER = [...KNOWN_REQUEST_FIELDS].filter((field) => Object.hasOwn(S
 /**
  * Most requests: text messages and sampling settings. Checked here by hand and built as
  * ChatRequestSchema builds it, key order included (the order the upstream's body is written in; a
- * property test holds the two equal, test/unit/core/schemas.property.test.ts); anything else is
+ * property test holds the two equal, test/unit/core/request-schema.property.test.ts); anything else is
  * undefined and goes through the schema, which also words every refusal. Why: zod's walk of the
  * request is most of its parse, and at 160 MB a microsecond of CPU is about eleven of latency.
  */
