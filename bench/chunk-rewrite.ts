@@ -10,6 +10,7 @@
 import { chunkEnvelope, chunkLine, envelopeHead, relay } from '../functions/completions/relay.js';
 import { parseChunkData } from '../functions/core/upstream-reply.js';
 import { usageForClient } from '../functions/core/usage.js';
+import { relayOptions } from '../test/support/relay-options.js';
 import { upstreamEventsFrom } from '../test/support/upstream-events.js';
 
 const envelope = { id: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA', created: 1_767_225_600, model: 'svc-fast' };
@@ -58,17 +59,15 @@ async function relayPerChunk(count: number): Promise<number> {
   ];
   const streams = 200;
   const runOne = async () => {
-    const out = relay({
-      events: upstreamEventsFrom(pieces),
-      generationId: envelope.id,
-      tier: envelope.model,
-      created: envelope.created,
-      keepAliveMs: 10_000,
-      idleTimeoutMs: 5_000,
-      abortUpstream: () => {},
-      settle: async () =>
-        usageForClient({ promptTokens: 500, completionTokens: count, cachedTokens: 0 }, '0.0001'),
-    });
+    const out = relay(
+      relayOptions(upstreamEventsFrom(pieces), {
+        generationId: envelope.id,
+        tier: envelope.model,
+        created: envelope.created,
+        settle: async () =>
+          usageForClient({ promptTokens: 500, completionTokens: count, cachedTokens: 0 }, '0.0001'),
+      }),
+    );
     for await (const _ of out) {
       // drain
     }

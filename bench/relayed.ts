@@ -5,6 +5,7 @@ import { UpstreamEvents } from '../functions/adapters/upstream-events.js';
 import { relay } from '../functions/completions/relay.js';
 import { usageForClient } from '../functions/core/usage.js';
 import type { SyncGzip } from '../functions/shared/compression.js';
+import { relayOptions } from '../test/support/relay-options.js';
 
 /**
  * An upstream response through the relay as the completions function relays it (its body, its
@@ -12,16 +13,11 @@ import type { SyncGzip } from '../functions/shared/compression.js';
  * relay without a function runtime or a database.
  */
 export function relayed(response: IncomingMessage, events: number, compress?: SyncGzip): Readable {
-  return relay({
-    ...(compress ? { compress } : {}),
-    events: new UpstreamEvents(new UpstreamBody(response, 10_000_000), 1024 * 1024),
-    generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
-    tier: 'svc-fast',
-    created: 1_767_225_600,
-    keepAliveMs: 10_000,
-    idleTimeoutMs: 5_000,
-    abortUpstream: () => {},
-    settle: async () =>
-      usageForClient({ promptTokens: 500, completionTokens: events, cachedTokens: 0 }, '0.0001'),
-  });
+  return relay(
+    relayOptions(new UpstreamEvents(new UpstreamBody(response, 10_000_000), 1024 * 1024), {
+      ...(compress ? { compress } : {}),
+      settle: async () =>
+        usageForClient({ promptTokens: 500, completionTokens: events, cachedTokens: 0 }, '0.0001'),
+    }),
+  );
 }

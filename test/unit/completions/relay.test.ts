@@ -3,6 +3,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { type Compressor, type RelayOutcome, relay } from '../../../functions/completions/relay.js';
 import { stringifyJson, usageForClient } from '../../../functions/core/usage.js';
 import { SyncGzip } from '../../../functions/shared/compression.js';
+import { relayOptions } from '../../support/relay-options.js';
 import { upstreamEventsFrom } from '../../support/upstream-events.js';
 
 /** Feeds the relay an upstream body cut into the given byte pieces and collects what the client gets. */
@@ -41,25 +42,22 @@ async function run(
           cancel: () => source.cancel(),
         };
   let aborted = 0;
-  const out = relay({
-    ...(opts.compress ? { compress: opts.compress } : {}),
-    events,
-    generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
-    tier: 'svc-fast',
-    created: 1_767_225_600,
-    keepAliveMs: 10_000,
-    idleTimeoutMs: opts.idleTimeoutMs ?? 5_000,
-    ...(opts.deadlineInMs !== undefined ? { deadline: Date.now() + opts.deadlineInMs } : {}),
-    ...(opts.outputCap !== undefined ? { outputCap: opts.outputCap } : {}),
-    abortUpstream: () => {
-      aborted += 1;
-      if (opts.abortThrows) throw new Error('abort failed');
-    },
-    settle: async (outcome) => {
-      settled = outcome;
-      return usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5');
-    },
-  });
+  const out = relay(
+    relayOptions(events, {
+      ...(opts.compress ? { compress: opts.compress } : {}),
+      ...(opts.idleTimeoutMs !== undefined ? { idleTimeoutMs: opts.idleTimeoutMs } : {}),
+      ...(opts.deadlineInMs !== undefined ? { deadline: Date.now() + opts.deadlineInMs } : {}),
+      ...(opts.outputCap !== undefined ? { outputCap: opts.outputCap } : {}),
+      abortUpstream: () => {
+        aborted += 1;
+        if (opts.abortThrows) throw new Error('abort failed');
+      },
+      settle: async (outcome) => {
+        settled = outcome;
+        return usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5');
+      },
+    }),
+  );
   // Counted from here: the relay's first write comes after this turn of the event loop.
   let writes = 0;
   const counted = out as unknown as { push: (chunk: unknown) => boolean };
@@ -346,20 +344,15 @@ describe('relay limits', () => {
     /** The relay of `packets` through `compress`, read by nobody yet; `outcome.settled` once settled. */
     const relayTo = (compress: Compressor) => {
       const outcome: { settled?: RelayOutcome } = {};
-      const out = relay({
-        compress,
-        events: upstreamEventsFrom(packets(), { gapMs: 5 }),
-        generationId: 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA',
-        tier: 'svc-fast',
-        created: 1_767_225_600,
-        keepAliveMs: 10_000,
-        idleTimeoutMs: 5_000,
-        abortUpstream: () => {},
-        settle: async (settled) => {
-          outcome.settled = settled;
-          return usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5');
-        },
-      });
+      const out = relay(
+        relayOptions(upstreamEventsFrom(packets(), { gapMs: 5 }), {
+          compress,
+          settle: async (settled) => {
+            outcome.settled = settled;
+            return usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5');
+          },
+        }),
+      );
       return { out, outcome };
     };
 
