@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { generateApiKey, hashKey, KEY_PATTERN, parseBearerKey } from '../../../functions/core/auth.js';
 import {
@@ -8,6 +10,7 @@ import {
 import { GENERATION_ID_PATTERN, newGenerationId } from '../../../functions/core/ids.js';
 import { parseChatRequest } from '../../../functions/core/schemas.js';
 import { JsonDecimal, stringifyJson } from '../../../functions/core/usage.js';
+import { NODE22, runtimeInstalled } from '../../../lib/local/aws-lambda-ric.js';
 
 const base = { model: 'svc-fast', messages: [{ role: 'user', content: 'hi' }] };
 const body = (extra: Record<string, unknown>) => JSON.stringify({ ...base, ...extra });
@@ -128,6 +131,22 @@ describe('generation ids and exact JSON money', () => {
   it('writes a decimal as a bare JSON number with its exact digits', () => {
     expect(stringifyJson({ cost: new JsonDecimal('0.00000035'), n: 1 })).toBe('{"cost":0.00000035,"n":1}');
     expect(JSON.parse(stringifyJson({ cost: new JsonDecimal('0.00000035') })).cost).toBe(3.5e-7);
+  });
+
+  // The functions run on Node 22, where JsonDecimal writes itself through JSON.rawJSON (this suite
+  // runs on the machine's Node, which may lack it): the same digits, plain JSON.stringify included.
+  it.runIf(runtimeInstalled())('writes the same exact digits on Node 22, through JSON.rawJSON', () => {
+    const script = [
+      "import { JsonDecimal, stringifyJson } from './functions/core/usage.js';",
+      "const value = { cost: new JsonDecimal('0.000000035'), n: 1 };",
+      'console.log(JSON.stringify([typeof JSON.rawJSON, stringifyJson(value), JSON.stringify(value)]));',
+    ].join('\n');
+    const out = execFileSync(NODE22, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: fileURLToPath(new URL('../../..', import.meta.url)),
+      encoding: 'utf8',
+    });
+    const line = '{"cost":0.000000035,"n":1}';
+    expect(JSON.parse(out)).toEqual(['function', line, line]);
   });
 });
 
