@@ -1,9 +1,9 @@
 /**
  * `npx tsx bench/relay-alloc.ts`: bytes allocated on the JS heap per relayed event, and where, on
  * Node 22 when scripts/install-lambda-runtime.sh has installed it. A paced stream (300 events 2 ms
- * apart from a node:http upstream in another process) goes through the relay with gzip inside, as a
- * client of the SDKs gets it (UpstreamBody, UpstreamEvents, the rewrite, SyncGzip), into a sink that
- * drops it. V8's sampling heap profiler (through node:inspector, every 256 bytes on average) counts
+ * apart from a node:http upstream in another process, read over the upstream call's HTTP/1.1 exchange)
+ * goes through the relay with gzip inside, as a client of the SDKs gets it (UpstreamBody,
+ * UpstreamEvents, the rewrite, SyncGzip), into a sink that drops it. V8's sampling heap profiler (through node:inspector, every 256 bytes on average) counts
  * every allocation, those the young-generation collector has already freed included: what fills the
  * young generation, whose every collection costs a paced stream a burst of CPU. Prints bytes per event
  * in all and the allocation sites that take most of it (function, file:line).
@@ -11,12 +11,11 @@
  * The allocations counted are those of the JS heap only: Buffers' memory outside it (the upstream's
  * pieces, zlib's output) is counted by its wrapper objects, not its bytes.
  */
-import { Agent, type IncomingMessage, request } from 'node:http';
 import { Session } from 'node:inspector/promises';
 import { Writable } from 'node:stream';
 import { SyncGzip } from '../functions/shared/compression.js';
 import { runOnNode22 } from './on-node22.js';
-import { startPacedUpstream } from './paced-upstream.js';
+import { pacedBodies, startPacedUpstream } from './paced-upstream.js';
 import { relayed } from './relayed.js';
 
 runOnNode22();
@@ -24,22 +23,10 @@ runOnNode22();
 const EVENTS = 300;
 const STREAMS = Number(process.env.STREAMS ?? 5);
 const upstream = await startPacedUpstream(EVENTS, 2);
-const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-
-function open(): Promise<IncomingMessage> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { host: '127.0.0.1', port: upstream.port, method: 'POST', path: '/', agent },
-      resolve,
-    );
-    req.on('error', reject);
-    req.end('{}');
-  });
-}
+const openBody = pacedBodies(upstream.port);
 
 async function stream(): Promise<void> {
-  const response = await open();
-  const out = relayed(response, EVENTS, new SyncGzip());
+  const out = relayed(await openBody(), EVENTS, new SyncGzip());
   const sink = new Writable({
     write(_piece, _encoding, done) {
       done();
@@ -68,7 +55,6 @@ const { profile } = (await session.post('HeapProfiler.stopSampling')) as unknown
 };
 session.disconnect();
 upstream.stop();
-agent.destroy();
 
 const sites = new Map<string, number>();
 let total = 0;

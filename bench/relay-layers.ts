@@ -5,8 +5,9 @@
  * one event per packet, as a model streams); each way reads it over a kept-alive connection and
  * writes what it has to a counting sink:
  *
- * - floor: the response's pieces written as they come (what a bare proxy does);
- * - body: read through UpstreamBody (adapters/upstream-body.ts);
+ * - floor: node:http's response pieces written as they come (what a bare proxy does);
+ * - body: read over the upstream call's HTTP/1.1 exchange (adapters/http1.ts) through UpstreamBody
+ *   (adapters/upstream-body.ts), as the completions function reads it;
  * - events: through UpstreamEvents too (SSE parsing, each event's JSON parsed and checked);
  * - relay: through the relay (completions/relay.ts: the rewrite, one write per packet);
  * - relay+gzip: and its output through gzipStream (shared/compression.ts) piped after it, as a
@@ -21,11 +22,10 @@
  */
 import { Agent, type IncomingMessage, request } from 'node:http';
 import { Writable } from 'node:stream';
-import { UpstreamBody } from '../functions/adapters/upstream-body.js';
 import { UpstreamEvents } from '../functions/adapters/upstream-events.js';
 import { gzipStream, SyncGzip } from '../functions/shared/compression.js';
 import { runOnNode22 } from './on-node22.js';
-import { startPacedUpstream } from './paced-upstream.js';
+import { pacedBodies, startPacedUpstream } from './paced-upstream.js';
 import { relayed } from './relayed.js';
 
 runOnNode22();
@@ -37,6 +37,7 @@ const STREAMS = Number(process.env.STREAMS ?? 12);
 const upstream = await startPacedUpstream(EVENTS, GAP_MS);
 const { port } = upstream;
 const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+const openBody = pacedBodies(port);
 
 function open(): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
@@ -46,20 +47,22 @@ function open(): Promise<IncomingMessage> {
   });
 }
 
-/** Runs one stream through `consume`; CPU per event from the response's first piece to the sink's end. */
-async function measured(consume: (response: IncomingMessage, sink: Writable) => Promise<void> | void) {
-  const response = await open();
+/**
+ * Runs one stream through `consume`, which opens it and calls `firstPiece` as its first piece
+ * arrives; CPU per event from there to the sink's end.
+ */
+async function measured(consume: (sink: Writable, firstPiece: () => void) => Promise<void> | void) {
   let start: NodeJS.CpuUsage | undefined;
-  response.once('data', () => {
+  const firstPiece = () => {
     start ??= process.cpuUsage();
-  });
+  };
   const sink = new Writable({
     write(_piece, _encoding, done) {
       done();
     },
   });
   const finished = new Promise((resolve) => sink.on('finish', resolve));
-  await consume(response, sink);
+  await consume(sink, firstPiece);
   await finished;
   const used = process.cpuUsage(start);
   return (used.user + used.system) / EVENTS;
@@ -67,20 +70,24 @@ async function measured(consume: (response: IncomingMessage, sink: Writable) => 
 
 const ways: Record<string, () => Promise<number>> = {
   floor: () =>
-    measured((response, sink) => {
-      response.on('data', (piece: Buffer) => sink.write(piece));
+    measured(async (sink, firstPiece) => {
+      const response = await open();
+      response.on('data', (piece: Buffer) => {
+        firstPiece();
+        sink.write(piece);
+      });
       response.on('end', () => sink.end());
     }),
   body: () =>
-    measured(async (response, sink) => {
-      const body = new UpstreamBody(response, 10_000_000);
+    measured(async (sink, firstPiece) => {
+      const body = await openBody(firstPiece);
       for (let piece = await body.read(5_000); piece !== null; piece = await body.read(5_000))
         if (piece !== 'timeout') sink.write(piece);
       sink.end();
     }),
   events: () =>
-    measured(async (response, sink) => {
-      const events = new UpstreamEvents(new UpstreamBody(response, 10_000_000), 1024 * 1024);
+    measured(async (sink, firstPiece) => {
+      const events = new UpstreamEvents(await openBody(firstPiece), 1024 * 1024);
       for (;;) {
         const event = await events.next(5_000);
         if (event === 'timeout' || event.kind !== 'chunk') break;
@@ -88,10 +95,16 @@ const ways: Record<string, () => Promise<number>> = {
       }
       sink.end();
     }),
-  relay: () => measured((response, sink) => void relayed(response, EVENTS).pipe(sink)),
-  'relay+gzip': () => measured((response, sink) => void gzipStream(relayed(response, EVENTS)).pipe(sink)),
+  relay: () =>
+    measured(async (sink, firstPiece) => void relayed(await openBody(firstPiece), EVENTS).pipe(sink)),
+  'relay+gzip': () =>
+    measured(
+      async (sink, firstPiece) => void gzipStream(relayed(await openBody(firstPiece), EVENTS)).pipe(sink),
+    ),
   'relay, gzip inside': () =>
-    measured((response, sink) => void relayed(response, EVENTS, new SyncGzip()).pipe(sink)),
+    measured(
+      async (sink, firstPiece) => void relayed(await openBody(firstPiece), EVENTS, new SyncGzip()).pipe(sink),
+    ),
 };
 // WAYS='a;b': only those ways (names as above).
 const only = process.env.WAYS?.split(';');

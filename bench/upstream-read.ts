@@ -1,21 +1,17 @@
 /**
  * `npx tsx bench/upstream-read.ts`: what reading a paced upstream event stream costs the reader, per
- * event, through node:http (how functions/adapters/upstream.ts reads an upstream today) against a raw
- * socket whose chunked framing is read by functions/adapters/dynamodb/http1.ts's `ChunkedBody` (what
- * an exchange of our own would do), on Node 22 when scripts/install-lambda-runtime.sh has installed
- * it. The upstream is a node:http server in another process that answers each POST with a chunked
- * `text/event-stream` of 300 events of ~270 bytes, one every 5 ms (one event per packet, as a model
- * streams). The reader's CPU (process.cpuUsage) is counted from its first event to its last; the two
- * readers take turns, one kept-alive connection each, 12 streams each after 2 unmeasured.
- *
- * It measures the read alone (no SSE parsing, no relay), to say whether replacing node:http for the
- * upstream call is worth its risk. It is not, for a stream's events: two runs on 2026-11-25 gave
- * medians of 80 and 82 us per event through node:http against 94 and 93 over the raw socket (its
- * llhttp parser is native; what http1.ts saves the DynamoDB calls is node:http's per-request work).
+ * event, through the upstream call's HTTP/1.1 exchange (functions/adapters/http1.ts's `open`, how
+ * functions/adapters/upstream.ts reads an upstream since 2026-11-26) against node:http (how it read
+ * one before), on Node 22 when scripts/install-lambda-runtime.sh has installed it. The upstream is a
+ * node:http server in another process that answers each POST with a chunked `text/event-stream` of
+ * 300 events of ~270 bytes, one every 5 ms (one event per packet, as a model streams). The reader's
+ * CPU (process.cpuUsage) is counted from its first event to its last; the two readers take turns, one
+ * kept-alive connection each, 12 streams each after 2 unmeasured. The read alone: no SSE parsing, no
+ * relay. (On 2026-11-25, a raw socket read by the chunked reader of that time measured 94 and 93 us
+ * per event against node:http's 80 and 82; the reader since reads a packet without copying it.)
  */
 import { Agent, request } from 'node:http';
-import { connect, type Socket } from 'node:net';
-import { ChunkedBody } from '../functions/adapters/dynamodb/http1.js';
+import { Http1Client } from '../functions/adapters/http1.js';
 import { runOnNode22 } from './on-node22.js';
 import { startPacedUpstream } from './paced-upstream.js';
 
@@ -65,46 +61,33 @@ function viaNodeHttp(): Promise<Read> {
   });
 }
 
-let socket: Socket | undefined;
-async function viaRawSocket(): Promise<Read> {
-  if (!socket) {
-    const fresh = connect({ host: '127.0.0.1', port });
-    fresh.setNoDelay(true);
-    await new Promise((resolve) => fresh.once('connect', resolve));
-    socket = fresh;
-  }
-  const s = socket;
-  return new Promise((resolve) => {
+const client = new Http1Client(
+  { protocol: 'http:', hostname: '127.0.0.1', port },
+  { connectTimeoutMs: 5_000, silenceMs: 0 },
+);
+function viaHttp1(): Promise<Read> {
+  return new Promise((resolve, reject) => {
     let start: NodeJS.CpuUsage | undefined;
     let pieces = 0;
-    let head: Buffer = Buffer.alloc(0);
-    let chunked: ChunkedBody | undefined;
-    const onData = (received: Buffer) => {
-      let data: Buffer = received;
-      start ??= process.cpuUsage();
-      pieces += 1;
-      if (!chunked) {
-        head = head.length === 0 ? data : Buffer.concat([head, data]);
-        const end = head.indexOf('\r\n\r\n');
-        if (end < 0) return;
-        chunked = new ChunkedBody();
-        data = head.subarray(end + 4);
-      }
-      if (chunked.push(data) === 'done') {
-        s.off('data', onData);
-        const used = process.cpuUsage(start);
-        resolve({ cpuUs: used.user + used.system, pieces });
-      }
-    };
-    s.on('data', onData);
-    s.write(
-      `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
-    );
+    const head = `POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n`;
+    client
+      .open(head, body, 5_000, () => ({
+        piece: () => {
+          start ??= process.cpuUsage();
+          pieces += 1;
+        },
+        end: () => {
+          const used = process.cpuUsage(start);
+          resolve({ cpuUs: used.user + used.system, pieces });
+        },
+        fail: reject,
+      }))
+      .catch(reject);
   });
 }
 
-const ways = { 'node:http': viaNodeHttp, 'raw socket + ChunkedBody': viaRawSocket };
-const results: Record<string, number[]> = { 'node:http': [], 'raw socket + ChunkedBody': [] };
+const ways = { 'node:http': viaNodeHttp, 'http1.ts (open)': viaHttp1 };
+const results: Record<string, number[]> = { 'node:http': [], 'http1.ts (open)': [] };
 for (const way of Object.values(ways)) for (let i = 0; i < 2; i++) await way();
 for (let i = 0; i < STREAMS; i++) {
   for (const [name, way] of Object.entries(ways)) {
@@ -113,7 +96,7 @@ for (let i = 0; i < STREAMS; i++) {
   }
 }
 upstream.stop();
-socket?.destroy();
+client.close();
 agent.destroy();
 
 console.log(

@@ -1,16 +1,16 @@
-import type { IncomingMessage } from 'node:http';
+import type { Http1BodySink, Http1Error } from './http1.js';
 
 /**
- * An upstream response body read as Node hands it over: every piece received before a fault is given
- * to the reader, then the fault. (A web stream made with `Readable.toWeb` discards what it has queued
- * when the socket errors: an upstream that burst 2,000 events and reset the connection lost up to
- * three quarters of them, and the bill counted only what survived.)
+ * An upstream response body as its exchange (http1.ts) hands it over: every piece received before a
+ * fault is given to the reader, then the fault. (A web stream made with `Readable.toWeb` discards what
+ * it has queued when the socket errors: an upstream that burst 2,000 events and reset the connection
+ * lost up to three quarters of them, and the bill counted only what survived.)
  *
- * The body is read in flowing mode, so nothing waits in Node's own buffer when the connection drops;
+ * Pieces are taken as they arrive, so nothing waits in a socket's buffer when the connection drops;
  * what has arrived waits here, bounded by `maxBytes` (past it the body is a fault, and the connection
  * is dropped). One reader at a time.
  */
-export class UpstreamBody {
+export class UpstreamBody implements Http1BodySink {
   private readonly queue: Buffer[] = [];
   private received = 0;
   private ended = false;
@@ -20,31 +20,31 @@ export class UpstreamBody {
   /** When `timer` fires (epoch ms). */
   private timerAt = 0;
 
+  /** `abort` drops the connection (the body is not wanted, or too large). */
   constructor(
-    private readonly incoming: IncomingMessage,
-    maxBytes: number,
-  ) {
-    incoming.on('data', (piece: Buffer) => {
-      if (this.fault) return;
-      this.received += piece.byteLength;
-      if (this.received > maxBytes) {
-        this.fail(new BodyTooLargeError(maxBytes));
-        incoming.destroy();
-        return;
-      }
-      this.queue.push(piece);
-      this.notify();
-    });
-    incoming.on('end', () => {
-      this.ended = true;
-      this.stopTimer();
-      this.notify();
-    });
-    incoming.on('error', (error) => this.fail(error));
-    // A connection closed before the body's end, with no error event (a destroyed request).
-    incoming.on('close', () => {
-      if (!this.ended) this.fail(new Error('upstream connection closed before the end of the body'));
-    });
+    private readonly maxBytes: number,
+    private readonly abort: () => void,
+  ) {}
+
+  /** A piece of the body, as it arrived. */
+  piece(bytes: Buffer): void {
+    if (this.fault || this.ended) return;
+    this.received += bytes.byteLength;
+    if (this.received > this.maxBytes) {
+      this.fail(new BodyTooLargeError(this.maxBytes));
+      this.abort();
+      return;
+    }
+    this.queue.push(bytes);
+    this.notify();
+  }
+
+  /** The body is complete. */
+  end(): void {
+    if (this.fault) return;
+    this.ended = true;
+    this.stopTimer();
+    this.notify();
   }
 
   /** Bytes received so far. */
@@ -99,7 +99,7 @@ export class UpstreamBody {
     this.queue.length = 0;
     this.ended = true;
     this.stopTimer();
-    this.incoming.destroy();
+    this.abort();
     this.notify();
   }
 
@@ -111,7 +111,8 @@ export class UpstreamBody {
     return undefined;
   }
 
-  private fail(error: Error): void {
+  /** The connection failed (or the body was too large): the reader gets it after the pieces before it. */
+  fail(error: Http1Error | BodyTooLargeError): void {
     if (this.ended) return;
     this.fault ??= error;
     this.stopTimer();

@@ -5,9 +5,14 @@
  * Each call is reported as `dynamodb:<Operation>`.
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { HTTP1_START, type Http1Exchange } from '../../functions/adapters/dynamodb/http1.js';
+import { HTTP1_START, type Http1Exchange } from '../../functions/adapters/http1.js';
 
 const NODE_HTTP_START = 'http.client.request.start';
+
+/** The `host` a direct call's head names (an upstream call's is the upstream's host and port). */
+export function hostOf(exchange: Http1Exchange): string | undefined {
+  return /\r\nhost: ([^\r]*)\r\n/i.exec(exchange.head)?.[1];
+}
 
 /** The operation a direct call's head names. */
 export function operationOf(exchange: Http1Exchange): string | undefined {

@@ -1,5 +1,5 @@
-import type { IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
+import { Http1Error } from '../../functions/adapters/http1.js';
 import { UpstreamBody } from '../../functions/adapters/upstream-body.js';
 import { UpstreamEvents } from '../../functions/adapters/upstream-events.js';
 
@@ -15,12 +15,29 @@ export interface FeedOptions {
 }
 
 /**
+ * The real UpstreamBody fed from a stream standing in for the connection, as the HTTP/1.1 exchange
+ * (functions/adapters/http1.ts) feeds it: each piece written, the stream's end as the body's, its
+ * error or an early close as a network failure; dropping the body destroys the stream.
+ */
+export function upstreamBodyOver(incoming: PassThrough, maxBytes: number): UpstreamBody {
+  const body = new UpstreamBody(maxBytes, () => incoming.destroy());
+  incoming.on('data', (piece: Buffer) => body.piece(piece));
+  incoming.on('end', () => body.end());
+  incoming.on('error', (error) => body.fail(new Http1Error('network', error.message, { cause: error })));
+  // Closed without an end or an error (destroyed): after an end, the body ignores it.
+  incoming.on('close', () =>
+    body.fail(new Http1Error('network', 'connection closed before the answer ended')),
+  );
+  return body;
+}
+
+/**
  * An upstream body fed from byte pieces as a socket would hand them over, for tests and benches:
- * the real UpstreamBody and UpstreamEvents over a stream standing in for the IncomingMessage.
+ * the real UpstreamBody and UpstreamEvents over a stream standing in for the connection.
  */
 export function upstreamEventsFrom(pieces: readonly Uint8Array[], opts: FeedOptions = {}): UpstreamEvents {
   const incoming = new PassThrough();
-  const body = new UpstreamBody(incoming as unknown as IncomingMessage, opts.maxBytes ?? 10_000_000);
+  const body = upstreamBodyOver(incoming, opts.maxBytes ?? 10_000_000);
   void (async () => {
     let first = true;
     for (const piece of pieces) {

@@ -18,7 +18,7 @@
  * is off.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { type Http1Answer, Http1Client, Http1Error, type Http1Origin } from './http1.js';
+import { type Http1Answer, Http1Client, Http1Error, type Http1Origin } from '../http1.js';
 import { DynamoSigner } from './sigv4.js';
 import type { DynamoTimeouts } from './timeouts.js';
 

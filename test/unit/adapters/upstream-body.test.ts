@@ -1,6 +1,7 @@
-import { createServer, request } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it, vi } from 'vitest';
+import { Http1Client } from '../../../functions/adapters/http1.js';
 import { BodyTooLargeError, UpstreamBody } from '../../../functions/adapters/upstream-body.js';
 
 /** A loopback server that writes `pieces`, then resets the TCP connection once they are flushed. */
@@ -16,14 +17,18 @@ async function resettingServer(pieces: string[]) {
   return { server, port: (server.address() as AddressInfo).port };
 }
 
-function get(port: number, maxBytes = 10_000_000): Promise<UpstreamBody> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, method: 'GET' }, (res) =>
-      resolve(new UpstreamBody(res, maxBytes)),
-    );
-    req.on('error', reject);
-    req.end();
+/** A GET's body as the upstream call reads one: over the HTTP/1.1 exchange, into an UpstreamBody. */
+async function get(port: number, maxBytes = 10_000_000): Promise<UpstreamBody> {
+  const client = new Http1Client(
+    { protocol: 'http:', hostname: '127.0.0.1', port },
+    { connectTimeoutMs: 5_000, silenceMs: 0 },
+  );
+  let body: UpstreamBody | undefined;
+  await client.open(`GET / HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n\r\n`, '', 5_000, (head) => {
+    body = new UpstreamBody(maxBytes, head.abort);
+    return body;
   });
+  return body as UpstreamBody;
 }
 
 /** Reads the body to its end or fault; a slow reader waits `delayMs` before every tenth read. */

@@ -1,8 +1,7 @@
-import type { IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { UpstreamBody } from '../../../functions/adapters/upstream-body.js';
 import { UpstreamEvents } from '../../../functions/adapters/upstream-events.js';
+import { upstreamBodyOver } from '../../support/upstream-events.js';
 
 // A parser fault of the reader's own, on demand: the real parse for every other event.
 vi.mock('../../../functions/core/upstream-reply.js', async (importOriginal) => {
@@ -22,7 +21,7 @@ const chunk = (content: string) =>
 /** UpstreamEvents over a stream standing in for the connection, written to by the test. */
 function connection(maxBytes = 10_000_000) {
   const incoming = new PassThrough();
-  const body = new UpstreamBody(incoming as unknown as IncomingMessage, maxBytes);
+  const body = upstreamBodyOver(incoming, maxBytes);
   return { incoming, body, events: new UpstreamEvents(body, 1024 * 1024) };
 }
 

@@ -5,11 +5,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ChunkedBody, Http1Client, Http1Error } from '../../../functions/adapters/dynamodb/http1.js';
+import {
+  ChunkedBody,
+  type Http1BodySink,
+  Http1Client,
+  Http1Error,
+  type Http1StreamHead,
+} from '../../../functions/adapters/http1.js';
 
 /**
- * The HTTP/1.1 exchange under the direct DynamoDB calls, against raw TCP (and TLS) servers on loopback
- * that write exactly the bytes each test needs: split anywhere, chunked, closed early, silent, hostile.
+ * The HTTP/1.1 exchange under the direct DynamoDB calls and the upstream call, against raw TCP (and
+ * TLS) servers on loopback that write exactly the bytes each test needs: split anywhere, chunked,
+ * closed early, silent, hostile.
  */
 const HEAD = 'POST / HTTP/1.1\r\nhost: test\r\ncontent-type: application/x-amz-json-1.0\r\n';
 const TIMEOUTS = { connectTimeoutMs: 500, silenceMs: 300 };
@@ -325,15 +332,186 @@ describe('the exchange over TLS', () => {
   });
 });
 
+/** What a streamed answer's sink heard, in order, and a wait for its end or failure. */
+function recorder(onPiece?: (piece: string, head: Http1StreamHead) => void) {
+  const heard: string[] = [];
+  let head: Http1StreamHead | undefined;
+  let finished: (outcome: string) => void = () => {};
+  const outcome = new Promise<string>((resolve) => {
+    finished = resolve;
+  });
+  const sinkFor = (opened: Http1StreamHead): Http1BodySink => {
+    head = opened;
+    return {
+      piece: (bytes) => {
+        heard.push(bytes.toString());
+        onPiece?.(bytes.toString(), opened);
+      },
+      end: () => {
+        heard.push('(end)');
+        finished('end');
+      },
+      fail: (error) => {
+        heard.push(`(${error.kind})`);
+        finished(error.kind);
+      },
+    };
+  };
+  return { heard, sinkFor, outcome, head: () => head as Http1StreamHead };
+}
+
+function open(client: Http1Client, sinkFor: (head: Http1StreamHead) => Http1BodySink, headLimitMs = 2_000) {
+  return client.open(`${HEAD}content-length: 2\r\n\r\n`, '{}', headLimitMs, sinkFor);
+}
+
+const STREAM_HEAD =
+  'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n';
+const chunkOf = (text: string) => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
+
+describe('a streamed answer (the upstream call)', () => {
+  it('resolves at its head and hands each piece to the sink as it arrives, then its end; the socket is kept', async () => {
+    let more: () => void = () => {};
+    const server = await fake((socket) => {
+      socket.write(`${STREAM_HEAD}${chunkOf('data: one\n\n')}`);
+      more = () => socket.write(`${chunkOf('data: two\n\n')}0\r\n\r\n`);
+    });
+    const client = clientOf(server.port, {}, { connectTimeoutMs: 500, silenceMs: 0 });
+    const first = recorder((piece) => {
+      if (piece === 'data: one\n\n') more();
+    });
+    const head = await open(client, first.sinkFor);
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-type')).toBe('text/event-stream');
+    expect(await first.outcome).toBe('end');
+    expect(first.heard).toEqual(['data: one\n\n', 'data: two\n\n', '(end)']);
+    const second = recorder((piece) => {
+      if (piece === 'data: one\n\n') more();
+    });
+    await open(client, second.sinkFor);
+    expect(await second.outcome).toBe('end');
+    expect(server.connections).toHaveLength(1);
+  });
+
+  it('names headers in lower case and joins a repeated one, as fetch does', async () => {
+    const server = await fake((socket) =>
+      socket.write(
+        'HTTP/1.1 429 Too Many\r\nRetry-After: 3\r\nX-Note: a\r\nx-note: b\r\ncontent-length: 0\r\n\r\n',
+      ),
+    );
+    const sink = recorder();
+    const head = await open(clientOf(server.port), sink.sinkFor);
+    expect([head.status, head.headers.get('retry-after'), head.headers.get('x-note')]).toEqual([
+      429,
+      '3',
+      'a, b',
+    ]);
+    expect(await sink.outcome).toBe('end');
+  });
+
+  it('bounds the wait for the head only: a body may pause past the limit', async () => {
+    const server = await fake((socket, n) => {
+      if (n === 2) return; // never answers
+      socket.write(`${STREAM_HEAD}${chunkOf('first')}`);
+      setTimeout(() => socket.write(`${chunkOf('after a pause')}0\r\n\r\n`), 250);
+    });
+    const client = clientOf(server.port, {}, { connectTimeoutMs: 500, silenceMs: 0 });
+    const sink = recorder();
+    await open(client, sink.sinkFor, 100);
+    expect(await sink.outcome).toBe('end');
+    expect(sink.heard).toEqual(['first', 'after a pause', '(end)']);
+    const silent = recorder();
+    const error = await failureOf(open(client, silent.sinkFor, 100));
+    expect(error.kind).toBe('time-limit');
+    expect(silent.heard).toEqual([]);
+  });
+
+  it('gives the pieces before a lost connection, then the failure to the sink (the head had resolved)', async () => {
+    const server = await fake((socket) => {
+      socket.write(`${STREAM_HEAD}${chunkOf('kept')}`, () => setTimeout(() => socket.destroy(), 20));
+    });
+    const sink = recorder();
+    await open(clientOf(server.port, {}, { connectTimeoutMs: 500, silenceMs: 0 }), sink.sinkFor);
+    expect(await sink.outcome).toBe('network');
+    expect(sink.heard).toEqual(['kept', '(network)']);
+  });
+
+  it('ends a body framed by the connection at its end, and one after 204 at once', async () => {
+    const server = await fake((socket, n) => {
+      if (n === 1) socket.write('HTTP/1.1 204 No Content\r\ncontent-length: 7\r\n\r\n');
+      else socket.end('HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: x\n\n');
+    });
+    const client = clientOf(server.port, {}, { connectTimeoutMs: 500, silenceMs: 0 });
+    const empty = recorder();
+    await open(client, empty.sinkFor);
+    expect(await empty.outcome).toBe('end');
+    expect(empty.heard).toEqual(['(end)']);
+    const framed = recorder();
+    await open(client, framed.sinkFor);
+    expect(await framed.outcome).toBe('end');
+    expect(framed.heard).toEqual(['data: x\n\n', '(end)']);
+  });
+
+  it('stops at an abort: no more pieces, no end, the socket closed, even with the rest in the same packet', async () => {
+    const server = await fake((socket) =>
+      socket.write(`${STREAM_HEAD}${chunkOf('one')}${chunkOf('two')}${chunkOf('three')}0\r\n\r\n`),
+    );
+    const sink = recorder((_piece, head) => head.abort());
+    await open(clientOf(server.port), sink.sinkFor);
+    const closed = new Promise((done) => server.connections[0]?.once('close', done));
+    await closed;
+    expect(sink.heard).toEqual(['one']);
+  });
+
+  it("does nothing at an abort after its end, though the socket now carries the next call's answer", async () => {
+    let release: () => void = () => {};
+    const server = await fake((socket, n) => {
+      if (n === 1) socket.write(`${STREAM_HEAD}0\r\n\r\n`);
+      else {
+        socket.write(`${STREAM_HEAD}${chunkOf('second')}`);
+        release = () => socket.write('0\r\n\r\n');
+      }
+    });
+    const client = clientOf(server.port, {}, { connectTimeoutMs: 500, silenceMs: 0 });
+    const first = recorder();
+    const firstHead = await open(client, first.sinkFor);
+    expect(await first.outcome).toBe('end');
+    const second = recorder((piece) => {
+      if (piece === 'second') {
+        firstHead.abort();
+        release();
+      }
+    });
+    await open(client, second.sinkFor);
+    expect(await second.outcome).toBe('end');
+    expect(second.heard).toEqual(['second', '(end)']);
+    expect(server.connections).toHaveLength(1);
+  });
+
+  it('does not send again when a kept-alive socket fails unanswered: the caller decides', async () => {
+    const server = await fake((socket, n) => {
+      if (n === 2) socket.destroy();
+      else socket.write(`${STREAM_HEAD}0\r\n\r\n`);
+    });
+    const client = clientOf(server.port);
+    const first = recorder();
+    await open(client, first.sinkFor);
+    await first.outcome;
+    const error = await failureOf(open(client, recorder().sinkFor));
+    expect([error.kind, error.nothingRead]).toEqual(['network', true]);
+    expect(server.requests).toHaveLength(2);
+  });
+});
+
 describe('a chunked body', () => {
   it('is read across any split of its bytes', () => {
     const bytes = Buffer.from('4\r\nWiki\r\n6;x=y\r\npedia \r\nE\r\nin \r\n\r\nchunks.\r\n0\r\nT: 1\r\n\r\n');
     for (let cut = 1; cut < bytes.length; cut++) {
       const body = new ChunkedBody();
-      const first = body.push(bytes.subarray(0, cut));
-      expect(first).toBe('more');
-      expect(body.push(bytes.subarray(cut))).toBe('done');
-      expect(body.bytes().toString()).toBe('Wikipedia in \r\n\r\nchunks.');
+      const pieces: Buffer[] = [];
+      const take = (piece: Buffer) => pieces.push(Buffer.from(piece)) > 0;
+      expect(body.push(bytes.subarray(0, cut), take)).toBe('more');
+      expect(body.push(bytes.subarray(cut), take)).toBe('done');
+      expect(Buffer.concat(pieces).toString()).toBe('Wikipedia in \r\n\r\nchunks.');
     }
   });
 });
