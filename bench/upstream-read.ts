@@ -7,8 +7,9 @@
  * 300 events of ~270 bytes, one every 5 ms (one event per packet, as a model streams). The reader's
  * CPU (process.cpuUsage) is counted from its first event to its last; the two readers take turns, one
  * kept-alive connection each, 12 streams each after 2 unmeasured. The read alone: no SSE parsing, no
- * relay. (On 2026-11-25, a raw socket read by the chunked reader of that time measured 94 and 93 us
- * per event against node:http's 80 and 82; the reader since reads a packet without copying it.)
+ * relay. On 2026-11-26: 91 against 96 us per event (83 against 103 with the test suite running beside
+ * it); on 2026-11-25 a raw socket read by the chunked reader of the time measured 94 and 93 against
+ * node:http's 80 and 82.
  */
 import { Agent, request } from 'node:http';
 import { Http1Client } from '../functions/adapters/http1.js';
