@@ -306,6 +306,31 @@ describe('the exchange over TLS', () => {
     expect(server.connections).toHaveLength(1);
   });
 
+  it('streams an answer over TLS as it arrives (as an https upstream), and keeps the connection', async () => {
+    let more: () => void = () => {};
+    const server = await fake(
+      (socket) => {
+        socket.write(`${STREAM_HEAD}${chunkOf('data: one\n\n')}`);
+        more = () => socket.write(`${chunkOf('data: two\n\n')}0\r\n\r\n`);
+      },
+      { key, cert },
+    );
+    const client = clientOf(
+      server.port,
+      { protocol: 'https:', ca: cert },
+      { connectTimeoutMs: 2_000, silenceMs: 0 },
+    );
+    for (let i = 0; i < 2; i++) {
+      const sink = recorder((piece) => {
+        if (piece === 'data: one\n\n') more();
+      });
+      expect((await open(client, sink.sinkFor)).status).toBe(200);
+      expect(await sink.outcome).toBe('end');
+      expect(sink.heard).toEqual(['data: one\n\n', 'data: two\n\n', '(end)']);
+    }
+    expect(server.connections).toHaveLength(1);
+  });
+
   it('resumes its TLS session on a new connection', async () => {
     const server = await fake((socket) => socket.end(OK('{}', 'connection: close\r\n')), { key, cert });
     const client = clientOf(server.port, { protocol: 'https:', ca: cert });
