@@ -417,6 +417,32 @@ describe('a streamed answer (the upstream call)', () => {
     expect(server.connections).toHaveLength(1);
   });
 
+  it('reads a streamed answer that arrives one byte at a time: the body whole and in order, one end', async () => {
+    const events = ['data: {"a":"naïve ✓"}\n\n', 'data: [DONE]\n\n'];
+    const answer = Buffer.from(`${STREAM_HEAD}${events.map(chunkOf).join('')}0\r\n\r\n`);
+    const server = await fake(async (socket) => {
+      for (const byte of answer) {
+        socket.write(Buffer.from([byte]));
+        await new Promise((done) => setImmediate(done));
+      }
+    });
+    const pieces: Buffer[] = [];
+    let ends = 0;
+    const done = new Promise<void>((resolve, reject) => {
+      void open(clientOf(server.port, {}, { connectTimeoutMs: 500, silenceMs: 0 }), () => ({
+        piece: (bytes) => pieces.push(Buffer.from(bytes)),
+        end: () => {
+          ends += 1;
+          resolve();
+        },
+        fail: reject,
+      })).catch(reject);
+    });
+    await done;
+    expect(Buffer.concat(pieces).toString('utf8')).toBe(events.join(''));
+    expect(ends).toBe(1);
+  });
+
   it('names headers in lower case and joins a repeated one, as fetch does', async () => {
     const server = await fake((socket) =>
       socket.write(
