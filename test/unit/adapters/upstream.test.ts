@@ -1,4 +1,11 @@
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createServer as createTlsServer } from 'node:tls';
+import { pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openWithFallback, readBody } from '../../../functions/adapters/upstream.js';
 import { UpstreamError } from '../../../functions/core/errors.js';
@@ -17,11 +24,14 @@ afterEach(async () => {
   }
 });
 
-/** A server that records each request's bytes (up to its content-length body) and answers with `reply`. */
-async function recording(reply: string) {
+/**
+ * A server that records each request's bytes (up to its content-length body) and answers with `reply`;
+ * over TLS with `tls`'s key and certificate.
+ */
+async function recording(reply: string, tls?: { key: string; cert: string }) {
   const requests: string[] = [];
   const sockets: Socket[] = [];
-  const server = createServer((socket) => {
+  const onSocket = (socket: Socket) => {
     sockets.push(socket);
     let buffered = '';
     socket.on('data', (chunk: Buffer) => {
@@ -35,7 +45,8 @@ async function recording(reply: string) {
       socket.write(reply);
     });
     socket.on('error', () => {});
-  });
+  };
+  const server: Server = tls ? createTlsServer(tls, onSocket) : createServer(onSocket);
   servers.push({ server, sockets });
   await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
   return { port: (server.address() as AddressInfo).port, requests, sockets };
@@ -94,4 +105,62 @@ describe('the upstream call on the wire', () => {
     expect(failures).toEqual(['the upstream credential has characters a header cannot carry']);
     expect(server.requests).toEqual([]);
   });
+});
+
+describe('an https upstream', () => {
+  it("is verified against Node's certificate authorities, NODE_EXTRA_CA_CERTS among them", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'upstream-ca-'));
+    try {
+      execFileSync(
+        'openssl',
+        [
+          ...['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'],
+          ...['-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1'],
+          ...['-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
+        ],
+        { stdio: 'ignore' },
+      );
+      const tls = {
+        key: readFileSync(join(dir, 'key.pem'), 'utf8'),
+        cert: readFileSync(join(dir, 'cert.pem'), 'utf8'),
+      };
+      const server = await recording(REPLY, tls);
+      // NODE_EXTRA_CA_CERTS is read when a process starts: each way runs in a process of its own.
+      const script = join(dir, 'call.mts');
+      writeFileSync(
+        script,
+        `const { openWithFallback, readBody } = await import(${JSON.stringify(pathToFileURL(resolve('functions/adapters/upstream.ts')).href)});
+const failures = [];
+try {
+  const opened = await openWithFallback({
+    targets: [{ baseUrl: process.argv[2], model: 'm' }],
+    bodyFor: () => ({ model: 'm', messages: [] }),
+    credential: async () => undefined,
+    policy: { attemptsPerTarget: 1, baseDelayMs: 1, maxDelayMs: 1, firstByteTimeoutMs: 5000 },
+    maxBytes: 1000000,
+    deadline: Date.now() + 10000,
+    onAttemptFailed: ({ reason }) => failures.push(reason),
+  });
+  console.log(await readBody(opened.body));
+} catch {
+  console.log('failed: ' + failures.join('; '));
+}
+`,
+      );
+      const run = async (env: Record<string, string>) => {
+        const { NODE_EXTRA_CA_CERTS: _unset, ...inherited } = process.env;
+        const { stdout } = await promisify(execFile)(
+          process.execPath,
+          ['--import', 'tsx', script, `https://127.0.0.1:${server.port}/v1`],
+          { env: { ...inherited, ...env } },
+        );
+        return stdout.trim();
+      };
+      expect(await run({ NODE_EXTRA_CA_CERTS: join(dir, 'cert.pem') })).toBe(REPLY_BODY);
+      expect(await run({})).toBe('failed: connection failed');
+      expect(server.requests).toHaveLength(1);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
