@@ -104,8 +104,15 @@ interface Connection {
 
 /** What an exchange tells its caller: the head, then each piece of the body, then its end or failure. */
 interface AnswerListener {
-  /** The head was read; returns what takes the body's pieces (false: stop reading, the exchange is over). */
-  head(status: number, headers: Map<string, string>): (piece: Buffer) => boolean;
+  /**
+   * The head was read (`length`: its Content-Length, if any); returns what takes the body's pieces
+   * (false: stop reading, the exchange is over), or why the answer is refused.
+   */
+  head(
+    status: number,
+    headers: Map<string, string>,
+    length: number | undefined,
+  ): ((piece: Buffer) => boolean) | string;
   complete(reusable: boolean): void;
   failed(error: Http1Error): void;
 }
@@ -337,7 +344,12 @@ class WholeAnswer implements AnswerListener {
     });
   }
 
-  head(status: number, headers: Map<string, string>): (piece: Buffer) => boolean {
+  head(
+    status: number,
+    headers: Map<string, string>,
+    length: number | undefined,
+  ): ((piece: Buffer) => boolean) | string {
+    if (length !== undefined && length > MAX_BODY_BYTES) return 'answer too large';
     this.status = status;
     this.date = headers.get('date');
     return this.take;
@@ -527,7 +539,16 @@ class Exchange {
         return undefined;
       }
       this.head = EMPTY;
-      this.take = this.listener.head(this.status, this.headers);
+      const take = this.listener.head(
+        this.status,
+        this.headers,
+        this.body instanceof LengthBody ? this.body.length : undefined,
+      );
+      if (typeof take === 'string') {
+        this.fail('protocol', take);
+        return undefined;
+      }
+      this.take = take;
       return rest;
     }
   }
@@ -550,8 +571,6 @@ class Exchange {
     const lengths = length === undefined ? [] : [...new Set(length.split(/, */))];
     if (lengths.length > 1) return 'invalid content-length';
     const announced = lengths.length === 1 ? Number(lengths[0]) : undefined;
-    if (announced !== undefined && announced > MAX_BODY_BYTES && this.status !== 204 && this.status !== 304)
-      return 'answer too large';
     const encoding = headers.get('transfer-encoding');
     const chunked = encoding !== undefined && encoding.toLowerCase().split(',').pop()?.trim() === 'chunked';
     if (encoding !== undefined && !chunked) return `unsupported transfer-encoding ${encoding.slice(0, 40)}`;
@@ -593,7 +612,7 @@ interface BodyReader {
 class LengthBody implements BodyReader {
   private received = 0;
 
-  constructor(private readonly length: number) {}
+  constructor(readonly length: number) {}
 
   push(chunk: Buffer, take: (piece: Buffer) => boolean): BodyState {
     if (chunk.length === 0) return this.received === this.length ? 'done' : 'more';

@@ -502,6 +502,18 @@ describe('a streamed answer (the upstream call)', () => {
     expect(framed.heard).toEqual(['data: x\n\n', '(end)']);
   });
 
+  it("leaves a body's size to its reader: one announced past a whole answer's 16 MiB is handed on", async () => {
+    const server = await fake((socket) =>
+      socket.write(
+        'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 99999999\r\n\r\n{"a"',
+      ),
+    );
+    const sink = recorder((_piece, head) => head.abort());
+    expect((await open(clientOf(server.port), sink.sinkFor)).status).toBe(200);
+    await new Promise((done) => server.connections[0]?.once('close', done));
+    expect(sink.heard).toEqual(['{"a"']);
+  });
+
   it('stops at an abort: no more pieces, no end, the socket closed, even with the rest in the same packet', async () => {
     const server = await fake((socket) =>
       socket.write(`${STREAM_HEAD}${chunkOf('one')}${chunkOf('two')}${chunkOf('three')}0\r\n\r\n`),
