@@ -522,12 +522,15 @@ class Exchange {
       }
       const lines = this.head.toString('latin1', 0, end).split('\r\n');
       const rest = this.head.subarray(end + HEAD_END.length);
-      const status = /^HTTP\/1\.[01] (\d{3})(?: |$)/.exec(lines[0] ?? '');
+      const status = /^HTTP\/1\.([01]) (\d{3})(?: |$)/.exec(lines[0] ?? '');
       if (!status) {
         this.fail('protocol', 'not an HTTP/1.1 answer');
         return undefined;
       }
-      this.status = Number(status[1]);
+      this.status = Number(status[2]);
+      // An HTTP/1.0 server closes the connection after its answer unless it says otherwise: such a
+      // socket is not reused (a request sent on it as it closes would fail unanswered).
+      if (status[1] === '0') this.keepAlive = false;
       if (this.status < 200) {
         this.head = rest;
         this.skippedInterim = true;

@@ -158,6 +158,14 @@ describe('the HTTP/1.1 exchange of the direct DynamoDB calls', () => {
     expect(server.connections.length).toBeGreaterThanOrEqual(3);
   });
 
+  it('does not reuse the socket of an HTTP/1.0 answer, which closes after it', async () => {
+    const server = await fake((socket) => socket.write(OK('{}').replace('HTTP/1.1', 'HTTP/1.0')));
+    const client = clientOf(server.port);
+    expect((await post(client)).body).toBe('{}');
+    expect((await post(client)).body).toBe('{}');
+    expect(server.connections).toHaveLength(2);
+  });
+
   it('opens a new socket when the server closed the idle one', async () => {
     const server = await fake((socket) => socket.write(OK('{}')));
     const client = clientOf(server.port);
