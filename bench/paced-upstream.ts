@@ -4,17 +4,20 @@ import { UpstreamBody } from '../functions/adapters/upstream-body.js';
 
 /**
  * An OpenAI-shaped upstream in a process of its own (its CPU is not the reader's): a node:http server
- * on loopback that answers every POST with a chunked `text/event-stream` of `events` chunks of ~270
- * bytes, one every `gapMs` (one event per packet, as a model streams), then `data: [DONE]`.
+ * on loopback (node:https with `tls`'s key and certificate) that answers every POST with a chunked
+ * `text/event-stream` of `events` chunks of ~270 bytes, one every `gapMs` (one event per packet, as a
+ * model streams), then `data: [DONE]`.
  */
 export async function startPacedUpstream(
   events: number,
   gapMs: number,
+  tls?: { key: string; cert: string },
 ): Promise<{ port: number; stop(): void }> {
   const script = `
-const http = require('node:http');
+const http = require(process.env.PACED_TLS ? 'node:https' : 'node:http');
+const tls = process.env.PACED_TLS ? JSON.parse(process.env.PACED_TLS) : undefined;
 const event = (i) => 'data: ' + JSON.stringify({ id: 'chatcmpl-0123456789abcdef', object: 'chat.completion.chunk', created: 1767225600, model: 'sim-fast', system_fingerprint: 'fp_simulator', choices: [{ index: 0, delta: { content: ' word' + (i % 97) }, logprobs: null, finish_reason: null }] }) + '\\n\\n';
-const server = http.createServer((req, res) => {
+const server = http.createServer(...(tls ? [tls] : []), (req, res) => {
   req.resume();
   req.on('end', () => {
     res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -30,7 +33,10 @@ const server = http.createServer((req, res) => {
 server.keepAliveTimeout = 60000;
 server.listen(0, '127.0.0.1', () => console.log(server.address().port));
 `;
-  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['-e', script], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, ...(tls ? { PACED_TLS: JSON.stringify(tls) } : {}) },
+  });
   const port = await new Promise<number>((resolve) =>
     child.stdout?.once('data', (line: Buffer) => resolve(Number(line.toString().trim()))),
   );

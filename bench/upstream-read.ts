@@ -7,11 +7,17 @@
  * 300 events of ~270 bytes, one every 5 ms (one event per packet, as a model streams). The reader's
  * CPU (process.cpuUsage) is counted from its first event to its last; the two readers take turns, one
  * kept-alive connection each, 12 streams each after 2 unmeasured. The read alone: no SSE parsing, no
- * relay. On 2026-11-26: 91 against 96 us per event (83 against 103 with the test suite running beside
- * it); on 2026-11-25 a raw socket read by the chunked reader of the time measured 94 and 93 against
+ * relay. `UPSTREAM_TLS=1` reads it over https (a certificate made for the run), as providers are
+ * called. On 2026-11-26: 91 against 96 us per event (83 against 103 with the test suite running beside
+ * it); over https 103 against 112 and 93 against 87; on 2026-11-25 a raw socket read by the chunked reader of the time measured 94 and 93 against
  * node:http's 80 and 82.
  */
-import { Agent, request } from 'node:http';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Http1Client } from '../functions/adapters/http1.js';
 import { runOnNode22 } from './on-node22.js';
 import { startPacedUpstream } from './paced-upstream.js';
@@ -22,8 +28,31 @@ const EVENTS = 300;
 const GAP_MS = 5;
 const STREAMS = 12;
 
-const upstream = await startPacedUpstream(EVENTS, GAP_MS);
+// UPSTREAM_TLS=1: over https (as a provider is called), with a certificate made here for the run.
+const tls = process.env.UPSTREAM_TLS ? selfSigned() : undefined;
+const upstream = await startPacedUpstream(EVENTS, GAP_MS, tls);
 const { port } = upstream;
+
+function selfSigned(): { key: string; cert: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'upstream-read-'));
+  try {
+    execFileSync(
+      'openssl',
+      [
+        ...['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'],
+        ...['-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1'],
+        ...['-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
+      ],
+      { stdio: 'ignore' },
+    );
+    return {
+      key: readFileSync(join(dir, 'key.pem'), 'utf8'),
+      cert: readFileSync(join(dir, 'cert.pem'), 'utf8'),
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 const body = JSON.stringify({ model: 'sim-fast', stream: true, messages: [{ role: 'user', content: 'hi' }] });
 
 /** CPU from the first piece to the end, and the pieces seen. */
@@ -32,7 +61,10 @@ interface Read {
   pieces: number;
 }
 
-const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+const agent = tls
+  ? new HttpsAgent({ keepAlive: true, maxSockets: 1, ca: tls.cert })
+  : new HttpAgent({ keepAlive: true, maxSockets: 1 });
+const request = tls ? httpsRequest : httpRequest;
 function viaNodeHttp(): Promise<Read> {
   return new Promise((resolve, reject) => {
     let start: NodeJS.CpuUsage | undefined;
@@ -63,7 +95,7 @@ function viaNodeHttp(): Promise<Read> {
 }
 
 const client = new Http1Client(
-  { protocol: 'http:', hostname: '127.0.0.1', port },
+  { protocol: tls ? 'https:' : 'http:', hostname: '127.0.0.1', port, ...(tls ? { ca: tls.cert } : {}) },
   { connectTimeoutMs: 5_000, silenceMs: 0 },
 );
 function viaHttp1(): Promise<Read> {
@@ -101,7 +133,7 @@ client.close();
 agent.destroy();
 
 console.log(
-  `node ${process.version}; ${STREAMS} streams each of ${EVENTS} events ${GAP_MS} ms apart, in turn`,
+  `node ${process.version}; ${STREAMS} streams each of ${EVENTS} events ${GAP_MS} ms apart, in turn, over ${tls ? 'https' : 'http'}`,
 );
 console.log('| reader | us of CPU per event, median | range |');
 console.log('|---|---|---|');
