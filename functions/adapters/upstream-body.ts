@@ -89,11 +89,6 @@ export class UpstreamBody implements Http1BodySink {
     }, deadline - Date.now());
   }
 
-  /** Puts pieces back in front of the body (what was read to judge a stream's first event). */
-  unread(pieces: readonly Buffer[]): void {
-    this.queue.unshift(...pieces);
-  }
-
   /** Stops reading: the connection is dropped, whatever is queued is released. */
   cancel(): void {
     this.queue.length = 0;
