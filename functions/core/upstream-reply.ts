@@ -16,113 +16,133 @@ import * as z from 'zod';
 import { cutToBytes } from './strings.js';
 import { readUpstreamUsage, type UsageReport } from './usage.js';
 
-const text = z.string().nullable().optional();
-/** finish_reason: OpenAI's values, and the few others providers send ('error', 'end_turn'...), short. */
-const finishReason = z.string().max(32).nullable().optional();
-
-const TopLogprob = z.object({
-  token: z.string(),
-  logprob: z.number(),
-  bytes: z.array(z.number()).nullable().optional(),
-});
-const TokenLogprob = TopLogprob.extend({ top_logprobs: z.array(TopLogprob).optional() });
-const Logprobs = z.object({
-  content: z.array(TokenLogprob).nullable().optional(),
-  refusal: z.array(TokenLogprob).nullable().optional(),
-});
-
-const FunctionCallDelta = z.object({ name: z.string().optional(), arguments: z.string().optional() });
-const ToolCallDelta = z.object({
-  index: z.int().min(0).max(1_023).default(0),
-  id: z.string().optional(),
-  type: z.literal('function').optional(),
-  function: FunctionCallDelta.optional(),
-});
-const ToolCall = z.object({
-  id: z.string().default(''),
-  type: z.literal('function').default('function'),
-  function: z.object({ name: z.string(), arguments: z.string().default('') }),
-});
-const Annotation = z.object({
-  type: z.literal('url_citation'),
-  url_citation: z.object({
-    start_index: z.number(),
-    end_index: z.number(),
-    title: z.string(),
-    url: z.string(),
-  }),
-});
-const Audio = z.object({ id: z.string(), data: z.string(), expires_at: z.number(), transcript: z.string() });
 /**
- * OpenRouter's structured reasoning (`reasoning.text`, `reasoning.summary`, `reasoning.encrypted`
- * entries), which clients echo back on the next turn; its text is the `reasoning` field's.
+ * The reply schemas, built on first use, not at cold start: most replies never need them (the common
+ * chunk and completion are checked by hand, textChunk and textCompletion below), and building them
+ * with schemas.ts's request schema took about 9 ms of a cold start (Node 22, the two modules' import
+ * after zod's and the tier schemas', median of 9 processes).
  */
-const ReasoningDetails = z.array(z.looseObject({ type: z.string().max(64) })).max(1_024);
+function buildReplySchemas() {
+  const text = z.string().nullable().optional();
+  /** finish_reason: OpenAI's values, and the few others providers send ('error', 'end_turn'...), short. */
+  const finishReason = z.string().max(32).nullable().optional();
 
-/** The text fields every message and delta may carry, and what they bill by. */
-const TextFields = {
-  content: text,
-  refusal: text,
-  /** OpenRouter's and vLLM's reasoning text. */
-  reasoning: text,
-  /** DeepSeek's and llama.cpp's reasoning text. */
-  reasoning_content: text,
-  reasoning_details: ReasoningDetails.optional(),
-  annotations: z.array(Annotation).max(1_024).optional(),
+  const TopLogprob = z.object({
+    token: z.string(),
+    logprob: z.number(),
+    bytes: z.array(z.number()).nullable().optional(),
+  });
+  const TokenLogprob = TopLogprob.extend({ top_logprobs: z.array(TopLogprob).optional() });
+  const Logprobs = z.object({
+    content: z.array(TokenLogprob).nullable().optional(),
+    refusal: z.array(TokenLogprob).nullable().optional(),
+  });
+
+  const FunctionCallDelta = z.object({ name: z.string().optional(), arguments: z.string().optional() });
+  const ToolCallDelta = z.object({
+    index: z.int().min(0).max(1_023).default(0),
+    id: z.string().optional(),
+    type: z.literal('function').optional(),
+    function: FunctionCallDelta.optional(),
+  });
+  const ToolCall = z.object({
+    id: z.string().default(''),
+    type: z.literal('function').default('function'),
+    function: z.object({ name: z.string(), arguments: z.string().default('') }),
+  });
+  const Annotation = z.object({
+    type: z.literal('url_citation'),
+    url_citation: z.object({
+      start_index: z.number(),
+      end_index: z.number(),
+      title: z.string(),
+      url: z.string(),
+    }),
+  });
+  const Audio = z.object({
+    id: z.string(),
+    data: z.string(),
+    expires_at: z.number(),
+    transcript: z.string(),
+  });
+  /**
+   * OpenRouter's structured reasoning (`reasoning.text`, `reasoning.summary`, `reasoning.encrypted`
+   * entries), which clients echo back on the next turn; its text is the `reasoning` field's.
+   */
+  const ReasoningDetails = z.array(z.looseObject({ type: z.string().max(64) })).max(1_024);
+
+  /** The text fields every message and delta may carry, and what they bill by. */
+  const TextFields = {
+    content: text,
+    refusal: text,
+    /** OpenRouter's and vLLM's reasoning text. */
+    reasoning: text,
+    /** DeepSeek's and llama.cpp's reasoning text. */
+    reasoning_content: text,
+    reasoning_details: ReasoningDetails.optional(),
+    annotations: z.array(Annotation).max(1_024).optional(),
+  };
+
+  const Delta = z.object({
+    role: z.enum(['assistant', 'developer', 'system', 'user', 'tool']).optional(),
+    ...TextFields,
+    tool_calls: z.array(ToolCallDelta).max(128).optional(),
+    function_call: FunctionCallDelta.optional(),
+  });
+
+  const ChunkChoice = z.object({
+    index: z.int().min(0).max(1_023).default(0),
+    delta: Delta.default({}),
+    logprobs: Logprobs.nullable().default(null),
+    // OpenAI's chunk schema requires it (null until the end); some upstreams omit it.
+    finish_reason: finishReason.transform((value) => value ?? null),
+  });
+
+  /** A chunk has choices (empty on the usage-only last chunk), or at least a usage. */
+  const ChunkSchema = z.object({
+    choices: z.array(ChunkChoice).max(8),
+    system_fingerprint: z.string().max(256).optional(),
+    service_tier: z.string().max(32).nullable().optional(),
+  });
+  const UsageOnlyChunk = z.object({ usage: z.looseObject({}) }).transform(() => ({ choices: [] }));
+
+  /** Some providers answer content as an array of text parts: it is delivered as the string it spells. */
+  const MessageContent = z
+    .union([z.string(), z.array(z.object({ text: z.string().optional() }))])
+    .nullable()
+    .default(null)
+    .transform((value) => (Array.isArray(value) ? value.map((part) => part.text ?? '').join('') : value));
+
+  const Message = z.object({
+    role: z.literal('assistant').catch('assistant'),
+    ...TextFields,
+    content: MessageContent,
+    refusal: z.string().nullable().default(null),
+    tool_calls: z.array(ToolCall).max(128).optional(),
+    function_call: z.object({ name: z.string(), arguments: z.string() }).optional(),
+    audio: Audio.nullable().optional(),
+  });
+
+  const CompletionChoice = z.object({
+    index: z.int().min(0).max(1_023).default(0),
+    message: Message,
+    logprobs: Logprobs.nullable().default(null),
+    finish_reason: finishReason.transform((value) => value ?? 'stop'),
+  });
+
+  const CompletionSchema = z.object({
+    choices: z.array(CompletionChoice).min(1).max(8),
+    system_fingerprint: z.string().max(256).optional(),
+    service_tier: z.string().max(32).nullable().optional(),
+  });
+
+  return { Delta, ChunkChoice, ChunkSchema, UsageOnlyChunk, Message, CompletionChoice, CompletionSchema };
+}
+let replySchemasBuilt: ReturnType<typeof buildReplySchemas> | undefined;
+const replySchemas = () => {
+  replySchemasBuilt ??= buildReplySchemas();
+  return replySchemasBuilt;
 };
-
-const Delta = z.object({
-  role: z.enum(['assistant', 'developer', 'system', 'user', 'tool']).optional(),
-  ...TextFields,
-  tool_calls: z.array(ToolCallDelta).max(128).optional(),
-  function_call: FunctionCallDelta.optional(),
-});
-
-const ChunkChoice = z.object({
-  index: z.int().min(0).max(1_023).default(0),
-  delta: Delta.default({}),
-  logprobs: Logprobs.nullable().default(null),
-  // OpenAI's chunk schema requires it (null until the end); some upstreams omit it.
-  finish_reason: finishReason.transform((value) => value ?? null),
-});
-
-/** A chunk has choices (empty on the usage-only last chunk), or at least a usage. */
-const ChunkSchema = z.object({
-  choices: z.array(ChunkChoice).max(8),
-  system_fingerprint: z.string().max(256).optional(),
-  service_tier: z.string().max(32).nullable().optional(),
-});
-const UsageOnlyChunk = z.object({ usage: z.looseObject({}) }).transform(() => ({ choices: [] }));
-
-/** Some providers answer content as an array of text parts: it is delivered as the string it spells. */
-const MessageContent = z
-  .union([z.string(), z.array(z.object({ text: z.string().optional() }))])
-  .nullable()
-  .default(null)
-  .transform((value) => (Array.isArray(value) ? value.map((part) => part.text ?? '').join('') : value));
-
-const Message = z.object({
-  role: z.literal('assistant').catch('assistant'),
-  ...TextFields,
-  content: MessageContent,
-  refusal: z.string().nullable().default(null),
-  tool_calls: z.array(ToolCall).max(128).optional(),
-  function_call: z.object({ name: z.string(), arguments: z.string() }).optional(),
-  audio: Audio.nullable().optional(),
-});
-
-const CompletionChoice = z.object({
-  index: z.int().min(0).max(1_023).default(0),
-  message: Message,
-  logprobs: Logprobs.nullable().default(null),
-  finish_reason: finishReason.transform((value) => value ?? 'stop'),
-});
-
-const CompletionSchema = z.object({
-  choices: z.array(CompletionChoice).min(1).max(8),
-  system_fingerprint: z.string().max(256).optional(),
-  service_tier: z.string().max(32).nullable().optional(),
-});
 
 /** Reasoning text as OpenRouter, vLLM, DeepSeek and llama.cpp add it to a message or delta. */
 interface ReasoningText {
@@ -172,23 +192,51 @@ export function parseChunkData(data: string): UpstreamEvent {
 
 /** A chunk as the schemas read it (ChunkSchema, or a usage-only chunk), or why it is not one. */
 export function chunkBySchema(json: unknown): UpstreamChunk | { invalid: string } {
+  const { ChunkSchema, UsageOnlyChunk } = replySchemas();
   let parsed = ChunkSchema.safeParse(json);
   if (!parsed.success && !(typeof json === 'object' && json !== null && 'choices' in json))
     parsed = UsageOnlyChunk.safeParse(json);
   return parsed.success ? (parsed.data as UpstreamChunk) : { invalid: issueOf(parsed.error) };
 }
 
-const ROLES: ReadonlySet<unknown> = new Set(Delta.shape.role.unwrap().options);
 const TEXT_FIELDS = ['content', 'refusal', 'reasoning', 'reasoning_content'] as const;
+const MESSAGE_TEXT_FIELDS = ['reasoning', 'reasoning_content'] as const;
 /**
- * The schemas' other fields, read from the schemas themselves (tool calls, annotations...; a field
- * added to a schema later joins them): a chunk with any of them goes through the schema.
+ * What the shortcuts (textChunk, textCompletion) leave to the schemas: a chunk or completion with any
+ * of the other fields (tool calls, annotations...) goes through the schema; a delta's role must be one
+ * of `roles`. Spelled out so that the schemas are not built to read them; a test holds them equal to
+ * what the schemas give (replySchemaFields), so a field added to a schema must be added here.
  */
-const otherFields = (shape: object, handled: readonly string[]) =>
-  Object.keys(shape).filter((field) => !handled.includes(field));
-const OTHER_DELTA_FIELDS = otherFields(Delta.shape, ['role', ...TEXT_FIELDS]);
-const OTHER_CHOICE_FIELDS = otherFields(ChunkChoice.shape, ['index', 'delta', 'logprobs', 'finish_reason']);
-const OTHER_CHUNK_FIELDS = otherFields(ChunkSchema.shape, ['choices', 'system_fingerprint', 'service_tier']);
+export const SHORTCUT_FIELDS = {
+  roles: ['assistant', 'developer', 'system', 'user', 'tool'],
+  delta: ['reasoning_details', 'annotations', 'tool_calls', 'function_call'],
+  choice: [],
+  chunk: [],
+  message: ['reasoning_details', 'annotations', 'tool_calls', 'function_call', 'audio'],
+  completionChoice: [],
+  completion: [],
+} satisfies Record<string, readonly string[]>;
+
+/** The same lists, read from the schemas themselves (builds them). */
+export function replySchemaFields(): Record<keyof typeof SHORTCUT_FIELDS, string[]> {
+  const { Delta, ChunkChoice, ChunkSchema, Message, CompletionChoice, CompletionSchema } = replySchemas();
+  const otherFields = (shape: object, handled: readonly string[]) =>
+    Object.keys(shape).filter((field) => !handled.includes(field));
+  return {
+    roles: [...Delta.shape.role.unwrap().options],
+    delta: otherFields(Delta.shape, ['role', ...TEXT_FIELDS]),
+    choice: otherFields(ChunkChoice.shape, ['index', 'delta', 'logprobs', 'finish_reason']),
+    chunk: otherFields(ChunkSchema.shape, ['choices', 'system_fingerprint', 'service_tier']),
+    message: otherFields(Message.shape, ['role', 'content', 'refusal', ...MESSAGE_TEXT_FIELDS]),
+    completionChoice: otherFields(CompletionChoice.shape, ['index', 'message', 'logprobs', 'finish_reason']),
+    completion: otherFields(CompletionSchema.shape, ['choices', 'system_fingerprint', 'service_tier']),
+  };
+}
+
+const ROLES: ReadonlySet<unknown> = new Set(SHORTCUT_FIELDS.roles);
+const OTHER_DELTA_FIELDS: readonly string[] = SHORTCUT_FIELDS.delta;
+const OTHER_CHOICE_FIELDS: readonly string[] = SHORTCUT_FIELDS.choice;
+const OTHER_CHUNK_FIELDS: readonly string[] = SHORTCUT_FIELDS.chunk;
 const hasAny = (record: Record<string, unknown>, fields: readonly string[]) =>
   fields.some((field) => record[field] !== undefined);
 
@@ -337,28 +385,13 @@ export function parseCompletionBody(body: string): ParsedCompletion {
 
 /** A completion as CompletionSchema reads it, or why it is not one. */
 export function completionBySchema(json: unknown): UpstreamCompletion | { invalid: string } {
-  const parsed = CompletionSchema.safeParse(json);
+  const parsed = replySchemas().CompletionSchema.safeParse(json);
   return parsed.success ? (parsed.data as UpstreamCompletion) : { invalid: issueOf(parsed.error) };
 }
 
-const MESSAGE_TEXT_FIELDS = ['reasoning', 'reasoning_content'] as const;
-const OTHER_MESSAGE_FIELDS = otherFields(Message.shape, [
-  'role',
-  'content',
-  'refusal',
-  ...MESSAGE_TEXT_FIELDS,
-]);
-const OTHER_COMPLETION_CHOICE_FIELDS = otherFields(CompletionChoice.shape, [
-  'index',
-  'message',
-  'logprobs',
-  'finish_reason',
-]);
-const OTHER_COMPLETION_FIELDS = otherFields(CompletionSchema.shape, [
-  'choices',
-  'system_fingerprint',
-  'service_tier',
-]);
+const OTHER_MESSAGE_FIELDS: readonly string[] = SHORTCUT_FIELDS.message;
+const OTHER_COMPLETION_CHOICE_FIELDS: readonly string[] = SHORTCUT_FIELDS.completionChoice;
+const OTHER_COMPLETION_FIELDS: readonly string[] = SHORTCUT_FIELDS.completion;
 
 /**
  * Most JSON replies: one choice whose message is text (string content, perhaps a refusal or

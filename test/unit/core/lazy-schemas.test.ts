@@ -1,0 +1,75 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+
+/**
+ * The request and reply schemas are built on first use, not at import (a cold start): most requests
+ * and replies take the hand-checked way and never need them. The hand-checked ways' field lists are
+ * spelled out so that nothing builds the schemas to read them; they must stay equal to the schemas'.
+ */
+afterEach(() => {
+  vi.doUnmock('zod');
+  vi.resetModules();
+});
+
+/** The two modules imported afresh over a zod whose object builders count their calls. */
+async function freshModules() {
+  vi.resetModules();
+  const built = { count: 0 };
+  vi.doMock('zod', async (importOriginal) => {
+    const zod = await importOriginal<typeof import('zod')>();
+    const counted =
+      <F extends (...args: never[]) => unknown>(build: F) =>
+      (...args: Parameters<F>) => {
+        built.count += 1;
+        return build(...args);
+      };
+    return { ...zod, object: counted(zod.object), looseObject: counted(zod.looseObject) };
+  });
+  const schemas = await import('../../../functions/core/schemas.js');
+  const reply = await import('../../../functions/core/upstream-reply.js');
+  return { built, schemas, reply };
+}
+
+const chunk = (extra: Record<string, unknown> = {}) =>
+  JSON.stringify({
+    id: 'c',
+    object: 'chat.completion.chunk',
+    created: 1,
+    model: 'm',
+    choices: [{ index: 0, delta: { content: 'hi', ...extra }, finish_reason: null }],
+  });
+
+describe('schemas built on first use', () => {
+  it('builds none at import, nor for a common request and chunk; builds them for the first that needs them', async () => {
+    const { built, schemas, reply } = await freshModules();
+    // The tier schemas (tiers.ts, imported with them) are the configuration's, read at cold start.
+    const atImport = built.count;
+    schemas.parseChatRequest(
+      JSON.stringify({ model: 'svc-fast', messages: [{ role: 'user', content: 'hi' }] }),
+    );
+    expect(reply.parseChunkData(chunk())).toMatchObject({ kind: 'chunk' });
+    expect(built.count).toBe(atImport);
+    schemas.parseChatRequest(
+      JSON.stringify({
+        model: 'svc-fast',
+        messages: [{ role: 'user', content: 'hi' }],
+        tools: [{ type: 'function', function: { name: 'f' } }],
+      }),
+    );
+    const afterRequestSchema = built.count;
+    expect(afterRequestSchema).toBeGreaterThan(atImport);
+    expect(reply.parseChunkData(chunk({ tool_calls: [{ index: 0, id: 't' }] }))).toMatchObject({
+      kind: 'chunk',
+    });
+    expect(built.count).toBeGreaterThan(afterRequestSchema);
+  });
+
+  it("keeps the request's known fields equal to the request schema's, in its order", async () => {
+    const { KNOWN_REQUEST_FIELDS, requestSchemaFields } = await import('../../../functions/core/schemas.js');
+    expect([...KNOWN_REQUEST_FIELDS]).toEqual(requestSchemaFields());
+  });
+
+  it("keeps the reply shortcuts' field lists equal to what the reply schemas give", async () => {
+    const { SHORTCUT_FIELDS, replySchemaFields } = await import('../../../functions/core/upstream-reply.js');
+    expect(SHORTCUT_FIELDS).toEqual(replySchemaFields());
+  });
+});
