@@ -1,24 +1,7 @@
-/**
- * `npx tsx bench/upstream-read.ts`: what reading a paced upstream event stream costs the reader, per
- * event, through the upstream call's HTTP/1.1 exchange (functions/adapters/http1.ts's `open`, how
- * functions/adapters/upstream.ts reads an upstream since 2026-11-26) against node:http (how it read
- * one before), on Node 22 when scripts/install-lambda-runtime.sh has installed it. The upstream is a
- * node:http server in another process that answers each POST with a chunked `text/event-stream` of
- * 300 events of ~270 bytes, one every 5 ms (one event per packet, as a model streams). The reader's
- * CPU (process.cpuUsage) is counted from its first event to its last; the two readers take turns, one
- * kept-alive connection each, 12 streams each after 2 unmeasured. The read alone: no SSE parsing, no
- * relay. `UPSTREAM_TLS=1` reads it over https (a certificate made for the run), as providers are
- * called. On 2026-11-26: 91 against 96 us per event (83 against 103 with the test suite running beside
- * it); over https 103 against 112 and 93 against 87; on 2026-11-25 a raw socket read by the chunked reader of the time measured 94 and 93 against
- * node:http's 80 and 82.
- */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Http1Client } from '../functions/adapters/http1.js';
+import { selfSignedCertificate } from '../test/support/certificate.js';
 import { runOnNode22 } from './on-node22.js';
 import { startPacedUpstream } from './paced-upstream.js';
 
@@ -29,30 +12,10 @@ const GAP_MS = 5;
 const STREAMS = 12;
 
 // UPSTREAM_TLS=1: over https (as a provider is called), with a certificate made here for the run.
-const tls = process.env.UPSTREAM_TLS ? selfSigned() : undefined;
+const tls = process.env.UPSTREAM_TLS ? selfSignedCertificate() : undefined;
 const upstream = await startPacedUpstream(EVENTS, GAP_MS, tls);
 const { port } = upstream;
 
-function selfSigned(): { key: string; cert: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'upstream-read-'));
-  try {
-    execFileSync(
-      'openssl',
-      [
-        ...['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'],
-        ...['-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1'],
-        ...['-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
-      ],
-      { stdio: 'ignore' },
-    );
-    return {
-      key: readFileSync(join(dir, 'key.pem'), 'utf8'),
-      cert: readFileSync(join(dir, 'cert.pem'), 'utf8'),
-    };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
 const body = JSON.stringify({ model: 'sim-fast', stream: true, messages: [{ role: 'user', content: 'hi' }] });
 
 /** CPU from the first piece to the end, and the pieces seen. */

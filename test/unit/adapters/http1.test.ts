@@ -1,8 +1,4 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -12,6 +8,7 @@ import {
   Http1Error,
   type Http1StreamHead,
 } from '../../../functions/adapters/http1.js';
+import { selfSignedCertificate } from '../../support/certificate.js';
 
 /**
  * The HTTP/1.1 exchange under the direct DynamoDB calls and the upstream call, against raw TCP (and
@@ -288,22 +285,7 @@ describe('the exchange over TLS', () => {
   let key = '';
   let cert = '';
   beforeAll(() => {
-    const dir = mkdtempSync(join(tmpdir(), 'http1-tls-'));
-    try {
-      execFileSync(
-        'openssl',
-        [
-          ...['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'],
-          ...['-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1'],
-          ...['-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
-        ],
-        { stdio: 'ignore' },
-      );
-      key = readFileSync(join(dir, 'key.pem'), 'utf8');
-      cert = readFileSync(join(dir, 'cert.pem'), 'utf8');
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    ({ key, cert } = selfSignedCertificate());
   });
 
   it('reads answers over a verified TLS connection and keeps it', async () => {

@@ -1,5 +1,5 @@
-import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { openWithFallback, readBody } from '../../../functions/adapters/upstream.js';
 import { UpstreamError } from '../../../functions/core/errors.js';
 import type { UpstreamTarget } from '../../../functions/core/tiers.js';
+import { selfSignedCertificate } from '../../support/certificate.js';
 
 /**
  * The upstream call as it goes out on the wire (over the HTTP/1.1 exchange, functions/adapters/http1.ts),
@@ -111,19 +112,8 @@ describe('an https upstream', () => {
   it("is verified against Node's certificate authorities, NODE_EXTRA_CA_CERTS among them", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'upstream-ca-'));
     try {
-      execFileSync(
-        'openssl',
-        [
-          ...['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'],
-          ...['-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1'],
-          ...['-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
-        ],
-        { stdio: 'ignore' },
-      );
-      const tls = {
-        key: readFileSync(join(dir, 'key.pem'), 'utf8'),
-        cert: readFileSync(join(dir, 'cert.pem'), 'utf8'),
-      };
+      const tls = selfSignedCertificate();
+      writeFileSync(join(dir, 'cert.pem'), tls.cert);
       const server = await recording(REPLY, tls);
       // NODE_EXTRA_CA_CERTS is read when a process starts: each way runs in a process of its own.
       const script = join(dir, 'call.mts');
