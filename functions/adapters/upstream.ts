@@ -119,7 +119,9 @@ const CONNECT_TIMEOUT_MS = 10_000;
 /**
  * Each upstream's chat completions address, parsed once (a URL parsed for every call was about 20 us
  * of a JSON request's CPU in a V8 profile of the completions function), with the client that keeps
- * its origin's sockets. The upstreams are the operator's few base URLs (bounded here all the same).
+ * its origin's sockets. Kept for every base URL the calls name, which are the tier configuration's
+ * (read once at cold start), so one entry per configured target; a target left out of the map would
+ * get a new client, and new sockets left open, on every call.
  */
 interface RequestTarget {
   client: Http1Client;
@@ -144,7 +146,7 @@ function requestTarget(baseUrl: string): RequestTarget {
       { connectTimeoutMs: CONNECT_TIMEOUT_MS, silenceMs: 0 },
     );
     target = { client, headStart: `POST ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n` };
-    if (REQUEST_TARGETS.size < 64) REQUEST_TARGETS.set(baseUrl, target);
+    REQUEST_TARGETS.set(baseUrl, target);
   }
   return target;
 }

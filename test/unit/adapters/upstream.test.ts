@@ -87,6 +87,17 @@ describe('the upstream call on the wire', () => {
     expect(server.sockets).toHaveLength(1);
   });
 
+  it('keeps one client per base URL however many there are: each reuses its socket', async () => {
+    const server = await recording(REPLY);
+    const bases = Array.from({ length: 70 }, (_, i) => `http://127.0.0.1:${server.port}/tier-${i}`);
+    for (const base of [...bases, ...bases]) {
+      const opened = await call(base, 'sk-test');
+      if (!opened.stream) await readBody(opened.body);
+    }
+    expect(server.requests).toHaveLength(140);
+    expect(server.sockets).toHaveLength(70);
+  });
+
   it('sends no authorization header for a keyless upstream', async () => {
     const server = await recording(REPLY);
     const opened = await call(`http://127.0.0.1:${server.port}/v1`, undefined);
