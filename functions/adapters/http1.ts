@@ -480,6 +480,9 @@ class Exchange {
     const state = (this.body as BodyReader).push(chunk, this.take as (piece: Buffer) => boolean);
     if (this.settled) return;
     if (state === 'done') this.complete(this.keepAlive);
+    // The answer is whole; what came after it is not an answer to anything sent, so the socket is
+    // dropped (as bytes arriving after the answer in a later packet drop it).
+    else if (state === 'done-extra') this.complete(false);
     else if (state !== 'more') this.fail('protocol', state);
   }
 
@@ -600,8 +603,11 @@ class Exchange {
   }
 }
 
-/** 'more' until the body is complete, 'done' then, or what is wrong with it. */
-type BodyState = 'more' | 'done' | (string & {});
+/**
+ * 'more' until the body is complete, 'done' then ('done-extra': complete, and the bytes it came with
+ * went on past it, which belong to no answer asked for), or what is wrong with it.
+ */
+type BodyState = 'more' | 'done' | 'done-extra' | (string & {});
 
 /**
  * A body's framing: `push` hands the body's own bytes in each piece of the connection to `take`
@@ -619,9 +625,11 @@ class LengthBody implements BodyReader {
 
   push(chunk: Buffer, take: (piece: Buffer) => boolean): BodyState {
     if (chunk.length === 0) return this.received === this.length ? 'done' : 'more';
-    this.received += chunk.length;
-    if (this.received > this.length) return 'more bytes than the answer announced';
-    if (!take(chunk)) return 'answer too large';
+    const wanted = this.length - this.received;
+    const own = chunk.length > wanted ? chunk.subarray(0, wanted) : chunk;
+    this.received += own.length;
+    if (own.length > 0 && !take(own)) return 'answer too large';
+    if (own !== chunk) return 'done-extra';
     return this.received === this.length ? 'done' : 'more';
   }
 }
@@ -641,7 +649,7 @@ export class ChunkedBody implements BodyReader {
   private remaining = 0;
 
   push(chunk: Buffer, take: (piece: Buffer) => boolean): BodyState {
-    if (this.state === 'done') return chunk.length === 0 ? 'done' : 'more bytes than the chunked body';
+    if (this.state === 'done') return chunk.length === 0 ? 'done' : 'done-extra';
     let bytes = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
     this.pending = EMPTY;
     for (;;) {
@@ -673,7 +681,7 @@ export class ChunkedBody implements BodyReader {
         if (this.state === 'trailers') {
           if (line.length > 0) continue;
           this.state = 'done';
-          return bytes.length === 0 ? 'done' : 'more bytes than the chunked body';
+          return bytes.length === 0 ? 'done' : 'done-extra';
         }
         const semicolon = line.indexOf(';');
         const size = (semicolon < 0 ? line : line.slice(0, semicolon)).trim();
