@@ -13,7 +13,8 @@
  * Bounded like the agent it replaces: a connection gets `connectTimeoutMs`, an answer `silenceMs` of
  * socket silence (0: none) and an optional caller's limit (for a streamed answer, until its head), a
  * header block 64 KiB and a whole answer 16 MiB (DynamoDB's largest; a streamed body is bounded by its
- * reader); anything it cannot read as HTTP/1.1 fails as `protocol` and the socket is dropped. A socket
+ * reader); anything it cannot read as HTTP/1.1 fails as `protocol` and the socket is dropped, read no
+ * more leniently than Node's own parser reads it (test/unit/adapters/http1.property.test.ts). A socket
  * is reused only after a complete answer that did not say `Connection: close`. Nothing follows
  * redirects or decodes a `Content-Encoding` (none is asked for).
  */
@@ -95,6 +96,40 @@ const MAX_IDLE = 8;
 const HEAD_END = Buffer.from('\r\n\r\n');
 const CRLF = Buffer.from('\r\n');
 const EMPTY = Buffer.alloc(0);
+
+// What an answer's head and a chunk's size line may hold, as RFC 9112 and Node's own parser (llhttp)
+// read them: a reader more lenient than the parsers around it is how one message is framed two ways.
+// Each pattern is linear in its line (a line is at most 64 KiB of an upstream's choosing).
+
+/** A token (RFC 9110 section 5.6.2), as a pattern's source. */
+const TOKEN = "[!#$%&'*+\\-.^_`|~0-9A-Za-z]+";
+/** Visible characters, spaces and tabs: no control character (a lone CR or LF among them). */
+const TEXT = '[\\t\\x20-\\x7e\\x80-\\xff]';
+/** A status line (RFC 9112 section 4): a status code of 100-599 (RFC 9110 section 15), any reason. */
+const STATUS_LINE = new RegExp(`^HTTP/1\\.([01]) ([1-5]\\d\\d)(?: ${TEXT}*)?$`);
+/**
+ * A header or trailer line (RFC 9112 section 5): a token name right before its colon (whitespace
+ * between them is to be rejected), then the value, whose optional whitespace around it `trimOws` drops.
+ */
+const FIELD_LINE = new RegExp(`^(${TOKEN}):(${TEXT}*)$`);
+/** The fields that frame a message. */
+const FRAMING_FIELD = /^(?:content-length|transfer-encoding)$/i;
+/**
+ * A chunk's size line (RFC 9112 section 7.1): its size in hex (under 256 MiB, a bound past any answer
+ * read here), then extensions without whitespace around `;` or `=` (as llhttp reads them), ignored.
+ */
+const CHUNK_SIZE_LINE = new RegExp(
+  `^0*([0-9a-fA-F]{1,7})(?:;${TOKEN}(?:=(?:${TOKEN}|"(?:[\\t\\x20\\x21\\x23-\\x5b\\x5d-\\x7e\\x80-\\xff]|\\\\${TEXT})*"))?)*$`,
+);
+
+/** `text` without the spaces and tabs around it (a header value's optional whitespace; `trim` drops more). */
+function trimOws(text: string): string {
+  let start = 0;
+  let end = text.length;
+  while (start < end && (text.charCodeAt(start) === 0x20 || text.charCodeAt(start) === 0x09)) start++;
+  while (end > start && (text.charCodeAt(end - 1) === 0x20 || text.charCodeAt(end - 1) === 0x09)) end--;
+  return start === 0 && end === text.length ? text : text.slice(start, end);
+}
 
 /** One socket and the exchange it carries, if any. */
 interface Connection {
@@ -525,7 +560,7 @@ class Exchange {
       }
       const lines = this.head.toString('latin1', 0, end).split('\r\n');
       const rest = this.head.subarray(end + HEAD_END.length);
-      const status = /^HTTP\/1\.([01]) (\d{3})(?: |$)/.exec(lines[0] ?? '');
+      const status = STATUS_LINE.exec(lines[0] ?? '');
       if (!status) {
         this.fail('protocol', 'not an HTTP/1.1 answer');
         return undefined;
@@ -534,15 +569,23 @@ class Exchange {
       // An HTTP/1.0 server closes the connection after its answer unless it says otherwise: such a
       // socket is not reused (a request sent on it as it closes would fail unanswered).
       if (status[1] === '0') this.keepAlive = false;
-      if (this.status < 200) {
-        this.head = rest;
-        this.skippedInterim = true;
-        continue;
+      // Nothing here asks to switch protocols: a 101 is not an answer to this request.
+      if (this.status === 101) {
+        this.fail('protocol', 'unrequested protocol switch');
+        return undefined;
       }
-      const problem = this.readHeaders(lines);
+      const problem =
+        status[1] === '0' && this.status < 200 ? 'an interim answer in HTTP/1.0' : this.readHeaders(lines);
       if (problem) {
         this.fail('protocol', problem);
         return undefined;
+      }
+      if (this.status < 200) {
+        // Skipped (its headers read all the same, as Node's parser reads them): the answer follows it.
+        this.headers.clear();
+        this.head = rest;
+        this.skippedInterim = true;
+        continue;
       }
       this.head = EMPTY;
       const take = this.listener.head(
@@ -559,42 +602,45 @@ class Exchange {
     }
   }
 
-  /** Reads the headers and sets the body's framing; a problem's description if any. */
+  /** Reads the headers and sets a final answer's framing; a problem's description if any. */
   private readHeaders(lines: string[]): string | undefined {
     const { headers } = this;
     for (let i = 1; i < lines.length; i++) {
-      const line = lines[i] as string;
-      const colon = line.indexOf(':');
-      if (colon <= 0) return 'malformed header line';
-      const name = line.slice(0, colon).trim().toLowerCase();
-      const value = line.slice(colon + 1).trim();
+      const field = FIELD_LINE.exec(lines[i] as string);
+      if (!field) return 'malformed header line';
+      const name = (field[1] as string).toLowerCase();
+      const value = trimOws(field[2] as string);
       const earlier = headers.get(name);
       headers.set(name, earlier === undefined ? value : `${earlier}, ${value}`);
     }
+    // One length (a repeated one, even if it agrees, is refused: RFC 9112 section 6.3 allows that, and
+    // Node's parser does it).
     const length = headers.get('content-length');
-    if (length !== undefined && !/^\d{1,9}(?:, *\d{1,9})*$/.test(length)) return 'invalid content-length';
-    // Repeated lengths must agree (RFC 9112 section 6.3).
-    const lengths = length === undefined ? [] : [...new Set(length.split(/, */))];
-    if (lengths.length > 1) return 'invalid content-length';
-    const announced = lengths.length === 1 ? Number(lengths[0]) : undefined;
+    if (length !== undefined && !/^\d{1,9}$/.test(length)) return 'invalid content-length';
+    const announced = length === undefined ? undefined : Number(length);
+    // Chunked is the one transfer coding read here (nothing asks for another, and one it cannot undo
+    // would hand on bytes no reader above can read); with a length beside it, the answer is refused, as
+    // RFC 9112 section 6.1 advises and Node's parser does (how responses are split and smuggled).
     const encoding = headers.get('transfer-encoding');
-    const chunked = encoding !== undefined && encoding.toLowerCase().split(',').pop()?.trim() === 'chunked';
+    const chunked = encoding !== undefined && encoding.toLowerCase() === 'chunked';
     if (encoding !== undefined && !chunked) return `unsupported transfer-encoding ${encoding.slice(0, 40)}`;
+    if (chunked && announced !== undefined) return 'both a length and chunked framing';
     const connection = headers.get('connection');
     if (
       connection
         ?.toLowerCase()
         .split(',')
         .some((token) => token.trim() === 'close')
-    )
+    ) {
+      // The connection ends with this answer: no final answer can follow an interim one.
+      if (this.status < 200) return 'an interim answer closing the connection';
       this.keepAlive = false;
-    // RFC 9112 section 6.3: no body after 204 or 304; chunked framing wins over a length (and such a
-    // socket is not reused).
+    }
+    if (this.status < 200) return undefined;
+    // RFC 9112 section 6.3: no body after 204 or 304.
     if (this.status === 204 || this.status === 304) this.body = new LengthBody(0);
-    else if (chunked) {
-      this.body = new ChunkedBody();
-      if (announced !== undefined) this.keepAlive = false;
-    } else if (announced !== undefined) this.body = new LengthBody(announced);
+    else if (chunked) this.body = new ChunkedBody();
+    else if (announced !== undefined) this.body = new LengthBody(announced);
     else {
       this.body = new CloseBody();
       this.keepAlive = false;
@@ -679,14 +725,18 @@ export class ChunkedBody implements BodyReader {
         const line = bytes.toString('latin1', 0, lineEnd);
         bytes = bytes.subarray(lineEnd + CRLF.length);
         if (this.state === 'trailers') {
-          if (line.length > 0) continue;
+          if (line.length > 0) {
+            // Framing has no place after the body (RFC 9110 section 6.5.1); Node's parser checks it there too.
+            const field = FIELD_LINE.exec(line);
+            if (!field || FRAMING_FIELD.test(field[1] as string)) return 'malformed chunked body';
+            continue;
+          }
           this.state = 'done';
           return bytes.length === 0 ? 'done' : 'done-extra';
         }
-        const semicolon = line.indexOf(';');
-        const size = (semicolon < 0 ? line : line.slice(0, semicolon)).trim();
-        if (!/^[0-9a-fA-F]{1,7}$/.test(size)) return 'malformed chunked body';
-        this.remaining = Number.parseInt(size, 16);
+        const size = CHUNK_SIZE_LINE.exec(line);
+        if (!size) return 'malformed chunked body';
+        this.remaining = Number.parseInt(size[1] as string, 16);
         this.state = this.remaining === 0 ? 'trailers' : 'data';
       }
     }
