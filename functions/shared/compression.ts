@@ -28,6 +28,7 @@ import { constants, createGzip, type Gzip } from 'node:zlib';
 import type { MiddlewareObj } from '@middy/core';
 import Negotiator from 'negotiator';
 import type { FunctionUrlEvent, FunctionUrlResult } from './http.js';
+import { logger } from './observability.js';
 
 /**
  * The compressor's size: an 8 KiB window and a 4 KiB hash table (zlib's defaults are 32 KiB and 64 KiB,
@@ -53,18 +54,43 @@ const ACCEPTS_GZIP = new Map<string, boolean>();
 const ACCEPTS_GZIP_MAX_VALUES = 32;
 const ACCEPTS_GZIP_MAX_LENGTH = 256;
 
-/** Whether the request's `Accept-Encoding` takes gzip (with a non-zero q-value, RFC 9110 section 12.5.3). */
+/**
+ * Whether the request's `Accept-Encoding` takes gzip (with a non-zero q-value, RFC 9110 section 12.5.3)
+ * and this process can compress (`canCompress`).
+ */
 export function acceptsGzip(acceptEncoding: string | undefined): boolean {
   if (!acceptEncoding) return false;
   const known = ACCEPTS_GZIP.get(acceptEncoding);
-  if (known !== undefined) return known;
+  if (known !== undefined) return known && canCompress();
   const accepts =
     new Negotiator({ headers: { 'accept-encoding': acceptEncoding } }).encoding(['gzip']) === 'gzip';
   if (acceptEncoding.length <= ACCEPTS_GZIP_MAX_LENGTH) {
     if (ACCEPTS_GZIP.size >= ACCEPTS_GZIP_MAX_VALUES) ACCEPTS_GZIP.clear();
     ACCEPTS_GZIP.set(acceptEncoding, accepts);
   }
-  return accepts;
+  return accepts && canCompress();
+}
+
+/** Whether a `Deflater` can be made here: undefined until a client first takes gzip. */
+let compressorUsable: boolean | undefined;
+
+/**
+ * Whether this Node's zlib binding is as `Deflater` knows it, tried once, when a client first takes
+ * gzip (the compressor made then is kept for its reply). Lambda updates a runtime's Node on its own;
+ * should an update change node:zlib's internals, replies go out uncompressed (logged once, as an
+ * error) instead of every gzip client's request failing.
+ */
+function canCompress(): boolean {
+  if (compressorUsable === undefined) {
+    try {
+      kept ??= new Deflater();
+      compressorUsable = true;
+    } catch (error) {
+      compressorUsable = false;
+      logger.error('gzip is off: node:zlib is not as the compressor knows it', error as Error);
+    }
+  }
+  return compressorUsable;
 }
 
 /**
@@ -125,8 +151,10 @@ class Deflater {
     const internals = this.#stream as unknown as { _handle: ZlibBinding; _writeState: Uint32Array };
     this.#binding = internals._handle;
     this.#state = internals._writeState;
-    if (typeof this.#binding?.writeSync !== 'function' || !(this.#state instanceof Uint32Array))
+    if (typeof this.#binding?.writeSync !== 'function' || !(this.#state instanceof Uint32Array)) {
+      this.#stream.close();
       throw new Error(`node:zlib's binding is not as SyncGzip knows it (Node ${process.version})`);
+    }
     // The binding reports a failure during writeSync; node:zlib's own handler would destroy the
     // stream and emit an 'error' event a tick later, an uncaught exception without a listener.
     this.#binding.onerror = (message) => {
