@@ -2,7 +2,11 @@ import { Readable } from 'node:stream';
 import type * as Zlib from 'node:zlib';
 import type { Request } from '@middy/core';
 import { describe, expect, it, vi } from 'vitest';
-import { acceptsGzip, compressResponse, MIN_COMPRESSED_BYTES } from '../../../functions/shared/compression.js';
+import {
+  acceptsGzip,
+  compressResponse,
+  MIN_COMPRESSED_BYTES,
+} from '../../../functions/shared/compression.js';
 import type { FunctionUrlEvent, FunctionUrlResult } from '../../../functions/shared/http.js';
 import { logger } from '../../../functions/shared/observability.js';
 
