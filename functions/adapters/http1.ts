@@ -12,11 +12,12 @@
  *
  * Bounded like the agent it replaces: a connection gets `connectTimeoutMs`, an answer `silenceMs` of
  * socket silence (0: none) and an optional caller's limit (for a streamed answer, until its head), a
- * header block 64 KiB and a whole answer 16 MiB (DynamoDB's largest; a streamed body is bounded by its
- * reader); anything it cannot read as HTTP/1.1 fails as `protocol` and the socket is dropped, read no
- * more leniently than Node's own parser reads it (test/unit/adapters/http1.property.test.ts). A socket
- * is reused only after a complete answer that did not say `Connection: close`. Nothing follows
- * redirects or decodes a `Content-Encoding` (none is asked for).
+ * header block 64 KiB (a chunked body's trailers too) and a whole answer 16 MiB (DynamoDB's largest;
+ * a streamed body is bounded by its reader); anything it cannot read as HTTP/1.1 fails as `protocol`
+ * and the socket is dropped, read no more leniently than Node's own parser reads it
+ * (test/unit/adapters/http1.property.test.ts). A socket is reused only after a complete answer that
+ * did not say `Connection: close`. Nothing follows redirects or decodes a `Content-Encoding` (none is
+ * asked for).
  */
 import { channel } from 'node:diagnostics_channel';
 import { isIP, connect as netConnect, type Socket } from 'node:net';
@@ -693,6 +694,8 @@ export class ChunkedBody implements BodyReader {
   private pending: Buffer = EMPTY;
   private state: 'size' | 'data' | 'data-end' | 'trailers' | 'done' = 'size';
   private remaining = 0;
+  /** Bytes of trailer lines so far: a header block, bounded as a head is (64 KiB in all). */
+  private trailerBytes = 0;
 
   push(chunk: Buffer, take: (piece: Buffer) => boolean): BodyState {
     if (this.state === 'done') return chunk.length === 0 ? 'done' : 'done-extra';
@@ -725,6 +728,8 @@ export class ChunkedBody implements BodyReader {
         const line = bytes.toString('latin1', 0, lineEnd);
         bytes = bytes.subarray(lineEnd + CRLF.length);
         if (this.state === 'trailers') {
+          this.trailerBytes += lineEnd + CRLF.length;
+          if (this.trailerBytes > MAX_HEAD_BYTES) return 'trailers too large';
           if (line.length > 0) {
             // Framing has no place after the body (RFC 9110 section 6.5.1); Node's parser checks it there too.
             const field = FIELD_LINE.exec(line);

@@ -358,6 +358,18 @@ describe('the HTTP/1.1 exchange of the direct DynamoDB calls', () => {
     expect([error.kind, error.message]).toEqual(['protocol', 'answer head too large']);
   });
 
+  it('fails trailers past 64 KiB in all, however short each line', async () => {
+    // The body itself is whole; an upstream that goes on with trailer lines would hold its end forever.
+    const trailers = 'x-t: 1\r\n'.repeat(10_000);
+    const server = await fake((socket) =>
+      socket.write(`HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n${trailers}`),
+    );
+    const error = await failureOf(
+      post(clientOf(server.port, {}, { connectTimeoutMs: 500, silenceMs: 5_000 })),
+    );
+    expect([error.kind, error.message]).toEqual(['protocol', 'trailers too large']);
+  });
+
   it('fails an answer cut off mid-body as a network error', async () => {
     const server = await fake((socket) => socket.end('HTTP/1.1 200 OK\r\ncontent-length: 50\r\n\r\n{"cut'));
     const error = await failureOf(post(clientOf(server.port)));
