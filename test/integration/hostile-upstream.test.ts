@@ -300,3 +300,45 @@ describe('an upstream that streams forever', () => {
     await hostile.lastClosed(); // the gateway hung up on the upstream
   });
 });
+
+describe('an upstream that breaks its own HTTP framing', () => {
+  const envelope = { id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'liar' };
+  const event = (content: string) =>
+    `data: ${JSON.stringify({ ...envelope, choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
+
+  it('mid-stream: what it sent is relayed and billed as delivered, then one error event and [DONE]', async () => {
+    behave = (_body, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(event('Two events '));
+      // After them, a chunk size that is not one: nothing after it can be framed.
+      res.write(event('arrive.'), () => res.socket?.write('zz\r\ndata: {"choices":[]}\r\n'));
+    };
+    const { accountId, key } = await newAccount(target);
+    const response = await call(key, 'svc-fast', true);
+    expect(response.status).toBe(200);
+    const { data } = await readSse(response);
+    expect(data.at(-1)).toBe('[DONE]');
+    const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
+    const text = chunks.map((c) => c.choices?.[0]?.delta?.content ?? '').join('');
+    expect(text).toBe('Two events arrive.');
+    const last = chunks.at(-1);
+    expect(last.choices[0].finish_reason).toBe('error');
+    expect(chunks.filter((c) => c.error)).toHaveLength(1);
+    const { charge } = await oneCharge(accountId);
+    expect(charge.estimated).toBe(true);
+    expect(-charge.deltaNano).toBe(usdToNano(String(last.usage.cost)));
+    await hostile.lastClosed(); // the gateway hung up on the upstream
+  });
+
+  it('in a JSON reply: a 502 with nothing charged', async () => {
+    behave = (_body, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"id":"up-1",', () => res.socket?.write('zz\r\n'));
+    };
+    const { accountId, key } = await newAccount(target);
+    const response = await call(key, 'svc-fast', false);
+    expect(response.status).toBe(502);
+    await noCharge(accountId);
+    await hostile.lastClosed();
+  });
+});
