@@ -2,7 +2,8 @@ import { request as httpRequest } from 'node:http';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Http1BodySink, Http1Client, type Http1StreamHead } from '../../../functions/adapters/http1.js';
+import { Http1Client } from '../../../functions/adapters/http1.js';
+import { recorder } from '../../support/http1-sink.js';
 
 /**
  * The upstream call's HTTP/1.1 reader (functions/adapters/http1.ts) against Node's own parser
@@ -70,45 +71,30 @@ interface Reading {
   body?: string;
 }
 
-/** Our reader, as the upstream call opens an answer; `events` records every call the sink got. */
-async function readOurs(client: Http1Client, events: string[]): Promise<Reading> {
-  const pieces: Buffer[] = [];
-  let head: Http1StreamHead | undefined;
-  let finished: (outcome: string) => void = () => {};
-  const outcome = new Promise<string>((resolve) => {
-    finished = resolve;
-  });
-  const sinkFor = (opened: Http1StreamHead): Http1BodySink => {
-    head = opened;
-    return {
-      piece: (bytes) => {
-        events.push('piece');
-        pieces.push(Buffer.from(bytes));
-      },
-      end: () => {
-        events.push('end');
-        finished('end');
-      },
-      fail: (error) => {
-        events.push(`fail:${error.kind}`);
-        finished(error.kind);
-      },
-    };
-  };
+/**
+ * Our reader, as the upstream call opens an answer, and every call its sink heard (`rejected` if the
+ * open failed), the list kept live: a call after the end or failure would still show in it.
+ */
+async function readOurs(client: Http1Client): Promise<{ reading: Reading; events: string[] }> {
+  const sink = recorder();
   try {
-    await client.open('POST / HTTP/1.1\r\nhost: test\r\ncontent-length: 2\r\n\r\n', '{}', 5_000, sinkFor);
+    await client.open(
+      'POST / HTTP/1.1\r\nhost: test\r\ncontent-length: 2\r\n\r\n',
+      '{}',
+      5_000,
+      sink.sinkFor,
+    );
   } catch (error) {
-    events.push('rejected');
-    return { outcome: (error as { kind?: string }).kind ?? 'rejected' };
+    return { reading: { outcome: (error as { kind?: string }).kind ?? 'rejected' }, events: ['rejected'] };
   }
-  const result = await outcome;
-  const opened = head as Http1StreamHead;
-  return {
-    outcome: result,
-    status: opened.status,
-    headers: Object.fromEntries(opened.headers),
-    body: Buffer.concat(pieces).toString('latin1'),
+  const outcome = await sink.outcome;
+  const reading = {
+    outcome,
+    status: sink.head().status,
+    headers: Object.fromEntries(sink.head().headers),
+    body: Buffer.concat(sink.pieces).toString('latin1'),
   };
+  return { reading, events: sink.events };
 }
 
 /**
@@ -274,8 +260,7 @@ describe("the upstream call's HTTP/1.1 reader against Node's parser", () => {
             [second, secondCuts],
           ] as const) {
             scripts.push({ pieces: split(served.bytes, at), close: served.close });
-            const events: string[] = [];
-            const ours = await readOurs(client, events);
+            const { reading: ours, events } = await readOurs(client);
             scripts.push({ pieces: split(served.bytes, at), close: served.close });
             const nodes = await readNodes();
             expect(nodes.outcome).toBe('end');
@@ -307,8 +292,7 @@ describe("the upstream call's HTTP/1.1 reader against Node's parser", () => {
             // The server ends the connection after every mutated answer: a reader still waiting then has
             // all it will get.
             scripts.push({ pieces: split(bytes, at), close: true });
-            const events: string[] = [];
-            const ours = await readOurs(client, events);
+            const { reading: ours, events } = await readOurs(client);
             scripts.push({ pieces: split(bytes, at), close: true });
             const nodes = await readNodes();
             const terminal = events.filter((event) => event !== 'piece');

@@ -9,6 +9,7 @@ import {
   type Http1StreamHead,
 } from '../../../functions/adapters/http1.js';
 import { selfSignedCertificate } from '../../support/certificate.js';
+import { recorder } from '../../support/http1-sink.js';
 
 /**
  * The HTTP/1.1 exchange under the direct DynamoDB calls and the upstream call, against raw TCP (and
@@ -466,34 +467,6 @@ describe('the exchange over TLS', () => {
     expect(error.kind).toBe('connect-timeout');
   });
 });
-
-/** What a streamed answer's sink heard, in order, and a wait for its end or failure. */
-function recorder(onPiece?: (piece: string, head: Http1StreamHead) => void) {
-  const heard: string[] = [];
-  let head: Http1StreamHead | undefined;
-  let finished: (outcome: string) => void = () => {};
-  const outcome = new Promise<string>((resolve) => {
-    finished = resolve;
-  });
-  const sinkFor = (opened: Http1StreamHead): Http1BodySink => {
-    head = opened;
-    return {
-      piece: (bytes) => {
-        heard.push(bytes.toString());
-        onPiece?.(bytes.toString(), opened);
-      },
-      end: () => {
-        heard.push('(end)');
-        finished('end');
-      },
-      fail: (error) => {
-        heard.push(`(${error.kind})`);
-        finished(error.kind);
-      },
-    };
-  };
-  return { heard, sinkFor, outcome, head: () => head as Http1StreamHead };
-}
 
 function open(client: Http1Client, sinkFor: (head: Http1StreamHead) => Http1BodySink, headLimitMs = 2_000) {
   return client.open(`${HEAD}content-length: 2\r\n\r\n`, '{}', headLimitMs, sinkFor);
