@@ -458,6 +458,28 @@ describe('the exchange over TLS', () => {
     expect(server.requests).toHaveLength(0);
   });
 
+  it.each([
+    ['another address', '127.0.0.2', '127.0.0.1'],
+    ['another name', 'upstream.example', 'localhost'],
+    ['an address, reached by a name', '127.0.0.1', 'localhost'],
+  ])(
+    'refuses a trusted certificate issued for %s, before sending anything',
+    async (_case, issuedFor, hostname) => {
+      // The certificate is trusted (its own CA is given): only the name it was issued for is wrong.
+      const other = selfSignedCertificate(issuedFor);
+      const server = await fake((socket) => socket.write(OK('{}')), other);
+      const client = new Http1Client(
+        { protocol: 'https:', hostname, port: server.port, ca: other.cert },
+        TIMEOUTS,
+      );
+      clients.push(client);
+      const error = await failureOf(post(client));
+      expect(error.kind).toBe('network');
+      expect(error.message).toMatch(/altnames|does not match/i);
+      expect(server.requests).toHaveLength(0);
+    },
+  );
+
   it('gives up on a handshake that never completes after connectTimeoutMs', async () => {
     // A plain TCP server that accepts and says nothing: the TLS handshake never ends.
     const server = await fake(() => {});
