@@ -218,7 +218,12 @@ async function attemptOnce(
       maxBytes,
     );
   } catch (error) {
-    throw error instanceof AttemptFailure ? error : new AttemptFailure('connection failed', true);
+    if (error instanceof AttemptFailure) throw error;
+    // What failed, for the operator's log line: a refused certificate, a reset, an answer that is not
+    // HTTP/1.1 as Node reads it (http1.ts's own words, bounded; an upstream's text only as far as the
+    // header line that broke framing, 40 characters at most).
+    const why = error instanceof Http1Error ? `${error.kind}: ${error.message}` : String(error);
+    throw new AttemptFailure(`connection failed (${why.slice(0, 200)})`, true);
   }
   const { response } = opened;
   // Redirects are never followed: a 3xx is simply not a success (OWASP API10).

@@ -26,10 +26,10 @@ afterEach(async () => {
 });
 
 /**
- * A server that records each request's bytes (up to its content-length body) and answers with `reply`;
- * over TLS with `tls`'s key and certificate.
+ * A server that records each request's bytes (up to its content-length body) and answers with `reply`
+ * (or does to the socket what `reply` does); over TLS with `tls`'s key and certificate.
  */
-async function recording(reply: string, tls?: { key: string; cert: string }) {
+async function recording(reply: string | ((socket: Socket) => void), tls?: { key: string; cert: string }) {
   const requests: string[] = [];
   const sockets: Socket[] = [];
   const onSocket = (socket: Socket) => {
@@ -43,7 +43,8 @@ async function recording(reply: string, tls?: { key: string; cert: string }) {
       if (buffered.length < end + 4 + length) return;
       requests.push(buffered.slice(0, end + 4 + length));
       buffered = '';
-      socket.write(reply);
+      if (typeof reply === 'string') socket.write(reply);
+      else reply(socket);
     });
     socket.on('error', () => {});
   };
@@ -119,6 +120,29 @@ describe('the upstream call on the wire', () => {
   });
 });
 
+describe('a failed attempt', () => {
+  it.each([
+    [
+      'an answer that is not HTTP/1.1 as Node reads it',
+      'HTTP/1.1 200 OK\r\ncontent-length : 2\r\n\r\n{}',
+      'protocol: malformed header line',
+    ],
+    [
+      'a connection ended unanswered',
+      (socket: Socket) => socket.end(),
+      'network: connection ended before the answer did',
+    ],
+  ])('says why in its reason, for the log line: %s', async (_case, reply, why) => {
+    const server = await recording(reply);
+    const failures: string[] = [];
+    const error = await call(`http://127.0.0.1:${server.port}/v1`, 'sk-test', failures).catch(
+      (failure: unknown) => failure,
+    );
+    expect(error).toBeInstanceOf(UpstreamError);
+    expect(failures).toEqual([`connection failed (${why})`, `connection failed (${why})`]);
+  });
+});
+
 describe('an https upstream', () => {
   it("is verified against Node's certificate authorities, NODE_EXTRA_CA_CERTS among them", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'upstream-ca-'));
@@ -158,7 +182,7 @@ try {
         return stdout.trim();
       };
       expect(await run({ NODE_EXTRA_CA_CERTS: join(dir, 'cert.pem') })).toBe(REPLY_BODY);
-      expect(await run({})).toBe('failed: connection failed');
+      expect(await run({})).toMatch(/^failed: connection failed \(network: self[- ]signed certificate/);
       expect(server.requests).toHaveLength(1);
     } finally {
       rmSync(dir, { recursive: true, force: true });
