@@ -113,6 +113,8 @@ const STATUS_LINE = new RegExp(`^HTTP/1\\.([01]) ([1-5]\\d\\d)(?: ${TEXT}*)?$`);
  * between them is to be rejected), then the value, whose optional whitespace around it `trimOws` drops.
  */
 const FIELD_LINE = new RegExp(`^(${TOKEN}):(${TEXT}*)$`);
+/** A `Keep-Alive` header's idle timeout in seconds (`timeout=5, max=100`). */
+const KEEP_ALIVE_TIMEOUT = /(?:^|,)[\t ]*timeout=(\d{1,6})[\t ]*(?:,|$)/i;
 /** The fields that frame a message. */
 const FRAMING_FIELD = /^(?:content-length|transfer-encoding)$/i;
 /**
@@ -136,7 +138,15 @@ function trimOws(text: string): string {
 interface Connection {
   socket: Socket;
   exchange: Exchange | undefined;
+  /** When it may no longer be reused, by the wall clock (the server's keep-alive hint), if ever. */
+  reuseUntil: number;
 }
+
+/**
+ * Taken off a server's keep-alive hint (`Keep-Alive: timeout=5`): a socket is not reused in the last
+ * second the server said it would keep it, when its close may be on its way.
+ */
+const KEEP_ALIVE_MARGIN_MS = 1_000;
 
 /** What an exchange tells its caller: the head, then each piece of the body, then its end or failure. */
 interface AnswerListener {
@@ -277,16 +287,29 @@ export class Http1Client {
     return exchange;
   }
 
-  /** The exchange on `connection` is over: the socket goes back to the idle ones, or is closed. */
+  /**
+   * The exchange on `connection` is over: the socket goes back to the idle ones, or is closed. One whose
+   * server said how long it keeps an idle connection (`Keep-Alive: timeout=N`, as node:http's agent
+   * honours it) is reused only within that time, less a second, by the wall clock: an instance frozen
+   * between invocations fires no timer, and a socket the server closed during the freeze would fail the
+   * next call unanswered (which, for an upstream call, is not sent again).
+   */
   private finish(connection: Connection, reusable: boolean): void {
+    const hintMs = connection.exchange?.keepAliveHintMs();
     connection.exchange = undefined;
-    if (reusable) this.release(connection);
+    connection.reuseUntil =
+      hintMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + hintMs - KEEP_ALIVE_MARGIN_MS;
+    if (reusable && connection.reuseUntil > Date.now()) this.release(connection);
     else connection.socket.destroy();
   }
 
   private takeIdle(): Connection | undefined {
     for (let connection = this.idle.pop(); connection; connection = this.idle.pop()) {
       if (connection.socket.destroyed || connection.socket.readyState !== 'open') continue;
+      if (Date.now() >= connection.reuseUntil) {
+        connection.socket.destroy();
+        continue;
+      }
       connection.socket.ref();
       return connection;
     }
@@ -321,7 +344,7 @@ export class Http1Client {
           })
         : netConnect({ host: hostname, port: port ?? 80 });
     socket.setNoDelay(true);
-    const connection: Connection = { socket, exchange: undefined };
+    const connection: Connection = { socket, exchange: undefined, reuseUntil: Number.POSITIVE_INFINITY };
     // Listeners for the socket's whole life: they act on the exchange it carries, if any.
     socket.on('data', (chunk: Buffer) => {
       if (connection.exchange) connection.exchange.read(chunk);
@@ -492,6 +515,13 @@ class Exchange {
         // Node fires a timer of more than 2^31 - 1 ms after 1 ms instead: such a limit is no limit.
         Math.min(Math.max(0, timeLimitMs), MAX_TIMER_MS),
       );
+  }
+
+  /** The idle time the answer's `Keep-Alive: timeout=N` allows its connection, in ms, if it gave one. */
+  keepAliveHintMs(): number | undefined {
+    const hint = this.headers.get('keep-alive');
+    const seconds = hint === undefined ? undefined : KEEP_ALIVE_TIMEOUT.exec(hint)?.[1];
+    return seconds === undefined ? undefined : Number(seconds) * 1_000;
   }
 
   /** The caller's time limit no longer applies (a streamed answer's head has arrived). */

@@ -1,6 +1,6 @@
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   ChunkedBody,
   type Http1BodySink,
@@ -174,6 +174,61 @@ describe('the HTTP/1.1 exchange of the direct DynamoDB calls', () => {
     await new Promise((done) => setImmediate(done));
     expect((await post(client)).body).toBe('{}');
     expect(server.connections).toHaveLength(2);
+  });
+
+  describe("a server's keep-alive hint", () => {
+    // The wall clock moves (an instance frozen between invocations fires no timer); nothing else is faked.
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+    const at = (ms: number) => vi.setSystemTime(new Date(Date.UTC(2026, 10, 26) + ms));
+
+    it('reuses a socket within the idle time the server gave, less a second, and not after it', async () => {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      at(0);
+      const server = await fake((socket) => socket.write(OK('{}', 'keep-alive: timeout=5, max=100\r\n')));
+      const client = clientOf(server.port);
+      await post(client);
+      at(3_900);
+      await post(client);
+      expect(server.connections).toHaveLength(1);
+      // 4.0 s after that answer: the server may be closing it; a new socket, and nothing failed.
+      at(7_900);
+      expect((await post(client)).body).toBe('{}');
+      expect(server.connections).toHaveLength(2);
+    });
+
+    it('applies to an upstream answer too: the next call opens a new socket instead of failing on the old', async () => {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      at(0);
+      const server = await fake((socket) =>
+        socket.write(`${STREAM_HEAD.replace('\r\n\r\n', '\r\nkeep-alive: timeout=2\r\n\r\n')}0\r\n\r\n`),
+      );
+      const client = clientOf(server.port);
+      for (const when of [0, 60_000]) {
+        at(when);
+        const sink = recorder();
+        await open(client, sink.sinkFor);
+        expect(await sink.outcome).toBe('end');
+      }
+      expect(server.connections).toHaveLength(2);
+    });
+
+    it('keeps no socket whose hint leaves no time, and keeps one without a hint however long it idles', async () => {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      at(0);
+      const brief = await fake((socket) => socket.write(OK('{}', 'keep-alive: timeout=1\r\n')));
+      const briefClient = clientOf(brief.port);
+      await post(briefClient);
+      await post(briefClient);
+      expect(brief.connections).toHaveLength(2);
+      const plain = await fake((socket) => socket.write(OK('{}')));
+      const plainClient = clientOf(plain.port);
+      await post(plainClient);
+      at(600_000);
+      await post(plainClient);
+      expect(plain.connections).toHaveLength(1);
+    });
   });
 
   it('sends again at once on a new connection when a kept-alive socket fails before any answer', async () => {
