@@ -1,6 +1,6 @@
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
-import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   ChunkedBody,
   type Http1BodySink,
@@ -178,14 +178,16 @@ describe('the HTTP/1.1 exchange of the direct DynamoDB calls', () => {
 
   describe("a server's keep-alive hint", () => {
     // The wall clock moves (an instance frozen between invocations fires no timer); nothing else is faked.
+    const at = (ms: number) => vi.setSystemTime(new Date(Date.UTC(2026, 10, 26) + ms));
+    beforeEach(() => {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      at(0);
+    });
     afterEach(() => {
       vi.useRealTimers();
     });
-    const at = (ms: number) => vi.setSystemTime(new Date(Date.UTC(2026, 10, 26) + ms));
 
     it('reuses a socket within the idle time the server gave, less a second, and not after it', async () => {
-      vi.useFakeTimers({ toFake: ['Date'] });
-      at(0);
       const server = await fake((socket) => socket.write(OK('{}', 'keep-alive: timeout=5, max=100\r\n')));
       const client = clientOf(server.port);
       await post(client);
@@ -199,8 +201,6 @@ describe('the HTTP/1.1 exchange of the direct DynamoDB calls', () => {
     });
 
     it('applies to an upstream answer too: the next call opens a new socket instead of failing on the old', async () => {
-      vi.useFakeTimers({ toFake: ['Date'] });
-      at(0);
       const server = await fake((socket) =>
         socket.write(`${STREAM_HEAD.replace('\r\n\r\n', '\r\nkeep-alive: timeout=2\r\n\r\n')}0\r\n\r\n`),
       );
@@ -215,8 +215,6 @@ describe('the HTTP/1.1 exchange of the direct DynamoDB calls', () => {
     });
 
     it('keeps no socket whose hint leaves no time, and keeps one without a hint however long it idles', async () => {
-      vi.useFakeTimers({ toFake: ['Date'] });
-      at(0);
       const brief = await fake((socket) => socket.write(OK('{}', 'keep-alive: timeout=1\r\n')));
       const briefClient = clientOf(brief.port);
       await post(briefClient);
