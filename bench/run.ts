@@ -589,9 +589,10 @@ function median(values: number[]): number {
  * only: installed into .cache/portkey, never a dependency of the service; its streams need
  * @hono/node-server 1.13.8, pinned with npm overrides) proxying the same simulator, its process's CPU
  * measured as the functions' are; and the floor, bare proxies under the same runtime client
- * (bench/bare-proxy.ts). Measured in interleaved rounds (this service, Portkey, the floor, then again),
- * so that a drift of the machine's speed during the run lands on all three: each ratio is taken within
- * a round, and the table prints the medians over the rounds with the ratios' range.
+ * (bench/bare-proxy.ts); and this service again for a client that takes no gzip (Portkey never
+ * compresses). Measured in interleaved rounds (the four in turn, then again), so that a drift of the
+ * machine's speed during the run lands on all of them: each ratio is taken within a round, and the
+ * table prints the medians over the rounds with the ratios' range.
  */
 async function sideBySide(
   say: (line?: string) => void,
@@ -647,6 +648,14 @@ async function sideBySide(
       cpuMs: (kind) => bare.cpuMs(kind === 'json' ? 'bare-json' : 'bare-stream'),
       get: { url: bare.urls['bare-fixed'], cpuMs: () => bare.cpuMs('bare-fixed') },
     },
+    // The same functions for a client that does not take gzip: Portkey never compresses, so this is
+    // the like-for-like comparison with it (the SDKs ask for gzip: the first column is what they get).
+    {
+      name: 'this service, identity',
+      urlFor: ours.urlFor,
+      headers: { ...ours.headers, 'accept-encoding': 'identity' },
+      cpuMs: ours.cpuMs,
+    },
   ];
   // The floors with billing's two DynamoDB exchanges: JSON requests and 16-event streams (the service's key).
   const billedFloor = async (stream: boolean, count: number) => {
@@ -662,7 +671,13 @@ async function sideBySide(
     }
     return (bare.cpuMs(name) - before) / count;
   };
-  for (const system of systems) await warm(system);
+  // Measured (and warmed) with another system's between the service's two clients: an instance that
+  // has just served a run of requests is warm, and whichever came second would read lower for it
+  // (2026-11-26, the gzip client measured right after the identity one read 2.66 ms a JSON request
+  // against the identity one's 3.06; apart, 2.73 against 2.54). Each follows another system in every
+  // round, as the service alone did before.
+  const order = [0, 1, 3, 2];
+  for (const i of order) await warm(systems[i] as Measured);
   if (!PACED_ONLY) {
     await billedFloor(false, 50);
     await billedFloor(true, 50);
@@ -672,7 +687,7 @@ async function sideBySide(
   const billed: { json: number; stream16: number }[] = [];
   for (let r = 0; r < rounds; r++) {
     const round: CpuFigures[] = [];
-    for (const system of systems) round.push(await measureRound(system));
+    for (const i of order) round[i] = await measureRound(systems[i] as Measured);
     results.push(round);
     if (!PACED_ONLY)
       billed.push({
@@ -689,7 +704,7 @@ async function sideBySide(
   say(
     'CPU of this service = its function processes (billing included: one DynamoDB read, one transaction); Portkey = its one process; ' +
       'floor = bare handlers under the same runtime client (bench/bare-proxy/: a relay of one kept-alive upstream call, JSON whole or SSE piece by piece; a fixed JSON answer for GET). ' +
-      `${rounds} rounds, each measuring the three in turn (${PACED_ONLY ? '' : `${ROUND.json} JSON requests, ${ROUND.stream16} 16-event and ${ROUND.stream300} 300-event streams, `}${ROUND.paced} 16-event + ${ROUND.paced} 300-event paced streams${PACED_ONLY ? '' : `, ${ROUND.get} GETs`} each); ` +
+      `${rounds} rounds, each measuring the four in turn (this service, Portkey, this service without gzip, the floor) (${PACED_ONLY ? '' : `${ROUND.json} JSON requests, ${ROUND.stream16} 16-event and ${ROUND.stream300} 300-event streams, `}${ROUND.paced} 16-event + ${ROUND.paced} 300-event paced streams${PACED_ONLY ? '' : `, ${ROUND.get} GETs`} each); ` +
       'figures are medians over the rounds, ratios are taken within each round (median, and the range in brackets). This machine drifts: read the ratios.',
   );
   say('');
@@ -710,8 +725,31 @@ async function sideBySide(
       `| ${label} | ${a} ${unit} | ${b} ${unit} | ${f} ${unit} | ${ratio(key, 0, 1)} | ${ratio(key, 0, 2)} |`,
     );
   };
+  // The service for a client that takes no gzip (system 3), against Portkey, which never compresses.
+  const identity = () => {
+    say('');
+    say(
+      'This service for a client that does not take gzip (`Accept-Encoding: identity`), measured in the same rounds: like for like with Portkey, which never compresses.',
+    );
+    say('');
+    say('| work | this service, gzip | this service, identity | Portkey 1.15.2 | identity vs Portkey |');
+    say('|---|---|---|---|---|');
+    const rows = [
+      ['JSON request', 'json', 'ms'],
+      ['16-event stream', 'stream16', 'ms'],
+      ['each event, unpaced', 'perChunkUs', 'us'],
+      ['each event, paced 13 ms apart', 'perPacedChunkUs', 'us'],
+    ] as const;
+    for (const [label, key, unit] of rows) {
+      if (PACED_ONLY && key !== 'perPacedChunkUs') continue;
+      const digits = unit === 'us' ? 0 : 3;
+      const [a, b, c] = [0, 3, 1].map((i) => figure(key, i).toFixed(digits));
+      say(`| ${label} | ${a} ${unit} | ${b} ${unit} | ${c} ${unit} | ${ratio(key, 3, 1)} |`);
+    }
+  };
   if (PACED_ONLY) {
     row('each event, paced 13 ms apart', 'perPacedChunkUs', 'us');
+    identity();
     return;
   }
   row('JSON request', 'json', 'ms');
@@ -742,6 +780,7 @@ async function sideBySide(
     say(
       `| ${label} | ${median(billed.map((b) => b[key])).toFixed(3)} ms | ${ofBilled(key, 2)} | ${ofBilled(key, 0)} |`,
     );
+  identity();
 }
 
 async function main() {
