@@ -855,8 +855,8 @@ async function main() {
     models: functionMemory(gatewayPid, 'models'),
   };
   if (coldJson.status !== 200 || coldStream.status !== 200) throw new Error('the gateway did not answer 200');
-  // BENCH_ONLY=cpu: the side by side alone (about ten minutes), to measure a change to the request path;
-  // BENCH_ONLY=paced: its paced events alone, with more streams (about ten minutes).
+  // BENCH_ONLY=cpu: the side by side alone (about a quarter of an hour), to measure a change to the request path;
+  // BENCH_ONLY=paced: its paced events alone, with more streams (about a quarter of an hour).
   if (process.env.BENCH_ONLY === 'cpu' || PACED_ONLY) {
     await sideBySide(
       say,
