@@ -704,7 +704,7 @@ async function sideBySide(
   say(
     'CPU of this service = its function processes (billing included: one DynamoDB read, one transaction); Portkey = its one process; ' +
       'floor = bare handlers under the same runtime client (bench/bare-proxy/: a relay of one kept-alive upstream call, JSON whole or SSE piece by piece; a fixed JSON answer for GET). ' +
-      `${rounds} rounds, each measuring the four in turn (this service, Portkey, this service without gzip, the floor) (${PACED_ONLY ? '' : `${ROUND.json} JSON requests, ${ROUND.stream16} 16-event and ${ROUND.stream300} 300-event streams, `}${ROUND.paced} 16-event + ${ROUND.paced} 300-event paced streams${PACED_ONLY ? '' : `, ${ROUND.get} GETs`} each); ` +
+      `${rounds} rounds, each measuring the four in turn (this service, Portkey, this service without gzip, the floor; ${PACED_ONLY ? '' : `${ROUND.json} JSON requests, ${ROUND.stream16} 16-event and ${ROUND.stream300} 300-event streams, `}${ROUND.paced} 16-event + ${ROUND.paced} 300-event paced streams${PACED_ONLY ? '' : `, ${ROUND.get} GETs`} each); ` +
       'figures are medians over the rounds, ratios are taken within each round (median, and the range in brackets). This machine drifts: read the ratios.',
   );
   say('');
