@@ -1,8 +1,10 @@
 /**
- * CSV for operator exports, through csv-stringify (quoting commas, quotes, CR and LF as RFC 4180
- * says). A customer chooses some cells (the request's `user`): one starting with `=`, `+`, `-`, `@`,
- * a tab or a carriage return would open as a formula in a spreadsheet, so such a cell is prefixed with
- * `'` (OWASP's CSV-injection rule). A plain decimal number (a negative amount) is left as it is.
+ * CSV for operator exports, through csv-stringify, quoting commas, quotes and line breaks as RFC 4180
+ * says. csv-stringify on its own quotes only its record delimiter (LF), so a lone CR is matched too:
+ * Python's csv module and spreadsheets break rows on it. A customer chooses some cells (the request's
+ * `user`): one starting with `=`, `+`, `-`, `@`, a tab or a carriage return would open as a formula in
+ * a spreadsheet, so such a cell is prefixed with `'` (OWASP's CSV-injection rule). A plain decimal
+ * number (a negative amount) is left as it is.
  */
 import { stringify } from 'csv-stringify/sync';
 
@@ -22,6 +24,6 @@ export function toCsv<Row extends Record<string, unknown>>(
 ): string {
   return stringify(
     rows.map((row) => columns.map((column) => csvCell(row[column]))),
-    { header: true, columns: [...columns], record_delimiter: '\n' },
+    { header: true, columns: [...columns], record_delimiter: '\n', quoted_match: /[\r\n]/ },
   ).replace(/\n$/, '');
 }

@@ -26,6 +26,9 @@ const neutralised = (text: string) => {
   return /^[=+\-@\t\r]/.test(well) ? `'${well}` : well;
 };
 
+/** Row breaks as Python's csv module and spreadsheets read them: CRLF, LF, and a lone CR. */
+const BREAKS_ON_CR = ['\r\n', '\n', '\r'];
+
 describe('toCsv', () => {
   it('round-trips hostile cells through a CSV parser: same rows, same cells, formulas neutralised', () => {
     const rows = HOSTILE.map((user, i) => ({ user, requests: i, costUsd: '-0.000012' }));
@@ -35,6 +38,17 @@ describe('toCsv', () => {
     parsed.slice(1).forEach((row, i) => {
       expect(row).toEqual([neutralised(HOSTILE[i] ?? ''), String(i), '-0.000012']);
     });
+  });
+
+  it('quotes every cell holding a CR or an LF: a parser that also breaks rows on a lone CR (Python, spreadsheets) reads the same rows', () => {
+    const rows = HOSTILE.map((user, i) => ({ user, requests: i, costUsd: '-0.000012' }));
+    const csv = toCsv(['user', 'requests', 'costUsd'], rows);
+    const parsed = parse(csv, { record_delimiter: BREAKS_ON_CR, relax_quotes: false }) as string[][];
+    expect(parsed).toHaveLength(HOSTILE.length + 1);
+    parsed.slice(1).forEach((row, i) => {
+      expect(row).toEqual([neutralised(HOSTILE[i] ?? ''), String(i), '-0.000012']);
+    });
+    expect(toCsv(['user'], [{ user: 'cr\ronly' }])).toBe('user\n"cr\ronly"');
   });
 
   it('leaves plain numbers, negative amounts included, as numbers', () => {
@@ -91,5 +105,23 @@ describe('admin usage exports', () => {
     const charges = parsed.filter((row) => row.type === 'charge');
     expect(charges.map((row) => row.user)).toEqual(HOSTILE.map((u) => neutralised(u.slice(0, 256))));
     expect(charges.every((row) => row.amountUsd === '-0.000013')).toBe(true);
+  });
+
+  it('the ledger and --by user exports keep their row count for a parser that breaks rows on CR', async () => {
+    const ctx = await accountWithUsers();
+    const ledger = await runCommand(ctx, parseCommandLine(['usage', 'acct', '--format', 'csv']));
+    const entries = parse(ledger.text, { columns: true, record_delimiter: BREAKS_ON_CR }) as Record<
+      string,
+      string
+    >[];
+    expect(entries).toHaveLength(HOSTILE.length + 1); // the initial top-up and one charge per user
+    expect(entries.filter((row) => row.type === 'charge').map((row) => row.user)).toEqual(
+      HOSTILE.map((u) => neutralised(u.slice(0, 256))),
+    );
+    const byUser = await runCommand(
+      ctx,
+      parseCommandLine(['usage', 'acct', '--by', 'user', '--format', 'csv']),
+    );
+    expect(parse(byUser.text, { record_delimiter: BREAKS_ON_CR })).toHaveLength(HOSTILE.length + 1);
   });
 });
