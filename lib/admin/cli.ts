@@ -23,6 +23,7 @@ import {
   setAccountStatus,
   showAccount,
 } from './operations.js';
+import { terminalSafe as safe } from './terminal.js';
 import { billLoggedGenerations } from './usage-records.js';
 
 const USAGE = `usage: npm run --silent admin -- <command> [--json]
@@ -165,7 +166,7 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
       const created = await createKey(ctx, arg, values.name);
       return {
         json: { ...created },
-        text: `created key ${created.keyId} ("${created.name}") for ${created.accountId}.\nThis is the only time the key is shown; store it now:\n\n  ${created.key}\n`,
+        text: `created key ${created.keyId} ("${safe(created.name)}") for ${created.accountId}.\nThis is the only time the key is shown; store it now:\n\n  ${created.key}\n`,
       };
     }
     case 'key revoke': {
@@ -177,7 +178,7 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
       expectArgs(p, 3, [], values);
       const keys = await listKeys(ctx, arg);
       const lines = keys.map(
-        (k) => `${k.keyId}  ${k.displayPrefix}  ${k.status.padEnd(7)}  ${k.createdAt}  ${k.name}`,
+        (k) => `${k.keyId}  ${k.displayPrefix}  ${k.status.padEnd(7)}  ${k.createdAt}  ${safe(k.name)}`,
       );
       return { json: { accountId: arg, keys }, text: lines.length ? lines.join('\n') : `no keys for ${arg}` };
     }
@@ -240,7 +241,7 @@ async function usageCommand(ctx: AdminContext, p: string[], values: Parsed['valu
   if (format === 'json') return { json, text: JSON.stringify(json), raw: true };
   const lines = rows.map(
     (row) =>
-      `${row.time}  ${row.type.padEnd(6)}  ${row.amountUsd.padStart(14)}  ${row.entryId}  ${row.tier} ${row.type === 'charge' ? `${row.promptTokens}+${row.completionTokens} tokens${row.estimated ? ' (estimated)' : ''}` : ''}`,
+      `${row.time}  ${row.type.padEnd(6)}  ${row.amountUsd.padStart(14)}  ${safe(row.entryId)}  ${safe(row.tier)} ${row.type === 'charge' ? `${row.promptTokens}+${row.completionTokens} tokens${row.estimated ? ' (estimated)' : ''}` : ''}`,
   );
   return { json, text: lines.length ? lines.join('\n') : `no ledger entries for ${accountId}` };
 }
@@ -290,7 +291,7 @@ function usageSummary(
     };
   const lines = rows.map(
     (row) =>
-      `${String(row[by] || '(none)').padEnd(24)}  ${String(row.requests).padStart(6)} requests  ${row.promptTokens}+${row.completionTokens} tokens  $${row.costUsd}`,
+      `${(safe(String(row[by])) || '(none)').padEnd(24)}  ${String(row.requests).padStart(6)} requests  ${row.promptTokens}+${row.completionTokens} tokens  $${row.costUsd}`,
   );
   return { json, text: lines.length ? lines.join('\n') : `no charges for ${accountId}` };
 }

@@ -1,0 +1,123 @@
+import { describe, expect, it } from 'vitest';
+import { parseCommandLine, runCommand } from '../../../lib/admin/cli.js';
+import { MemoryStore } from '../../support/memory-store.js';
+
+/**
+ * `user` strings a customer sends to forge rows, move the cursor or rewrite the operator's terminal
+ * when the table output is printed: LF, CR, ESC sequences (clear screen, set the title, a cursor move),
+ * C1 controls (CSI as one byte), DEL, and Unicode bidi overrides and isolates.
+ */
+const HOSTILE = [
+  'alice\nmallory                       999 requests  0+0 tokens  $0',
+  'bob\rmallory',
+  'crlf\r\nrow',
+  '\x1b[2J\x1b[H',
+  '\x1b]0;pwned\x07',
+  'up\x1b[1A\x1b[2K',
+  'c1\x9b31mred',
+  'nel\x85line',
+  'del\x7f\x7f',
+  'bell\x07tab\tnul\x00',
+  'rlo\u202Eevil\u202C',
+  'isolate\u2066x\u2069',
+  'marks\u200E\u200F\u061C',
+  'separators\u2028\u2029',
+];
+/** Characters that must never reach a terminal from a customer's string. */
+const CONTROL = /[\p{Cc}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]/u;
+
+async function accountWithUsers() {
+  const store = new MemoryStore();
+  await store.createAccount('acct', 1_000_000_000n, new Date().toISOString());
+  let n = 0;
+  for (const user of HOSTILE) {
+    n += 1;
+    await store.settleCharge({
+      accountId: 'acct',
+      generationId: `gen-1767225600-${String(n).padStart(20, '0')}`,
+      keyId: 'key_1',
+      tier: 'svc-fast',
+      upstreamModel: 'sim-fast',
+      promptTokens: 10,
+      completionTokens: 5,
+      cachedTokens: 0,
+      upstreamCostUsd: '0.00001',
+      billedNano: 13_000n,
+      estimated: false,
+      user,
+      createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, n)).toISOString(),
+    });
+  }
+  return { store: store as never };
+}
+
+describe('admin table output', () => {
+  it('usage --by user: one line per user, no control character printed, each name readable', async () => {
+    const result = await runCommand(
+      await accountWithUsers(),
+      parseCommandLine(['usage', 'acct', '--by', 'user']),
+    );
+    const lines = result.text.split('\n');
+    expect(lines).toHaveLength(HOSTILE.length);
+    for (const line of lines) {
+      expect(line).not.toMatch(CONTROL);
+      expect(line).toMatch(/ {2}\s*1 requests {2}10\+5 tokens {2}\$0\.000013$/);
+    }
+    expect(result.text).toContain('alice\\nmallory');
+    expect(result.text).toContain('bob\\rmallory');
+    expect(result.text).toContain('\\x1b[2J\\x1b[H');
+    expect(result.text).toContain('rlo\\u202eevil\\u202c');
+    expect(result.text).toContain('c1\\x9b31mred');
+  });
+
+  it('escapes a backslash too, so an escaped control and its spelled-out text stay apart', async () => {
+    const store = new MemoryStore();
+    await store.createAccount('acct', 1_000_000_000n, new Date().toISOString());
+    for (const [n, user] of ['a\nb', 'a\\nb'].entries())
+      await store.settleCharge({
+        accountId: 'acct',
+        generationId: `gen-1767225600-${String(n).padStart(20, '0')}`,
+        keyId: 'key_1',
+        tier: 'svc-fast',
+        upstreamModel: 'sim-fast',
+        promptTokens: 1,
+        completionTokens: 1,
+        cachedTokens: 0,
+        upstreamCostUsd: '0',
+        billedNano: 1n,
+        estimated: false,
+        user,
+        createdAt: new Date().toISOString(),
+      });
+    const result = await runCommand(
+      { store: store as never },
+      parseCommandLine(['usage', 'acct', '--by', 'user']),
+    );
+    const names = result.text.split('\n').map((line) => line.split(/ {2,}/)[0]);
+    expect(names.sort()).toEqual(['a\\\\nb', 'a\\nb']);
+  });
+
+  it('key list and key create print a hostile key name escaped', async () => {
+    const store = new MemoryStore();
+    await store.createAccount('acct', 0n, new Date().toISOString());
+    const ctx = { store: store as never };
+    const created = await runCommand(
+      ctx,
+      parseCommandLine(['key', 'create', 'acct', '--name', 'ci\x1b[2J\nforged']),
+    );
+    expect(created.text.split('\n')[0]).not.toMatch(CONTROL);
+    const listed = await runCommand(ctx, parseCommandLine(['key', 'list', 'acct']));
+    expect(listed.text.split('\n')).toHaveLength(1);
+    expect(listed.text).not.toMatch(CONTROL);
+    expect(listed.text).toContain('ci\\x1b[2J\\nforged');
+  });
+
+  it('the --json and csv outputs keep the strings as they are (their own escaping applies)', async () => {
+    const result = await runCommand(
+      await accountWithUsers(),
+      parseCommandLine(['usage', 'acct', '--by', 'user', '--json']),
+    );
+    const groups = (result.json as { groups: { user: string }[] }).groups;
+    expect(groups.map((g) => g.user).sort()).toEqual([...HOSTILE].sort());
+  });
+});
