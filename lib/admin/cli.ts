@@ -3,14 +3,13 @@ import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoStore, tableNamesFromEnv } from '../../functions/adapters/dynamodb/index.js';
 import { nanoToUsd } from '../../functions/core/money.js';
-import { ensureTables, JavaMissingError, localClient } from '../local/dynamodb-local.js';
+import { ensureTables, localClient } from '../local/dynamodb-local.js';
 import { localDynamoSettings } from '../local/settings.js';
 import { connectDynamo, localTableNames } from '../local/stack.js';
 import { TABLE_ENV } from '../tables.js';
 import { toCsv } from './csv.js';
 import {
   type AdminContext,
-  AdminError,
   addCredits,
   checkAccountId,
   createAccount,
@@ -382,13 +381,25 @@ async function openContext(
   };
 }
 
+/** Where the CLI writes: standard output and standard error, one call per printed block. */
+export interface CliOutput {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+const CONSOLE: CliOutput = { out: (text) => console.log(text), err: (text) => console.error(text) };
+
 /** Runs the CLI; returns the exit code. */
-export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+export async function main(
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  output: CliOutput = CONSOLE,
+): Promise<number> {
   let parsed: Parsed;
   try {
     parsed = parseCommandLine(argv);
     if (parsed.values.help) {
-      console.log(USAGE);
+      output.out(USAGE);
       return 0;
     }
     const [group] = parsed.positionals;
@@ -396,25 +407,21 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     if (!group || (parsed.positionals.length < 2 && group !== 'reconcile' && group !== 'holds'))
       throw new UsageError('no command given');
   } catch (error) {
-    console.error(`${(error as Error).message}\n\n${USAGE}`);
+    output.err(`${(error as Error).message}\n\n${USAGE}`);
     return 2;
   }
   let opened: Awaited<ReturnType<typeof openContext>> | undefined;
   try {
     opened = await openContext(env);
     const result = await runCommand(opened.ctx, parsed);
-    console.log(parsed.values.json && !result.raw ? JSON.stringify(result.json) : result.text);
+    output.out(parsed.values.json && !result.raw ? JSON.stringify(result.json) : result.text);
     return result.exitCode ?? 0;
   } catch (error) {
     if (error instanceof UsageError) {
-      console.error(`${error.message}\n\n${USAGE}`);
+      output.err(`${error.message}\n\n${USAGE}`);
       return 2;
     }
-    if (error instanceof AdminError || error instanceof JavaMissingError) {
-      console.error(`error: ${error.message}`);
-      return 1;
-    }
-    console.error(`error: ${(error as Error).message}`);
+    output.err(`error: ${(error as Error).message}`);
     return 1;
   } finally {
     await opened?.close();

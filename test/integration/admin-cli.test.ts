@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
+import { main } from '../../lib/admin/cli.js';
 import { ensureTables, freePort, localClient } from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';
 
@@ -22,11 +23,29 @@ const env = {
   HOLDS_TABLE: tables.holds,
 };
 
-/** Runs the operator CLI as a user does; returns exit code, stdout and stderr. */
+/**
+ * Runs the operator CLI's entry point in this process (the same `main` bin/admin.ts runs; a process
+ * per call costs a second or more of TypeScript loading, which a busy 2-core machine multiplies);
+ * returns exit code, stdout and stderr. The tests at the end run bin/admin.ts itself.
+ */
 async function admin(...args: string[]) {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(args, env, {
+    out: (text) => {
+      stdout += `${text}\n`;
+    },
+    err: (text) => {
+      stderr += `${text}\n`;
+    },
+  });
+  return { code, stdout, stderr };
+}
+/** Runs bin/admin.ts as a user does, in its own process. */
+async function adminProcess(processEnv: NodeJS.ProcessEnv, ...args: string[]) {
   try {
     const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'bin/admin.ts', ...args], {
-      env,
+      env: processEnv,
     });
     return { code: 0, stdout, stderr };
   } catch (error) {
@@ -216,6 +235,20 @@ describe('operator CLI', () => {
   });
 });
 
+describe('bin/admin.ts, as a process', () => {
+  it('prints one JSON line, exits 1 with one line for an unknown account, 2 with usage for bad arguments', async () => {
+    const created = await adminProcess(env, 'account', 'create', 'proc', '--json');
+    expect(created.code, created.stderr).toBe(0);
+    expect(created.stdout.trim().split('\n')).toHaveLength(1);
+    expect(JSON.parse(created.stdout)).toMatchObject({ accountId: 'proc', creditBalance: 0 });
+    const bad = await adminProcess(env, 'account', 'show', 'ghost');
+    expect([bad.code, bad.stderr.trim().split('\n')]).toEqual([1, ['error: no such account: ghost']]);
+    const usage = await adminProcess(env, 'account', 'fly', 'x');
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain('usage:');
+  }, 120_000);
+});
+
 describe('operator CLI without a running service', () => {
   it('starts DynamoDB Local on the data directory for each command, and the data stays', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'svc-admin-'));
@@ -225,8 +258,11 @@ describe('operator CLI without a running service', () => {
       DYNAMODB_LOCAL_PORT: String(await freePort()),
       DYNAMODB_ENDPOINT: '',
     };
-    const cli = (...args: string[]) =>
-      run(process.execPath, ['--import', 'tsx', 'bin/admin.ts', ...args, '--json'], { env: standalone });
+    const cli = async (...args: string[]) => {
+      const result = await adminProcess(standalone, ...args, '--json');
+      expect(result.code, result.stderr).toBe(0);
+      return result;
+    };
     await cli('account', 'create', 'offline', '--credits', '2');
     const shown = JSON.parse((await cli('account', 'show', 'offline')).stdout) as { creditBalance: number };
     expect(shown.creditBalance).toBe(2);
