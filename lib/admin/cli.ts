@@ -421,6 +421,7 @@ export async function main(
       output.err(`${error.message}\n\n${USAGE}`);
       return 2;
     }
+    // An operator's mistake (an unknown account, a bad amount), a missing Java, a failure: one line.
     output.err(`error: ${(error as Error).message}`);
     return 1;
   } finally {

@@ -17,7 +17,7 @@ import {
 
 export type { LedgerEntry };
 
-export class AdminError extends Error {
+class AdminError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'AdminError';
@@ -57,11 +57,12 @@ export function checkAccountId(accountId: string): string {
   return accountId;
 }
 
-/** A positive USD amount with at most 9 decimals, as nano-USD. */
-function parseCredits(usd: string): bigint {
+/** A positive USD amount (or 0, when `zero` allows it) with at most 9 decimals, as nano-USD. */
+function parseCredits(usd: string, zero: 'allowed' | 'refused' = 'refused'): bigint {
   if (!/^\d+(\.\d{1,9})?$/.test(usd))
     throw new AdminError(`invalid amount ${JSON.stringify(usd)}: a positive USD amount like 5 or 12.50`);
   const nano = usdToNano(usd);
+  if (nano === 0n && zero === 'allowed') return nano;
   if (nano <= 0n) throw new AdminError('the amount must be greater than 0');
   return nano;
 }
@@ -72,7 +73,8 @@ export async function createAccount(
   creditsUsd?: string,
 ): Promise<AccountView> {
   checkAccountId(accountId);
-  const credits = creditsUsd === undefined ? 0n : parseCredits(creditsUsd);
+  // `--credits 0` is the same $0 account as no --credits.
+  const credits = creditsUsd === undefined ? 0n : parseCredits(creditsUsd, 'allowed');
   try {
     await ctx.store.createAccount(accountId, credits, new Date().toISOString());
   } catch (error) {

@@ -80,6 +80,13 @@ describe('operator CLI', () => {
     });
   });
 
+  it('--credits 0 makes the same $0 account as no --credits, with no ledger entry', async () => {
+    expect(await json('account', 'create', 'nought', '--credits', '0')).toMatchObject({ creditBalance: 0 });
+    expect(await json('account', 'show', 'nought')).toMatchObject({ status: 'active', creditBalance: 0 });
+    expect(await json('usage', 'nought')).toMatchObject({ entries: [] });
+    expect((await admin('account', 'create', 'negative', '--credits', '-1')).code).toBe(2);
+  });
+
   it('adds credits once per payment reference', async () => {
     await json('account', 'create', 'payer');
     const first = await json('credits', 'add', 'payer', '10', '--ref', 'pay_1');

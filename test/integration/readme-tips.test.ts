@@ -1,0 +1,95 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { main } from '../../lib/admin/cli.js';
+import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
+import { localTableNames } from '../../lib/local/stack.js';
+
+/**
+ * The README's operator commands run as written: the set-up section's tips (after `npm start` made
+ * the `dev` account) and the "Operator CLI" section's example block, in order, against DynamoDB Local.
+ */
+const run = promisify(execFile);
+const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const PREFIX = 'npm run --silent admin -- ';
+const tables = localTableNames(`tips${randomBytes(3).toString('hex')}-`);
+const env = {
+  ...process.env,
+  DYNAMODB_ENDPOINT: inject('dynamoEndpoint'),
+  KEYS_TABLE: tables.keys,
+  ACCOUNTS_TABLE: tables.accounts,
+  LEDGER_TABLE: tables.ledger,
+  HOLDS_TABLE: tables.holds,
+};
+
+function section(heading: string): string {
+  const start = README.indexOf(`\n${heading}\n`);
+  expect(start, heading).toBeGreaterThan(-1);
+  const end = README.indexOf('\n## ', start + heading.length + 1);
+  return README.slice(start, end === -1 ? undefined : end);
+}
+
+/** The arguments of a README command line: after the prefix, up to a `#` comment or a closing backtick. */
+const argsOf = (command: string) =>
+  command
+    .slice(PREFIX.length)
+    .replace(/\s+#.*$/, '')
+    .trim()
+    .split(/\s+/);
+
+async function admin(args: string[]) {
+  let stdout = '';
+  let stderr = '';
+  const code = await main(args, env, {
+    out: (text) => {
+      stdout += `${text}\n`;
+    },
+    err: (text) => {
+      stderr += `${text}\n`;
+    },
+  });
+  return { code, stdout, stderr };
+}
+
+beforeAll(async () => {
+  const client = localClient(inject('dynamoEndpoint'));
+  await ensureTables(client, tables);
+  client.destroy();
+});
+
+describe('README operator commands', () => {
+  it('the set-up tips run as written, in their own process through npm, on the account npm start makes', async () => {
+    const tips = [...section('## Set up, run, test').matchAll(/`(npm run --silent admin -- [^`]+)`/g)].map(
+      (m) => m[1] ?? '',
+    );
+    expect(tips.length).toBeGreaterThan(0);
+    expect(await admin(['account', 'create', 'dev', '--credits', '5'])).toMatchObject({ code: 0 });
+    for (const tip of tips) {
+      const { stdout } = await run('npm', ['run', '--silent', 'admin', '--', ...argsOf(tip)], { env });
+      expect(stdout, tip).not.toBe('');
+    }
+    expect((await admin(['account', 'show', 'dev', '--json'])).stdout).toContain('"creditBalance":105');
+  }, 120_000);
+
+  it('the Operator CLI examples run as written, in order (the key id and the log file are the only stand-ins)', async () => {
+    const block = /```\n([\s\S]*?)```/.exec(section('## Operator CLI'))?.[1] ?? '';
+    const lines = block.split('\n').filter((line) => line.startsWith(PREFIX));
+    expect(lines.length).toBeGreaterThan(10);
+    const log = join(mkdtempSync(join(tmpdir(), 'readme-tips-')), 'usage.log');
+    writeFileSync(log, '');
+    let keyId = '';
+    for (const line of lines) {
+      const args = argsOf(line).map((arg) =>
+        arg === 'key_0123456789abcdef' ? keyId : arg === 'usage.log' ? log : arg,
+      );
+      const result = await admin(args);
+      expect(result.code, `${line}\n${result.stderr}`).toBe(0);
+      keyId ||= /created key (key_[0-9a-f]+)/.exec(result.stdout)?.[1] ?? '';
+    }
+    expect(keyId).not.toBe('');
+  });
+});
