@@ -99,7 +99,7 @@ export class ApiStack extends Stack {
     const logRetention = sandbox ? RetentionDays.ONE_WEEK : RetentionDays.THREE_MONTHS;
     if (!sandbox && !props.tiersConfig) {
       throw new Error(
-        'the prod stage needs the tier routing: cdk deploy -c stage=prod -c tiersConfig="$(cat tiers.json)"',
+        'the prod stage needs the tier routing (tiersConfig): cdk deploy -c stage=prod -c tiersFile=tiers.json',
       );
     }
     // The overdraft bound (core/holds.ts) counts on knowing how many completions can run at once: the
@@ -114,6 +114,11 @@ export class ApiStack extends Stack {
         'the prod stage needs an alarm destination: -c alarmEmail=<address> or -c alarmTopicArn=<arn>',
       );
     }
+    if (!sandbox && props.monthlyBudgetUsd === undefined) {
+      throw new Error(
+        'the prod stage needs a cost guardrail: -c monthlyBudgetUsd=<USD> (an AWS Budgets budget notifying the alarm topic at 80%)',
+      );
+    }
 
     const tables = new ServiceTables(this, 'Tables', {
       retain: !sandbox,
@@ -122,6 +127,9 @@ export class ApiStack extends Stack {
     });
     const upstreamSecret = new Secret(this, 'UpstreamCredentials', {
       description: 'Upstream provider API keys: a JSON object from credential name to key',
+      // Created as {} (not a random string): a request before the keys are put answers a 500 naming
+      // the missing credential. The template's value never changes, so a deploy keeps the keys put.
+      secretObjectValue: {},
       removalPolicy,
     });
     const originSecret = new Secret(this, 'OriginVerify', {
