@@ -27,10 +27,17 @@ export interface OriginSetup {
   originHeader: boolean;
 }
 
-/** Each function's origin as deployed. */
+/**
+ * Each function's origin as deployed: both URLs auth type NONE, behind the secret origin header that
+ * the functions check. Not an OAC for the account URL: its function reads the customer's key from
+ * `Authorization`, which `always` overwrites with CloudFront's signature, and which `no-override`
+ * passes along unsigned, which an AWS_IAM URL refuses. Not an OAC for completions either: Lambda then
+ * needs the viewer to send the SHA-256 of a POST body (`x-amz-content-sha256`), which OpenAI's SDKs
+ * never do.
+ */
 export const EDGE_ORIGINS: Readonly<Record<EdgeFunction, OriginSetup>> = {
   completions: { urlAuthType: 'NONE', originHeader: true },
-  models: { urlAuthType: 'AWS_IAM', originAccessControl: 'always', originHeader: true },
+  models: { urlAuthType: 'NONE', originHeader: true },
 };
 
 /** The distribution's path behaviours, in order; every other path goes to DEFAULT_FUNCTION. */
