@@ -50,13 +50,13 @@ import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tier
 import { ORIGIN_READ_TIMEOUT_SECONDS } from '../../functions/shared/limits.js';
 import { BALANCE_CHECK_INTERVAL_MINUTES, SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
 import { TABLE_ENV } from '../tables.js';
+import { edgeFunction } from './edge-function.js';
 import { DEFAULT_FUNCTION, EDGE_BEHAVIOURS, EDGE_ORIGINS, type EdgeFunction } from './edge-routes.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
 import { addGenerationMetrics, BILLED_SEARCH } from './generation-metrics.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
 import { ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
-import { tooLargeFunction } from './too-large-function.js';
 
 export type Stage = 'sandbox' | 'prod';
 
@@ -307,8 +307,9 @@ export class ApiStack extends Stack {
       ? SecretValue.secretsManager(originSecret.secretArn, { versionId: props.originSecretVersion })
       : originSecret.secretValue;
     const originHeaders = { 'x-origin-verify': originValue.unsafeUnwrap() };
-    // An oversized body is answered in front of the functions (Lambda would refuse it with a bare body).
-    const tooLarge = tooLargeFunction(this);
+    // A request without a well-formed key (401) or with an oversized body (413, which Lambda would
+    // refuse with a bare body) is answered in front of the functions.
+    const viewerRequest = edgeFunction(this);
     // HSTS (two years, subdomains) and nosniff on every answer, errors and streams included.
     const securityHeaders = new ResponseHeadersPolicy(this, 'SecurityHeaders', {
       comment: 'hosted-model-api: HSTS and nosniff',
@@ -323,7 +324,7 @@ export class ApiStack extends Stack {
     });
     const behaviour = {
       responseHeadersPolicy: securityHeaders,
-      functionAssociations: [{ function: tooLarge, eventType: FunctionEventType.VIEWER_REQUEST }],
+      functionAssociations: [{ function: viewerRequest, eventType: FunctionEventType.VIEWER_REQUEST }],
       allowedMethods: AllowedMethods.ALLOW_ALL,
       cachePolicy: CachePolicy.CACHING_DISABLED,
       originRequestPolicy: OriginRequestPolicy.ALL_VIEWER_EXCEPT_HOST_HEADER,

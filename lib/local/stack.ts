@@ -6,9 +6,9 @@ import { modelCatalog } from '../../functions/core/catalog.js';
 import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tiers.js';
 import { startSimulator } from '../../functions/simulator/server.js';
 import { SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
+import { edgeFunctionCode } from '../infra/edge-function.js';
 import { EDGE_ORIGINS, type EdgeFunction, edgeFunctionFor, type OriginSetup } from '../infra/edge-routes.js';
 import { FUNCTION_SETTINGS } from '../infra/function-settings.js';
-import { tooLargeFunctionCode } from '../infra/too-large-function.js';
 import { LOCAL_TABLE_NAMES, TABLE_ENV } from '../tables.js';
 import {
   dynamoAnswers,
@@ -152,7 +152,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       port: options.port ?? 0,
       ...(options.host ? { host: options.host } : {}),
       originVerifyValue,
-      viewerRequest: tooLargeFunctionCode(),
+      viewerRequest: edgeFunctionCode(),
       ...(options.launcher ? { launcher: options.launcher } : {}),
       routes: [
         {

@@ -7,6 +7,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { modelCatalog } from '../../functions/core/catalog.js';
 import { parseTierConfig } from '../../functions/core/tiers.js';
 import { ApiStack, type ApiStackProps } from '../../lib/infra/api-stack.js';
+import { edgeFunctionCode } from '../../lib/infra/edge-function.js';
 import { EDGE_ORIGINS } from '../../lib/infra/edge-routes.js';
 import { FUNCTION_SETTINGS } from '../../lib/infra/function-settings.js';
 import {
@@ -15,7 +16,6 @@ import {
   GENERATION_METRICS,
 } from '../../lib/infra/generation-metrics.js';
 import { ACKNOWLEDGED } from '../../lib/infra/nag-suppressions.js';
-import { tooLargeFunctionCode } from '../../lib/infra/too-large-function.js';
 
 /** The stack, proven offline: template assertions for every property, and cdk-nag's AwsSolutions pack. */
 /** The repository's example tier configuration, as the README's deploy command passes it. */
@@ -357,7 +357,7 @@ describe('CloudFront', () => {
     const fn = Object.values(template.findResources('AWS::CloudFront::Function'))[0] as {
       Properties: { FunctionCode: string; FunctionConfig: { Runtime: string } };
     };
-    expect(fn.Properties.FunctionCode).toBe(tooLargeFunctionCode());
+    expect(fn.Properties.FunctionCode).toBe(edgeFunctionCode());
     expect(fn.Properties.FunctionConfig.Runtime).toBe('cloudfront-js-2.0');
     const config = Object.values(template.findResources('AWS::CloudFront::Distribution'))[0] as {
       Properties: { DistributionConfig: { DefaultCacheBehavior: unknown; CacheBehaviors: unknown[] } };
