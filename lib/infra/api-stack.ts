@@ -7,14 +7,18 @@ import {
   Distribution,
   type ErrorResponse,
   FunctionEventType,
+  FunctionUrlOriginAccessControl,
   HttpVersion,
   OriginRequestPolicy,
   PriceClass,
   ResponseHeadersPolicy,
   SecurityPolicyProtocol,
+  Signing,
+  SigningBehavior,
+  SigningProtocol,
   ViewerProtocolPolicy,
 } from 'aws-cdk-lib/aws-cloudfront';
-import { FunctionUrlOrigin } from 'aws-cdk-lib/aws-cloudfront-origins';
+import { FunctionUrlOrigin, type FunctionUrlOriginProps } from 'aws-cdk-lib/aws-cloudfront-origins';
 import {
   Alarm,
   ComparisonOperator,
@@ -28,7 +32,7 @@ import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import { Rule, RuleTargetInput, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
-import { FunctionUrlAuthType, type IFunction, InvokeMode } from 'aws-cdk-lib/aws-lambda';
+import { FunctionUrlAuthType, type IFunction, type IFunctionUrl, InvokeMode } from 'aws-cdk-lib/aws-lambda';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import {
   BlockPublicAccess,
@@ -46,12 +50,13 @@ import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tier
 import { ORIGIN_READ_TIMEOUT_SECONDS } from '../../functions/shared/limits.js';
 import { BALANCE_CHECK_INTERVAL_MINUTES, SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
 import { TABLE_ENV } from '../tables.js';
+import { edgeFunction } from './edge-function.js';
+import { DEFAULT_FUNCTION, EDGE_BEHAVIOURS, EDGE_ORIGINS, type EdgeFunction } from './edge-routes.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
 import { addGenerationMetrics, BILLED_SEARCH } from './generation-metrics.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
 import { ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
-import { tooLargeFunction } from './too-large-function.js';
 
 export type Stage = 'sandbox' | 'prod';
 
@@ -282,14 +287,14 @@ export class ApiStack extends Stack {
       ],
     });
 
+    // Each URL's auth type, and below how CloudFront reaches it, from one table (edge-routes.ts),
+    // which the local emulator follows too.
     const completionsUrl = completions.fn.addFunctionUrl({
-      authType: FunctionUrlAuthType.NONE,
+      authType: FunctionUrlAuthType[EDGE_ORIGINS.completions.urlAuthType],
       invokeMode: InvokeMode.RESPONSE_STREAM,
     });
     const modelsUrl = models.fn.addFunctionUrl({
-      // Behind CloudFront's origin access control: only the distribution, signing with SigV4, may call
-      // it (the function answers GETs and preflights, which carry no body to sign).
-      authType: FunctionUrlAuthType.AWS_IAM,
+      authType: FunctionUrlAuthType[EDGE_ORIGINS.models.urlAuthType],
       invokeMode: InvokeMode.BUFFERED,
     });
 
@@ -310,8 +315,9 @@ export class ApiStack extends Stack {
       ? SecretValue.secretsManager(originSecret.secretArn, { versionId: props.originSecretVersion })
       : originSecret.secretValue;
     const originHeaders = { 'x-origin-verify': originValue.unsafeUnwrap() };
-    // An oversized body is answered in front of the functions (Lambda would refuse it with a bare body).
-    const tooLarge = tooLargeFunction(this);
+    // A request without a well-formed key (401) or with an oversized body (413, which Lambda would
+    // refuse with a bare body) is answered in front of the functions.
+    const viewerRequest = edgeFunction(this);
     // HSTS (two years, subdomains) and nosniff on every answer, errors and streams included.
     const securityHeaders = new ResponseHeadersPolicy(this, 'SecurityHeaders', {
       comment: 'hosted-model-api: HSTS and nosniff',
@@ -326,7 +332,7 @@ export class ApiStack extends Stack {
     });
     const behaviour = {
       responseHeadersPolicy: securityHeaders,
-      functionAssociations: [{ function: tooLarge, eventType: FunctionEventType.VIEWER_REQUEST }],
+      functionAssociations: [{ function: viewerRequest, eventType: FunctionEventType.VIEWER_REQUEST }],
       allowedMethods: AllowedMethods.ALLOW_ALL,
       cachePolicy: CachePolicy.CACHING_DISABLED,
       originRequestPolicy: OriginRequestPolicy.ALL_VIEWER_EXCEPT_HOST_HEADER,
@@ -349,12 +355,26 @@ export class ApiStack extends Stack {
             minimumProtocolVersion: SecurityPolicyProtocol.TLS_V1_2_2021,
           }
         : {};
-    const completionsOrigin = new FunctionUrlOrigin(completionsUrl, {
-      customHeaders: originHeaders,
-      // Before the first byte (a stream's first keep-alive is immediate).
-      readTimeout: Duration.seconds(ORIGIN_READ_TIMEOUT_SECONDS),
-      keepaliveTimeout: Duration.seconds(60),
-    });
+    const originOf = (fn: EdgeFunction, url: IFunctionUrl, options: FunctionUrlOriginProps = {}) => {
+      const setup = EDGE_ORIGINS[fn];
+      const props = { ...options, ...(setup.originHeader ? { customHeaders: originHeaders } : {}) };
+      if (!setup.originAccessControl) return new FunctionUrlOrigin(url, props);
+      const behavior = { always: SigningBehavior.ALWAYS, 'no-override': SigningBehavior.NO_OVERRIDE };
+      return FunctionUrlOrigin.withOriginAccessControl(url, {
+        ...props,
+        originAccessControl: new FunctionUrlOriginAccessControl(this, `${fn}OriginAccess`, {
+          signing: new Signing(SigningProtocol.SIGV4, behavior[setup.originAccessControl]),
+        }),
+      });
+    };
+    const origins = {
+      completions: originOf('completions', completionsUrl, {
+        // Before the first byte (a stream's first keep-alive is immediate).
+        readTimeout: Duration.seconds(ORIGIN_READ_TIMEOUT_SECONDS),
+        keepaliveTimeout: Duration.seconds(60),
+      }),
+      models: originOf('models', modelsUrl),
+    };
     const distribution = new Distribution(this, 'Api', {
       comment: `hosted-model-api ${props.stage}`,
       httpVersion: HttpVersion.HTTP2_AND_3,
@@ -365,15 +385,10 @@ export class ApiStack extends Stack {
       logFilePrefix: 'cloudfront/',
       ...customDomain,
       errorResponses,
-      defaultBehavior: {
-        ...behaviour,
-        origin: FunctionUrlOrigin.withOriginAccessControl(modelsUrl, { customHeaders: originHeaders }),
-      },
-      additionalBehaviors: {
-        // With and without a trailing slash, as every route (one origin for both).
-        '/api/v1/chat/completions': { ...behaviour, origin: completionsOrigin },
-        '/api/v1/chat/completions/': { ...behaviour, origin: completionsOrigin },
-      },
+      defaultBehavior: { ...behaviour, origin: origins[DEFAULT_FUNCTION] },
+      additionalBehaviors: Object.fromEntries(
+        EDGE_BEHAVIOURS.map(({ pathPattern, fn }) => [pathPattern, { ...behaviour, origin: origins[fn] }]),
+      ),
     });
 
     this.addAlarms(props, completions.fn, models.fn, sweeper.fn, tables);

@@ -7,6 +7,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { modelCatalog } from '../../functions/core/catalog.js';
 import { parseTierConfig } from '../../functions/core/tiers.js';
 import { ApiStack, type ApiStackProps } from '../../lib/infra/api-stack.js';
+import { edgeFunctionCode } from '../../lib/infra/edge-function.js';
+import { EDGE_ORIGINS } from '../../lib/infra/edge-routes.js';
 import { FUNCTION_SETTINGS } from '../../lib/infra/function-settings.js';
 import {
   BILLED_SEARCH,
@@ -14,7 +16,6 @@ import {
   GENERATION_METRICS,
 } from '../../lib/infra/generation-metrics.js';
 import { ACKNOWLEDGED } from '../../lib/infra/nag-suppressions.js';
-import { tooLargeFunctionCode } from '../../lib/infra/too-large-function.js';
 
 /** The stack, proven offline: template assertions for every property, and cdk-nag's AwsSolutions pack. */
 /** The repository's example tier configuration, as the README's deploy command passes it. */
@@ -108,20 +109,21 @@ describe('functions', () => {
       InvokeMode: 'RESPONSE_STREAM',
       AuthType: 'NONE',
     });
-    // The models URL is behind CloudFront's origin access control; completions cannot be (OAC needs
-    // clients to sign POST bodies), so it keeps the origin-secret check alone.
-    prod.template.hasResourceProperties('AWS::Lambda::Url', { InvokeMode: 'BUFFERED', AuthType: 'AWS_IAM' });
-    prod.template.resourceCountIs('AWS::CloudFront::OriginAccessControl', 1);
-    prod.template.hasResourceProperties('AWS::CloudFront::OriginAccessControl', {
-      OriginAccessControlConfig: Match.objectLike({
-        OriginAccessControlOriginType: 'lambda',
-        SigningBehavior: 'always',
-      }),
+    // The models URL too is auth type NONE behind the origin secret, with no origin access control:
+    // an OAC signing always would overwrite the customer's Authorization (edge-routes.ts), and
+    // the local emulator follows the same table (test/integration/edge-auth.test.ts).
+    prod.template.hasResourceProperties('AWS::Lambda::Url', { InvokeMode: 'BUFFERED', AuthType: 'NONE' });
+    expect(EDGE_ORIGINS).toEqual({
+      completions: { urlAuthType: 'NONE', originHeader: true },
+      models: { urlAuthType: 'NONE', originHeader: true },
     });
-    prod.template.hasResourceProperties('AWS::Lambda::Permission', {
-      Action: 'lambda:InvokeFunctionUrl',
-      Principal: 'cloudfront.amazonaws.com',
-    });
+    prod.template.resourceCountIs('AWS::CloudFront::OriginAccessControl', 0);
+    expect(
+      Object.values(prod.template.findResources('AWS::Lambda::Permission')).filter(
+        (p) =>
+          (p as { Properties: { Principal: string } }).Properties.Principal === 'cloudfront.amazonaws.com',
+      ),
+    ).toEqual([]);
     prod.template.hasResourceProperties('AWS::Lambda::Function', {
       Environment: {
         Variables: Match.objectLike({
@@ -355,7 +357,7 @@ describe('CloudFront', () => {
     const fn = Object.values(template.findResources('AWS::CloudFront::Function'))[0] as {
       Properties: { FunctionCode: string; FunctionConfig: { Runtime: string } };
     };
-    expect(fn.Properties.FunctionCode).toBe(tooLargeFunctionCode());
+    expect(fn.Properties.FunctionCode).toBe(edgeFunctionCode());
     expect(fn.Properties.FunctionConfig.Runtime).toBe('cloudfront-js-2.0');
     const config = Object.values(template.findResources('AWS::CloudFront::Distribution'))[0] as {
       Properties: { DistributionConfig: { DefaultCacheBehavior: unknown; CacheBehaviors: unknown[] } };
