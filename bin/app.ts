@@ -38,6 +38,9 @@ new ApiStack(app, `HostedModelApi-${stage}`, {
   ...number('monthlyBudgetUsd'),
   ...(context('domainName') ? { domainName: context('domainName') as string } : {}),
   ...(context('certificateArn') ? { certificateArn: context('certificateArn') as string } : {}),
+  ...(context('waf') ? { waf: context('waf') !== 'false' } : {}),
+  ...(context('webAclArn') ? { webAclArn: context('webAclArn') as string } : {}),
+  ...number('wafRateLimit'),
   ...(process.env.CDK_DEFAULT_ACCOUNT && process.env.CDK_DEFAULT_REGION
     ? { env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION } }
     : {}),

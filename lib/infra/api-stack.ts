@@ -52,6 +52,7 @@ import { BALANCE_CHECK_INTERVAL_MINUTES, SWEEP_INTERVAL_MINUTES } from '../../fu
 import { TABLE_ENV } from '../tables.js';
 import { edgeFunction } from './edge-function.js';
 import { DEFAULT_FUNCTION, EDGE_BEHAVIOURS, EDGE_ORIGINS, type EdgeFunction } from './edge-routes.js';
+import { edgeWebAclArn } from './edge-waf.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
 import { addGenerationMetrics, BILLED_SEARCH } from './generation-metrics.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
@@ -90,6 +91,12 @@ export interface ApiStackProps extends StackProps {
   /** A custom domain (with an ACM certificate in us-east-1) lets CloudFront enforce TLS 1.2. */
   domainName?: string;
   certificateArn?: string;
+  /** A WAF web ACL in front of CloudFront (edge-waf.ts): default on in prod, off in the sandbox. */
+  waf?: boolean;
+  /** Use this CLOUDFRONT-scope web ACL (created in us-east-1) instead of creating one. */
+  webAclArn?: string;
+  /** WAF's per-IP limit: requests per 5 minutes before an address is answered 429. */
+  wafRateLimit?: number;
 }
 
 /**
@@ -375,6 +382,11 @@ export class ApiStack extends Stack {
       }),
       models: originOf('models', modelsUrl),
     };
+    const webAclId = edgeWebAclArn(this, {
+      enabled: props.waf ?? !sandbox,
+      webAclArn: props.webAclArn,
+      rateLimit: props.wafRateLimit,
+    });
     const distribution = new Distribution(this, 'Api', {
       comment: `hosted-model-api ${props.stage}`,
       httpVersion: HttpVersion.HTTP2_AND_3,
@@ -384,6 +396,7 @@ export class ApiStack extends Stack {
       logBucket: logBucket as unknown as IBucket,
       logFilePrefix: 'cloudfront/',
       ...customDomain,
+      ...(webAclId ? { webAclId } : {}),
       errorResponses,
       defaultBehavior: { ...behaviour, origin: origins[DEFAULT_FUNCTION] },
       additionalBehaviors: Object.fromEntries(
@@ -512,6 +525,20 @@ export class ApiStack extends Stack {
       }),
       1,
       'An upstream reported usage beyond what the request could use; it was billed at the bound. The raw report is in the completions log ("upstream usage out of bounds")',
+    );
+    // As recordOriginRefused (functions/shared/observability.ts) publishes it: Powertools' EMF with
+    // the one default dimension, service.
+    alarm(
+      'OriginRefused',
+      new Metric({
+        namespace: 'HostedModelApi',
+        metricName: 'OriginRefused',
+        dimensionsMap: { service: 'hosted-model-api' },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      }),
+      1,
+      'A request reached a function without the origin secret: a Function URL called directly, past CloudFront and WAF, or CloudFront sending a secret the functions no longer accept (README "Rotating the origin secret")',
     );
     // The sweeper's heartbeat: no successful sweep in 5 minutes (missing data breaches) leaves
     // expired holds holding credit.

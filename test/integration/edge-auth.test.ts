@@ -44,6 +44,28 @@ describe('a Bearer key through CloudFront, as deployed', () => {
     await target?.stop();
   });
 
+  it('answers a request without a well-formed key at the edge, 401 without invoking a function', async () => {
+    const before = ['models', 'completions'].map((fn) => target.local?.emulator.stats(fn).invocations);
+    for (const [path, authorization] of [
+      ['/models', undefined],
+      ['/credits', 'Bearer svc_live_short'],
+      ['/chat/completions', 'Basic dXNlcjpwYXNz'],
+    ] as const) {
+      const response = await fetch(`${target.baseUrl}${path}`, {
+        method: path === '/chat/completions' ? 'POST' : 'GET',
+        headers: authorization ? { authorization } : {},
+      });
+      expect(response.status, path).toBe(401);
+      expect(response.headers.get('x-request-id'), path).toBeTruthy();
+      expect(((await response.json()) as { error: { type: string } }).error.type).toBe(
+        'authentication_error',
+      );
+    }
+    expect(['models', 'completions'].map((fn) => target.local?.emulator.stats(fn).invocations)).toEqual(
+      before,
+    );
+  });
+
   it('reaches the account function: /models, /credits and /generation answer 200', async () => {
     const { key } = await newAccount(target);
     const answers = await accountAnswers(target, key, await generationOf(target, key));
