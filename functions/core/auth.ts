@@ -43,6 +43,12 @@ export function parseBearerKey(header: string | undefined): string {
       'missing_api_key',
     );
   }
+  // The key alone, as some clients' "API key header" settings send it: say what is missing (never the key).
+  if (/^svc_live_\S*$/.test(header.trim()))
+    throw new AuthenticationError(
+      'The API key is sent without its scheme: add "Bearer " before it ("Authorization: Bearer svc_live_...").',
+      'invalid_authorization_scheme',
+    );
   const scheme = /^(\S+)\s/.exec(header.trim())?.[1];
   if (scheme && scheme.toLowerCase() !== 'bearer') {
     throw new AuthenticationError(
