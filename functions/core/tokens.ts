@@ -114,10 +114,7 @@ export class CountBudget {
   count(count: (text: string) => number, text: string): number {
     let total = 0;
     for (let at = 0; at < text.length; ) {
-      if (
-        this.countedBytes > 0 &&
-        (this.countedTokens > this.enoughTokens || this.now() >= this.deadline)
-      ) {
+      if (this.countedBytes > 0 && (this.countedTokens > this.enoughTokens || this.now() >= this.deadline)) {
         const rest = Buffer.byteLength(at === 0 ? text : text.slice(at));
         this.extrapolatedBytes += rest;
         return total + Math.ceil((rest * this.countedTokens) / this.countedBytes);
