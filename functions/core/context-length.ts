@@ -19,7 +19,7 @@ import { CountBudget, estimatePromptTokens } from './tokens.js';
  * large prompt at a small CPU share (160 MB: 9% of a vCPU, about 450 ms of CPU in these 5 s) never
  * spends the time its upstream call needs.
  */
-export const CONTEXT_COUNT_MS = 5_000;
+const CONTEXT_COUNT_MS = 5_000;
 
 /** estimatePromptTokens's own tokens besides the messages' (the reply primer). */
 const PRIMER_TOKENS = 3;
