@@ -2,6 +2,7 @@ import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { ApiStack, type Stage } from '../lib/infra/api-stack.js';
 import { CiBootstrapStack } from '../lib/infra/ci-bootstrap-stack.js';
+import { tiersFromContext } from '../lib/infra/tiers-context.js';
 
 /** The CDK app: `cdk deploy -c stage=sandbox|prod` (README "Deploy to AWS"). */
 const app = new App();
@@ -12,12 +13,20 @@ const context = (name: string): string | undefined => {
   return value === undefined || value === '' ? undefined : String(value);
 };
 const reserved = context('reservedConcurrency');
-const number = (name: string) => (context(name) === undefined ? {} : { [name]: Number(context(name)) });
+// -c tiersFile=<path> or -c tiersConfig=<one-line JSON> (lib/infra/tiers-context.ts).
+const tiersConfig = tiersFromContext(context);
+const number = (name: string) => {
+  const raw = context(name);
+  if (raw === undefined) return {};
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number, got ${raw}`);
+  return { [name]: value };
+};
 
 new ApiStack(app, `HostedModelApi-${stage}`, {
   stage,
   ...(reserved ? { reservedConcurrency: Number(reserved) } : {}),
-  ...(context('tiersConfig') ? { tiersConfig: context('tiersConfig') as string } : {}),
+  ...(tiersConfig ? { tiersConfig } : {}),
   ...(context('topUpUrl') ? { topUpUrl: context('topUpUrl') as string } : {}),
   ...(context('alarmEmail') ? { alarmEmail: context('alarmEmail') as string } : {}),
   ...(context('alarmTopicArn') ? { alarmTopicArn: context('alarmTopicArn') as string } : {}),
@@ -29,6 +38,9 @@ new ApiStack(app, `HostedModelApi-${stage}`, {
   ...number('monthlyBudgetUsd'),
   ...(context('domainName') ? { domainName: context('domainName') as string } : {}),
   ...(context('certificateArn') ? { certificateArn: context('certificateArn') as string } : {}),
+  ...(context('waf') ? { waf: context('waf') !== 'false' } : {}),
+  ...(context('webAclArn') ? { webAclArn: context('webAclArn') as string } : {}),
+  ...number('wafRateLimit'),
   ...(process.env.CDK_DEFAULT_ACCOUNT && process.env.CDK_DEFAULT_REGION
     ? { env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION } }
     : {}),

@@ -1,5 +1,6 @@
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
+import { HttpError } from '../core/errors.js';
 
 /**
  * Secrets from Secrets Manager, fetched once per cold start and refreshed after `ttlMs`, never per
@@ -92,8 +93,23 @@ export async function originVerifyValues(env: NodeJS.ProcessEnv = process.env): 
 }
 
 /**
+ * A credential the tier configuration names is not set: the operator's to fix, so a 500 that says
+ * which entry to add, by name (never a value). Thrown before any upstream call: nothing is charged.
+ */
+export class MissingCredentialError extends HttpError {
+  constructor(name: string, where: string) {
+    super(500, `The upstream credential "${name}" is not configured: ${where}. Nothing was charged.`, {
+      type: 'server_error',
+      code: 'upstream_credential_missing',
+    });
+    this.name = 'MissingCredentialError';
+  }
+}
+
+/**
  * The API key for a named upstream credential. In Lambda: the entry of that name in the JSON
- * upstream-credentials secret. Locally: the environment variable of that name.
+ * upstream-credentials secret (created as `{}`: until the operator puts the keys, every request
+ * that needs one answers a MissingCredentialError). Locally: the environment variable of that name.
  */
 export async function upstreamCredential(
   name: string | undefined,
@@ -106,12 +122,21 @@ export async function upstreamCredential(
     try {
       parsed = JSON.parse(secret);
     } catch {
-      throw new Error('the upstream-credentials secret is not a JSON object');
+      parsed = undefined;
     }
-    const value = (parsed as Record<string, unknown>)[name];
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+      throw new MissingCredentialError(
+        name,
+        'the upstream-credentials secret is not a JSON object of credential names to keys',
+      );
+    const value: unknown = Object.hasOwn(parsed, name)
+      ? (parsed as Record<string, unknown>)[name]
+      : undefined;
     if (typeof value !== 'string' || value === '')
-      throw new Error(`the upstream-credentials secret has no entry "${name}"`);
+      throw new MissingCredentialError(name, 'the upstream-credentials secret has no entry of that name');
     return value;
   }
-  return env[name] || undefined;
+  const value = env[name];
+  if (!value) throw new MissingCredentialError(name, 'no environment variable of that name is set');
+  return value;
 }

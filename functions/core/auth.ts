@@ -32,28 +32,42 @@ export function generateApiKey(): NewApiKey {
   };
 }
 
+/** How much of an unsupported scheme a 401 message repeats. */
+export const SCHEME_SHOWN_CHARS = 32;
+/** An Authorization header's first word, its scheme (when a credential follows it). */
+export const AUTHORIZATION_SCHEME = /^(\S+)\s/;
+/** A Bearer credential: the scheme (any case), then one token. */
+export const BEARER_CREDENTIAL = /^Bearer\s+(\S+)\s*$/i;
+
+/**
+ * The 401s of a missing or malformed key. The CloudFront viewer-request function answers the same ones
+ * at the edge, generated from these and the patterns above (lib/infra/edge-function.ts).
+ */
+export const KEY_ERRORS = {
+  missing: () =>
+    new AuthenticationError(
+      'Missing API key. Send it as "Authorization: Bearer svc_live_...".',
+      'missing_api_key',
+    ),
+  scheme: (scheme: string) =>
+    new AuthenticationError(
+      `Unsupported authorization scheme "${scheme}": use "Authorization: Bearer <key>".`,
+      'invalid_authorization_scheme',
+    ),
+  malformed: () =>
+    new AuthenticationError('Malformed API key. Keys look like "svc_live_" followed by 43 characters.'),
+};
+
 /**
  * Extracts the key from an `Authorization: Bearer <key>` header. Missing or malformed is a 401
  * decided here, without any I/O (the first step of every request: a missing or malformed key costs no read).
  */
 export function parseBearerKey(header: string | undefined): string {
-  if (!header) {
-    throw new AuthenticationError(
-      'Missing API key. Send it as "Authorization: Bearer svc_live_...".',
-      'missing_api_key',
-    );
-  }
-  const scheme = /^(\S+)\s/.exec(header.trim())?.[1];
-  if (scheme && scheme.toLowerCase() !== 'bearer') {
-    throw new AuthenticationError(
-      `Unsupported authorization scheme "${scheme.slice(0, 32)}": use "Authorization: Bearer <key>".`,
-      'invalid_authorization_scheme',
-    );
-  }
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-  const key = match?.[1];
-  if (!key || !KEY_PATTERN.test(key)) {
-    throw new AuthenticationError('Malformed API key. Keys look like "svc_live_" followed by 43 characters.');
-  }
+  if (!header) throw KEY_ERRORS.missing();
+  const scheme = AUTHORIZATION_SCHEME.exec(header.trim())?.[1];
+  if (scheme && scheme.toLowerCase() !== 'bearer')
+    throw KEY_ERRORS.scheme(scheme.slice(0, SCHEME_SHOWN_CHARS));
+  const key = BEARER_CREDENTIAL.exec(header)?.[1];
+  if (!key || !KEY_PATTERN.test(key)) throw KEY_ERRORS.malformed();
   return key;
 }

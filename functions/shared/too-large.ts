@@ -2,7 +2,7 @@
  * The answer to a request body larger than a Function URL takes (6 MB), given in front of the
  * function since Lambda refuses such a request before the function runs: OpenAI's error shape, a
  * request id and the CORS headers, like every other answer. The local emulator sends it; in AWS a
- * CloudFront function sends the same body (lib/infra/too-large-function.ts), built from this one.
+ * CloudFront function sends the same body (lib/infra/edge-function.ts), built from this one.
  */
 import { EXPOSED_HEADERS } from './cors.js';
 

@@ -7,14 +7,18 @@ import {
   Distribution,
   type ErrorResponse,
   FunctionEventType,
+  FunctionUrlOriginAccessControl,
   HttpVersion,
   OriginRequestPolicy,
   PriceClass,
   ResponseHeadersPolicy,
   SecurityPolicyProtocol,
+  Signing,
+  SigningBehavior,
+  SigningProtocol,
   ViewerProtocolPolicy,
 } from 'aws-cdk-lib/aws-cloudfront';
-import { FunctionUrlOrigin } from 'aws-cdk-lib/aws-cloudfront-origins';
+import { FunctionUrlOrigin, type FunctionUrlOriginProps } from 'aws-cdk-lib/aws-cloudfront-origins';
 import {
   Alarm,
   ComparisonOperator,
@@ -28,7 +32,7 @@ import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import { Rule, RuleTargetInput, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
-import { FunctionUrlAuthType, type IFunction, InvokeMode } from 'aws-cdk-lib/aws-lambda';
+import { FunctionUrlAuthType, type IFunction, type IFunctionUrl, InvokeMode } from 'aws-cdk-lib/aws-lambda';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import {
   BlockPublicAccess,
@@ -46,12 +50,14 @@ import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tier
 import { ORIGIN_READ_TIMEOUT_SECONDS } from '../../functions/shared/limits.js';
 import { BALANCE_CHECK_INTERVAL_MINUTES, SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
 import { TABLE_ENV } from '../tables.js';
+import { edgeFunction } from './edge-function.js';
+import { DEFAULT_FUNCTION, EDGE_BEHAVIOURS, EDGE_ORIGINS, type EdgeFunction } from './edge-routes.js';
+import { edgeWebAclArn } from './edge-waf.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
 import { addGenerationMetrics, BILLED_SEARCH } from './generation-metrics.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
 import { ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
-import { tooLargeFunction } from './too-large-function.js';
 
 export type Stage = 'sandbox' | 'prod';
 
@@ -85,6 +91,12 @@ export interface ApiStackProps extends StackProps {
   /** A custom domain (with an ACM certificate in us-east-1) lets CloudFront enforce TLS 1.2. */
   domainName?: string;
   certificateArn?: string;
+  /** A WAF web ACL in front of CloudFront (edge-waf.ts): default on in prod, off in the sandbox. */
+  waf?: boolean;
+  /** Use this CLOUDFRONT-scope web ACL (created in us-east-1) instead of creating one. */
+  webAclArn?: string;
+  /** WAF's per-IP limit: requests per 5 minutes before an address is answered 429. */
+  wafRateLimit?: number;
 }
 
 /**
@@ -99,7 +111,7 @@ export class ApiStack extends Stack {
     const logRetention = sandbox ? RetentionDays.ONE_WEEK : RetentionDays.THREE_MONTHS;
     if (!sandbox && !props.tiersConfig) {
       throw new Error(
-        'the prod stage needs the tier routing: cdk deploy -c stage=prod -c tiersConfig="$(cat tiers.json)"',
+        'the prod stage needs the tier routing (tiersConfig): cdk deploy -c stage=prod -c tiersFile=tiers.json',
       );
     }
     // The overdraft bound (core/holds.ts) counts on knowing how many completions can run at once: the
@@ -114,6 +126,11 @@ export class ApiStack extends Stack {
         'the prod stage needs an alarm destination: -c alarmEmail=<address> or -c alarmTopicArn=<arn>',
       );
     }
+    if (!sandbox && props.monthlyBudgetUsd === undefined) {
+      throw new Error(
+        'the prod stage needs a cost guardrail: -c monthlyBudgetUsd=<USD> (an AWS Budgets budget notifying the alarm topic at 80%)',
+      );
+    }
 
     const tables = new ServiceTables(this, 'Tables', {
       retain: !sandbox,
@@ -122,6 +139,9 @@ export class ApiStack extends Stack {
     });
     const upstreamSecret = new Secret(this, 'UpstreamCredentials', {
       description: 'Upstream provider API keys: a JSON object from credential name to key',
+      // Created as {} (not a random string): a request before the keys are put answers a 500 naming
+      // the missing credential. The template's value never changes, so a deploy keeps the keys put.
+      secretObjectValue: {},
       removalPolicy,
     });
     const originSecret = new Secret(this, 'OriginVerify', {
@@ -274,14 +294,14 @@ export class ApiStack extends Stack {
       ],
     });
 
+    // Each URL's auth type, and below how CloudFront reaches it, from one table (edge-routes.ts),
+    // which the local emulator follows too.
     const completionsUrl = completions.fn.addFunctionUrl({
-      authType: FunctionUrlAuthType.NONE,
+      authType: FunctionUrlAuthType[EDGE_ORIGINS.completions.urlAuthType],
       invokeMode: InvokeMode.RESPONSE_STREAM,
     });
     const modelsUrl = models.fn.addFunctionUrl({
-      // Behind CloudFront's origin access control: only the distribution, signing with SigV4, may call
-      // it (the function answers GETs and preflights, which carry no body to sign).
-      authType: FunctionUrlAuthType.AWS_IAM,
+      authType: FunctionUrlAuthType[EDGE_ORIGINS.models.urlAuthType],
       invokeMode: InvokeMode.BUFFERED,
     });
 
@@ -302,8 +322,9 @@ export class ApiStack extends Stack {
       ? SecretValue.secretsManager(originSecret.secretArn, { versionId: props.originSecretVersion })
       : originSecret.secretValue;
     const originHeaders = { 'x-origin-verify': originValue.unsafeUnwrap() };
-    // An oversized body is answered in front of the functions (Lambda would refuse it with a bare body).
-    const tooLarge = tooLargeFunction(this);
+    // A request without a well-formed key (401) or with an oversized body (413, which Lambda would
+    // refuse with a bare body) is answered in front of the functions.
+    const viewerRequest = edgeFunction(this);
     // HSTS (two years, subdomains) and nosniff on every answer, errors and streams included.
     const securityHeaders = new ResponseHeadersPolicy(this, 'SecurityHeaders', {
       comment: 'hosted-model-api: HSTS and nosniff',
@@ -318,7 +339,7 @@ export class ApiStack extends Stack {
     });
     const behaviour = {
       responseHeadersPolicy: securityHeaders,
-      functionAssociations: [{ function: tooLarge, eventType: FunctionEventType.VIEWER_REQUEST }],
+      functionAssociations: [{ function: viewerRequest, eventType: FunctionEventType.VIEWER_REQUEST }],
       allowedMethods: AllowedMethods.ALLOW_ALL,
       cachePolicy: CachePolicy.CACHING_DISABLED,
       originRequestPolicy: OriginRequestPolicy.ALL_VIEWER_EXCEPT_HOST_HEADER,
@@ -341,11 +362,30 @@ export class ApiStack extends Stack {
             minimumProtocolVersion: SecurityPolicyProtocol.TLS_V1_2_2021,
           }
         : {};
-    const completionsOrigin = new FunctionUrlOrigin(completionsUrl, {
-      customHeaders: originHeaders,
-      // Before the first byte (a stream's first keep-alive is immediate).
-      readTimeout: Duration.seconds(ORIGIN_READ_TIMEOUT_SECONDS),
-      keepaliveTimeout: Duration.seconds(60),
+    const originOf = (fn: EdgeFunction, url: IFunctionUrl, options: FunctionUrlOriginProps = {}) => {
+      const setup = EDGE_ORIGINS[fn];
+      const props = { ...options, ...(setup.originHeader ? { customHeaders: originHeaders } : {}) };
+      if (!setup.originAccessControl) return new FunctionUrlOrigin(url, props);
+      const behavior = { always: SigningBehavior.ALWAYS, 'no-override': SigningBehavior.NO_OVERRIDE };
+      return FunctionUrlOrigin.withOriginAccessControl(url, {
+        ...props,
+        originAccessControl: new FunctionUrlOriginAccessControl(this, `${fn}OriginAccess`, {
+          signing: new Signing(SigningProtocol.SIGV4, behavior[setup.originAccessControl]),
+        }),
+      });
+    };
+    const origins = {
+      completions: originOf('completions', completionsUrl, {
+        // Before the first byte (a stream's first keep-alive is immediate).
+        readTimeout: Duration.seconds(ORIGIN_READ_TIMEOUT_SECONDS),
+        keepaliveTimeout: Duration.seconds(60),
+      }),
+      models: originOf('models', modelsUrl),
+    };
+    const webAclId = edgeWebAclArn(this, {
+      enabled: props.waf ?? !sandbox,
+      webAclArn: props.webAclArn,
+      rateLimit: props.wafRateLimit,
     });
     const distribution = new Distribution(this, 'Api', {
       comment: `hosted-model-api ${props.stage}`,
@@ -356,16 +396,12 @@ export class ApiStack extends Stack {
       logBucket: logBucket as unknown as IBucket,
       logFilePrefix: 'cloudfront/',
       ...customDomain,
+      ...(webAclId ? { webAclId } : {}),
       errorResponses,
-      defaultBehavior: {
-        ...behaviour,
-        origin: FunctionUrlOrigin.withOriginAccessControl(modelsUrl, { customHeaders: originHeaders }),
-      },
-      additionalBehaviors: {
-        // With and without a trailing slash, as every route (one origin for both).
-        '/api/v1/chat/completions': { ...behaviour, origin: completionsOrigin },
-        '/api/v1/chat/completions/': { ...behaviour, origin: completionsOrigin },
-      },
+      defaultBehavior: { ...behaviour, origin: origins[DEFAULT_FUNCTION] },
+      additionalBehaviors: Object.fromEntries(
+        EDGE_BEHAVIOURS.map(({ pathPattern, fn }) => [pathPattern, { ...behaviour, origin: origins[fn] }]),
+      ),
     });
 
     this.addAlarms(props, completions.fn, models.fn, sweeper.fn, tables);
@@ -494,6 +530,20 @@ export class ApiStack extends Stack {
       }),
       1,
       'An upstream reported usage beyond what the request could use; it was billed at the bound. The raw report is in the completions log ("upstream usage out of bounds")',
+    );
+    // As recordOriginRefused (functions/shared/observability.ts) publishes it: Powertools' EMF with
+    // the one default dimension, service.
+    alarm(
+      'OriginRefused',
+      new Metric({
+        namespace: 'HostedModelApi',
+        metricName: 'OriginRefused',
+        dimensionsMap: { service: 'hosted-model-api' },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      }),
+      1,
+      'A request reached a function without the origin secret: a Function URL called directly, past CloudFront and WAF, or CloudFront sending a secret the functions no longer accept (README "Rotating the origin secret")',
     );
     // The sweeper's heartbeat: no successful sweep in 5 minutes (missing data breaches) leaves
     // expired holds holding credit.

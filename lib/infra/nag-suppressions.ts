@@ -33,7 +33,7 @@ export const ACKNOWLEDGED = [
   {
     id: 'AwsSolutions::AwsSolutions-CFR2',
     reason:
-      'Every request is authenticated by an API key and billed; WAF (a per-request cost) is an operator option, not a default. Rate limits are reserved for the future(the product reserves 429 for them).',
+      'The sandbox only: prod has a WAF web ACL in front of CloudFront unless deployed with -c waf=false (edge-waf.ts); a sandbox, called only by its own tests, can add one with -c waf=true.',
   },
   {
     id: 'AwsSolutions::AwsSolutions-CFR4',

@@ -2,9 +2,11 @@
  * The local stand-in for CloudFront and the Lambda Function URLs behind it, used
  * by `npm start`, the integration and contract tests and the benchmark. It behaves as the AWS path
  * does, so that what passes here passes there:
- * - a "CloudFront" port routes by path, as the distribution's behaviours do, and adds the secret
- *   `x-origin-verify` header; each function also has a bare "Function URL" port that adds nothing
- *   (a request there gets the function's 403, as in AWS);
+ * - a "CloudFront" port runs the viewer-request CloudFront Function, routes by path, as the
+ *   distribution's behaviours do, and adds what CloudFront adds for that origin: the secret
+ *   `x-origin-verify` header, and an origin access control's SigV4 signature (cloudfront.ts); each
+ *   function also has a bare "Function URL" port that adds nothing (a request there gets the
+ *   function's 403, or Lambda's own for an AWS_IAM URL, as in AWS);
  * - each request becomes a Function URL event (payload format 2.0) and an invocation of a function
  *   run by `runtime-api.ts`: one invocation at a time per instance, instances started on demand up
  *   to a limit, the function timeout enforced by killing the instance, errors contained to the
@@ -27,6 +29,13 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { MAX_REQUEST_BYTES, requestTooLarge } from '../../functions/shared/too-large.js';
+import type { OriginSetup } from '../infra/edge-routes.js';
+import {
+  functionUrlRefusal,
+  originRequestHeaders,
+  PLAIN_ORIGIN,
+  viewerRequestFunction,
+} from './cloudfront.js';
 import { type FunctionConfig, FunctionPool, type FunctionStats, type Launcher } from './runtime-api.js';
 
 export interface EmulatedFunction {
@@ -47,10 +56,15 @@ export interface EmulatedFunction {
 export interface EmulatorOptions {
   host?: string;
   port?: number;
-  /** CloudFront's behaviours: the first route whose path matches wins; the last should be a catch-all. */
-  routes: { match: (path: string) => boolean; fn: EmulatedFunction }[];
-  /** Added as `x-origin-verify` on the CloudFront port, as CloudFront does. */
+  /**
+   * CloudFront's behaviours: the first route whose path matches wins; the last should be a catch-all.
+   * `origin`: how CloudFront reaches the function and its URL's auth type (default PLAIN_ORIGIN).
+   */
+  routes: { match: (path: string) => boolean; fn: EmulatedFunction; origin?: OriginSetup }[];
+  /** Added as `x-origin-verify` on the CloudFront port to an origin with `originHeader`, as CloudFront does. */
   originVerifyValue?: string;
+  /** The viewer-request CloudFront Function's code, run on every request to the CloudFront port. */
+  viewerRequest?: string;
   /** Largest request body accepted (a Function URL accepts 6 MB). */
   maxBodyBytes?: number;
   /** The functions' environment; default a copy of process.env at start. */
@@ -159,8 +173,10 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
       string
     >);
   const pools = new Map<string, FunctionPool>();
-  for (const { fn } of options.routes) {
+  const origins = new Map<string, OriginSetup>();
+  for (const { fn, origin } of options.routes) {
     if (pools.has(fn.name)) continue;
+    origins.set(fn.name, origin ?? PLAIN_ORIGIN);
     const config: FunctionConfig = {
       name: fn.name,
       timeoutMs: fn.timeoutMs,
@@ -174,25 +190,32 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
   // The warm instances of every function start together; the emulator answers once they are ready.
   await Promise.all([...pools.values()].map((pool) => pool.warm()));
 
-  /** A Function URL: the request as an event, answered by one invocation. */
+  /** A Function URL: Lambda's own check of an AWS_IAM URL, then the request as an event, answered by one invocation. */
   const functionUrl = async (
-    pool: FunctionPool,
+    name: string,
     req: IncomingMessage,
     res: ServerResponse,
-    extraHeaders: Record<string, string>,
+    request: { url: URL; headers: Record<string, string>; body: Buffer },
   ) => {
-    const body = await readBody(req, maxBody);
-    if (body === undefined) {
-      // Answered without the body: this connection is not reused (its client may still be mid-request).
-      // Answered in front of the function, as the CloudFront function does in AWS (lib/infra):
-      // OpenAI's error shape, a request id and the CORS headers, as every answer of the service.
-      const tooLarge = requestTooLarge(randomUUID(), maxBody);
-      res.writeHead(tooLarge.statusCode, { ...tooLarge.headers, connection: 'close' });
-      res.end(tooLarge.body);
+    const refused = functionUrlRefusal(origins.get(name) ?? PLAIN_ORIGIN, request.headers);
+    if (refused) {
+      res.writeHead(refused.statusCode, refused.headers);
+      res.end(refused.body);
       return;
     }
-    const url = new URL(req.url ?? '/', 'http://localhost');
-    await pool.invoke(toEvent(req, url, body, extraHeaders), res);
+    const pool = pools.get(name) as FunctionPool;
+    await pool.invoke(toEvent(req, request.url, request.body, request.headers), res);
+  };
+  /** The body, or undefined once the 413 is answered (oversized: this connection is not reused). */
+  const bodyOf = async (req: IncomingMessage, res: ServerResponse) => {
+    const body = await readBody(req, maxBody);
+    if (body !== undefined) return body;
+    // Answered in front of the function, as the CloudFront function does in AWS (lib/infra):
+    // OpenAI's error shape, a request id and the CORS headers, as every answer of the service.
+    const tooLarge = requestTooLarge(randomUUID(), maxBody);
+    res.writeHead(tooLarge.statusCode, { ...tooLarge.headers, connection: 'close' });
+    res.end(tooLarge.body);
+    return undefined;
   };
   const guard = (serve: (req: IncomingMessage, res: ServerResponse) => Promise<void>) => {
     return (req: IncomingMessage, res: ServerResponse) => {
@@ -208,24 +231,58 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
 
   const servers: Server[] = [];
   const functionUrls: Record<string, string> = {};
-  for (const [name, pool] of pools) {
-    const server = createServer(guard((req, res) => functionUrl(pool, req, res, {})));
+  for (const name of pools.keys()) {
+    const server = createServer(
+      guard(async (req, res) => {
+        const body = await bodyOf(req, res);
+        if (body === undefined) return;
+        const url = new URL(req.url ?? '/', `http://${req.headers.host ?? 'localhost'}`);
+        await functionUrl(name, req, res, { url, headers: headersOf(req), body });
+      }),
+    );
     servers.push(server);
     functionUrls[name] = `http://${host}:${await listen(server, 0, host)}`;
   }
 
-  const originHeaders: Record<string, string> =
-    options.originVerifyValue !== undefined ? { 'x-origin-verify': options.originVerifyValue } : {};
+  const viewerRequest = options.viewerRequest ? viewerRequestFunction(options.viewerRequest) : undefined;
   const server = createServer(
     guard(async (req, res) => {
-      const path = new URL(req.url ?? '/', 'http://localhost').pathname;
-      const route = options.routes.find((r) => r.match(path));
+      // Read first (and an oversized body drained) so that an early answer leaves the connection usable.
+      const body = await readBody(req, maxBody);
+      const viewerUrl = new URL(req.url ?? '/', 'http://localhost');
+      let headers = headersOf(req);
+      if (viewerRequest) {
+        const method = req.method ?? 'GET';
+        const edge = viewerRequest({ method, url: viewerUrl, headers, requestId: randomUUID() });
+        if ('response' in edge) {
+          const close = body === undefined ? { connection: 'close' } : {};
+          res.writeHead(edge.response.statusCode, { ...edge.response.headers, ...close });
+          res.end(edge.response.body);
+          return;
+        }
+        headers = edge.headers;
+      }
+      if (body === undefined) {
+        // No Content-Length (chunked) and too large: Lambda's limit, answered in the service's shape.
+        const tooLarge = requestTooLarge(randomUUID(), maxBody);
+        res.writeHead(tooLarge.statusCode, { ...tooLarge.headers, connection: 'close' });
+        res.end(tooLarge.body);
+        return;
+      }
+      const route = options.routes.find((r) => r.match(viewerUrl.pathname));
       if (!route) {
         res.writeHead(404, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ message: 'Not Found' }));
         return;
       }
-      await functionUrl(pools.get(route.fn.name) as FunctionPool, req, res, originHeaders);
+      const functionPort = new URL(functionUrls[route.fn.name] as string);
+      const url = new URL(`${viewerUrl.pathname}${viewerUrl.search}`, functionPort);
+      const added = await originRequestHeaders(
+        route.origin ?? PLAIN_ORIGIN,
+        { method: req.method ?? 'GET', url, headers },
+        options.originVerifyValue,
+      );
+      await functionUrl(route.fn.name, req, res, { url, headers: { ...headers, ...added }, body });
     }),
   );
   server.keepAliveTimeout = 65_000;
@@ -290,14 +347,18 @@ function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer | unde
   });
 }
 
-/** A Function URL event (payload format 2.0). */
-function toEvent(req: IncomingMessage, url: URL, body: Buffer, extraHeaders: Record<string, string> = {}) {
+/** The request's headers, lower-case, repeated ones joined with commas (as a Function URL event has them). */
+function headersOf(req: IncomingMessage): Record<string, string> {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined) continue;
     headers[name.toLowerCase()] = Array.isArray(value) ? value.join(',') : value;
   }
-  Object.assign(headers, extraHeaders);
+  return headers;
+}
+
+/** A Function URL event (payload format 2.0). */
+function toEvent(req: IncomingMessage, url: URL, body: Buffer, headers: Record<string, string>) {
   const queryStringParameters: Record<string, string> = {};
   for (const [name, value] of url.searchParams) {
     queryStringParameters[name] = queryStringParameters[name]

@@ -6,6 +6,8 @@ import { modelCatalog } from '../../functions/core/catalog.js';
 import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tiers.js';
 import { startSimulator } from '../../functions/simulator/server.js';
 import { SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
+import { edgeFunctionCode } from '../infra/edge-function.js';
+import { EDGE_ORIGINS, type EdgeFunction, edgeFunctionFor, type OriginSetup } from '../infra/edge-routes.js';
 import { FUNCTION_SETTINGS } from '../infra/function-settings.js';
 import { LOCAL_TABLE_NAMES, TABLE_ENV } from '../tables.js';
 import {
@@ -45,6 +47,8 @@ export interface LocalStackOptions {
   launcher?: Parameters<typeof startEmulator>[0]['launcher'];
   /** How often expired holds are swept (default: the deployed schedule, SWEEP_INTERVAL_MINUTES). */
   sweepIntervalMs?: number;
+  /** How CloudFront reaches each function (default: as deployed, EDGE_ORIGINS); a test may set another. */
+  origins?: Partial<Record<EdgeFunction, OriginSetup>>;
 }
 
 export interface LocalStack {
@@ -142,15 +146,18 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     process.env.ORIGIN_VERIFY_VALUE = originVerifyValue;
     const handlerPath = (fn: string) =>
       fileURLToPath(new URL(`../../functions/${fn}/handler.ts`, import.meta.url));
+    // The distribution as the stack builds it: its behaviours, each origin's setup, its viewer-request code.
+    const origin = (fn: EdgeFunction) => options.origins?.[fn] ?? EDGE_ORIGINS[fn];
     const emulator = await startEmulator({
       port: options.port ?? 0,
       ...(options.host ? { host: options.host } : {}),
       originVerifyValue,
+      viewerRequest: edgeFunctionCode(),
       ...(options.launcher ? { launcher: options.launcher } : {}),
       routes: [
         {
-          // As the distribution's behaviours: with and without a trailing slash.
-          match: (path) => path.replace(/\/+$/, '') === '/api/v1/chat/completions',
+          match: (path) => edgeFunctionFor(path) === 'completions',
+          origin: origin('completions'),
           fn: {
             name: 'completions',
             module: handlerPath('completions'),
@@ -160,7 +167,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
           },
         },
         {
-          match: () => true,
+          match: (path) => edgeFunctionFor(path) === 'models',
+          origin: origin('models'),
           fn: {
             name: 'models',
             module: handlerPath('account'),

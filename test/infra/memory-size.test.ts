@@ -16,6 +16,7 @@ function memorySizes(context: Record<string, unknown> = {}): Record<string, numb
     tiersConfig: TIERS,
     reservedConcurrency: 10,
     alarmEmail: 'ops@example.com',
+    monthlyBudgetUsd: 100,
   });
   const functions = Template.fromStack(stack).findResources('AWS::Lambda::Function');
   const sizes: Record<string, number> = {};

@@ -3,10 +3,12 @@ import { join } from 'node:path';
 import { App, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { modelCatalog } from '../../functions/core/catalog.js';
 import { parseTierConfig } from '../../functions/core/tiers.js';
 import { ApiStack, type ApiStackProps } from '../../lib/infra/api-stack.js';
+import { edgeFunctionCode } from '../../lib/infra/edge-function.js';
+import { EDGE_ORIGINS } from '../../lib/infra/edge-routes.js';
 import { FUNCTION_SETTINGS } from '../../lib/infra/function-settings.js';
 import {
   BILLED_SEARCH,
@@ -14,7 +16,6 @@ import {
   GENERATION_METRICS,
 } from '../../lib/infra/generation-metrics.js';
 import { ACKNOWLEDGED } from '../../lib/infra/nag-suppressions.js';
-import { tooLargeFunctionCode } from '../../lib/infra/too-large-function.js';
 
 /** The stack, proven offline: template assertions for every property, and cdk-nag's AwsSolutions pack. */
 /** The repository's example tier configuration, as the README's deploy command passes it. */
@@ -108,20 +109,21 @@ describe('functions', () => {
       InvokeMode: 'RESPONSE_STREAM',
       AuthType: 'NONE',
     });
-    // The models URL is behind CloudFront's origin access control; completions cannot be (OAC needs
-    // clients to sign POST bodies), so it keeps the origin-secret check alone.
-    prod.template.hasResourceProperties('AWS::Lambda::Url', { InvokeMode: 'BUFFERED', AuthType: 'AWS_IAM' });
-    prod.template.resourceCountIs('AWS::CloudFront::OriginAccessControl', 1);
-    prod.template.hasResourceProperties('AWS::CloudFront::OriginAccessControl', {
-      OriginAccessControlConfig: Match.objectLike({
-        OriginAccessControlOriginType: 'lambda',
-        SigningBehavior: 'always',
-      }),
+    // The models URL too is auth type NONE behind the origin secret, with no origin access control:
+    // an OAC signing always would overwrite the customer's Authorization (edge-routes.ts), and
+    // the local emulator follows the same table (test/integration/edge-auth.test.ts).
+    prod.template.hasResourceProperties('AWS::Lambda::Url', { InvokeMode: 'BUFFERED', AuthType: 'NONE' });
+    expect(EDGE_ORIGINS).toEqual({
+      completions: { urlAuthType: 'NONE', originHeader: true },
+      models: { urlAuthType: 'NONE', originHeader: true },
     });
-    prod.template.hasResourceProperties('AWS::Lambda::Permission', {
-      Action: 'lambda:InvokeFunctionUrl',
-      Principal: 'cloudfront.amazonaws.com',
-    });
+    prod.template.resourceCountIs('AWS::CloudFront::OriginAccessControl', 0);
+    expect(
+      Object.values(prod.template.findResources('AWS::Lambda::Permission')).filter(
+        (p) =>
+          (p as { Properties: { Principal: string } }).Properties.Principal === 'cloudfront.amazonaws.com',
+      ),
+    ).toEqual([]);
     prod.template.hasResourceProperties('AWS::Lambda::Function', {
       Environment: {
         Variables: Match.objectLike({
@@ -355,7 +357,7 @@ describe('CloudFront', () => {
     const fn = Object.values(template.findResources('AWS::CloudFront::Function'))[0] as {
       Properties: { FunctionCode: string; FunctionConfig: { Runtime: string } };
     };
-    expect(fn.Properties.FunctionCode).toBe(tooLargeFunctionCode());
+    expect(fn.Properties.FunctionCode).toBe(edgeFunctionCode());
     expect(fn.Properties.FunctionConfig.Runtime).toBe('cloudfront-js-2.0');
     const config = Object.values(template.findResources('AWS::CloudFront::Distribution'))[0] as {
       Properties: { DistributionConfig: { DefaultCacheBehavior: unknown; CacheBehaviors: unknown[] } };
@@ -436,6 +438,147 @@ describe('CloudFront', () => {
     });
   });
 });
+
+describe('WAF', () => {
+  /** A stack synthesized without bundling the functions (CDK's bundling-stacks context): for its WAF only. */
+  const quick = (props: Partial<ApiStackProps>, region?: string) => {
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const stack = new ApiStack(app, 'Waf', {
+      stage: 'prod',
+      tiersConfig: TIERS,
+      reservedConcurrency: 5,
+      alarmEmail: 'ops@example.com',
+      ...(region ? { env: { account: '123456789012', region } } : {}),
+      ...props,
+    });
+    return Template.fromStack(stack);
+  };
+  const webAclId = (template: Template) =>
+    (
+      Object.values(template.findResources('AWS::CloudFront::Distribution'))[0] as {
+        Properties: { DistributionConfig: { WebACLId?: unknown } };
+      }
+    ).Properties.DistributionConfig.WebACLId;
+
+  it('puts a CLOUDFRONT-scope web ACL in front of the prod distribution: IP reputation, then 429 per IP', () => {
+    const acls = prod.template.findResources('AWS::WAFv2::WebACL');
+    expect(Object.keys(acls)).toHaveLength(1);
+    const [id, acl] = Object.entries(acls)[0] as [string, { Properties: Record<string, unknown> }];
+    expect(webAclId(prod.template)).toEqual({ 'Fn::GetAtt': [id, 'Arn'] });
+    const { Scope, DefaultAction, Rules, CustomResponseBodies } = acl.Properties as {
+      Scope: string;
+      DefaultAction: unknown;
+      Rules: Record<string, unknown>[];
+      CustomResponseBodies: Record<string, { Content: string; ContentType: string }>;
+    };
+    expect(Scope).toBe('CLOUDFRONT');
+    expect(DefaultAction).toEqual({ Allow: {} });
+    expect(Rules.map((r) => r.Name)).toEqual(['IpReputation', 'RatePerIp']);
+    expect(Rules[0]).toMatchObject({
+      Priority: 0,
+      OverrideAction: { None: {} },
+      Statement: {
+        ManagedRuleGroupStatement: { VendorName: 'AWS', Name: 'AWSManagedRulesAmazonIpReputationList' },
+      },
+    });
+    expect(Rules[1]).toMatchObject({
+      Priority: 1,
+      Statement: { RateBasedStatement: { AggregateKeyType: 'IP', EvaluationWindowSec: 300, Limit: 6_000 } },
+      Action: { Block: { CustomResponse: { ResponseCode: 429, CustomResponseBodyKey: 'rateLimited' } } },
+    });
+    const headers = (
+      Rules[1] as {
+        Action: { Block: { CustomResponse: { ResponseHeaders: { Name: string; Value: string }[] } } };
+      }
+    ).Action.Block.CustomResponse.ResponseHeaders;
+    expect(Object.fromEntries(headers.map((h) => [h.Name, h.Value]))).toMatchObject({
+      'access-control-allow-origin': '*',
+    });
+    const body = CustomResponseBodies.rateLimited;
+    expect(body?.ContentType).toBe('APPLICATION_JSON');
+    expect(JSON.parse(body?.Content ?? '')).toMatchObject({
+      error: {
+        type: 'rate_limit_error',
+        code: 'rate_limit_exceeded',
+        param: null,
+        message: expect.any(String),
+      },
+    });
+  });
+
+  it('has none in the sandbox, none in prod with waf=false, and takes a given ARN or rate limit', () => {
+    sandbox.template.resourceCountIs('AWS::WAFv2::WebACL', 0);
+    expect(webAclId(sandbox.template)).toBeUndefined();
+    const off = quick({ waf: false });
+    off.resourceCountIs('AWS::WAFv2::WebACL', 0);
+    expect(webAclId(off)).toBeUndefined();
+    const arn =
+      'arn:aws:wafv2:us-east-1:123456789012:global/webacl/Edge/473e64fd-f30b-4765-81a0-62ad96dd167a';
+    const given = quick({ webAclArn: arn }, 'eu-west-1');
+    given.resourceCountIs('AWS::WAFv2::WebACL', 0);
+    expect(webAclId(given)).toBe(arn);
+    quick({ wafRateLimit: 1_200 }).hasResourceProperties('AWS::WAFv2::WebACL', {
+      Rules: Match.arrayWith([
+        Match.objectLike({ Statement: { RateBasedStatement: Match.objectLike({ Limit: 1_200 }) } }),
+      ]),
+    });
+  });
+
+  it('creates the web ACL only where AWS allows a CLOUDFRONT-scope one: us-east-1', () => {
+    quick({}, 'us-east-1').resourceCountIs('AWS::WAFv2::WebACL', 1);
+    expect(() => quick({}, 'eu-west-1')).toThrow(/only be created in us-east-1.*-c webAclArn=.*-c waf=false/);
+  });
+
+  it('alarms on OriginRefused exactly as the functions publish it: namespace, name and dimensions', async () => {
+    // The metric as recordOriginRefused writes it (Powertools' EMF on stdout), with metrics switched on.
+    vi.stubEnv('POWERTOOLS_METRICS_DISABLED', 'false');
+    vi.resetModules();
+    const lines: string[] = [];
+    const write = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+      lines.push(String(chunk));
+      return true;
+    });
+    try {
+      const { recordOriginRefused } = await import('../../functions/shared/observability.js');
+      recordOriginRefused();
+    } finally {
+      write.mockRestore();
+      vi.unstubAllEnvs();
+    }
+    const emf = lines
+      .flatMap((line) => line.split('\n'))
+      .filter((line) => line.includes('"_aws"'))
+      .map((line) => JSON.parse(line) as Record<string, unknown> & { _aws: EmfMetadata })
+      .find((e) => e._aws.CloudWatchMetrics[0]?.Metrics.some((m) => m.Name === 'OriginRefused'));
+    if (!emf) throw new Error(`no OriginRefused EMF line in ${JSON.stringify(lines)}`);
+    const [directive] = emf._aws.CloudWatchMetrics;
+    const published = Object.fromEntries((directive?.Dimensions[0] ?? []).map((name) => [name, emf[name]]));
+    expect(published).toEqual({ service: 'hosted-model-api' });
+    for (const { template } of [sandbox, prod]) {
+      const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm')).filter(
+        (a) => (a as { Properties: { MetricName?: string } }).Properties.MetricName === 'OriginRefused',
+      ) as {
+        Properties: {
+          Namespace: string;
+          Dimensions: { Name: string; Value: string }[];
+          AlarmActions: unknown[];
+        };
+      }[];
+      expect(alarms).toHaveLength(1);
+      const [alarm] = alarms;
+      expect(alarm?.Properties.Namespace).toBe(directive?.Namespace);
+      expect(Object.fromEntries(alarm?.Properties.Dimensions.map((d) => [d.Name, d.Value]) ?? [])).toEqual(
+        published,
+      );
+      expect(alarm?.Properties.AlarmActions).toHaveLength(1);
+    }
+  });
+});
+
+/** The `_aws` metadata of an EMF line (CloudWatch embedded metric format specification). */
+interface EmfMetadata {
+  CloudWatchMetrics: { Namespace: string; Dimensions: string[][]; Metrics: { Name: string }[] }[];
+}
 
 describe('least privilege', () => {
   const policies = (template: Template) =>

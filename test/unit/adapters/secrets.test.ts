@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   clearSecretCache,
   getSecretString,
+  MissingCredentialError,
   originVerifyValues,
   setSecretsClient,
   upstreamCredential,
@@ -48,13 +49,32 @@ describe('upstream credentials from Secrets Manager', () => {
     expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(3);
   });
 
-  it('names a missing entry without showing any secret value', async () => {
+  it('names a missing entry without showing any secret value, as a 500 for the client', async () => {
     secrets
       .on(GetSecretValueCommand)
       .resolves({ SecretString: JSON.stringify({ other: 'sk-secret-value' }) });
     const error = await upstreamCredential('openrouter', env).catch((e: Error) => e);
-    expect(String(error)).toContain('"openrouter"');
-    expect(String(error)).not.toContain('sk-secret-value');
+    expect(error).toBeInstanceOf(MissingCredentialError);
+    expect(error).toMatchObject({ statusCode: 500, code: 'upstream_credential_missing' });
+    expect((error as MissingCredentialError).message).toContain('"openrouter"');
+    expect(JSON.stringify((error as MissingCredentialError).toBody())).not.toContain('sk-secret-value');
+  });
+
+  it.each([
+    ['the secret as the stack creates it', '{}'],
+    ['an empty key', JSON.stringify({ openrouter: '' })],
+    ['a key that is not a string', JSON.stringify({ openrouter: 42 })],
+    ['an inherited name', JSON.stringify({})],
+    ['a value that is not JSON', 'sk-or-not-json-secret'],
+    ['JSON null', 'null'],
+    ['a JSON array', '["sk-or-in-array"]'],
+  ])('answers a 500 naming the credential for %s', async (_, SecretString) => {
+    secrets.on(GetSecretValueCommand).resolves({ SecretString });
+    const name = _ === 'an inherited name' ? 'constructor' : 'openrouter';
+    const error = await upstreamCredential(name, env).catch((e: Error) => e);
+    expect(error).toBeInstanceOf(MissingCredentialError);
+    expect((error as Error).message).toContain(`"${name}"`);
+    expect((error as Error).message).not.toMatch(/sk-or/);
   });
 
   it('fails at first use when the secret cannot be read at all', async () => {
@@ -65,6 +85,9 @@ describe('upstream credentials from Secrets Manager', () => {
   it('uses the environment locally, and no credential for a keyless upstream', async () => {
     expect(await upstreamCredential('MY_KEY', { MY_KEY: 'local-key' } as NodeJS.ProcessEnv)).toBe(
       'local-key',
+    );
+    await expect(upstreamCredential('MY_KEY', {} as NodeJS.ProcessEnv)).rejects.toThrow(
+      /"MY_KEY" is not configured: no environment variable/,
     );
     expect(await upstreamCredential(undefined, env)).toBeUndefined();
     expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(0);

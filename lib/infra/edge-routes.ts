@@ -1,0 +1,66 @@
+/**
+ * How CloudFront reaches each function, in one table: which paths go to it (the distribution's
+ * behaviours, first match wins, the default last), its Function URL's auth type, whether CloudFront
+ * signs the origin request with an origin access control (OAC) and how, and whether it adds the
+ * secret origin header. The stack (api-stack.ts) builds the Function URLs and the distribution from
+ * this table, and the local emulator (lib/local/cloudfront.ts) behaves as this configuration behaves
+ * in AWS, so that a test through the emulator exercises the deployed setup.
+ *
+ * No CDK import here: the emulator loads this module too.
+ */
+
+export type EdgeFunction = 'completions' | 'models';
+
+export interface OriginSetup {
+  /**
+   * The Function URL's AuthType. `AWS_IAM`: Lambda refuses (403) any request not SigV4-signed by a
+   * principal the function's resource policy allows; `NONE`: Lambda invokes the function for anyone.
+   */
+  urlAuthType: 'NONE' | 'AWS_IAM';
+  /**
+   * CloudFront signs the origin request with SigV4 (an origin access control) with this
+   * SigningBehavior; absent, no OAC. `always` signs every request and overwrites the viewer's
+   * `Authorization` header; `no-override` signs only a request that has none.
+   */
+  originAccessControl?: 'always' | 'no-override';
+  /** CloudFront adds `x-origin-verify` with the origin secret, which the function checks (403 without it). */
+  originHeader: boolean;
+}
+
+/**
+ * Each function's origin as deployed: both URLs auth type NONE, behind the secret origin header that
+ * the functions check. Not an OAC for the account URL: its function reads the customer's key from
+ * `Authorization`, which `always` overwrites with CloudFront's signature, and which `no-override`
+ * passes along unsigned, which an AWS_IAM URL refuses. Not an OAC for completions either: Lambda then
+ * needs the viewer to send the SHA-256 of a POST body (`x-amz-content-sha256`), which OpenAI's SDKs
+ * never do.
+ */
+export const EDGE_ORIGINS: Readonly<Record<EdgeFunction, OriginSetup>> = {
+  completions: { urlAuthType: 'NONE', originHeader: true },
+  models: { urlAuthType: 'NONE', originHeader: true },
+};
+
+/** The distribution's path behaviours, in order; every other path goes to DEFAULT_FUNCTION. */
+export const EDGE_BEHAVIOURS: readonly { pathPattern: string; fn: EdgeFunction }[] = [
+  // With and without a trailing slash, as every route.
+  { pathPattern: '/api/v1/chat/completions', fn: 'completions' },
+  { pathPattern: '/api/v1/chat/completions/', fn: 'completions' },
+];
+export const DEFAULT_FUNCTION: EdgeFunction = 'models';
+
+/**
+ * CloudFront's path pattern match (Developer Guide, "Path pattern" of a cache behavior): the whole
+ * path, case-sensitive, where `*` matches any run of characters and `?` exactly one.
+ */
+function matchesPathPattern(pattern: string, path: string): boolean {
+  const source = pattern
+    .split('')
+    .map((c) => (c === '*' ? '.*' : c === '?' ? '.' : c.replace(/[.+^${}()|[\]\\]/g, '\\$&')))
+    .join('');
+  return new RegExp(`^${source}$`).test(path);
+}
+
+/** The function a path reaches through the distribution. */
+export function edgeFunctionFor(path: string): EdgeFunction {
+  return EDGE_BEHAVIOURS.find((b) => matchesPathPattern(b.pathPattern, path))?.fn ?? DEFAULT_FUNCTION;
+}

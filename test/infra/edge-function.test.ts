@@ -1,0 +1,150 @@
+import { runInNewContext } from 'node:vm';
+import middy from '@middy/core';
+import type { Context } from 'aws-lambda';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { parseBearerKey } from '../../functions/core/auth.js';
+import { cors } from '../../functions/shared/cors.js';
+import {
+  type FunctionUrlEvent,
+  type FunctionUrlResult,
+  header,
+  httpErrorHandler,
+} from '../../functions/shared/http.js';
+import { MAX_REQUEST_BYTES, requestTooLarge } from '../../functions/shared/too-large.js';
+import { edgeFunctionCode } from '../../lib/infra/edge-function.js';
+
+const KEY = `svc_live_${'a1B2'.repeat(10)}xyz`;
+const REQUEST_ID = 'cf-req-1';
+
+interface EdgeResponse {
+  statusCode: number;
+  headers: Record<string, { value: string }>;
+  body: { encoding: string; data: string };
+}
+
+/** The CloudFront function's code, run as CloudFront runs it: a `handler(event)` in a bare context. */
+const edge = runInNewContext(`${edgeFunctionCode()}; handler`) as (event: unknown) => unknown;
+function run(headers: Record<string, { value: string }>, method = 'POST') {
+  const request = { method, uri: '/api/v1/chat/completions', querystring: {}, headers, cookies: {} };
+  return { request, result: edge({ version: '1.0', request, context: { requestId: REQUEST_ID } }) };
+}
+const flat = (response: EdgeResponse) =>
+  Object.fromEntries(Object.entries(response.headers).map(([k, v]) => [k, v.value]));
+
+/** What a function answers for this Authorization header: its own key parse, CORS and error handling. */
+const functionAnswer = middy<FunctionUrlEvent, FunctionUrlResult>()
+  .use(cors())
+  .use(httpErrorHandler())
+  .handler(async (event) => {
+    parseBearerKey(header(event, 'authorization'));
+    return { statusCode: 200, headers: {}, body: '' };
+  });
+async function functionSays(authorization: string | undefined) {
+  const event = {
+    rawPath: '/api/v1/models',
+    headers: authorization === undefined ? {} : { authorization },
+    requestContext: { http: { method: 'GET' } },
+  } as unknown as FunctionUrlEvent;
+  return functionAnswer(event, { awsRequestId: REQUEST_ID } as Context);
+}
+
+/** The edge's answer equals the function's: passes exactly when the function accepts, else the same 401. */
+async function expectSameAnswer(authorization: string | undefined) {
+  const { request, result } = run(
+    authorization === undefined ? {} : { authorization: { value: authorization } },
+  );
+  const local = await functionSays(authorization);
+  if (local.statusCode === 200) {
+    expect(result, authorization).toBe(request);
+    return;
+  }
+  const response = result as EdgeResponse;
+  expect(response.statusCode, authorization).toBe(local.statusCode);
+  expect(JSON.parse(response.body.data)).toEqual(JSON.parse(local.body as string));
+  expect(flat(response)).toEqual(local.headers);
+}
+
+describe('the viewer-request CloudFront function: the key', () => {
+  it.each([
+    ['no Authorization header', undefined],
+    ['an empty one', ''],
+    ['the scheme alone', 'Bearer'],
+    ['another scheme', 'Basic dXNlcjpwYXNz'],
+    ['a scheme longer than the message repeats', `X${'y'.repeat(60)} token`],
+    ['a short key', 'Bearer svc_live_tooshort'],
+    ['a key of another prefix', `Bearer sk_live_${'a'.repeat(43)}`],
+    ['a key and more', `Bearer ${KEY} extra`],
+    ['a key one character long', `Bearer ${KEY}x`],
+  ])('refuses %s with the 401 the function gives: OpenAI shape, request id, CORS', async (_name, value) => {
+    const { result } = run(value === undefined ? {} : { authorization: { value } });
+    expect((result as EdgeResponse).statusCode).toBe(401);
+    await expectSameAnswer(value);
+  });
+
+  it.each([
+    ['Bearer', `Bearer ${KEY}`],
+    ['bearer in lower case', `bearer ${KEY}`],
+    ['extra spaces', `Bearer   ${KEY}  `],
+  ])('passes a well-formed key (%s) through unchanged', async (_name, value) => {
+    const { request, result } = run({ authorization: { value } });
+    expect(result).toBe(request);
+    await expectSameAnswer(value);
+  });
+
+  it('decides as the function does for any header a client may send', async () => {
+    const part = fc.constantFrom(
+      'Bearer',
+      'bearer',
+      'BEARER',
+      'Basic',
+      'svc_live_',
+      KEY,
+      ' ',
+      '  ',
+      '\t',
+      'x',
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          fc.array(part, { maxLength: 5 }).map((parts) => parts.join('')),
+          fc.string({ maxLength: 80 }),
+        ),
+        expectSameAnswer,
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('lets a CORS preflight through without a key', () => {
+    const { request, result } = run({ 'access-control-request-method': { value: 'POST' } }, 'OPTIONS');
+    expect(result).toBe(request);
+  });
+});
+
+describe('the viewer-request CloudFront function: the body size', () => {
+  const withKey = (headers: Record<string, { value: string }>) => ({
+    authorization: { value: `Bearer ${KEY}` },
+    ...headers,
+  });
+
+  it('answers a body over 6 MB as the local emulator does: 413, OpenAI shape, request id, CORS', () => {
+    const { result } = run(withKey({ 'content-length': { value: String(MAX_REQUEST_BYTES + 1) } }));
+    const local = requestTooLarge(REQUEST_ID);
+    const response = result as EdgeResponse;
+    expect(response.statusCode).toBe(413);
+    expect(JSON.parse(response.body.data)).toEqual(JSON.parse(local.body));
+    expect(flat(response)).toEqual(local.headers);
+  });
+
+  it.each([
+    ['at the limit', { 'content-length': { value: String(MAX_REQUEST_BYTES) } }],
+    ['small', { 'content-length': { value: '120' } }],
+    ['without a length', {}],
+    ['with a length that is not a number', { 'content-length': { value: 'lots' } }],
+  ])('passes a request %s through unchanged', (_name, headers) => {
+    const { request, result } = run(withKey(headers));
+    expect(result).toBe(request);
+  });
+});
