@@ -1,5 +1,14 @@
 import { createHash } from 'node:crypto';
 import { type Directives, parseDirectives } from './directives.js';
+import {
+  exampleFor,
+  formattedContent,
+  type JsonSchema,
+  logprobsFor,
+  stopIndex,
+  type TokenLogprob,
+  tokenPieces,
+} from './shaping.js';
 import { countPromptTokens, countTextTokens, ONE_TOKEN_WORDS, textOf } from './tokens.js';
 
 /**
@@ -35,13 +44,6 @@ interface ToolDef {
   type?: string;
   function?: { name?: string; parameters?: JsonSchema };
 }
-type JsonSchema = {
-  type?: string | string[];
-  properties?: Record<string, JsonSchema>;
-  required?: string[];
-  enum?: unknown[];
-  items?: JsonSchema;
-};
 interface ChatBody {
   model?: unknown;
   messages?: unknown;
@@ -51,6 +53,10 @@ interface ChatBody {
   max_completion_tokens?: unknown;
   tools?: ToolDef[];
   tool_choice?: unknown;
+  stop?: unknown;
+  response_format?: unknown;
+  logprobs?: unknown;
+  top_logprobs?: unknown;
 }
 interface Message {
   role?: string;
@@ -152,7 +158,7 @@ function complete(body: ChatBody, messages: Message[]): SimResponse {
       {
         index: 0,
         message: { ...reply.message, refusal: null },
-        logprobs: null,
+        logprobs: reply.logprobs ? { content: reply.logprobs, refusal: null } : null,
         finish_reason: reply.finishReason,
       },
     ],
@@ -201,6 +207,8 @@ interface Reply {
   deltas: Record<string, unknown>[];
   completionTokens: number;
   finishReason: 'stop' | 'length' | 'tool_calls';
+  /** With `logprobs`: one entry per token; the text deltas are then those tokens, one per delta. */
+  logprobs?: TokenLogprob[];
 }
 interface ToolCall {
   id: string;
@@ -249,19 +257,30 @@ function buildReply(body: ChatBody, messages: Message[], directives: Directives,
   } else {
     words = pickWords(seed, directives.tokens ?? 8 + ((seed[0] ?? 0) % 33));
   }
+  // response_format makes the reply JSON; stop ends it before the first stop sequence; the token cap
+  // ends it where the cap falls. Reshaped text is streamed token by token, as a model streams it.
+  const formatted = formattedContent(body.response_format, words.join(''));
+  let pieces = formatted === undefined ? words : tokenPieces(formatted);
+  let content = pieces.join('');
+  const stopAt = stopIndex(content, body.stop);
+  if (stopAt !== undefined) {
+    content = content.slice(0, stopAt);
+    pieces = tokenPieces(content);
+  }
   let finishReason: Reply['finishReason'] = 'stop';
-  let content = words.join('');
   if (cap !== undefined && countTextTokens(content) > cap) {
-    // Cut word by word until the reply fits the cap.
-    while (words.length > 0 && countTextTokens(words.join('')) > cap) words.pop();
-    content = words.join('');
+    while (pieces.length > 0 && countTextTokens(pieces.join('')) > cap) pieces.pop();
+    content = pieces.join('');
     finishReason = 'length';
   }
+  const top = typeof body.top_logprobs === 'number' ? Math.min(Math.max(0, body.top_logprobs), 20) : 0;
+  if (body.logprobs === true) pieces = tokenPieces(content);
   return {
     message: { role: 'assistant', content },
-    deltas: [{ role: 'assistant', content: '' }, ...words.map((word) => ({ content: word }))],
+    deltas: [{ role: 'assistant', content: '' }, ...pieces.map((piece) => ({ content: piece }))],
     completionTokens: countTextTokens(content),
     finishReason,
+    ...(body.logprobs === true ? { logprobs: logprobsFor(pieces, top, seed) } : {}),
   };
 }
 
@@ -279,31 +298,6 @@ function pickTool(body: ChatBody): ToolDef | undefined {
   return body.tools.find((t) => t.function?.name === wanted) ?? body.tools[0];
 }
 
-/** A value that satisfies a (simple) JSON schema: every property, typed. */
-function exampleFor(schema: JsonSchema): unknown {
-  if (schema.enum && schema.enum.length > 0) return schema.enum[0];
-  const type = Array.isArray(schema.type) ? schema.type.find((t) => t !== 'null') : schema.type;
-  switch (type) {
-    case 'string':
-      return 'example';
-    case 'number':
-    case 'integer':
-      return 1;
-    case 'boolean':
-      return true;
-    case 'array':
-      return [];
-    case 'null':
-      return null;
-    default: {
-      const out: Record<string, unknown> = {};
-      for (const [name, property] of Object.entries(schema.properties ?? {}))
-        out[name] = exampleFor(property);
-      return out;
-    }
-  }
-}
-
 function streamResponse(
   id: string,
   created: number,
@@ -319,8 +313,16 @@ function streamResponse(
     model,
     system_fingerprint: 'fp_simulator',
   };
-  const events: string[] = reply.deltas.map((delta) =>
-    JSON.stringify({ ...envelope, choices: [{ index: 0, delta, logprobs: null, finish_reason: null }] }),
+  // With logprobs, delta i (after the role delta) is token i - 1 and carries its entry.
+  const logprobsOf = (i: number) => {
+    const entry = i > 0 ? reply.logprobs?.[i - 1] : undefined;
+    return entry ? { content: [entry], refusal: null } : null;
+  };
+  const events: string[] = reply.deltas.map((delta, i) =>
+    JSON.stringify({
+      ...envelope,
+      choices: [{ index: 0, delta, logprobs: logprobsOf(i), finish_reason: null }],
+    }),
   );
   const finish = {
     ...envelope,

@@ -432,6 +432,11 @@ export class ApiStack extends Stack {
     new CfnOutput(this, 'LedgerTableName', { value: tables.ledger.tableName });
     new CfnOutput(this, 'HoldsTableName', { value: tables.holds.tableName });
     new CfnOutput(this, 'UpstreamSecretArn', { value: upstreamSecret.secretArn });
+    new CfnOutput(this, 'OriginSecretArn', {
+      value: originSecret.secretArn,
+      description:
+        'The x-origin-verify secret that CloudFront sends and the functions check (rotate it here)',
+    });
 
     applyNagSuppressions(this);
   }

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawnSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import {
   CreateTableCommand,
   type CreateTableCommandInput,
@@ -63,6 +63,84 @@ export async function dynamoAnswers(endpoint: string, timeoutMs = 1_000): Promis
   }
 }
 
+/**
+ * Who serves a data directory: DynamoDB Local keeps its tables in one SQLite file there, and two
+ * engines on one file is a way to lose data. The process that starts an engine on a directory writes
+ * this file into it (its own pid, the engine's pid and endpoint) and removes it when it stops the
+ * engine; anyone else finds the engine through it.
+ */
+const ENGINE_FILE = 'engine.json';
+
+interface EngineRecord {
+  endpoint: string;
+  /** The process that started the engine (`npm start`, or the operator CLI for one command). */
+  ownerPid: number;
+  /** The engine's Java process, once it runs. */
+  enginePid?: number;
+}
+
+function alive(pid: number | undefined): boolean {
+  if (pid === undefined) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The engine that serves `dataDir`, when its file names a live process (the owner or the engine). */
+function engineOnDataDir(dataDir: string): EngineRecord | undefined {
+  let record: EngineRecord;
+  try {
+    record = JSON.parse(readFileSync(join(dataDir, ENGINE_FILE), 'utf8')) as EngineRecord;
+  } catch {
+    return undefined;
+  }
+  return alive(record.enginePid) || alive(record.ownerPid) ? record : undefined;
+}
+
+/** Takes `dataDir` for an engine on `endpoint`, or throws when a live engine has it. */
+function claimDataDir(dataDir: string, endpoint: string) {
+  const file = join(dataDir, ENGINE_FILE);
+  const mine: EngineRecord = { endpoint, ownerPid: process.pid };
+  try {
+    writeFileSync(file, JSON.stringify(mine), { flag: 'wx' });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    const other = engineOnDataDir(dataDir);
+    if (other) throw new DataDirInUseError(dataDir, other, 'is starting or running');
+    // Left by a process that died: nothing serves the directory.
+    writeFileSync(file, JSON.stringify(mine));
+  }
+  return {
+    started: (enginePid: number) => writeFileSync(file, JSON.stringify({ ...mine, enginePid })),
+    release: () => rmSync(file, { force: true }),
+  };
+}
+
+class DataDirInUseError extends Error {
+  constructor(dataDir: string, engine: EngineRecord, state: string) {
+    const pid = engine.enginePid ?? engine.ownerPid;
+    super(
+      `DynamoDB Local (pid ${pid}) at ${engine.endpoint} ${state} on ${dataDir}: stop it or wait for it, then retry (if no such process runs DynamoDB Local, delete ${join(dataDir, ENGINE_FILE)})`,
+    );
+    this.name = 'DataDirInUseError';
+  }
+}
+
+/**
+ * The DynamoDB serving `dataDir` for another process: its endpoint when its engine answers; a
+ * one-line error when a live engine holds the directory and does not answer; undefined when no
+ * engine holds it.
+ */
+export async function findEngine(dataDir: string): Promise<string | undefined> {
+  const engine = engineOnDataDir(dataDir);
+  if (!engine) return undefined;
+  if (await dynamoAnswers(engine.endpoint, 3_000)) return engine.endpoint;
+  throw new DataDirInUseError(dataDir, engine, 'does not answer');
+}
+
 export interface RunningDynamo {
   endpoint: string;
   /** The Java process, when this module started it (fault tests pause it with SIGSTOP). */
@@ -79,12 +157,16 @@ export async function startDynamoLocal(
 ): Promise<RunningDynamo> {
   if (!javaAvailable()) throw new JavaMissingError();
   const port = opts.port ?? (await freePort());
+  const endpoint = `http://127.0.0.1:${port}`;
   let path: string | null = null;
+  let claim: ReturnType<typeof claimDataDir> | undefined;
   if (opts.dataDir) {
     path = resolve(opts.dataDir);
     mkdirSync(path, { recursive: true });
+    claim = claimDataDir(path, endpoint);
   }
   const child: ChildProcess = spawn({ port, path, sharedDb: true, stdio: 'pipe' });
+  if (child.pid !== undefined) claim?.started(child.pid);
   let output = '';
   child.stdout?.on('data', (data: Buffer) => {
     output += data.toString();
@@ -92,7 +174,6 @@ export async function startDynamoLocal(
   child.stderr?.on('data', (data: Buffer) => {
     output += data.toString();
   });
-  const endpoint = `http://127.0.0.1:${port}`;
   const exited = new Promise<void>((resolveExit) => child.once('exit', () => resolveExit()));
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {
@@ -102,11 +183,14 @@ export async function startDynamoLocal(
       await exited;
       clearTimeout(timer);
     }
+    claim?.release();
   };
   const deadline = Date.now() + 60_000;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null)
+    if (child.exitCode !== null) {
+      claim?.release();
       throw new Error(`DynamoDB Local exited (code ${child.exitCode}): ${output.trim().slice(-500)}`);
+    }
     if (await dynamoAnswers(endpoint, 500))
       return { endpoint, stop, ...(child.pid !== undefined ? { pid: child.pid } : {}) };
     await new Promise((r) => setTimeout(r, 200));

@@ -1,5 +1,5 @@
 import { join, resolve } from 'node:path';
-import { dynamoAnswers } from './dynamodb-local.js';
+import { dynamoAnswers, findEngine } from './dynamodb-local.js';
 
 /**
  * The local stack's settings from the environment (README "Configuration"): PORT, SVC_DATA_DIR,
@@ -16,8 +16,14 @@ export function localDynamoSettings(env: NodeJS.ProcessEnv = process.env) {
     dynamoDataDir: join(dataDir, 'dynamodb'),
     port,
     endpoint,
-    /** Reuse a DynamoDB Local already serving this port (`npm start` running); else start one on the data directory. */
+    /**
+     * The DynamoDB Local already serving the data directory (`npm start` running, on whatever port),
+     * or one answering on this port; else start one on the data directory. Never a second engine on
+     * the same files: a live one that does not answer is a one-line error.
+     */
     async connectOptions(): Promise<{ endpoint?: string; dataDir?: string; port?: number }> {
+      const serving = await findEngine(join(dataDir, 'dynamodb'));
+      if (serving) return { endpoint: serving };
       if (await dynamoAnswers(endpoint, 1_000)) return { endpoint };
       return { dataDir: join(dataDir, 'dynamodb'), port };
     },
