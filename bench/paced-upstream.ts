@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
-import { Http1Client } from '../functions/adapters/http1.js';
-import { UpstreamBody } from '../functions/adapters/upstream-body.js';
+import { Pool } from 'undici';
+import { openStream, type UpstreamBody } from '../functions/adapters/upstream-body.js';
 
 /**
  * An OpenAI-shaped upstream in a process of its own (its CPU is not the reader's): a node:http server
@@ -44,34 +44,23 @@ server.listen(0, '127.0.0.1', () => console.log(server.address().port));
 }
 
 /**
- * Opens streams from the paced upstream on `port` as the upstream call reads them (over the HTTP/1.1
- * exchange, functions/adapters/http1.ts, one kept-alive socket), each body an UpstreamBody;
+ * Opens streams from the paced upstream on `port` as the upstream call reads them (undici's `stream`
+ * into an UpstreamBody, as functions/adapters/upstream.ts does, one kept-alive pool);
  * `onFirstPiece` runs as the body's first piece arrives (where a reader's CPU count starts).
  */
 export function pacedBodies(port: number): (onFirstPiece?: () => void) => Promise<UpstreamBody> {
-  const client = new Http1Client(
-    { protocol: 'http:', hostname: '127.0.0.1', port },
-    { connectTimeoutMs: 5_000, silenceMs: 0 },
-  );
-  const head = `POST / HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\ncontent-length: 2\r\n\r\n`;
+  const pool = new Pool(`http://127.0.0.1:${port}`, { connect: { timeout: 5_000 } });
   return async (onFirstPiece) => {
-    let body: UpstreamBody | undefined;
-    await client.open(head, '{}', 5_000, (answer) => {
-      const received = new UpstreamBody(10_000_000, answer.abort);
-      body = received;
-      if (!onFirstPiece) return received;
-      const first = onFirstPiece;
-      let seen = false;
-      return {
-        piece: (bytes) => {
-          if (!seen) first();
-          seen = true;
-          received.piece(bytes);
-        },
-        end: () => received.end(),
-        fail: (error) => received.fail(error),
-      };
-    });
-    return body as UpstreamBody;
+    const options = { path: '/', method: 'POST' as const, body: '{}', headersTimeout: 5_000, bodyTimeout: 0 };
+    const { body } = await openStream(pool, options, 10_000_000);
+    if (!onFirstPiece) return body;
+    // The first piece's arrival, seen as the body takes it.
+    const piece = body.piece.bind(body);
+    body.piece = (bytes) => {
+      body.piece = piece;
+      onFirstPiece();
+      piece(bytes);
+    };
+    return body;
   };
 }

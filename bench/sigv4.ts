@@ -1,7 +1,7 @@
 /**
  * `npx tsx bench/sigv4.ts`: CPU to sign one request-path DynamoDB call, the SDK's signer
- * (@smithy/signature-v4 with the SDK client's SHA-256 and a credential provider, as wire.ts used it
- * until 2026-11-26) against the adapter's own (functions/adapters/dynamodb/sigv4.ts), on Node 22
+ * (@smithy/signature-v4 with the SDK client's SHA-256 and a credential provider) against `aws4`
+ * (what functions/adapters/dynamodb/wire.ts signs with; the decision this bench backs), on Node 22
  * when scripts/install-lambda-runtime.sh has installed it. The request is a BatchGetItem of key and
  * account with a session token as long as Lambda's. CPU is process.cpuUsage around each signature,
  * back to back and with GAP_MS (5) idle before each (as an instance between invocations, when caches
@@ -10,7 +10,7 @@
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SignatureV4 } from '@smithy/signature-v4';
-import { DynamoSigner } from '../functions/adapters/dynamodb/sigv4.js';
+import aws4 from 'aws4';
 import { runOnNode22 } from './on-node22.js';
 
 runOnNode22();
@@ -41,7 +41,7 @@ const sdkSigner = new SignatureV4({
   credentials: client.config.credentials,
   sha256: client.config.sha256,
 });
-const ownSigner = new DynamoSigner(await client.config.region(), 'dynamodb', { host, path: '/' });
+const region = await client.config.region();
 
 const ways: Record<string, () => Promise<unknown>> = {
   "SDK's signer": () =>
@@ -58,7 +58,19 @@ const ways: Record<string, () => Promise<unknown>> = {
       { signingDate: new Date() },
     ),
   // As wire.ts calls it: the client's credential provider, then the signature.
-  'sigv4.ts': async () => ownSigner.sign(target, body, await client.config.credentials(), new Date()),
+  aws4: async () =>
+    aws4.sign(
+      {
+        service: 'dynamodb',
+        region,
+        method: 'POST',
+        host,
+        path: '/',
+        headers: { 'content-type': 'application/x-amz-json-1.0', 'x-amz-target': target },
+        body,
+      },
+      await client.config.credentials(),
+    ),
 };
 
 async function round(sign: () => Promise<unknown>, gapMs: number): Promise<number> {

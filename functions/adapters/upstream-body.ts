@@ -1,7 +1,8 @@
-import type { Http1BodySink, Http1Error } from './http1.js';
+import { Writable } from 'node:stream';
+import type { Dispatcher } from 'undici';
 
 /**
- * An upstream response body as its exchange (http1.ts) hands it over: every piece received before a
+ * An upstream response body as undici hands it over (upstream.ts): every piece received before a
  * fault is given to the reader, then the fault. (A web stream made with `Readable.toWeb` discards what
  * it has queued when the socket errors: an upstream that burst 2,000 events and reset the connection
  * lost up to three quarters of them, and the bill counted only what survived.)
@@ -10,7 +11,7 @@ import type { Http1BodySink, Http1Error } from './http1.js';
  * what has arrived waits here, bounded by `maxBytes` (past it the body is a fault, and the connection
  * is dropped). One reader at a time.
  */
-export class UpstreamBody implements Http1BodySink {
+export class UpstreamBody {
   private readonly queue: Buffer[] = [];
   private received = 0;
   private ended = false;
@@ -107,7 +108,7 @@ export class UpstreamBody implements Http1BodySink {
   }
 
   /** The connection failed (or the body was too large): the reader gets it after the pieces before it. */
-  fail(error: Http1Error | BodyTooLargeError): void {
+  fail(error: Error): void {
     if (this.ended) return;
     this.fault ??= error;
     this.stopTimer();
@@ -130,4 +131,59 @@ export class BodyTooLargeError extends Error {
     super(`upstream body larger than ${maxBytes} bytes`);
     this.name = 'BodyTooLargeError';
   }
+}
+
+/** An answer's status and headers (lower-case names, a repeated one as an array), its body arriving. */
+export interface StreamedAnswer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: UpstreamBody;
+}
+
+/** Why a reader dropped a body it no longer wanted (never reported: the reader knows). */
+const ABANDONED = new Error('the body was abandoned by its reader');
+
+/**
+ * Sends a request through undici's `stream` and resolves at the answer's head, its body written as it
+ * arrives into an UpstreamBody of at most `maxBytes` (a Writable per call, written synchronously):
+ * every piece received before a fault is there before the fault, which `request`'s body stream would
+ * discard as it is destroyed. A failure before the head rejects; after it, it is the body's fault.
+ * Cancelling the body aborts the request. `onComplete` runs once the whole body has arrived.
+ */
+export function openStream(
+  dispatcher: Dispatcher,
+  options: Dispatcher.RequestOptions,
+  maxBytes: number,
+  onComplete?: (answer: StreamedAnswer) => void,
+): Promise<StreamedAnswer> {
+  return new Promise((resolve, reject) => {
+    let answer: StreamedAnswer | undefined;
+    dispatcher
+      .stream(options, ({ statusCode, headers }) => {
+        const sink = new Writable({
+          write(piece: Buffer, _encoding, done) {
+            answer?.body.piece(piece);
+            done();
+          },
+          final(done) {
+            if (answer) {
+              onComplete?.(answer);
+              answer.body.end();
+            }
+            done();
+          },
+        });
+        answer = {
+          status: statusCode,
+          headers,
+          body: new UpstreamBody(maxBytes, () => sink.destroy(ABANDONED)),
+        };
+        resolve(answer);
+        return sink;
+      })
+      .catch((error: Error) => {
+        if (answer) answer.body.fail(error);
+        else reject(error);
+      });
+  });
 }

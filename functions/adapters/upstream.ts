@@ -1,16 +1,13 @@
 import { BadRequestError, UpstreamError } from '../core/errors.js';
 import type { UpstreamTarget } from '../core/tiers.js';
-import { Http1Client, Http1Error, type Http1StreamHead } from './http1.js';
-import { UpstreamBody } from './upstream-body.js';
+import { Origin } from './origin.js';
+import { openStream, type StreamedAnswer, type UpstreamBody } from './upstream-body.js';
 import { UpstreamEvents } from './upstream-events.js';
 
 /**
- * Calls OpenAI-compatible upstreams over the request path's own HTTP/1.1 exchange (http1.ts), one
- * client of kept-alive sockets per upstream origin at module scope, so connections live across warm
- * invocations. (A JSON call: 327 against 484 us of CPU through node:http, 5 ms apart on Node 22,
- * `npx tsx bench/upstream-call.ts`; node:http had measured 0.64 ms per streamed call against 1.06 ms
- * for the global fetch.) The body is handed on as it arrives, in an UpstreamBody, so that nothing
- * received before a fault is lost. An upstream's response is untrusted input (OWASP API10):
+ * Calls OpenAI-compatible upstreams over undici (origin.ts), one pool of kept-alive sockets per
+ * upstream origin at module scope, so connections live across warm invocations. The body is handed
+ * on as it arrives, in an UpstreamBody, so that nothing received before a fault is lost. An upstream's response is untrusted input (OWASP API10):
  * redirects are never followed, bodies are bounded by the caller, and upstream error text never
  * reaches the client except a 400's message, which is about the caller's own input.
  *
@@ -47,8 +44,8 @@ export interface FallbackCall {
 
 /**
  * What an upstream answered: its status, headers and body as a web stream, as a fetch `Response` has
- * them. Not a `Response` itself: constructing one (or `Headers`) loads undici, 8-11 ms of a cold
- * start that nothing else here needs.
+ * them. Not a `Response` itself: constructing one (or `Headers`) loads Node's own copy of undici
+ * (its fetch), 8-11 ms of a cold start that nothing else here needs.
  */
 interface UpstreamResponse {
   readonly status: number;
@@ -118,15 +115,14 @@ const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * Each upstream's chat completions address, parsed once (a URL parsed for every call was about 20 us
- * of a JSON request's CPU in a V8 profile of the completions function), with the client that keeps
- * its origin's sockets. Kept for every base URL the calls name, which are the tier configuration's
- * (read once at cold start), so one entry per configured target; a target left out of the map would
- * get a new client, and new sockets left open, on every call.
+ * of a JSON request's CPU in a V8 profile of the completions function), with the connections to its
+ * origin. Kept for every base URL the calls name, which are the tier configuration's (read once at
+ * cold start), so one entry per configured target; a target left out of the map would get a new
+ * pool, and new sockets left open, on every call.
  */
 interface RequestTarget {
-  client: Http1Client;
-  /** The request line and the headers every call to it sends, up to the ones that vary. */
-  headStart: string;
+  origin: Origin;
+  path: string;
 }
 const REQUEST_TARGETS = new Map<string, RequestTarget>();
 function requestTarget(baseUrl: string): RequestTarget {
@@ -135,17 +131,10 @@ function requestTarget(baseUrl: string): RequestTarget {
     const url = new URL(`${baseUrl}/chat/completions`);
     if (url.protocol !== 'http:' && url.protocol !== 'https:')
       throw new AttemptFailure(`unsupported upstream protocol ${url.protocol}`, false);
-    const client = new Http1Client(
-      {
-        protocol: url.protocol,
-        hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'),
-        port: url.port === '' ? undefined : Number(url.port),
-      },
-      // No socket silence limit: the first byte's wait is the attempt's limit, and a body's pauses
-      // are the relay's to judge (a reasoning model may think for a minute between events).
-      { connectTimeoutMs: CONNECT_TIMEOUT_MS, silenceMs: 0 },
-    );
-    target = { client, headStart: `POST ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n` };
+    target = {
+      origin: new Origin(url.origin, { connectTimeoutMs: CONNECT_TIMEOUT_MS }),
+      path: `${url.pathname}${url.search}`,
+    };
     REQUEST_TARGETS.set(baseUrl, target);
   }
   return target;
@@ -153,13 +142,18 @@ function requestTarget(baseUrl: string): RequestTarget {
 
 /**
  * A credential as a header carries it: visible ASCII and spaces only. A secret with a line break
- * (pasted with its newline, say) would otherwise split the request's head.
+ * (pasted with its newline, say) would otherwise split the request's head (undici refuses it too).
  */
 const HEADER_VALUE = /^[\x20-\x7e]*$/;
 
+/** undici's names for a wait that ran out (connect, head). */
+const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT']);
+
 /**
- * POSTs a JSON body; resolves when the response status and headers arrive, within `timeoutMs`.
- * A failure after that (a dropped connection) surfaces as an error of the response body.
+ * POSTs a JSON body; resolves when the response status and headers arrive, within `timeoutMs`
+ * (connecting included), the body arriving into an UpstreamBody (openStream). A body has no silence
+ * limit here (`bodyTimeout: 0`): a reasoning model may think for a minute between
+ * events, and the relay judges its pauses.
  */
 async function post(
   baseUrl: string,
@@ -171,32 +165,52 @@ async function post(
 ): Promise<{ response: UpstreamResponse; abort: () => void }> {
   if (apiKey !== undefined && !HEADER_VALUE.test(apiKey))
     throw new AttemptFailure('the upstream credential has characters a header cannot carry', false);
-  const { client, headStart } = requestTarget(baseUrl);
-  const head =
-    `${headStart}content-type: application/json\r\naccept: ${stream ? 'text/event-stream' : 'application/json'}\r\n` +
-    `${apiKey ? `authorization: Bearer ${apiKey}\r\n` : ''}content-length: ${Buffer.byteLength(body)}\r\n\r\n`;
-  let received: UpstreamBody | undefined;
-  let opened: Http1StreamHead;
+  const { origin, path } = requestTarget(baseUrl);
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: stream ? 'text/event-stream' : 'application/json',
+  };
+  if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+  const limit = new AbortController();
+  const timer = setTimeout(() => limit.abort(new AttemptFailure('timeout', true)), Math.max(0, timeoutMs));
+  let answer: StreamedAnswer;
   try {
-    opened = await client.open(head, body, timeoutMs, (answer) => {
-      received = new UpstreamBody(maxBytes, answer.abort);
-      return received;
-    });
+    answer = await openStream(
+      origin.pool(),
+      {
+        path,
+        method: 'POST',
+        headers,
+        body,
+        signal: limit.signal,
+        headersTimeout: Math.max(1, timeoutMs),
+        bodyTimeout: 0,
+      },
+      maxBytes,
+      ({ headers: answered }) => origin.answered(answered['keep-alive']),
+    );
   } catch (error) {
-    if (error instanceof Http1Error && (error.kind === 'time-limit' || error.kind === 'connect-timeout'))
-      throw new AttemptFailure('timeout', true);
+    if (TIMEOUT_CODES.has((error as { code?: string }).code ?? '')) throw new AttemptFailure('timeout', true);
     throw error;
+  } finally {
+    clearTimeout(timer);
   }
-  const { status, headers } = opened;
+  const { status, headers: answered, body: received } = answer;
   return {
     response: {
       status,
       ok: status >= 200 && status < 300,
-      headers: { get: (name) => headers.get(name.toLowerCase()) ?? null },
-      body: NULL_BODY.has(status) ? null : (received as UpstreamBody),
+      headers: { get: (name) => headerValue(answered[name.toLowerCase()]) },
+      body: NULL_BODY.has(status) ? null : received,
     },
-    abort: opened.abort,
+    abort: () => received.cancel(),
   };
+}
+
+/** A header's value as fetch's `Headers` gives it: a repeated one's values joined with ", ". */
+function headerValue(value: string | string[] | undefined): string | null {
+  if (value === undefined) return null;
+  return Array.isArray(value) ? value.join(', ') : value;
 }
 
 async function attemptOnce(
@@ -220,9 +234,9 @@ async function attemptOnce(
   } catch (error) {
     if (error instanceof AttemptFailure) throw error;
     // What failed, for the operator's log line: a refused certificate, a reset, an answer that is not
-    // HTTP/1.1 as Node reads it (http1.ts's own words, bounded; an upstream's text only as far as the
-    // header line that broke framing, 40 characters at most).
-    const why = error instanceof Http1Error ? `${error.kind}: ${error.message}` : String(error);
+    // HTTP/1.1 as undici reads it (undici's code and words, bounded).
+    const code = (error as { code?: unknown })?.code;
+    const why = `${typeof code === 'string' ? `${code}: ` : ''}${(error as Error)?.message ?? String(error)}`;
     throw new AttemptFailure(`connection failed (${why.slice(0, 200)})`, true);
   }
   const { response } = opened;

@@ -12,20 +12,21 @@
  * across events, so the repeated envelope costs a few bytes per chunk. A string body (a JSON reply)
  * is compressed in one go when it is large enough to gain.
  *
- * A stream's writes are compressed on the function's own thread as they arrive, through the zlib
- * binding's synchronous write (`Deflater`, below), not by node:zlib's stream, which hands every write
- * to libuv's thread pool and back: for a streamed event of a few hundred bytes that hand-off was about
- * half of the compression's cost (64-118 against 34-70 us of CPU above an uncompressed write, medians
- * of three runs of `npx tsx bench/gzip-paced.ts`: paced writes of a 253-byte chunk on Node 22, the
- * same bytes out), and it queued the events behind whatever else holds the pool's four threads (DNS
- * lookups, file reads, crypto).
+ * A stream's writes are compressed on the function's own thread as they arrive, through minizlib's
+ * synchronous Gzip (npm's own zlib wrapper, the one under `tar` and npm itself), not by node:zlib's
+ * stream, which hands every write to libuv's thread pool and back: for a streamed event of a few
+ * hundred bytes that hand-off was about half of the compression's cost (`npx tsx bench/gzip-paced.ts`),
+ * and it queued the events behind whatever else holds the pool's four threads (DNS lookups, file
+ * reads, crypto). Only minizlib's public API is used here; minizlib itself drives node:zlib's
+ * internals, and keeps up with Node's releases as npm has to.
  *
  * Not `@middy/http-content-encoding`: its 7.x needs Node.js 22 (it imports zstd from node:zlib) and
  * its 5.x leaves a streamed body uncompressed under a `Content-Encoding` header; neither flushes.
  */
 import { PassThrough, Readable, Transform, type TransformCallback } from 'node:stream';
-import { constants, createGzip, type Gzip } from 'node:zlib';
+import { constants } from 'node:zlib';
 import type { MiddlewareObj } from '@middy/core';
+import { Gzip } from 'minizlib';
 import Negotiator from 'negotiator';
 import type { FunctionUrlEvent, FunctionUrlResult } from './http.js';
 import { logger } from './observability.js';
@@ -75,10 +76,10 @@ export function acceptsGzip(acceptEncoding: string | undefined): boolean {
 let compressorUsable: boolean | undefined;
 
 /**
- * Whether this Node's zlib binding is as `Deflater` knows it, tried once, when a client first takes
- * gzip (the compressor made then is kept for its reply). Lambda updates a runtime's Node on its own;
- * should an update change node:zlib's internals, replies go out uncompressed (logged once, as an
- * error) instead of every gzip client's request failing.
+ * Whether a compressor can be made here, tried once, when a client first takes gzip (the compressor
+ * made then is kept for its reply). Lambda updates a runtime's Node on its own; should an update
+ * break minizlib (which drives node:zlib's internals), replies go out uncompressed (logged once, as
+ * an error) instead of every gzip client's request failing.
  */
 function canCompress(): boolean {
   if (compressorUsable === undefined) {
@@ -87,7 +88,7 @@ function canCompress(): boolean {
       compressorUsable = true;
     } catch (error) {
       compressorUsable = false;
-      logger.error('gzip is off: node:zlib is not as the compressor knows it', error as Error);
+      logger.error('gzip is off: no compressor can be made', error as Error);
     }
   }
   return compressorUsable;
@@ -103,93 +104,39 @@ export function gzipStream(source: Readable): Readable {
   return source.pipe(gzip);
 }
 
-/** The parts of node:zlib's binding a `Deflater` drives (the same on Node 20 and 22). */
-interface ZlibBinding {
-  /**
-   * Compresses `input[inOffset, inOffset + inLength)` into `out[outOffset, outOffset + outLength)`
-   * with `flush`, on this thread; leaves the output space and input left unused in the stream's
-   * write state. A failure is reported through `onerror`, before it returns.
-   */
-  writeSync(
-    flush: number,
-    input: Buffer,
-    inOffset: number,
-    inLength: number,
-    out: Buffer,
-    outOffset: number,
-    outLength: number,
-  ): void;
-  /** deflateReset: a new gzip member from a clean state, the sizes kept. */
-  reset(): void;
-  onerror: (message: string, errno: number, code?: string) => void;
-}
-
-/**
- * One gzip compressor driven through the binding under node:zlib's stream, synchronously: the
- * stream only sets the binding up (and frees it on `close`); nothing is written through it. Why not
- * minizlib (which did this until 2026-11-26 through the stream's internal `_processChunk`): around
- * each write it swaps the binding's `close` and the global `Buffer.concat` for no-ops and back, and
- * removes and re-adds its error listener. Paced writes of an SSE chunk 5 ms apart, both ways in turn
- * in one process, the same bytes out (`npx tsx bench/gzip-binding.ts`, Node 22, three runs'
- * medians): 89, 66 and, with the process held to 160 MB's CPU share, 60 us of CPU per write through
- * minizlib against 67, 44 and 47 this way. `_handle` and `_writeState` are node:zlib's internals, as
- * minizlib's were, unchanged from Node 10 to 22; the compression tests run on Node 20 and the
- * end-to-end suite on Node 22, and a Node without them fails here at once, by name.
- */
+/** One gzip compressor, synchronous: minizlib's Gzip, its output taken as each write returns. */
 class Deflater {
   /** A failure zlib reported: the compressor is not used again. */
   failed: Error | undefined;
-  readonly #stream: Gzip;
-  readonly #binding: ZlibBinding;
-  /** The binding's write state: [output space left, input left] after each write. */
-  readonly #state: Uint32Array;
-  readonly #out = Buffer.allocUnsafe(16 * 1024);
+  readonly #gzip: Gzip;
+  readonly #out: Buffer[] = [];
 
   constructor() {
-    // The stream's own output buffer is never used: the smallest zlib allows, not 16 KiB.
-    this.#stream = createGzip({ ...GZIP_OPTIONS, chunkSize: constants.Z_MIN_CHUNK });
-    const internals = this.#stream as unknown as { _handle: ZlibBinding; _writeState: Uint32Array };
-    this.#binding = internals._handle;
-    this.#state = internals._writeState;
-    if (typeof this.#binding?.writeSync !== 'function' || !(this.#state instanceof Uint32Array)) {
-      this.#stream.close();
-      throw new Error(`node:zlib's binding is not as SyncGzip knows it (Node ${process.version})`);
-    }
-    // The binding reports a failure during writeSync; node:zlib's own handler would destroy the
-    // stream and emit an 'error' event a tick later, an uncaught exception without a listener.
-    this.#binding.onerror = (message) => {
-      this.failed ??= new Error(`zlib: ${message}`);
-    };
+    this.#gzip = new Gzip({ ...GZIP_OPTIONS, flush: constants.Z_SYNC_FLUSH });
+    this.#gzip.on('data', (piece: Buffer) => this.#out.push(piece));
+    this.#gzip.on('error', (error: unknown) => {
+      this.failed ??= error instanceof Error ? error : new Error(String(error));
+    });
   }
 
-  /** `input` compressed with `flush`: all of it consumed, all the output taken; throws on a failure. */
-  write(input: Buffer, flush: number): Buffer {
+  /** `input` compressed and sync-flushed, or (`finish`) the gzip member's end; throws on a failure. */
+  write(input: Buffer, finish = false): Buffer {
     if (this.failed) throw this.failed;
-    const out = this.#out;
-    const pieces: Buffer[] = [];
-    let offset = 0;
-    for (;;) {
-      this.#binding.writeSync(flush, input, offset, input.length - offset, out, 0, out.length);
-      if (this.failed) throw this.failed;
-      const outLeft = this.#state[0] ?? 0;
-      const inLeft = this.#state[1] ?? 0;
-      // A copy: the output space is reused by the next write.
-      if (outLeft < out.length) pieces.push(Buffer.from(out.subarray(0, out.length - outLeft)));
-      offset = input.length - inLeft;
-      // Output space left over: zlib has written all it had.
-      if (outLeft > 0) break;
-    }
-    return pieces.length === 1 ? (pieces[0] as Buffer) : Buffer.concat(pieces);
+    if (finish) this.#gzip.flush(constants.Z_FINISH);
+    else this.#gzip.write(input);
+    if (this.failed) throw this.failed;
+    const out = this.#out.splice(0);
+    return out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out);
   }
 
   /** Ready for a new gzip member; false if it cannot be (then it is freed instead). */
   reset(): boolean {
-    if (!this.failed) this.#binding.reset();
+    if (!this.failed) this.#gzip.reset();
     return !this.failed;
   }
 
   free(): void {
-    this.#stream.close();
+    this.#gzip.close();
   }
 }
 
@@ -219,12 +166,12 @@ export class SyncGzip {
 
   /** Compressed and flushed; throws if compression failed. */
   write(data: string | Buffer): Buffer {
-    return this.#open().write(typeof data === 'string' ? Buffer.from(data) : data, constants.Z_SYNC_FLUSH);
+    return this.#open().write(typeof data === 'string' ? Buffer.from(data) : data);
   }
 
   end(): Buffer {
     // The member's end without freeing the compressor: it can be reset and kept.
-    const trailer = this.#open().write(EMPTY, constants.Z_FINISH);
+    const trailer = this.#open().write(EMPTY, true);
     this.close();
     return trailer;
   }

@@ -342,3 +342,36 @@ describe('an upstream that breaks its own HTTP framing', () => {
     await hostile.lastClosed();
   });
 });
+
+describe('an upstream that bursts its whole stream and then resets the connection', () => {
+  const envelope = { id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'liar' };
+  const event = (content: string) =>
+    `data: ${JSON.stringify({ ...envelope, choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
+
+  it('2,000 events in one write, then RST: every event is relayed and billed', async () => {
+    const pieces = Array.from({ length: 2_000 }, (_, i) => ` e${i}`);
+    behave = (_body, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      // Every event as its own chunk, all of them (and the head) leaving in one write, before the
+      // gateway can have read any of it; then a reset (RST), not a close.
+      res.socket?.cork();
+      for (const piece of pieces) res.write(event(piece));
+      res.socket?.uncork();
+      res.write('', () => res.socket?.resetAndDestroy());
+    };
+    const { accountId, key } = await newAccount(target);
+    const response = await call(key, 'svc-fast', true);
+    expect(response.status).toBe(200);
+    const { data } = await readSse(response);
+    expect(data.at(-1)).toBe('[DONE]');
+    const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
+    const text = chunks.map((c) => c.choices?.[0]?.delta?.content ?? '').join('');
+    expect(text).toBe(pieces.join(''));
+    const last = chunks.at(-1);
+    expect(last.choices[0].finish_reason).toBe('error');
+    const { charge } = await oneCharge(accountId);
+    expect(charge.estimated).toBe(true);
+    expect(-charge.deltaNano).toBe(usdToNano(String(last.usage.cost)));
+    expect(last.usage.completion_tokens).toBeGreaterThanOrEqual(2_000);
+  });
+});

@@ -1,10 +1,8 @@
-import { subscribe } from 'node:diagnostics_channel';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HTTP1_START, type Http1Exchange } from '../../functions/adapters/http1.js';
 import { inProcessLauncher } from '../../lib/local/emulator.js';
-import { hostOf, watchDynamoCalls } from '../support/dynamo-calls.js';
+import { watchDynamoCalls, watchOutbound } from '../support/dynamo-calls.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
@@ -37,10 +35,10 @@ beforeAll(async () => {
   ({ key: nearEmptyKey } = await newAccount(target, '0.05'));
   // Record the order of DynamoDB calls (as they go out on the wire) and upstream calls made by the function.
   watchDynamoCalls((call) => events.push(call));
-  // Upstream calls, seen on the function's HTTP/1.1 exchange's channel (a request to the simulator).
+  // Upstream calls, seen on undici's channels (a request to the simulator).
   const simulator = new URL(target.local?.simulatorUrl ?? 'http://invalid');
-  subscribe(HTTP1_START, (message) => {
-    if (hostOf(message as Http1Exchange) === simulator.host) events.push('upstream');
+  watchOutbound((call) => {
+    if (call.host === simulator.host) events.push('upstream');
   });
 });
 afterAll(async () => {

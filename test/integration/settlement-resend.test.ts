@@ -7,7 +7,7 @@ import { localTableNames } from '../../lib/local/stack.js';
 
 /**
  * The direct DynamoDB calls send a request again, at once, when a kept-alive socket fails before a
- * byte of answer (http1.ts). The money case: the settlement reached DynamoDB and was committed, and
+ * byte of answer (wire.ts). The money case: the settlement reached DynamoDB and was committed, and
  * the socket died before its answer came back. A proxy in front of DynamoDB Local forwards the
  * settlement, swallows its answer and closes the socket: the resent settlement must find its ledger
  * entry and charge nothing more.
@@ -93,6 +93,8 @@ describe('a settlement whose answer is lost on a kept-alive socket', () => {
     // A first call leaves a kept-alive socket behind (an unknown key's read).
     expect(await proxied.loadPrincipal('0'.repeat(64))).toBeUndefined();
     expect(proxy.connections).toBe(1);
+    // undici takes a socket again a loop turn after its answer (a settlement follows a generation).
+    await new Promise((ready) => setImmediate(ready));
 
     proxy.loseNextSettlementAnswer = true;
     const outcome = await proxied.settleCharge({

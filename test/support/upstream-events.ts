@@ -1,5 +1,4 @@
 import { PassThrough } from 'node:stream';
-import { Http1Error } from '../../functions/adapters/http1.js';
 import { UpstreamBody } from '../../functions/adapters/upstream-body.js';
 import { UpstreamEvents } from '../../functions/adapters/upstream-events.js';
 
@@ -15,19 +14,17 @@ export interface FeedOptions {
 }
 
 /**
- * The real UpstreamBody fed from a stream standing in for the connection, as the HTTP/1.1 exchange
- * (functions/adapters/http1.ts) feeds it: each piece written, the stream's end as the body's, its
+ * The real UpstreamBody fed from a stream standing in for the connection, as undici feeds it
+ * (functions/adapters/upstream-body.ts, openStream): each piece written, the stream's end as the body's, its
  * error or an early close as a network failure; dropping the body destroys the stream.
  */
 export function upstreamBodyOver(incoming: PassThrough, maxBytes: number): UpstreamBody {
   const body = new UpstreamBody(maxBytes, () => incoming.destroy());
   incoming.on('data', (piece: Buffer) => body.piece(piece));
   incoming.on('end', () => body.end());
-  incoming.on('error', (error) => body.fail(new Http1Error('network', error.message, { cause: error })));
+  incoming.on('error', (error) => body.fail(error));
   // Closed without an end or an error (destroyed): after an end, the body ignores it.
-  incoming.on('close', () =>
-    body.fail(new Http1Error('network', 'connection closed before the answer ended')),
-  );
+  incoming.on('close', () => body.fail(new Error('connection closed before the answer ended')));
   return body;
 }
 

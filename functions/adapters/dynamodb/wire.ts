@@ -3,23 +3,23 @@
  * upstream call (BatchGetItem of key and account; GetItem of each while the key's account is not yet
  * known), a held request's hold and its release (TransactWriteItems, holds.ts) and the settlement
  * after it (TransactWriteItems of ledger entry and deduction). Same credentials, region, endpoint and
- * clock offset as the function's SDK client, signed as the SDK signs (sigv4.ts), without the client's
- * middleware stack, over a kept-alive HTTP/1.1 exchange of its own (http1.ts):
- * `npx tsx bench/dynamodb-read.ts` measures the read three ways (on Node 22, 20 ms between calls:
- * 2,006 us of CPU through the SDK client, 1,005 signed with the SDK's signer and sent with node:http,
- * 786 with http1.ts, before sigv4.ts). At small memory sizes Lambda gives a function a small CPU
- * share: the CPU before the upstream call is added to the time to first token. Everything else (admin,
- * the sweeper's scan, a failed settlement's record on its hold) stays on the SDK client.
+ * clock offset as the function's SDK client, signed with `aws4` (SigV4), sent over undici's kept-alive
+ * connections (origin.ts), without the client's middleware stack: at small memory sizes Lambda gives
+ * a function a small CPU share, and the CPU before the upstream call is added to the time to first
+ * token (`npx tsx bench/dynamodb-read.ts` measures the read this way and through the SDK client).
+ * Everything else (admin, the sweeper's scan, a failed settlement's record on its hold) stays on the
+ * SDK client.
  *
- * Same bounds as the client (client.ts): `connectTimeoutMs` to connect, `requestTimeoutMs` of socket
- * silence, at most `maxAttempts` attempts, and a caller's deadline over all of them; like the SDK's
- * standard retry mode it retries network failures, 5xx and throttling with full-jitter backoff, and
- * nothing else, and like the SDK it corrects its clock from an answer that says the signature's time
- * is off.
+ * Same bounds as the client (client.ts): `connectTimeoutMs` to connect, `requestTimeoutMs` for the
+ * answer's head and of silence in its body, at most `maxAttempts` attempts, and a caller's deadline
+ * over all of them (an attempt's wait for its head included); like the SDK's standard retry mode it
+ * retries network failures, 5xx and throttling with full-jitter backoff, and nothing else, and like
+ * the SDK it corrects its clock from an answer that says the signature's time is off (aws4 signs
+ * with the time it is given, and knows no offset).
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { type Http1Answer, Http1Client, Http1Error, type Http1Origin } from '../http1.js';
-import { DynamoSigner } from './sigv4.js';
+import aws4 from 'aws4';
+import { Origin } from '../origin.js';
 import type { DynamoTimeouts } from './timeouts.js';
 
 const API_VERSION = 'DynamoDB_20120810';
@@ -57,12 +57,16 @@ export class DynamoWireError extends Error {
     message: string,
     readonly statusCode: number | undefined,
     readonly retryable: boolean,
-    options?: ErrorOptions & { cancellationReasons?: CancellationReason[] },
+    options?: ErrorOptions & { cancellationReasons?: CancellationReason[]; socketFailedUnanswered?: boolean },
   ) {
     super(message, options);
     this.name = name;
     this.cancellationReasons = options?.cancellationReasons;
+    this.socketFailedUnanswered = options?.socketFailedUnanswered ?? false;
   }
+
+  /** The connection failed before the answer's head arrived. */
+  readonly socketFailedUnanswered: boolean;
 
   /** For a TransactionCanceledException: DynamoDB's reason for each item. */
   readonly cancellationReasons: CancellationReason[] | undefined;
@@ -73,13 +77,19 @@ export interface CallOptions {
   deadline?: number;
 }
 
-interface Endpoint extends Http1Origin {
+interface Endpoint {
+  /** The `host` header (with the port when there is one). */
+  host: string;
   path: string;
+  region: string;
   /** The kept-alive connections to it. */
-  http: Http1Client;
-  /** Signs for its host and path, in the client's region. */
-  signer: DynamoSigner;
+  origin: Origin;
 }
+
+/** The largest answer read (DynamoDB's largest, a 16 MB BatchGetItem): past it, a failed attempt. */
+const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+/** undici's codes for a socket that failed under an exchange. */
+const SOCKET_FAILURES = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
 
 type Operation = 'GetItem' | 'BatchGetItem' | 'TransactWriteItems';
 
@@ -99,7 +109,7 @@ export class DynamoWire {
       try {
         const left = deadline - Date.now();
         if (left <= 0) throw new DynamoWireError('TimeoutError', 'deadline passed', undefined, false);
-        return parseAnswer<Output>(await this.send(operation, body, left));
+        return parseAnswer<Output>(await this.sendOnce(operation, body, deadline));
       } catch (error) {
         const retryable = error instanceof DynamoWireError && error.retryable;
         if (!retryable || attempt >= this.timeouts.maxAttempts) throw error;
@@ -112,13 +122,16 @@ export class DynamoWire {
 
   private resolveEndpoint(): Promise<Endpoint> {
     this.endpoint ??= (async () => {
-      const origin = await this.origin();
-      const { connectTimeoutMs, requestTimeoutMs } = this.timeouts;
-      const host = origin.port ? `${origin.hostname}:${origin.port}` : origin.hostname;
+      const { protocol, hostname, port, path } = await this.origin();
+      const host = port ? `${hostname.includes(':') ? `[${hostname}]` : hostname}:${port}` : hostname;
       return {
-        ...origin,
-        http: new Http1Client(origin, { connectTimeoutMs, silenceMs: requestTimeoutMs }),
-        signer: new DynamoSigner(await this.client.config.region(), 'dynamodb', { host, path: origin.path }),
+        host,
+        path,
+        region: await this.client.config.region(),
+        origin: new Origin(`${protocol}//${host}`, {
+          connectTimeoutMs: this.timeouts.connectTimeoutMs,
+          maxResponseBytes: MAX_ANSWER_BYTES,
+        }),
       };
     })();
     // A failed resolution is not kept: the next call resolves again.
@@ -129,7 +142,12 @@ export class DynamoWire {
   }
 
   /** Where the SDK client would send its calls: a configured endpoint, else the region's. */
-  private async origin(): Promise<Http1Origin & { path: string }> {
+  private async origin(): Promise<{
+    protocol: string;
+    hostname: string;
+    port: number | undefined;
+    path: string;
+  }> {
     const config = this.client.config;
     if (config.isCustomEndpoint && config.endpoint) {
       const custom = await config.endpoint();
@@ -153,29 +171,81 @@ export class DynamoWire {
     };
   }
 
-  private async send(operation: Operation, body: string, timeLeftMs: number): Promise<string> {
+  /**
+   * One attempt, sent again at once (once) when its socket fails before the answer's head: a kept-alive
+   * socket the server closed while it sat idle (an instance thawed after minutes, say) without this
+   * process having read the close yet. The request may have reached DynamoDB; the calls sent here are
+   * safe to repeat: reads, and a settlement whose ClientRequestToken answers a repeat of a committed
+   * transaction as its success without applying it again, and whose ledger entry must not exist yet
+   * (test/integration/settlement-resend.test.ts).
+   */
+  private async sendOnce(operation: Operation, body: string, deadline: number): Promise<string> {
+    try {
+      return await this.send(operation, body, deadline);
+    } catch (error) {
+      if (!(error instanceof DynamoWireError && error.socketFailedUnanswered)) throw error;
+      return this.send(operation, body, deadline);
+    }
+  }
+
+  private async send(operation: Operation, body: string, deadline: number): Promise<string> {
     const endpoint = await this.resolveEndpoint();
     // The SDK client's provider (it keeps the credentials until they are about to expire), and its
     // clock offset: the client corrects it from DynamoDB's answers, and so does correctClock below.
     const credentials = await this.client.config.credentials();
-    const headers = endpoint.signer.sign(
-      `${API_VERSION}.${operation}`,
-      body,
+    const signed = aws4.sign(
+      {
+        service: 'dynamodb',
+        region: endpoint.region,
+        method: 'POST',
+        host: endpoint.host,
+        path: endpoint.path,
+        headers: {
+          'content-type': 'application/x-amz-json-1.0',
+          'x-amz-target': `${API_VERSION}.${operation}`,
+          'x-amz-date': amzDate(Date.now() + (this.client.config.systemClockOffset ?? 0)),
+        },
+        body,
+      },
       credentials,
-      new Date(Date.now() + (this.client.config.systemClockOffset ?? 0)),
     );
-    let head = `POST ${endpoint.path} HTTP/1.1\r\n`;
-    for (const [name, value] of Object.entries(headers)) head += `${name}: ${value}\r\n`;
-    head += `content-length: ${Buffer.byteLength(body)}\r\n\r\n`;
-    let answer: Http1Answer;
+    const { requestTimeoutMs } = this.timeouts;
+    const left = deadline - Date.now();
+    // The head's wait: requestTimeoutMs, or what is left of the deadline (then the wait is not
+    // retried: no time is left for it). A timer of this call's own: undici's headersTimeout and
+    // bodyTimeout tick at a resolution of about a second, too coarse for a one-second bound.
+    const byDeadline = left < requestTimeoutMs;
+    const waitMs = Math.max(0, Math.min(requestTimeoutMs, left));
+    const limit = new AbortController();
+    const timer = setTimeout(() => limit.abort(new HeadTimeout(byDeadline)), waitMs);
+    let status: number;
+    let date: string | undefined;
+    let text: string;
     try {
-      answer = await endpoint.http.post(head, body, timeLeftMs);
+      const answer = await endpoint.origin.pool().request({
+        path: endpoint.path,
+        method: 'POST',
+        headers: signed.headers as Record<string, string>,
+        body,
+        signal: limit.signal,
+        headersTimeout: waitMs + 1_000,
+        bodyTimeout: requestTimeoutMs,
+      });
+      clearTimeout(timer);
+      status = answer.statusCode;
+      date = headerText(answer.headers.date);
+      endpoint.origin.answered(answer.headers['keep-alive']);
+      text = await answer.body.text().catch((error: unknown) => {
+        throw wireErrorOf(error as Error, false);
+      });
     } catch (error) {
-      throw wireErrorOf(error as Error);
+      clearTimeout(timer);
+      if (error instanceof DynamoWireError) throw error;
+      throw wireErrorOf(error as Error, true);
     }
-    if (answer.status === 200) return answer.body;
-    const error = answerError(answer.status, answer.body);
-    throw this.correctClock(error, answer.date) ? retryableCopy(error) : error;
+    if (status === 200) return text;
+    const error = answerError(status, text);
+    throw this.correctClock(error, date) ? retryableCopy(error) : error;
   }
 
   /**
@@ -210,20 +280,43 @@ function parseAnswer<Output>(text: string): Output {
   }
 }
 
-/** A failed exchange as the SDK names it: timeouts and network failures are retried, the caller's deadline is not. */
-function wireErrorOf(error: Error): DynamoWireError {
-  if (!(error instanceof Http1Error))
-    return new DynamoWireError('NetworkingError', error.message, undefined, true, { cause: error });
-  switch (error.kind) {
-    case 'connect-timeout':
-      return new DynamoWireError('TimeoutError', 'connection timed out', undefined, true, { cause: error });
-    case 'silence':
-      return new DynamoWireError('TimeoutError', 'no answer in time', undefined, true, { cause: error });
-    case 'time-limit':
-      return new DynamoWireError('TimeoutError', 'deadline passed', undefined, false, { cause: error });
-    default:
-      return new DynamoWireError('NetworkingError', error.message, undefined, true, { cause: error });
+/** An attempt's answer had no head in time; `byDeadline`: the time was the caller's deadline's. */
+class HeadTimeout extends Error {
+  constructor(readonly byDeadline: boolean) {
+    super(byDeadline ? 'deadline passed' : 'no answer in time');
   }
+}
+
+/**
+ * A failed exchange as the SDK names it: timeouts and network failures are retried, the caller's
+ * deadline is not; `beforeHead`: no answer had begun.
+ */
+function wireErrorOf(error: Error, beforeHead: boolean): DynamoWireError {
+  if (error instanceof HeadTimeout)
+    return new DynamoWireError('TimeoutError', error.message, undefined, !error.byDeadline, { cause: error });
+  const code = (error as { code?: unknown }).code;
+  switch (code) {
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      return new DynamoWireError('TimeoutError', 'connection timed out', undefined, true, { cause: error });
+    case 'UND_ERR_HEADERS_TIMEOUT':
+    case 'UND_ERR_BODY_TIMEOUT':
+      return new DynamoWireError('TimeoutError', 'no answer in time', undefined, true, { cause: error });
+    default:
+      return new DynamoWireError('NetworkingError', error.message, undefined, true, {
+        cause: error,
+        socketFailedUnanswered: beforeHead && SOCKET_FAILURES.has(String(code)),
+      });
+  }
+}
+
+/** A header's value as one string (undici gives a repeated one as an array). */
+function headerText(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** SigV4's time format: 2026-11-26T00:30:05.123Z as 20261126T003005Z. */
+function amzDate(epochMs: number): string {
+  return new Date(epochMs).toISOString().replace(/[:-]|\.\d{3}/g, '');
 }
 
 /** DynamoDB's error answer: `{"__type": "com.amazonaws.dynamodb.v20120810#Code", "message": "..."}`. */

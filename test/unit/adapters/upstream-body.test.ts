@@ -1,8 +1,12 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Pool } from 'undici';
 import { describe, expect, it, vi } from 'vitest';
-import { Http1Client } from '../../../functions/adapters/http1.js';
-import { BodyTooLargeError, UpstreamBody } from '../../../functions/adapters/upstream-body.js';
+import {
+  BodyTooLargeError,
+  openStream,
+  type UpstreamBody,
+} from '../../../functions/adapters/upstream-body.js';
 
 /** A loopback server that writes `pieces`, then resets the TCP connection once they are flushed. */
 async function resettingServer(pieces: string[]) {
@@ -17,18 +21,11 @@ async function resettingServer(pieces: string[]) {
   return { server, port: (server.address() as AddressInfo).port };
 }
 
-/** A GET's body as the upstream call reads one: over the HTTP/1.1 exchange, into an UpstreamBody. */
+/** A GET's body as the upstream call reads one: through undici's `stream`, into an UpstreamBody. */
 async function get(port: number, maxBytes = 10_000_000): Promise<UpstreamBody> {
-  const client = new Http1Client(
-    { protocol: 'http:', hostname: '127.0.0.1', port },
-    { connectTimeoutMs: 5_000, silenceMs: 0 },
-  );
-  let body: UpstreamBody | undefined;
-  await client.open(`GET / HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n\r\n`, '', 5_000, (head) => {
-    body = new UpstreamBody(maxBytes, head.abort);
-    return body;
-  });
-  return body as UpstreamBody;
+  const pool = new Pool(`http://127.0.0.1:${port}`);
+  const { body } = await openStream(pool, { path: '/', method: 'GET', bodyTimeout: 0 }, maxBytes);
+  return body;
 }
 
 /** Reads the body to its end or fault; a slow reader waits `delayMs` before every tenth read. */

@@ -1,5 +1,4 @@
 import { Readable } from 'node:stream';
-import type * as Zlib from 'node:zlib';
 import type { Request } from '@middy/core';
 import { describe, expect, it, vi } from 'vitest';
 import {
@@ -11,27 +10,23 @@ import type { FunctionUrlEvent, FunctionUrlResult } from '../../../functions/sha
 import { logger } from '../../../functions/shared/observability.js';
 
 /**
- * The compressor drives node:zlib's binding through two of its internals (`_handle`, `_writeState`).
- * Lambda updates a runtime's Node on its own: were an update to change them, gzip is switched off and
- * replies go out as they are, instead of every gzip client's request failing. Here node:zlib's
- * streams come without `_handle`, as such a Node's might.
+ * The compressor is minizlib's Gzip, which drives node:zlib's internals. Lambda updates a runtime's
+ * Node on its own: were an update to break minizlib, gzip is switched off and replies go out as they
+ * are, instead of every gzip client's request failing. Here minizlib's Gzip cannot be made, as on
+ * such a Node (minizlib reaches node:zlib's binding in its constructor).
  */
-const made: Zlib.Gzip[] = [];
-vi.mock('node:zlib', async (importOriginal) => {
-  const zlib = await importOriginal<typeof Zlib>();
-  return {
-    ...zlib,
-    createGzip: (options?: Zlib.ZlibOptions) => {
-      const gzip = zlib.createGzip(options);
-      made.push(gzip);
-      Object.defineProperty(gzip, '_handle', { value: undefined });
-      return gzip;
-    },
-  };
-});
+let tries = 0;
+vi.mock('minizlib', () => ({
+  Gzip: class {
+    constructor() {
+      tries += 1;
+      throw new Error('zlib binding closed');
+    }
+  },
+}));
 
-describe('gzip on a Node whose zlib internals are not as the compressor knows them', () => {
-  it('is off: replies go out uncompressed, logged once, and the compressor tried is closed', () => {
+describe('gzip where no compressor can be made', () => {
+  it('is off: replies go out uncompressed, logged once, tried once', () => {
     const logged = vi.spyOn(logger, 'error').mockImplementation(() => {});
     const large = JSON.stringify({ text: 'x'.repeat(MIN_COMPRESSED_BYTES * 2) });
     const stream = Readable.from(['data: {}\n\n']);
@@ -48,7 +43,6 @@ describe('gzip on a Node whose zlib internals are not as the compressor knows th
     expect(acceptsGzip('gzip')).toBe(false);
     expect(logged).toHaveBeenCalledTimes(1);
     expect(logged.mock.calls[0]?.[0]).toContain('gzip is off');
-    expect(made).toHaveLength(1);
-    expect(made[0]?.destroyed || made[0]?.closed).toBe(true);
+    expect(tries).toBe(1);
   });
 });

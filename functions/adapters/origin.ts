@@ -1,0 +1,81 @@
+/**
+ * The kept-alive connections to one origin (an upstream's, DynamoDB's) for the request path's outbound
+ * calls: an undici `Pool`, with undici's own bounds. A connection gets `connectTimeoutMs`; an answer's
+ * head 64 KiB (undici's `maxHeaderSize`; Node's own server takes 16 KiB) and, when given, its whole
+ * body `maxResponseBytes`; each call sets its own head and body timeouts. undici reuses a socket
+ * only after a complete answer that did not say `Connection: close`, drops one that sends bytes
+ * nobody asked for, checks TLS certificates and host names as Node does, resumes TLS sessions, and
+ * honours a server's `Keep-Alive: timeout=N` (less `KEEP_ALIVE_MARGIN_MS`) with its timers.
+ *
+ * An instance frozen between invocations fires no timer, so the hint is also kept by the wall clock:
+ * once the last answer's hint has run out, the next call gets a new pool (the old one closes its idle
+ * sockets and lets calls in progress finish), instead of a socket the server may have closed during
+ * the freeze. An answer without a hint leaves its socket kept (up to undici's ten-minute cap).
+ */
+import { Pool } from 'undici';
+
+/** Taken off a server's keep-alive hint: a socket is not reused in the last second the server gave. */
+const KEEP_ALIVE_MARGIN_MS = 1_000;
+/** An idle socket without a hint is kept this long (undici's `keepAliveMaxTimeout` default). */
+const IDLE_WITHOUT_HINT_MS = 600_000;
+const MAX_HEADER_BYTES = 64 * 1024;
+/** A `Keep-Alive` header's idle timeout in seconds (`timeout=5, max=100`). */
+const KEEP_ALIVE_TIMEOUT = /(?:^|,)[\t ]*timeout=(\d{1,6})[\t ]*(?:,|$)/i;
+
+export interface OriginOptions {
+  connectTimeoutMs: number;
+  /** A whole answer larger than this fails (undici's `maxResponseSize`); none when left out. */
+  maxResponseBytes?: number;
+  /** Certificates trusted instead of Node's (a test's own server). */
+  ca?: string;
+}
+
+export class Origin {
+  #pool: Pool;
+  /** When the last answer's keep-alive hint runs out, by the wall clock. */
+  #reuseUntil = Number.POSITIVE_INFINITY;
+
+  constructor(
+    readonly url: string,
+    private readonly options: OriginOptions,
+  ) {
+    this.#pool = this.#newPool();
+  }
+
+  /** The pool for the next call. */
+  pool(): Pool {
+    if (Date.now() >= this.#reuseUntil) {
+      const stale = this.#pool;
+      this.#pool = this.#newPool();
+      this.#reuseUntil = Number.POSITIVE_INFINITY;
+      void stale.close().catch(() => {});
+    }
+    return this.#pool;
+  }
+
+  /** An answer arrived with these `Keep-Alive` header values (if any): its hint starts now. */
+  answered(keepAlive: string | string[] | undefined): void {
+    const value = Array.isArray(keepAlive) ? keepAlive.join(', ') : keepAlive;
+    const seconds = value === undefined ? undefined : KEEP_ALIVE_TIMEOUT.exec(value)?.[1];
+    this.#reuseUntil =
+      seconds === undefined
+        ? Number.POSITIVE_INFINITY
+        : Date.now() + Number(seconds) * 1_000 - KEEP_ALIVE_MARGIN_MS;
+  }
+
+  /** Closes the idle sockets (calls in progress finish). */
+  close(): Promise<void> {
+    return this.#pool.close();
+  }
+
+  #newPool(): Pool {
+    const { connectTimeoutMs, maxResponseBytes, ca } = this.options;
+    return new Pool(this.url, {
+      connect: { timeout: connectTimeoutMs, ...(ca ? { ca } : {}) },
+      maxHeaderSize: MAX_HEADER_BYTES,
+      ...(maxResponseBytes ? { maxResponseSize: maxResponseBytes } : {}),
+      keepAliveTimeout: IDLE_WITHOUT_HINT_MS,
+      keepAliveTimeoutThreshold: KEEP_ALIVE_MARGIN_MS,
+    });
+  }
+}
