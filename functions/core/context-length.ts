@@ -15,9 +15,10 @@ import type { ChatRequest } from './schemas.js';
 import { CountBudget, estimatePromptTokens } from './tokens.js';
 
 /**
- * The most time the count may take: past it, the rest is estimated at the rate counted, so that a
- * large prompt at a small CPU share (160 MB: 9% of a vCPU, about 450 ms of CPU in these 5 s) never
- * spends the time its upstream call needs.
+ * The most time the count may take (and never more than half the time left for the upstream call):
+ * past it, the rest is estimated at the rate counted, so that a large prompt at a small CPU share
+ * (160 MB: 9% of a vCPU, about 450 ms of CPU in these 5 s) never spends the time its upstream call
+ * needs. A prompt counted in full is not counted again for an estimate of its usage (core/tokens.ts).
  */
 const CONTEXT_COUNT_MS = 5_000;
 
@@ -38,7 +39,10 @@ export async function refuseOverContext(
 ): Promise<void> {
   const output = request.max_completion_tokens ?? request.max_tokens ?? 0;
   if (!mayExceedContext(bodyBytes, output, contextLength)) return;
-  const budget = new CountBudget(Math.min(deadline, Date.now() + CONTEXT_COUNT_MS), Date.now, contextLength);
+  // At most half the time left before the upstream call's deadline, so that the call keeps the rest.
+  const now = Date.now();
+  const countBy = Math.min(now + CONTEXT_COUNT_MS, now + (deadline - now) / 2);
+  const budget = new CountBudget(countBy, Date.now, contextLength);
   const prompt = await estimatePromptTokens(request.messages, budget);
   if (prompt + output <= contextLength) return;
   throw new BadRequestError(

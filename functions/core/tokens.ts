@@ -142,11 +142,20 @@ function sliceEnd(text: string, at: number): number {
 /** No deadline: everything counted. */
 const UNBOUNDED = { count: (count: (text: string) => number, text: string) => count(text) };
 
+/**
+ * Prompts counted in full, by their messages: a prompt the context-length check counted is not counted
+ * again for an estimate of its usage (the same request's messages).
+ */
+const countedPrompts = new WeakMap<readonly MessageLike[], number>();
+
 export async function estimatePromptTokens(
   messages: readonly MessageLike[],
-  budget: Pick<CountBudget, 'count'> = UNBOUNDED,
+  budget: Pick<CountBudget, 'count'> & { extrapolatedBytes?: number } = UNBOUNDED,
 ): Promise<number> {
+  const known = countedPrompts.get(messages);
+  if (known !== undefined) return known;
   const countTokens = await loadCounter();
+  const extrapolatedBefore = budget.extrapolatedBytes ?? 0;
   let total = REPLY_PRIMER;
   for (const message of messages) {
     total += PER_MESSAGE + budget.count(countTokens, textOfContent(message.content));
@@ -158,6 +167,7 @@ export async function estimatePromptTokens(
           : `${call.custom?.name ?? ''}${call.custom?.input ?? ''}`,
       );
   }
+  if ((budget.extrapolatedBytes ?? 0) === extrapolatedBefore) countedPrompts.set(messages, total);
   return total;
 }
 

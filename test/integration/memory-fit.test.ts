@@ -13,6 +13,8 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { singleUpstreamConfig } from '../../functions/core/tiers.js';
+import { startSimulator } from '../../functions/simulator/server.js';
 import { FUNCTION_SETTINGS } from '../../lib/infra/function-settings.js';
 import { REPO_ROOT } from '../../lib/infra/service-function.js';
 import { bundleFunctions, ricLauncher, runtimeInstalled } from '../../lib/local/aws-lambda-ric.js';
@@ -26,6 +28,7 @@ const HEADROOM_MIB = 8;
 
 let target: Target | undefined;
 let bundleDir = '';
+let simulator: Awaited<ReturnType<typeof startSimulator>> | undefined;
 
 beforeAll(async () => {
   if (!RIC) {
@@ -34,11 +37,25 @@ beforeAll(async () => {
   }
   const bundles = await bundleFunctions('.cache/memory-bundles');
   bundleDir = join(REPO_ROOT, '.cache/memory-bundles/completions');
-  target = await startTarget({ launcher: ricLauncher(bundles) });
+  // Tiers whose context length takes such a request (models with millions of tokens of context
+  // exist); a 128,000-token tier refuses it before counting more than its context length.
+  simulator = await startSimulator({ port: 0 });
+  const tiers = Object.fromEntries(
+    Object.entries(singleUpstreamConfig(simulator.url)).map(([id, targets]) => [
+      id,
+      { targets, contextLength: 100_000_000 },
+    ]),
+  );
+  target = await startTarget({
+    launcher: ricLauncher(bundles),
+    upstreamBaseUrl: simulator.url,
+    env: { TIERS_CONFIG: JSON.stringify(tiers) },
+  });
 }, 120_000);
 
 afterAll(async () => {
   await target?.stop();
+  await simulator?.close();
   if (!RIC) console.info('memory-fit: aws-lambda-ric is not installed; skipped');
 });
 

@@ -162,6 +162,28 @@ describe('what the check costs', () => {
     );
   }, 60_000);
 
+  it('counts a prompt once: an estimate of its usage reuses a full count, never an extrapolated one', async () => {
+    let counts = 0;
+    const spy = {
+      count: (count: (text: string) => number, text: string) => {
+        counts += 1;
+        return count(text);
+      },
+    };
+    const messages = [{ role: 'user', content: words(2_000) }];
+    const first = await estimatePromptTokens(messages, spy);
+    expect(counts).toBe(1);
+    expect(await estimatePromptTokens(messages, spy)).toBe(first);
+    expect(counts).toBe(1);
+    const cut = [{ role: 'user', content: words(3 * COUNT_SLICE) }];
+    const limited = new CountBudget(Number.POSITIVE_INFINITY, Date.now, 10);
+    await estimatePromptTokens(cut, limited);
+    expect(limited.extrapolatedBytes).toBeGreaterThan(0);
+    counts = 0;
+    await estimatePromptTokens(cut, spy);
+    expect(counts).toBe(1);
+  });
+
   it('stops counting once past the context length (the rest estimated at the counted rate)', () => {
     let counted = 0;
     const count = (text: string) => {
