@@ -13,7 +13,7 @@ import type { Store } from '../core/store.js';
 import { MODELS_CREATED, MODELS_OWNER, TIER_DISPLAY_NAMES, TIER_IDS } from '../core/tier-ids.js';
 import { JsonDecimal } from '../core/usage.js';
 import type { FunctionUrlEvent } from '../shared/http.js';
-import { normalisedPath } from '../shared/routing.js';
+import { normalisedPath, noSuchEndpoint } from '../shared/routing.js';
 
 const MODELS_PATH = '/api/v1/models';
 const CREDITS_PATH = '/api/v1/credits';
@@ -83,7 +83,7 @@ export function routeOf(event: FunctionUrlEvent): Routed {
     if (method !== 'GET') throw new MethodNotAllowedError(method, ['GET']);
     return { route, rest: route.prefix ? path.slice(route.path.length) : '' };
   }
-  throw new NotFoundError(`No such endpoint: ${event.rawPath}`);
+  throw noSuchEndpoint(event.rawPath);
 }
 
 export async function answer(routed: Routed, context: Omit<RouteContext, 'rest'>): Promise<unknown> {

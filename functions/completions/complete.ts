@@ -1,4 +1,5 @@
 import type { Principal } from '../core/access.js';
+import { refuseOverContext } from '../core/context-length.js';
 import { type ChatRequest, parseChatRequest } from '../core/schemas.js';
 import { type FunctionUrlEvent, type FunctionUrlResult, rawBody } from '../shared/http.js';
 import { collectLargeRequestGarbage, LARGE_REQUEST_BYTES } from '../shared/memory.js';
@@ -7,7 +8,7 @@ import { Generation, type GenerationPorts } from './generation.js';
 
 /**
  * One chat completion's story, once its caller is known: its body validated (400), set its
- * deadlines, admit it (a hold, or 402), attempt the upstream (502/504), deliver and price it; the
+ * deadlines, refuse a prompt past the tier's context length (400), admit it (a hold, or 402), attempt the upstream (502/504), deliver and price it; the
  * settlement follows the reply (`afterReply`).
  */
 export async function complete(
@@ -29,6 +30,9 @@ export async function complete(
   // event's body is dropped (takeChatRequest), and the upstream call is about to copy it twice more.
   if (bodyBytes >= LARGE_REQUEST_BYTES) collectLargeRequestGarbage();
   const deadlines = new Deadlines(startedAt, invocation.remainingMs, request.stream === true, ports.config);
+  // Before the hold and the upstream: a prompt past the context length costs the client nothing.
+  const { contextLength } = ports.config.tiers[request.model];
+  await refuseOverContext(request, bodyBytes, contextLength, deadlines.upstream);
   const generation = new Generation({ request, bodyBytes, deadlines, ...invocation }, ports);
   await generation.admit();
   return generation.deliver(await generation.attempt());

@@ -15,7 +15,7 @@ import { Readable } from 'node:stream';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { BodyTooLargeError } from '../adapters/upstream-body.js';
 import type { UpstreamEvents } from '../adapters/upstream-events.js';
-import { CAP_SLACK, outputByteBound, textOf } from '../core/upstream-reply.js';
+import { CAP_SLACK, laterUsage, outputByteBound, textOf } from '../core/upstream-reply.js';
 import { type ClientUsage, stringifyJson, type UsageReport } from '../core/usage.js';
 import { logger } from '../shared/observability.js';
 
@@ -249,7 +249,7 @@ async function relayEvents(
           outcome.failure = 'The upstream sent a malformed chunk.';
           break;
         case 'chunk': {
-          if (next.usage) outcome.usage = next.usage;
+          if (next.usage) outcome.usage = laterUsage(outcome.usage, next.usage);
           const { choices, system_fingerprint, service_tier } = next.chunk;
           if (choices.length === 0) break; // a usage-only chunk: our own final chunk replaces it
           choiceChunks += 1;

@@ -36,6 +36,8 @@ export function generateApiKey(): NewApiKey {
 export const SCHEME_SHOWN_CHARS = 32;
 /** An Authorization header's first word, its scheme (when a credential follows it). */
 export const AUTHORIZATION_SCHEME = /^(\S+)\s/;
+/** A header that is the key's prefix and one token, without a scheme. */
+export const KEY_WITHOUT_SCHEME = /^svc_live_\S*$/;
 /** A Bearer credential: the scheme (any case), then one token. */
 export const BEARER_CREDENTIAL = /^Bearer\s+(\S+)\s*$/i;
 
@@ -54,6 +56,11 @@ export const KEY_ERRORS = {
       `Unsupported authorization scheme "${scheme}": use "Authorization: Bearer <key>".`,
       'invalid_authorization_scheme',
     ),
+  noScheme: () =>
+    new AuthenticationError(
+      'The API key is sent without its scheme: add "Bearer " before it ("Authorization: Bearer svc_live_...").',
+      'invalid_authorization_scheme',
+    ),
   malformed: () =>
     new AuthenticationError('Malformed API key. Keys look like "svc_live_" followed by 43 characters.'),
 };
@@ -64,6 +71,8 @@ export const KEY_ERRORS = {
  */
 export function parseBearerKey(header: string | undefined): string {
   if (!header) throw KEY_ERRORS.missing();
+  // The key alone, as some clients' "API key header" settings send it: say what is missing (never the key).
+  if (KEY_WITHOUT_SCHEME.test(header.trim())) throw KEY_ERRORS.noScheme();
   const scheme = AUTHORIZATION_SCHEME.exec(header.trim())?.[1];
   if (scheme && scheme.toLowerCase() !== 'bearer')
     throw KEY_ERRORS.scheme(scheme.slice(0, SCHEME_SHOWN_CHARS));

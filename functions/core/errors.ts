@@ -91,6 +91,9 @@ export class InsufficientCreditsError extends HttpError {
       {
         type: 'insufficient_credits',
         code: 'insufficient_credits',
+        // The flat body is out of an SDK's reach (it shows the status and `error`); headers are not
+        // (`error.headers`): the top-up page as a payment link (RFC 8288) and the balance in USD.
+        headers: { link: `<${topUpUrl}>; rel="payment"`, 'x-credit-balance': balanceUsd },
       },
     );
     this.name = 'InsufficientCreditsError';

@@ -16,23 +16,26 @@ import { type ChatRequest, KNOWN_REQUEST_FIELDS } from './schemas.js';
 import { cutToCodePoints } from './strings.js';
 import type { UpstreamTarget } from './tiers.js';
 
-/** OpenAI's own message fields, by role; anything else on a message is extra. */
-const MESSAGE_FIELDS: Record<string, ReadonlySet<string>> = {
-  system: new Set(['role', 'content', 'name']),
-  developer: new Set(['role', 'content', 'name']),
-  user: new Set(['role', 'content', 'name']),
-  assistant: new Set(['role', 'content', 'refusal', 'tool_calls', 'function_call', 'audio', 'name']),
-  tool: new Set(['role', 'content', 'tool_call_id']),
-  function: new Set(['role', 'content', 'name']),
-};
+/**
+ * OpenAI's own message fields, by role; anything else on a message is extra. Maps, not objects: a
+ * client's role or part type looked up in an object finds Object.prototype's members (`constructor`).
+ */
+const MESSAGE_FIELDS = new Map<string, ReadonlySet<string>>([
+  ['system', new Set(['role', 'content', 'name'])],
+  ['developer', new Set(['role', 'content', 'name'])],
+  ['user', new Set(['role', 'content', 'name'])],
+  ['assistant', new Set(['role', 'content', 'refusal', 'tool_calls', 'function_call', 'audio', 'name'])],
+  ['tool', new Set(['role', 'content', 'tool_call_id'])],
+  ['function', new Set(['role', 'content', 'name'])],
+]);
 /** OpenAI's own content-part fields, by part type. */
-const PART_FIELDS: Record<string, ReadonlySet<string>> = {
-  text: new Set(['type', 'text']),
-  refusal: new Set(['type', 'refusal']),
-  image_url: new Set(['type', 'image_url']),
-  input_audio: new Set(['type', 'input_audio']),
-  file: new Set(['type', 'file']),
-};
+const PART_FIELDS = new Map<string, ReadonlySet<string>>([
+  ['text', new Set(['type', 'text'])],
+  ['refusal', new Set(['type', 'refusal'])],
+  ['image_url', new Set(['type', 'image_url'])],
+  ['input_audio', new Set(['type', 'input_audio'])],
+  ['file', new Set(['type', 'file'])],
+]);
 /** Echoed from replies, accepted by no API. */
 const NEVER_FORWARDED_MESSAGE_FIELDS = new Set(['parsed']);
 
@@ -68,11 +71,12 @@ export function toUpstreamBody(
   if (request.stream) body.stream_options = { ...(request.stream_options ?? {}), include_usage: true };
   else delete body.stream_options;
   body.messages = request.messages.map((message) => {
-    const allowed = MESSAGE_FIELDS[message.role];
+    const allowed = MESSAGE_FIELDS.get(message.role);
     const out: Record<string, unknown> = {};
     for (const [key, value] of Object.entries(message)) {
       if (NEVER_FORWARDED_MESSAGE_FIELDS.has(key)) continue;
-      if (drop && allowed && !allowed.has(key)) {
+      // As at the top level: `__proto__` would set the message's prototype, not send a field.
+      if (key === '__proto__' || (drop && allowed && !allowed.has(key))) {
         dropped.add(`messages[].${headerSafe(key)}`);
         continue;
       }
@@ -84,11 +88,11 @@ export function toUpstreamBody(
       );
     if (drop && Array.isArray(out.content))
       out.content = (out.content as Record<string, unknown>[]).map((part) => {
-        const fields = PART_FIELDS[String(part.type)];
+        const fields = PART_FIELDS.get(String(part.type));
         if (!fields) return part;
         const kept: Record<string, unknown> = {};
         for (const [key, value] of Object.entries(part)) {
-          if (fields.has(key)) kept[key] = value;
+          if (fields.has(key) && key !== '__proto__') kept[key] = value;
           else dropped.add(`messages[].content[].${headerSafe(key)}`);
         }
         return kept;

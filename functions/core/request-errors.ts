@@ -48,7 +48,14 @@ function deepest(issue: z.core.$ZodIssue): z.core.$ZodIssue {
       expected: expected.join(' or '),
     } as z.core.$ZodIssue;
   }
+  // One branch took the value's type and failed within it (`stop`: an array of 5 strings): its
+  // issue says what is wrong, not "none of the accepted shapes".
+  const typed = issue.errors.filter(
+    (branch) => !(branch[0]?.code === 'invalid_type' && branch[0].path.length === 0),
+  );
   let best: z.core.$ZodIssue = issue;
+  if (typed.length === 1 && typed[0]?.[0])
+    best = deepest({ ...typed[0][0], path: [...issue.path, ...typed[0][0].path] } as z.core.$ZodIssue);
   for (const branch of issue.errors) {
     for (const inner of branch) {
       const candidate = deepest({ ...inner, path: [...issue.path, ...inner.path] } as z.core.$ZodIssue);
@@ -119,9 +126,14 @@ export function toBadRequest(first: z.core.$ZodIssue): BadRequestError {
     case 'too_big': {
       const limit = String(issue.code === 'too_small' ? issue.minimum : issue.maximum);
       const bound = issue.code === 'too_small' ? 'below the minimum' : 'above the maximum';
+      const verb = limit === '1' ? 'is' : 'are';
+      const allowed =
+        issue.code === 'too_small'
+          ? `at least ${limit} ${verb} required`
+          : `at most ${limit} ${verb} allowed`;
       const what =
         issue.origin === 'array'
-          ? `${Array.isArray(input) ? input.length : '?'} items, ${bound} of ${limit}`
+          ? `${Array.isArray(input) ? input.length : '?'} items; ${allowed}`
           : issue.origin === 'string'
             ? `a string of length ${typeof input === 'string' ? input.length : '?'}, ${bound} of ${limit}`
             : `${show(input)}, ${bound} of ${limit}`;

@@ -18,6 +18,9 @@ import { TIER_IDS } from './tier-ids.js';
 const MAX_MESSAGES = 10_000;
 const MAX_TOOLS = 512;
 const MAX_PARTS = 1_000;
+/** The content part types OpenAI documents: for system, developer, user and tool messages, and for assistant ones. */
+const PART_TYPES = ['text', 'image_url', 'input_audio', 'file'] as const;
+const ASSISTANT_PART_TYPES = ['text', 'refusal'] as const;
 
 /**
  * The request schema, built on first use, not at cold start: most requests never need it (the common
@@ -27,27 +30,38 @@ const MAX_PARTS = 1_000;
  */
 function buildChatRequestSchema() {
   const text = z.string();
-  /** A content part: its `type` and the field that type needs are checked; anything else rides along. */
-  const PartSchema = z.looseObject({ type: z.string() }).superRefine((part, ctx) => {
-    const need = (field: string, check: (v: unknown) => boolean, expected: string) => {
-      const value = (part as Record<string, unknown>)[field];
-      if (!check(value))
-        ctx.addIssue({
-          code: 'invalid_type',
-          expected: expected as 'string',
-          input: value,
-          path: [field],
-          message: `expected ${expected}`,
-        });
-    };
-    const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v);
-    if (part.type === 'text') need('text', (v) => typeof v === 'string', 'string');
-    else if (part.type === 'refusal') need('refusal', (v) => typeof v === 'string', 'string');
-    else if (part.type === 'image_url') need('image_url', isObject, 'object');
-    else if (part.type === 'input_audio') need('input_audio', isObject, 'object');
-    else if (part.type === 'file') need('file', isObject, 'object');
-  });
-  const ContentSchema = z.union([text, z.array(PartSchema).max(MAX_PARTS)]);
+  /**
+   * A content part: its `type` must be one the role takes (OpenAI's documented parts: `refusal` only
+   * on assistant messages, which take no media) and the field that type needs is checked; anything
+   * else rides along.
+   */
+  const partSchema = (types: readonly string[]) =>
+    z.looseObject({ type: z.string() }).superRefine((part, ctx) => {
+      if (!types.includes(part.type)) {
+        ctx.addIssue({ code: 'invalid_value', values: [...types], input: part.type, path: ['type'] });
+        return;
+      }
+      const need = (field: string, check: (v: unknown) => boolean, expected: string) => {
+        const value = (part as Record<string, unknown>)[field];
+        if (!check(value))
+          ctx.addIssue({
+            code: 'invalid_type',
+            expected: expected as 'string',
+            input: value,
+            path: [field],
+            message: `expected ${expected}`,
+          });
+      };
+      const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v);
+      if (part.type === 'text') need('text', (v) => typeof v === 'string', 'string');
+      else if (part.type === 'refusal') need('refusal', (v) => typeof v === 'string', 'string');
+      else if (part.type === 'image_url') need('image_url', isObject, 'object');
+      else if (part.type === 'input_audio') need('input_audio', isObject, 'object');
+      else if (part.type === 'file') need('file', isObject, 'object');
+    });
+  const contentOf = (types: readonly string[]) => z.union([text, z.array(partSchema(types)).max(MAX_PARTS)]);
+  const ContentSchema = contentOf(PART_TYPES);
+  const AssistantContentSchema = contentOf(ASSISTANT_PART_TYPES);
 
   const ToolCallSchema = z.looseObject({
     id: z.string(),
@@ -66,7 +80,7 @@ function buildChatRequestSchema() {
       z
         .looseObject({
           role: z.literal('assistant'),
-          content: z.union([ContentSchema, z.null()]).optional(),
+          content: z.union([AssistantContentSchema, z.null()]).optional(),
           refusal: z.string().nullable().optional(),
           tool_calls: z.array(ToolCallSchema).nullable().optional(),
           function_call: z.looseObject({ name: z.string(), arguments: z.string() }).nullable().optional(),

@@ -106,13 +106,15 @@ export class CountBudget {
   constructor(
     readonly deadline: number,
     private readonly now: () => number = Date.now,
+    /** Counting also stops once more than this many tokens are counted (the rest estimated alike). */
+    private readonly enoughTokens = Number.POSITIVE_INFINITY,
   ) {}
 
   /** `count(text)`, a slice at a time, each ending at whitespace where there is some near its end. */
   count(count: (text: string) => number, text: string): number {
     let total = 0;
     for (let at = 0; at < text.length; ) {
-      if (this.countedBytes > 0 && this.now() >= this.deadline) {
+      if (this.countedBytes > 0 && (this.countedTokens > this.enoughTokens || this.now() >= this.deadline)) {
         const rest = Buffer.byteLength(at === 0 ? text : text.slice(at));
         this.extrapolatedBytes += rest;
         return total + Math.ceil((rest * this.countedTokens) / this.countedBytes);

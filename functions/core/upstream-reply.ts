@@ -190,6 +190,19 @@ export function parseChunkData(data: string): UpstreamEvent {
   return { kind: 'chunk', chunk, usage: readUpstreamUsage(raw.usage, data) };
 }
 
+/**
+ * A stream's usage once a later chunk reports one: the later report counts, but a cost reported on an
+ * earlier chunk is kept when the later one carries none. Some upstreams put the usage, cost included,
+ * on the last chunk that still has choices and then end with a usage-only chunk without the cost:
+ * billing that last report alone priced the reply by the table instead of 1.3x the upstream's cost.
+ */
+export function laterUsage(earlier: UsageReport | undefined, later: UsageReport): UsageReport {
+  if (!earlier || !('usage' in earlier) || !('usage' in later)) return later;
+  const cost = earlier.usage.reportedCostUsd;
+  if (cost === undefined || later.usage.reportedCostUsd !== undefined) return later;
+  return { ...later, usage: { ...later.usage, reportedCostUsd: cost } };
+}
+
 /** A chunk as the schemas read it (ChunkSchema, or a usage-only chunk), or why it is not one. */
 export function chunkBySchema(json: unknown): UpstreamChunk | { invalid: string } {
   const { ChunkSchema, UsageOnlyChunk } = replySchemas();

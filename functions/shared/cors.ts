@@ -9,8 +9,12 @@ import type { MiddlewareObj } from '@middy/core';
 import type { Context } from 'aws-lambda';
 import { type FunctionUrlEvent, type FunctionUrlResult, header } from './http.js';
 
-/** The response headers a client may read (and the SDKs do: request and generation ids, retries). */
-export const EXPOSED_HEADERS = 'x-request-id, x-generation-id, x-dropped-fields, retry-after';
+/**
+ * The response headers a client may read (and the SDKs do: request and generation ids, retries; a
+ * 402's top-up link and balance).
+ */
+export const EXPOSED_HEADERS =
+  'x-request-id, x-generation-id, x-dropped-fields, retry-after, link, x-credit-balance';
 const PREFLIGHT_MAX_AGE_SECONDS = 86_400;
 
 export function cors(): MiddlewareObj<FunctionUrlEvent, FunctionUrlResult, Error, Context> {

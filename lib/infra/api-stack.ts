@@ -1,5 +1,4 @@
-import { CfnOutput, Duration, RemovalPolicy, SecretValue, Stack, type StackProps } from 'aws-cdk-lib';
-import { CfnBudget } from 'aws-cdk-lib/aws-budgets';
+import { CfnOutput, Duration, RemovalPolicy, SecretValue, Stack, type StackProps, Tags } from 'aws-cdk-lib';
 import { Certificate } from 'aws-cdk-lib/aws-certificatemanager';
 import {
   AllowedMethods,
@@ -19,20 +18,10 @@ import {
   ViewerProtocolPolicy,
 } from 'aws-cdk-lib/aws-cloudfront';
 import { FunctionUrlOrigin, type FunctionUrlOriginProps } from 'aws-cdk-lib/aws-cloudfront-origins';
-import {
-  Alarm,
-  ComparisonOperator,
-  Dashboard,
-  GraphWidget,
-  MathExpression,
-  Metric,
-  TreatMissingData,
-} from 'aws-cdk-lib/aws-cloudwatch';
-import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import { Rule, RuleTargetInput, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
-import { FunctionUrlAuthType, type IFunction, type IFunctionUrl, InvokeMode } from 'aws-cdk-lib/aws-lambda';
+import { FunctionUrlAuthType, type IFunctionUrl, InvokeMode } from 'aws-cdk-lib/aws-lambda';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import {
   BlockPublicAccess,
@@ -42,19 +31,20 @@ import {
   ObjectOwnership,
 } from 'aws-cdk-lib/aws-s3';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
-import { Topic } from 'aws-cdk-lib/aws-sns';
-import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
+import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { modelCatalog } from '../../functions/core/catalog.js';
 import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tiers.js';
 import { ORIGIN_READ_TIMEOUT_SECONDS } from '../../functions/shared/limits.js';
 import { BALANCE_CHECK_INTERVAL_MINUTES, SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
 import { TABLE_ENV } from '../tables.js';
+import { Alarms } from './alarms.js';
+import { TableBackups } from './backup.js';
 import { edgeFunction } from './edge-function.js';
 import { DEFAULT_FUNCTION, EDGE_BEHAVIOURS, EDGE_ORIGINS, type EdgeFunction } from './edge-routes.js';
 import { edgeWebAclArn } from './edge-waf.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
-import { addGenerationMetrics, BILLED_SEARCH } from './generation-metrics.js';
+import { addGenerationMetrics } from './generation-metrics.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
 import { ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
@@ -132,11 +122,17 @@ export class ApiStack extends Stack {
       );
     }
 
+    // On every resource that takes tags: cost allocation and ownership by service and stage.
+    Tags.of(this).add('service', 'hosted-model-api');
+    Tags.of(this).add('stage', props.stage);
+
     const tables = new ServiceTables(this, 'Tables', {
       retain: !sandbox,
       ...(props.tableMaxReadUnits !== undefined ? { maxReadRequestUnits: props.tableMaxReadUnits } : {}),
       ...(props.tableMaxWriteUnits !== undefined ? { maxWriteRequestUnits: props.tableMaxWriteUnits } : {}),
     });
+    // Daily AWS Backup recovery points of the money tables in prod (README "Restoring a table").
+    if (!sandbox) new TableBackups(this, 'Backups', { tables: [tables.accounts, tables.ledger] });
     const upstreamSecret = new Secret(this, 'UpstreamCredentials', {
       description: 'Upstream provider API keys: a JSON object from credential name to key',
       // Created as {} (not a random string): a request before the keys are put answers a 500 naming
@@ -257,10 +253,20 @@ export class ApiStack extends Stack {
     );
 
     // The hold sweeper: releases holds whose request died before settling, on a schedule.
+    // Its scheduled (asynchronous) invocations that still fail after Lambda's retries land here, with
+    // an alarm; one sweep at a time (reserved concurrency 1): a slow sweep never overlaps the next.
+    const sweeperFailures = new Queue(this, 'HoldSweeperFailures', {
+      encryption: QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      retentionPeriod: Duration.days(14),
+      removalPolicy,
+    });
     const sweeper = new ServiceFunction(this, 'HoldSweeper', {
       entry: 'functions/sweeper/handler.ts',
       memorySize: FUNCTION_SETTINGS.sweeper.memoryMb,
       timeout: Duration.seconds(FUNCTION_SETTINGS.sweeper.timeoutSeconds),
+      reservedConcurrentExecutions: 1,
+      deadLetterQueue: sweeperFailures,
       logRetention,
       removalPolicy,
       environment: tableEnv,
@@ -404,7 +410,14 @@ export class ApiStack extends Stack {
       ),
     });
 
-    this.addAlarms(props, completions.fn, models.fn, sweeper.fn, tables);
+    new Alarms(this, 'Monitoring', {
+      ...props,
+      completions: completions.fn,
+      models: models.fn,
+      sweeper: sweeper.fn,
+      sweeperFailures,
+      tables,
+    });
 
     const baseUrl =
       props.domainName && props.certificateArn
@@ -426,297 +439,5 @@ export class ApiStack extends Stack {
     });
 
     applyNagSuppressions(this);
-  }
-
-  private addAlarms(
-    props: ApiStackProps,
-    completions: IFunction,
-    models: IFunction,
-    sweeper: IFunction,
-    tables: ServiceTables,
-  ): void {
-    const topic = props.alarmTopicArn
-      ? Topic.fromTopicArn(this, 'Alarms', props.alarmTopicArn)
-      : new Topic(this, 'Alarms', { enforceSSL: true });
-    if (props.alarmEmail && !props.alarmTopicArn)
-      topic.addSubscription(new EmailSubscription(props.alarmEmail));
-    const action = new SnsAction(topic);
-    const alarm = (id: string, metric: Metric | MathExpression, threshold: number, description: string) => {
-      const created = new Alarm(this, id, {
-        metric,
-        threshold,
-        evaluationPeriods: 1,
-        comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: TreatMissingData.NOT_BREACHING,
-        alarmDescription: description,
-      });
-      created.addAlarmAction(action);
-    };
-    const minute = Duration.minutes(1);
-    for (const [name, fn] of [
-      ['Completions', completions],
-      ['Models', models],
-    ] as const) {
-      alarm(
-        `${name}Errors`,
-        fn.metricErrors({ period: minute, statistic: 'Sum' }),
-        1,
-        `${name} function errors`,
-      );
-      alarm(
-        `${name}Throttles`,
-        fn.metricThrottles({ period: minute, statistic: 'Sum' }),
-        1,
-        `${name} function throttled`,
-      );
-      const urlMetric = (metricName: string) =>
-        new Metric({
-          namespace: 'AWS/Lambda',
-          metricName,
-          dimensionsMap: { FunctionName: fn.functionName },
-          statistic: 'Sum',
-          period: Duration.minutes(5),
-        });
-      alarm(
-        `${name}5xxRate`,
-        new MathExpression({
-          expression: 'IF(requests > 0, 100 * errors / requests, 0)',
-          usingMetrics: { errors: urlMetric('Url5xxCount'), requests: urlMetric('UrlRequestCount') },
-          period: Duration.minutes(5),
-          label: `${name} 5xx rate (%)`,
-        }),
-        5,
-        `${name}: more than 5% of requests answered 5xx`,
-      );
-    }
-    alarm(
-      'BillingFailures',
-      new Metric({
-        namespace: 'HostedModelApi',
-        metricName: 'BillingFailures',
-        dimensionsMap: { service: 'hosted-model-api' },
-        statistic: 'Sum',
-        period: minute,
-      }),
-      1,
-      'A generation could not be billed: its usage record is in the completions log ("billing failed")',
-    );
-    alarm(
-      'HoldSweeperErrors',
-      sweeper.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
-      1,
-      'The hold sweeper failed: expired holds keep credit held until it runs again',
-    );
-    alarm(
-      'ExpiredHoldsReleased',
-      new Metric({
-        namespace: 'HostedModelApi',
-        metricName: 'ExpiredHoldsReleased',
-        dimensionsMap: { service: 'hosted-model-api' },
-        statistic: 'Sum',
-        period: Duration.minutes(5),
-      }),
-      1,
-      'A hold expired and was released: its request was never billed (its log line names the generation)',
-    );
-    alarm(
-      'UsageOutOfBounds',
-      new Metric({
-        namespace: 'HostedModelApi',
-        metricName: 'UsageOutOfBounds',
-        dimensionsMap: { service: 'hosted-model-api' },
-        statistic: 'Sum',
-        period: minute,
-      }),
-      1,
-      'An upstream reported usage beyond what the request could use; it was billed at the bound. The raw report is in the completions log ("upstream usage out of bounds")',
-    );
-    // As recordOriginRefused (functions/shared/observability.ts) publishes it: Powertools' EMF with
-    // the one default dimension, service.
-    alarm(
-      'OriginRefused',
-      new Metric({
-        namespace: 'HostedModelApi',
-        metricName: 'OriginRefused',
-        dimensionsMap: { service: 'hosted-model-api' },
-        statistic: 'Sum',
-        period: Duration.minutes(5),
-      }),
-      1,
-      'A request reached a function without the origin secret: a Function URL called directly, past CloudFront and WAF, or CloudFront sending a secret the functions no longer accept (README "Rotating the origin secret")',
-    );
-    // The sweeper's heartbeat: no successful sweep in 5 minutes (missing data breaches) leaves
-    // expired holds holding credit.
-    const sweeps = new Metric({
-      namespace: 'HostedModelApi',
-      metricName: 'SweeperRuns',
-      dimensionsMap: { service: 'hosted-model-api' },
-      statistic: 'Sum',
-      period: Duration.minutes(5),
-    });
-    const stalled = new Alarm(this, 'SweeperStopped', {
-      metric: sweeps,
-      threshold: 1,
-      evaluationPeriods: 1,
-      comparisonOperator: ComparisonOperator.LESS_THAN_THRESHOLD,
-      treatMissingData: TreatMissingData.BREACHING,
-      alarmDescription: 'No hold sweep succeeded in 5 minutes: expired holds keep credit held',
-    });
-    stalled.addAlarmAction(action);
-    const negative = new Metric({
-      namespace: 'HostedModelApi',
-      metricName: 'NegativeBalanceAccounts',
-      dimensionsMap: { service: 'hosted-model-api' },
-      statistic: 'Maximum',
-      period: Duration.minutes(BALANCE_CHECK_INTERVAL_MINUTES),
-    });
-    alarm(
-      'NegativeBalances',
-      negative,
-      1,
-      'An account is below zero: the overdraft bound allows one request each; look at its ledger',
-    );
-    for (const [name, table] of Object.entries({
-      Keys: tables.keys,
-      Accounts: tables.accounts,
-      Ledger: tables.ledger,
-      Holds: tables.holds,
-    })) {
-      alarm(
-        `${name}TableThrottles`,
-        new Metric({
-          namespace: 'AWS/DynamoDB',
-          metricName: 'ThrottledRequests',
-          dimensionsMap: { TableName: table.tableName },
-          statistic: 'Sum',
-          period: minute,
-        }),
-        1,
-        `DynamoDB throttled requests on the ${name.toLowerCase()} table`,
-      );
-      alarm(
-        `${name}TableSystemErrors`,
-        new MathExpression({
-          expression: 'SUM(METRICS())',
-          usingMetrics: Object.fromEntries(
-            ['GetItem', 'BatchGetItem', 'PutItem', 'UpdateItem', 'Query', 'Scan', 'TransactWriteItems'].map(
-              (op) => [
-                op.toLowerCase(),
-                new Metric({
-                  namespace: 'AWS/DynamoDB',
-                  metricName: 'SystemErrors',
-                  dimensionsMap: { TableName: table.tableName, Operation: op },
-                  statistic: 'Sum',
-                  period: minute,
-                }),
-              ],
-            ),
-          ),
-          period: minute,
-          label: `${name} system errors`,
-        }),
-        1,
-        `DynamoDB system errors (5xx) on the ${name.toLowerCase()} table`,
-      );
-    }
-    this.addDashboard(completions, models, sweeps, negative);
-    if (props.monthlyBudgetUsd !== undefined) {
-      new CfnBudget(this, 'MonthlyBudget', {
-        budget: {
-          budgetType: 'COST',
-          timeUnit: 'MONTHLY',
-          budgetLimit: { amount: props.monthlyBudgetUsd, unit: 'USD' },
-        },
-        notificationsWithSubscribers: [
-          {
-            notification: {
-              notificationType: 'ACTUAL',
-              comparisonOperator: 'GREATER_THAN',
-              threshold: 80,
-              thresholdType: 'PERCENTAGE',
-            },
-            subscribers: [{ subscriptionType: 'SNS', address: topic.topicArn }],
-          },
-        ],
-      });
-    }
-    if (props.reservedConcurrency !== undefined) {
-      // Near the ceiling, requests start to throttle (429 from Lambda): raise it, or find who floods.
-      alarm(
-        'CompletionsConcurrencyNearLimit',
-        completions.metric('ConcurrentExecutions', { period: minute, statistic: 'Maximum' }),
-        Math.ceil(props.reservedConcurrency * 0.8),
-        `Completions at 80% of its reserved concurrency (${props.reservedConcurrency})`,
-      );
-    }
-  }
-
-  /** One dashboard: requests, errors, latency, billed amount, holds, sweeps and the money invariants. */
-  private addDashboard(completions: IFunction, models: IFunction, sweeps: Metric, negative: Metric): void {
-    const service = (metricName: string, statistic = 'Sum') =>
-      new Metric({
-        namespace: 'HostedModelApi',
-        metricName,
-        dimensionsMap: { service: 'hosted-model-api' },
-        statistic,
-        period: Duration.minutes(5),
-      });
-    const url = (fn: IFunction, metricName: string) =>
-      new Metric({
-        namespace: 'AWS/Lambda',
-        metricName,
-        dimensionsMap: { FunctionName: fn.functionName },
-        statistic: 'Sum',
-        period: Duration.minutes(5),
-      });
-    new Dashboard(this, 'Dashboard', {
-      widgets: [
-        [
-          new GraphWidget({
-            title: 'Requests',
-            left: [url(completions, 'UrlRequestCount'), url(models, 'UrlRequestCount')],
-          }),
-          new GraphWidget({
-            title: 'Errors (4xx, 5xx, function errors)',
-            left: [
-              url(completions, 'Url4xxCount'),
-              url(completions, 'Url5xxCount'),
-              url(models, 'Url5xxCount'),
-            ],
-            right: [completions.metricErrors(), models.metricErrors()],
-          }),
-          new GraphWidget({
-            title: 'Latency (ms)',
-            left: [
-              completions.metricDuration({ statistic: 'p50' }),
-              completions.metricDuration({ statistic: 'p99' }),
-              models.metricDuration({ statistic: 'p99' }),
-            ],
-          }),
-        ],
-        [
-          // Read per tier from the usage lines (generation-metrics.ts): the search sums every tier's.
-          new GraphWidget({
-            title: 'Billed (micro-USD)',
-            left: [
-              new MathExpression({
-                expression: `SUM(SEARCH('${BILLED_SEARCH}', 'Sum', 300))`,
-                label: 'Billed, all tiers',
-                period: Duration.minutes(5),
-              }),
-            ],
-          }),
-          new GraphWidget({
-            title: 'Holds, sweeps and accounts below zero',
-            left: [service('ExpiredHoldsReleased'), sweeps],
-            right: [negative],
-          }),
-          new GraphWidget({
-            title: 'Money alarms: billing failures, usage out of bounds',
-            left: [service('BillingFailures'), service('UsageOutOfBounds')],
-          }),
-        ],
-      ],
-    });
   }
 }

@@ -5,6 +5,7 @@ import {
   BEARER_CREDENTIAL,
   KEY_ERRORS,
   KEY_PATTERN,
+  KEY_WITHOUT_SCHEME,
   SCHEME_SHOWN_CHARS,
 } from '../../functions/core/auth.js';
 import { EXPOSED_HEADERS } from '../../functions/shared/cors.js';
@@ -32,6 +33,8 @@ export function edgeFunctionCode(maxBytes = MAX_REQUEST_BYTES): string {
   return `var KEY = ${regex(KEY_PATTERN)};
 var SCHEME = ${regex(AUTHORIZATION_SCHEME)};
 var BEARER = ${regex(BEARER_CREDENTIAL)};
+var BARE_KEY = ${regex(KEY_WITHOUT_SCHEME)};
+var NO_SCHEME = ${json(json(KEY_ERRORS.noScheme().toBody()))};
 var MISSING = ${json(json(KEY_ERRORS.missing().toBody()))};
 var MALFORMED = ${json(json(KEY_ERRORS.malformed().toBody()))};
 var UNSUPPORTED = ${json(KEY_ERRORS.scheme(SCHEME_MARK).toBody())};
@@ -53,6 +56,7 @@ function answer(event, statusCode, statusDescription, body) {
 
 function keyRefusal(header) {
   if (!header) return MISSING;
+  if (BARE_KEY.test(header.trim())) return NO_SCHEME;
   var scheme = SCHEME.exec(header.trim());
   if (scheme && scheme[1].toLowerCase() !== 'bearer') {
     var body = JSON.parse(JSON.stringify(UNSUPPORTED));

@@ -3,6 +3,7 @@ import type { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import { Architecture, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, type RetentionDays } from 'aws-cdk-lib/aws-logs';
+import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { TOKENIZER } from './tokenizer-package.js';
 
@@ -89,6 +90,8 @@ export interface ServiceFunctionProps {
   timeout: Duration;
   environment?: Record<string, string>;
   reservedConcurrentExecutions?: number;
+  /** Where asynchronous invocations that fail after Lambda's retries go (a dead-letter queue). */
+  deadLetterQueue?: IQueue;
   logRetention: RetentionDays;
   removalPolicy: RemovalPolicy;
 }
@@ -119,6 +122,7 @@ export class ServiceFunction extends Construct {
       ...(props.reservedConcurrentExecutions !== undefined
         ? { reservedConcurrentExecutions: props.reservedConcurrentExecutions }
         : {}),
+      ...(props.deadLetterQueue ? { deadLetterQueue: props.deadLetterQueue } : {}),
       logGroup: this.logGroup,
       tracing: Tracing.ACTIVE,
       environment: {

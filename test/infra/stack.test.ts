@@ -663,7 +663,9 @@ describe('alarms and outputs', () => {
       TreatMissingData: 'breaching',
       Period: 300,
     });
-    expect(named('ThrottledRequests')).toHaveLength(4);
+    // ThrottledRequests is published per table and operation, never per table alone.
+    expect(named('ThrottledRequests')).toHaveLength(0);
+    expect(named('ReadThrottleEvents')).toHaveLength(4);
     expect(named('SystemErrors')).toHaveLength(4);
     for (const alarm of alarms) expect(alarm.Properties.AlarmActions).toHaveLength(1);
     prod.template.hasResourceProperties('AWS::Events::Rule', {

@@ -35,15 +35,27 @@ let sim: Awaited<ReturnType<typeof startSimulator>>;
 let config: ReturnType<typeof loadCompletionsConfig>;
 beforeAll(async () => {
   sim = await startSimulator({ port: 0 });
-  config = loadCompletionsConfig({
-    UPSTREAM_BASE_URL: sim.url,
-    MAX_CONCURRENCY: '100',
-    UPSTREAM_BUDGET_MS: '3000',
-  });
+  config = largeContext(
+    loadCompletionsConfig({
+      UPSTREAM_BASE_URL: sim.url,
+      MAX_CONCURRENCY: '100',
+      UPSTREAM_BUDGET_MS: '3000',
+    }),
+  );
 });
 afterAll(async () => {
   await sim?.close();
 });
+
+/**
+ * Tiers whose context length takes the largest body a Function URL accepts (models with millions of
+ * tokens of context exist): the tests of large requests here are about memory and estimates, not
+ * about the context length (context-length.test.ts).
+ */
+function largeContext(loaded: ReturnType<typeof loadCompletionsConfig>) {
+  for (const tier of Object.values(loaded.tiers)) tier.contextLength = 100_000_000;
+  return loaded;
+}
 
 /** The store with its settlement write replaced (slowed, failing); everything else is the store's. */
 function withSettleCharge(store: MemoryStore, settleCharge: MemoryStore['settleCharge']): MemoryStore {
@@ -345,7 +357,9 @@ describe('memory held while a reply streams', () => {
     const before = process.memoryUsage().heapUsed;
     const result = await handleCompletion(event(key, ask(true, '海'.repeat(copy / 2))), 'req-1', 300_000, {
       store,
-      config: loadCompletionsConfig({ UPSTREAM_BASE_URL: upstream.url, MAX_CONCURRENCY: '100' }),
+      config: largeContext(
+        loadCompletionsConfig({ UPSTREAM_BASE_URL: upstream.url, MAX_CONCURRENCY: '100' }),
+      ),
       credential: async () => undefined,
     });
     const stream = result.body as Readable;
@@ -413,7 +427,7 @@ const largeProse = (bytes: number) =>
 async function largeCompletion(store: MemoryStore, key: string, stream: boolean, upstreamUrl: string) {
   const result = await handleCompletion(largeEvent(key, stream), 'req-1', 300_000, {
     store,
-    config: loadCompletionsConfig({ UPSTREAM_BASE_URL: upstreamUrl, MAX_CONCURRENCY: '100' }),
+    config: largeContext(loadCompletionsConfig({ UPSTREAM_BASE_URL: upstreamUrl, MAX_CONCURRENCY: '100' })),
     credential: async () => undefined,
   });
   let text = '';

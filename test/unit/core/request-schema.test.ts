@@ -419,7 +419,7 @@ describe('messages that say exactly what is wrong (field, rule, value)', () => {
     [
       '{"model":"svc-fast","messages":[]}',
       'messages',
-      /^Invalid 'messages': 0 items, below the minimum of 1\.$/,
+      /^Invalid 'messages': 0 items; at least 1 is required\.$/,
     ],
   ])('%s', (text, param, message) => {
     const error = badRaw(text);

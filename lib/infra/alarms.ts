@@ -1,0 +1,380 @@
+import { Duration, Stack } from 'aws-cdk-lib';
+import { CfnBudget } from 'aws-cdk-lib/aws-budgets';
+import {
+  Alarm,
+  ComparisonOperator,
+  Dashboard,
+  GraphWidget,
+  type IMetric,
+  MathExpression,
+  Metric,
+  TreatMissingData,
+} from 'aws-cdk-lib/aws-cloudwatch';
+import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
+import type { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
+import { PolicyStatement, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import type { IFunction } from 'aws-cdk-lib/aws-lambda';
+import { type ITopic, Topic } from 'aws-cdk-lib/aws-sns';
+import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
+import type { IQueue } from 'aws-cdk-lib/aws-sqs';
+import { Construct } from 'constructs';
+import { BALANCE_CHECK_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
+import { TABLES } from '../tables.js';
+import { BILLED_SEARCH } from './generation-metrics.js';
+
+/**
+ * Every DynamoDB operation the service calls (functions, sweeper, operator CLI): each table's
+ * system-errors alarm sums SystemErrors over these, as DynamoDB publishes it per TableName and
+ * Operation (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/metrics-dimensions.html).
+ */
+export const DYNAMODB_OPERATIONS = [
+  'GetItem',
+  'BatchGetItem',
+  'PutItem',
+  'UpdateItem',
+  'DeleteItem',
+  'Query',
+  'Scan',
+  'TransactWriteItems',
+] as const;
+
+/** The service's own metrics (EMF, functions/shared/observability.ts): one dimension, the service. */
+export const SERVICE_NAMESPACE = 'HostedModelApi';
+export const SERVICE_DIMENSIONS = { service: 'hosted-model-api' } as const;
+
+export interface AlarmsProps {
+  /** Alarm notifications go to this address, or to this existing SNS topic. */
+  alarmEmail?: string;
+  alarmTopicArn?: string;
+  /** A monthly AWS Budgets limit in USD, notifying the alarm topic at 80% of actual spend. */
+  monthlyBudgetUsd?: number;
+  /** The completions function's reserved concurrency: an alarm at 80% of it. */
+  reservedConcurrency?: number;
+  completions: IFunction;
+  models: IFunction;
+  sweeper: IFunction;
+  /** Where the sweeper's failed asynchronous invocations land. */
+  sweeperFailures: IQueue;
+  tables: { keys: TableV2; accounts: TableV2; ledger: TableV2; holds: TableV2 };
+}
+
+/**
+ * The alarms (README "Deploy to AWS", alarm table), the budget and the dashboard. Each alarm reads a
+ * metric AWS publishes with exactly the dimensions given (test/infra/alarm-metrics.test.ts checks
+ * every one against AWS's documentation), or one the service emits itself.
+ */
+export class Alarms extends Construct {
+  readonly topic: ITopic;
+
+  constructor(scope: Construct, id: string, props: AlarmsProps) {
+    super(scope, id);
+    const stack = Stack.of(this);
+    const { completions, models, sweeper, tables } = props;
+    // The construct id stays 'Alarms' at the stack's top level: the topic's logical id is unchanged.
+    const topic = props.alarmTopicArn
+      ? Topic.fromTopicArn(stack, 'Alarms', props.alarmTopicArn)
+      : new Topic(stack, 'Alarms', { enforceSSL: true });
+    if (props.alarmEmail && !props.alarmTopicArn)
+      topic.addSubscription(new EmailSubscription(props.alarmEmail));
+    this.topic = topic;
+    const action = new SnsAction(topic);
+    const alarm = (alarmId: string, metric: IMetric, threshold: number, description: string) => {
+      const created = new Alarm(stack, alarmId, {
+        metric,
+        threshold,
+        evaluationPeriods: 1,
+        comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: TreatMissingData.NOT_BREACHING,
+        alarmDescription: description,
+      });
+      created.addAlarmAction(action);
+      return created;
+    };
+    const service = (metricName: string, statistic: string, period: Duration) =>
+      new Metric({
+        namespace: SERVICE_NAMESPACE,
+        metricName,
+        dimensionsMap: { ...SERVICE_DIMENSIONS },
+        statistic,
+        period,
+      });
+    const minute = Duration.minutes(1);
+    for (const [name, fn] of [
+      ['Completions', completions],
+      ['Models', models],
+    ] as const) {
+      alarm(
+        `${name}Errors`,
+        fn.metricErrors({ period: minute, statistic: 'Sum' }),
+        1,
+        `${name} function errors`,
+      );
+      alarm(
+        `${name}Throttles`,
+        fn.metricThrottles({ period: minute, statistic: 'Sum' }),
+        1,
+        `${name} function throttled`,
+      );
+      const urlMetric = (metricName: string) =>
+        new Metric({
+          namespace: 'AWS/Lambda',
+          metricName,
+          dimensionsMap: { FunctionName: fn.functionName },
+          statistic: 'Sum',
+          period: Duration.minutes(5),
+        });
+      alarm(
+        `${name}5xxRate`,
+        new MathExpression({
+          expression: 'IF(requests > 0, 100 * errors / requests, 0)',
+          usingMetrics: { errors: urlMetric('Url5xxCount'), requests: urlMetric('UrlRequestCount') },
+          period: Duration.minutes(5),
+          label: `${name} 5xx rate (%)`,
+        }),
+        5,
+        `${name}: more than 5% of requests answered 5xx`,
+      );
+    }
+    alarm(
+      'BillingFailures',
+      service('BillingFailures', 'Sum', minute),
+      1,
+      'A generation could not be billed: its usage record is in the completions log ("billing failed")',
+    );
+    alarm(
+      'HoldSweeperErrors',
+      sweeper.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
+      1,
+      'The hold sweeper failed: expired holds keep credit held until it runs again',
+    );
+    alarm(
+      'HoldSweeperFailedEvents',
+      props.sweeperFailures.metricApproximateNumberOfMessagesVisible({
+        period: Duration.minutes(5),
+        statistic: 'Maximum',
+      }),
+      1,
+      "A sweep or balance check failed after Lambda's retries: its event is in the sweeper's dead-letter queue",
+    );
+    alarm(
+      'ExpiredHoldsReleased',
+      service('ExpiredHoldsReleased', 'Sum', Duration.minutes(5)),
+      1,
+      'A hold expired and was released: its request was never billed (its log line names the generation)',
+    );
+    alarm(
+      'UsageOutOfBounds',
+      service('UsageOutOfBounds', 'Sum', minute),
+      1,
+      'An upstream reported usage beyond what the request could use; it was billed at the bound. The raw report is in the completions log ("upstream usage out of bounds")',
+    );
+    // As recordOriginRefused (functions/shared/observability.ts) publishes it: Powertools' EMF with
+    // the one default dimension, service.
+    alarm(
+      'OriginRefused',
+      service('OriginRefused', 'Sum', Duration.minutes(5)),
+      1,
+      'A request reached a function without the origin secret: a Function URL called directly, past CloudFront and WAF, or CloudFront sending a secret the functions no longer accept (README "Rotating the origin secret")',
+    );
+    // The sweeper's heartbeat: no successful sweep in 5 minutes (missing data breaches) leaves
+    // expired holds holding credit.
+    const sweeps = service('SweeperRuns', 'Sum', Duration.minutes(5));
+    const stalled = new Alarm(stack, 'SweeperStopped', {
+      metric: sweeps,
+      threshold: 1,
+      evaluationPeriods: 1,
+      comparisonOperator: ComparisonOperator.LESS_THAN_THRESHOLD,
+      treatMissingData: TreatMissingData.BREACHING,
+      alarmDescription: 'No hold sweep succeeded in 5 minutes: expired holds keep credit held',
+    });
+    stalled.addAlarmAction(action);
+    const negative = service(
+      'NegativeBalanceAccounts',
+      'Maximum',
+      Duration.minutes(BALANCE_CHECK_INTERVAL_MINUTES),
+    );
+    alarm(
+      'NegativeBalances',
+      negative,
+      1,
+      'An account is below zero: the overdraft bound allows one request each; look at its ledger',
+    );
+    const definitions = {
+      Keys: TABLES.keys,
+      Accounts: TABLES.accounts,
+      Ledger: TABLES.ledger,
+      Holds: TABLES.holds,
+    };
+    for (const [name, table] of Object.entries({
+      Keys: tables.keys,
+      Accounts: tables.accounts,
+      Ledger: tables.ledger,
+      Holds: tables.holds,
+    })) {
+      const dynamo = (metricName: string, dimensionsMap: Record<string, string>) =>
+        new Metric({
+          namespace: 'AWS/DynamoDB',
+          metricName,
+          dimensionsMap,
+          statistic: 'Sum',
+          period: minute,
+        });
+      // Throttle events: DynamoDB publishes them per TableName for the table, and per TableName and
+      // GlobalSecondaryIndexName for each index (an index's throttles are not in the table's).
+      const scopes: Record<string, string>[] = [
+        { TableName: table.tableName },
+        ...definitions[name as keyof typeof definitions].indexes.map((index) => ({
+          TableName: table.tableName,
+          GlobalSecondaryIndexName: index.name,
+        })),
+      ];
+      const throttles: Record<string, IMetric> = {};
+      scopes.forEach((dimensions, i) => {
+        throttles[`read${i}`] = dynamo('ReadThrottleEvents', dimensions);
+        throttles[`write${i}`] = dynamo('WriteThrottleEvents', dimensions);
+      });
+      alarm(
+        `${name}TableThrottles`,
+        new MathExpression({
+          expression: 'SUM(METRICS())',
+          usingMetrics: throttles,
+          period: minute,
+          label: `${name} throttle events`,
+        }),
+        1,
+        `DynamoDB throttled reads or writes on the ${name.toLowerCase()} table or its indexes`,
+      );
+      alarm(
+        `${name}TableSystemErrors`,
+        new MathExpression({
+          expression: 'SUM(METRICS())',
+          usingMetrics: Object.fromEntries(
+            DYNAMODB_OPERATIONS.map((op) => [
+              op.toLowerCase(),
+              dynamo('SystemErrors', { TableName: table.tableName, Operation: op }),
+            ]),
+          ),
+          period: minute,
+          label: `${name} system errors`,
+        }),
+        1,
+        `DynamoDB system errors (5xx) on the ${name.toLowerCase()} table`,
+      );
+    }
+    this.addDashboard(completions, models, sweeps, negative);
+    if (props.monthlyBudgetUsd !== undefined) {
+      if (topic instanceof Topic) {
+        // AWS Budgets publishes only with the topic's permission, scoped to this account's budgets
+        // (https://docs.aws.amazon.com/cost-management/latest/userguide/budgets-sns-policy.html).
+        topic.addToResourcePolicy(
+          new PolicyStatement({
+            sid: 'AWSBudgetsPublish',
+            principals: [new ServicePrincipal('budgets.amazonaws.com')],
+            actions: ['SNS:Publish'],
+            resources: [topic.topicArn],
+            conditions: {
+              StringEquals: { 'aws:SourceAccount': stack.account },
+              ArnLike: { 'aws:SourceArn': `arn:${stack.partition}:budgets::${stack.account}:*` },
+            },
+          }),
+        );
+      }
+      new CfnBudget(stack, 'MonthlyBudget', {
+        budget: {
+          budgetType: 'COST',
+          timeUnit: 'MONTHLY',
+          budgetLimit: { amount: props.monthlyBudgetUsd, unit: 'USD' },
+        },
+        notificationsWithSubscribers: [
+          {
+            notification: {
+              notificationType: 'ACTUAL',
+              comparisonOperator: 'GREATER_THAN',
+              threshold: 80,
+              thresholdType: 'PERCENTAGE',
+            },
+            subscribers: [{ subscriptionType: 'SNS', address: topic.topicArn }],
+          },
+        ],
+      });
+    }
+    if (props.reservedConcurrency !== undefined) {
+      // Near the ceiling, requests start to throttle (429 from Lambda): raise it, or find who floods.
+      alarm(
+        'CompletionsConcurrencyNearLimit',
+        completions.metric('ConcurrentExecutions', { period: minute, statistic: 'Maximum' }),
+        Math.ceil(props.reservedConcurrency * 0.8),
+        `Completions at 80% of its reserved concurrency (${props.reservedConcurrency})`,
+      );
+    }
+  }
+
+  /** One dashboard: requests, errors, latency, billed amount, holds, sweeps and the money invariants. */
+  private addDashboard(completions: IFunction, models: IFunction, sweeps: Metric, negative: Metric): void {
+    const service = (metricName: string, statistic = 'Sum') =>
+      new Metric({
+        namespace: SERVICE_NAMESPACE,
+        metricName,
+        dimensionsMap: { ...SERVICE_DIMENSIONS },
+        statistic,
+        period: Duration.minutes(5),
+      });
+    const url = (fn: IFunction, metricName: string) =>
+      new Metric({
+        namespace: 'AWS/Lambda',
+        metricName,
+        dimensionsMap: { FunctionName: fn.functionName },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      });
+    new Dashboard(Stack.of(this), 'Dashboard', {
+      widgets: [
+        [
+          new GraphWidget({
+            title: 'Requests',
+            left: [url(completions, 'UrlRequestCount'), url(models, 'UrlRequestCount')],
+          }),
+          new GraphWidget({
+            title: 'Errors (4xx, 5xx, function errors)',
+            left: [
+              url(completions, 'Url4xxCount'),
+              url(completions, 'Url5xxCount'),
+              url(models, 'Url5xxCount'),
+            ],
+            right: [completions.metricErrors(), models.metricErrors()],
+          }),
+          new GraphWidget({
+            title: 'Latency (ms)',
+            left: [
+              completions.metricDuration({ statistic: 'p50' }),
+              completions.metricDuration({ statistic: 'p99' }),
+              models.metricDuration({ statistic: 'p99' }),
+            ],
+          }),
+        ],
+        [
+          // Read per tier from the usage lines (generation-metrics.ts): the search sums every tier's.
+          new GraphWidget({
+            title: 'Billed (micro-USD)',
+            left: [
+              new MathExpression({
+                expression: `SUM(SEARCH('${BILLED_SEARCH}', 'Sum', 300))`,
+                label: 'Billed, all tiers',
+                period: Duration.minutes(5),
+              }),
+            ],
+          }),
+          new GraphWidget({
+            title: 'Holds, sweeps and accounts below zero',
+            left: [service('ExpiredHoldsReleased'), sweeps],
+            right: [negative],
+          }),
+          new GraphWidget({
+            title: 'Money alarms: billing failures, usage out of bounds',
+            left: [service('BillingFailures'), service('UsageOutOfBounds')],
+          }),
+        ],
+      ],
+    });
+  }
+}

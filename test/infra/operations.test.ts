@@ -1,0 +1,190 @@
+import { App } from 'aws-cdk-lib';
+import { Match } from 'aws-cdk-lib/assertions';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ApiStack } from '../../lib/infra/api-stack.js';
+import { PROD_PROPS, resources, type Synthesized, synthOffline } from './synth-offline.js';
+
+/**
+ * What keeps the stack operable: the budget's permission to publish, the upstream secret as `{}`, the
+ * sweeper's concurrency and failure destination, tags on every resource, and the prod backup plan.
+ */
+let sandbox: Synthesized;
+let prod: Synthesized;
+beforeAll(() => {
+  sandbox = synthOffline({ stage: 'sandbox' });
+  prod = synthOffline(PROD_PROPS);
+}, 240_000);
+
+const logicalIdOf = (synth: Synthesized, type: string, prefix: string): string => {
+  const id = Object.entries(resources(synth.template)).find(
+    ([logicalId, r]) => r.Type === type && logicalId.startsWith(prefix),
+  )?.[0];
+  if (!id) throw new Error(`no ${type} ${prefix}*`);
+  return id;
+};
+
+describe('cdk-nag AwsSolutions, with the new resources', () => {
+  it.each(['sandbox', 'prod'] as const)('reports nothing unacknowledged for %s', (stage) => {
+    const { nag } = stage === 'sandbox' ? sandbox : prod;
+    expect(nag?.violations).toEqual([]);
+    expect(nag?.conclusion).toBe('success');
+  });
+});
+
+describe('the budget', () => {
+  it("may publish to the alarm topic, scoped to this account's budgets (AWS's documented policy)", () => {
+    const topic = logicalIdOf(prod, 'AWS::SNS::Topic', 'Alarms');
+    prod.template.hasResourceProperties('AWS::SNS::TopicPolicy', {
+      Topics: [{ Ref: topic }],
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          {
+            Sid: 'AWSBudgetsPublish',
+            Effect: 'Allow',
+            Principal: { Service: 'budgets.amazonaws.com' },
+            Action: 'SNS:Publish',
+            Resource: { Ref: topic },
+            Condition: {
+              StringEquals: { 'aws:SourceAccount': { Ref: 'AWS::AccountId' } },
+              ArnLike: {
+                'aws:SourceArn': {
+                  'Fn::Join': [
+                    '',
+                    ['arn:', { Ref: 'AWS::Partition' }, ':budgets::', { Ref: 'AWS::AccountId' }, ':*'],
+                  ],
+                },
+              },
+            },
+          },
+        ]),
+      },
+    });
+    prod.template.hasResourceProperties('AWS::Budgets::Budget', {
+      NotificationsWithSubscribers: [{ Subscribers: [{ SubscriptionType: 'SNS', Address: { Ref: topic } }] }],
+    });
+  });
+
+  it('is required in prod, with a message that says how', () => {
+    const { monthlyBudgetUsd: _, ...withoutBudget } = PROD_PROPS;
+    expect(() => new ApiStack(new App(), 'NoBudget', withoutBudget)).toThrow(/-c monthlyBudgetUsd=<USD>/);
+  });
+});
+
+describe('the upstream-credentials secret', () => {
+  it.each(['sandbox', 'prod'] as const)(
+    'is created as {} in %s (a JSON object with no credential yet)',
+    (stage) => {
+      const { template } = stage === 'sandbox' ? sandbox : prod;
+      template.hasResourceProperties('AWS::SecretsManager::Secret', {
+        Description: Match.stringLikeRegexp('^Upstream provider API keys'),
+        SecretString: '{}',
+        GenerateSecretString: Match.absent(),
+      });
+    },
+  );
+});
+
+describe('the hold sweeper', () => {
+  it.each(['sandbox', 'prod'] as const)(
+    'runs one at a time, and sends failed scheduled invocations to a queue with an alarm (%s)',
+    (stage) => {
+      const synth = stage === 'sandbox' ? sandbox : prod;
+      const queue = logicalIdOf(synth, 'AWS::SQS::Queue', 'HoldSweeperFailures');
+      const sweeper = logicalIdOf(synth, 'AWS::Lambda::Function', 'HoldSweeper');
+      expect(resources(synth.template)[sweeper]?.Properties).toMatchObject({
+        ReservedConcurrentExecutions: 1,
+        DeadLetterConfig: { TargetArn: { 'Fn::GetAtt': [queue, 'Arn'] } },
+      });
+      synth.template.hasResourceProperties('AWS::SQS::Queue', { SqsManagedSseEnabled: true });
+      synth.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        Namespace: 'AWS/SQS',
+        MetricName: 'ApproximateNumberOfMessagesVisible',
+        Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [queue, 'QueueName'] } }],
+        Threshold: 1,
+        AlarmActions: [{ Ref: logicalIdOf(synth, 'AWS::SNS::Topic', 'Alarms') }],
+      });
+      // Its role may send to that queue (Lambda sends the failed event with the function's role).
+      synth.template.hasResourceProperties('AWS::IAM::Policy', {
+        PolicyDocument: {
+          Statement: Match.arrayWith([
+            Match.objectLike({ Action: 'sqs:SendMessage', Resource: { 'Fn::GetAtt': [queue, 'Arn'] } }),
+          ]),
+        },
+      });
+    },
+  );
+});
+
+describe('tags', () => {
+  const tagsOf = (r: { Type: string; Properties?: Record<string, unknown> }) => {
+    const props = r.Properties ?? {};
+    // A TableV2 carries its tags on its replica.
+    const raw =
+      r.Type === 'AWS::DynamoDB::GlobalTable'
+        ? (props.Replicas as { Tags?: unknown }[])?.[0]?.Tags
+        : props.Tags;
+    if (Array.isArray(raw))
+      return Object.fromEntries(raw.map((t: { Key: string; Value: string }) => [t.Key, t.Value]));
+    return raw as Record<string, string> | undefined;
+  };
+
+  it.each(['sandbox', 'prod'] as const)(
+    'name the service and the stage on every taggable resource (%s)',
+    (stage) => {
+      // Except the CDK's own S3 auto-delete provider (sandbox only): a raw CfnResource that the Tags
+      // aspect cannot reach.
+      const all = Object.entries(resources((stage === 'sandbox' ? sandbox : prod).template))
+        .filter(([id]) => !id.startsWith('CustomS3AutoDeleteObjectsCustomResourceProvider'))
+        .map(([, r]) => r);
+      for (const type of [
+        'AWS::Lambda::Function',
+        'AWS::DynamoDB::GlobalTable',
+        'AWS::SQS::Queue',
+        'AWS::SecretsManager::Secret',
+        'AWS::S3::Bucket',
+        'AWS::CloudFront::Distribution',
+        'AWS::IAM::Role',
+        'AWS::Logs::LogGroup',
+      ]) {
+        const ofType = all.filter((r) => r.Type === type);
+        expect(ofType.length, type).toBeGreaterThan(0);
+        for (const r of ofType) expect(tagsOf(r), type).toMatchObject({ service: 'hosted-model-api', stage });
+      }
+      for (const r of all) {
+        const tags = tagsOf(r);
+        if (tags !== undefined) expect(tags, r.Type).toMatchObject({ service: 'hosted-model-api', stage });
+      }
+    },
+  );
+});
+
+describe('backups', () => {
+  it('back up the accounts and ledger tables daily in prod, into a retained vault, with a role of their own', () => {
+    const accounts = logicalIdOf(prod, 'AWS::DynamoDB::GlobalTable', 'Tablesaccounts');
+    const ledger = logicalIdOf(prod, 'AWS::DynamoDB::GlobalTable', 'Tablesledger');
+    prod.template.hasResourceProperties('AWS::Backup::BackupPlan', {
+      BackupPlan: {
+        BackupPlanRule: [
+          Match.objectLike({ ScheduleExpression: 'cron(0 5 * * ? *)', Lifecycle: { DeleteAfterDays: 35 } }),
+        ],
+      },
+    });
+    prod.template.hasResource('AWS::Backup::BackupVault', { DeletionPolicy: 'Retain' });
+    const selections = prod.template.findResources('AWS::Backup::BackupSelection');
+    expect(Object.keys(selections)).toHaveLength(1);
+    const selection = (
+      Object.values(selections)[0] as { Properties: { BackupSelection: { Resources: unknown[] } } }
+    ).Properties.BackupSelection;
+    expect(selection.Resources).toEqual([
+      { 'Fn::GetAtt': [accounts, 'Arn'] },
+      { 'Fn::GetAtt': [ledger, 'Arn'] },
+    ]);
+    // No managed policy: the role reaches only these two tables and the vault.
+    const role = logicalIdOf(prod, 'AWS::IAM::Role', 'BackupsRole');
+    expect(resources(prod.template)[role]?.Properties?.ManagedPolicyArns).toBeUndefined();
+  });
+
+  it('are not made for the disposable sandbox', () => {
+    sandbox.template.resourceCountIs('AWS::Backup::BackupPlan', 0);
+  });
+});

@@ -1,0 +1,46 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { App, Validations } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { ApiStack, type ApiStackProps } from '../../lib/infra/api-stack.js';
+
+/** The repository's example tier configuration. */
+export const TIERS = readFileSync(new URL('../../config/tiers.example.json', import.meta.url), 'utf8');
+
+/** The prod stage as the README deploys it. */
+export const PROD_PROPS: ApiStackProps = {
+  stage: 'prod',
+  tiersConfig: TIERS,
+  reservedConcurrency: 50,
+  alarmEmail: 'ops@example.com',
+  monthlyBudgetUsd: 200,
+};
+
+export interface Synthesized {
+  template: Template;
+  /** cdk-nag's AwsSolutions report: its conclusion and unacknowledged findings. */
+  nag: { conclusion: string; violations: unknown[] } | undefined;
+}
+
+/**
+ * A stack's template without bundling the functions (their code is not what these tests read), with
+ * cdk-nag's AwsSolutions pack run as `bin/app.ts` runs it.
+ */
+export function synthOffline(props: ApiStackProps, id = `Test-${props.stage}`): Synthesized {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const stack = new ApiStack(app, id, props);
+  Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+  const assembly = app.synth();
+  const report = JSON.parse(readFileSync(join(assembly.directory, 'validation-report.json'), 'utf8')) as {
+    pluginReports: { pluginName: string; conclusion: string; violations: unknown[] }[];
+  };
+  return {
+    template: Template.fromStack(stack),
+    nag: report.pluginReports.find((p) => p.pluginName === 'AwsSolutions'),
+  };
+}
+
+export type Resource = { Type: string; Properties?: Record<string, unknown> };
+export const resources = (template: Template): Record<string, Resource> =>
+  template.toJSON().Resources as Record<string, Resource>;
