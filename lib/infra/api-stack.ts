@@ -128,6 +128,8 @@ export class ApiStack extends Stack {
 
     const tables = new ServiceTables(this, 'Tables', {
       retain: !sandbox,
+      // Named in the sandbox, so that the CI role can name them (lib/infra/ci-bootstrap-stack.ts).
+      fixedNames: sandbox,
       ...(props.tableMaxReadUnits !== undefined ? { maxReadRequestUnits: props.tableMaxReadUnits } : {}),
       ...(props.tableMaxWriteUnits !== undefined ? { maxWriteRequestUnits: props.tableMaxWriteUnits } : {}),
     });

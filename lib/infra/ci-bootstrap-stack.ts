@@ -1,6 +1,22 @@
-import { CfnOutput, Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, DefaultStackSynthesizer, Duration, Stack, type StackProps } from 'aws-cdk-lib';
 import { OpenIdConnectProvider, PolicyStatement, Role, WebIdentityPrincipal } from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
+import { TABLES } from '../tables.js';
+import { fixedTableName } from './service-tables.js';
+
+/** The sandbox stack's name (bin/app.ts: HostedModelApi-<stage>). */
+const SANDBOX_STACK_NAME = 'HostedModelApi-sandbox';
+
+/**
+ * The DynamoDB actions the contract suite's setup performs with the job's credentials
+ * (test/infra/ci-role-actions.test.ts derives them from the suite and checks this list).
+ */
+export const SANDBOX_SUITE_DYNAMODB_ACTIONS = [
+  'dynamodb:GetItem',
+  'dynamodb:Query',
+  'dynamodb:TransactWriteItems',
+  'dynamodb:UpdateItem',
+] as const;
 
 export interface CiBootstrapStackProps extends StackProps {
   /** `owner/name` of the GitHub repository whose workflows may deploy. */
@@ -12,8 +28,8 @@ export interface CiBootstrapStackProps extends StackProps {
 /**
  * What the sandbox workflow (.github/workflows/sandbox.yml) assumes, as code: GitHub's OIDC provider
  * and a deploy role that only this repository's main branch can assume (no long-lived keys). The role
- * can assume the CDK bootstrap roles (which deploy) and describe stacks (the teardown check), nothing
- * else. `npx cdk deploy HostedModelApi-ci -c githubRepository=owner/name` once per account.
+ * can assume the CDK bootstrap roles a deploy uses (named exactly), describe the sandbox stack (the
+ * teardown check) and make the contract suite's DynamoDB calls on the sandbox's tables, nothing else. `npx cdk deploy HostedModelApi-ci -c githubRepository=owner/name` once per account.
  */
 export class CiBootstrapStack extends Stack {
   constructor(scope: Construct, id: string, props: CiBootstrapStackProps) {
@@ -37,17 +53,37 @@ export class CiBootstrapStack extends Stack {
         },
       }),
     });
+    // The CDK bootstrap roles a deploy and a destroy of the sandbox use, named exactly: the deploy role
+    // (it passes CloudFormation's execution role) and the file-publishing role (the functions' bundles).
+    // No lookup or image role: the stack needs no lookups and ships no container image.
+    const qualifier =
+      (this.node.tryGetContext('@aws-cdk/core:bootstrapQualifier') as string | undefined) ??
+      DefaultStackSynthesizer.DEFAULT_QUALIFIER;
     role.addToPolicy(
       new PolicyStatement({
         actions: ['sts:AssumeRole'],
-        resources: [`arn:${this.partition}:iam::${this.account}:role/cdk-*`],
+        resources: ['deploy-role', 'file-publishing-role'].map(
+          (kind) =>
+            `arn:${this.partition}:iam::${this.account}:role/cdk-${qualifier}-${kind}-${this.account}-${this.region}`,
+        ),
       }),
+    );
+    // What the contract suite does with the job's credentials (accounts and keys it creates, reads and
+    // changes), on the sandbox's tables and their indexes only.
+    const table = (name: string) =>
+      `arn:${this.partition}:dynamodb:${this.region}:${this.account}:table/${name}`;
+    const sandboxTables = Object.values(TABLES).flatMap((def) => {
+      const name = fixedTableName(SANDBOX_STACK_NAME, def);
+      return [table(name), ...def.indexes.map((index) => table(`${name}/index/${index.name}`))];
+    });
+    role.addToPolicy(
+      new PolicyStatement({ actions: [...SANDBOX_SUITE_DYNAMODB_ACTIONS], resources: sandboxTables }),
     );
     role.addToPolicy(
       new PolicyStatement({
         actions: ['cloudformation:DescribeStacks'],
         resources: [
-          `arn:${this.partition}:cloudformation:${this.region}:${this.account}:stack/HostedModelApi-sandbox/*`,
+          `arn:${this.partition}:cloudformation:${this.region}:${this.account}:stack/${SANDBOX_STACK_NAME}/*`,
         ],
       }),
     );

@@ -1,7 +1,16 @@
-import { RemovalPolicy } from 'aws-cdk-lib';
+import { RemovalPolicy, Stack } from 'aws-cdk-lib';
 import { AttributeType, Billing, TableEncryptionV2, TableV2 } from 'aws-cdk-lib/aws-dynamodb';
 import { Construct } from 'constructs';
 import { TABLES, type TableDefinition } from '../tables.js';
+
+/**
+ * A table's name when the stack names its tables (the sandbox): the stack's name and the table's id,
+ * e.g. `HostedModelApi-sandbox-keys`, so that the CI role (ci-bootstrap-stack.ts) can name exactly
+ * the tables it may use. Elsewhere CloudFormation names them (a replacement never collides).
+ */
+export function fixedTableName(stackName: string, def: TableDefinition): string {
+  return `${stackName}-${def.id}`;
+}
 
 /**
  * The tables from the one schema in lib/tables.ts: on-demand, point-in-time recovery,
@@ -16,12 +25,19 @@ export class ServiceTables extends Construct {
   constructor(
     scope: Construct,
     id: string,
-    props: { retain: boolean; maxReadRequestUnits?: number; maxWriteRequestUnits?: number },
+    props: {
+      retain: boolean;
+      /** Name the tables after the stack (fixedTableName). */
+      fixedNames?: boolean;
+      maxReadRequestUnits?: number;
+      maxWriteRequestUnits?: number;
+    },
   ) {
     super(scope, id);
     const make = (def: TableDefinition) => {
       const key = (name: string) => ({ name, type: AttributeType.STRING });
       return new TableV2(this, def.id, {
+        ...(props.fixedNames ? { tableName: fixedTableName(Stack.of(this).stackName, def) } : {}),
         partitionKey: key(def.partitionKey),
         ...(def.sortKey ? { sortKey: key(def.sortKey) } : {}),
         // On demand, with the optional maximum throughput (a cost guardrail, set from context).

