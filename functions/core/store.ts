@@ -89,14 +89,21 @@ export interface LedgerEntry {
 
 export type SettleOutcome = 'settled' | 'already-settled';
 
+/**
+ * What placing a hold came to: held, refused for credit (all of it held or spent), or refused because
+ * the account is no longer active (suspended or banned since the request read it: a 403, not a 402).
+ */
+export type HoldOutcome = 'held' | 'refused' | Exclude<AccountStatus, 'active'>;
+
 export interface Store {
   /** The key and its account, read strongly consistently (revocation, status and balance are fresh). */
   loadPrincipal(keyHash: string): Promise<Principal | undefined>;
   /**
    * Places a hold in one conditional write: only if the account is active and its available credit
-   * (balance minus held) is above zero before this hold. 'refused' otherwise. Gives up by `deadline`.
+   * (balance minus held) is above zero before this hold. Refused otherwise, saying why: the account's
+   * status when it is not active, else 'refused' (credit). Gives up by `deadline`.
    */
-  placeHold(hold: Hold, options?: { deadline?: number }): Promise<'held' | 'refused'>;
+  placeHold(hold: Hold, options?: { deadline?: number }): Promise<HoldOutcome>;
   /**
    * Writes the ledger entry and deducts its cost in ONE transaction, releasing `hold` in the same
    * transaction when given (and still live). Idempotent by generation id. Gives up by `deadline`.

@@ -10,6 +10,7 @@ import {
   type AccountRecord,
   type ChargeEntry,
   type Hold,
+  type HoldOutcome,
   type KeyRecord,
   type LedgerEntry,
   type SettleOutcome,
@@ -40,11 +41,13 @@ export class MemoryStore implements Store {
     };
   }
 
-  async placeHold(hold: Hold): Promise<'held' | 'refused'> {
+  async placeHold(hold: Hold): Promise<HoldOutcome> {
     this.calls.push('placeHold');
     const account = this.accounts.get(hold.accountId);
     if (this.holds.has(hold.holdId)) return 'held';
-    if (account?.status !== 'active' || account.balanceNano - account.heldNano <= 0n) return 'refused';
+    if (account === undefined) return 'banned';
+    if (account.status !== 'active') return account.status;
+    if (account.balanceNano - account.heldNano <= 0n) return 'refused';
     account.heldNano += hold.amountNano;
     this.holds.set(hold.holdId, { ...hold });
     return 'held';

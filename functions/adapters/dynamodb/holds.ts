@@ -5,12 +5,13 @@
 import {
   ConditionalCheckFailedException,
   type DynamoDBClient,
+  type GetItemCommandOutput,
   paginateScan,
   type TransactWriteItemsCommandInput,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
-import type { Hold } from '../../core/store.js';
-import { holdItem, type Item, N, S, type TableNames, toHold } from './items.js';
+import type { Hold, HoldOutcome } from '../../core/store.js';
+import { holdItem, type Item, N, S, type TableNames, toAccount, toHold } from './items.js';
 import {
   cancellationReasons,
   type Db,
@@ -41,7 +42,7 @@ export class Holds {
    * before its upstream call. At 160 MB's CPU share (`BENCH_HOLD_MB=160 npm run bench:holds`) it
    * added 31-33 ms at p50 to a held stream's first data chunk through the SDK client, 12-16 ms this way.
    */
-  async placeHold(hold: Hold, options: { deadline?: number } = {}): Promise<'held' | 'refused'> {
+  async placeHold(hold: Hold, options: { deadline?: number } = {}): Promise<HoldOutcome> {
     const deadline = options.deadline ?? Number.POSITIVE_INFINITY;
     const input: TransactWriteItemsCommandInput = {
       ClientRequestToken: requestToken('hold', hold.holdId),
@@ -83,7 +84,7 @@ export class Holds {
         const reasons = cancellationReasons(error);
         if (reasons) {
           const [holdReason, account] = reasons;
-          if (account?.Code === 'ConditionalCheckFailed') return 'refused';
+          if (account?.Code === 'ConditionalCheckFailed') return this.whyRefused(hold, deadline);
           // Our own hold is there already: an earlier attempt committed and its answer was lost.
           if (holdReason?.Code === 'ConditionalCheckFailed') return 'held';
         }
@@ -93,6 +94,29 @@ export class Holds {
         await sleep(wait);
       }
     }
+  }
+
+  /**
+   * The condition checks status and credit together, and its failure does not say which failed: the
+   * account is read again (strongly consistently) to tell a suspension or ban (403) from credit (402).
+   * A refusal is rare (an account out of credit, or one suspended during its requests), so this read
+   * costs nothing on the way of a request that is served.
+   */
+  private async whyRefused(hold: Hold, deadline: number): Promise<HoldOutcome> {
+    const out = await this.wire.call<GetItemCommandOutput>(
+      'GetItem',
+      {
+        TableName: this.tables.accounts,
+        Key: { accountId: S(hold.accountId) },
+        ConsistentRead: true,
+        ProjectionExpression: '#status',
+        ExpressionAttributeNames: { '#status': 'status' },
+      },
+      { deadline },
+    );
+    if (!out.Item) return 'banned';
+    const status = toAccount(out.Item).status;
+    return status === 'active' ? 'refused' : status;
   }
 
   /**

@@ -12,6 +12,7 @@ import type {
   AccountRecord,
   ChargeEntry,
   Hold,
+  HoldOutcome,
   KeyRecord,
   LedgerEntry,
   SettleOutcome,
@@ -87,7 +88,7 @@ export class DynamoStore implements Store {
     return this.ledger.getLedgerEntry(accountId, entryId);
   }
 
-  placeHold(hold: Hold, options: { deadline?: number } = {}): Promise<'held' | 'refused'> {
+  placeHold(hold: Hold, options: { deadline?: number } = {}): Promise<HoldOutcome> {
     return this.holds.placeHold(hold, options);
   }
   releaseHold(hold: Hold, options: { onlyIfExpiredAt?: number; deadline?: number } = {}): Promise<boolean> {
