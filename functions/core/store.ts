@@ -44,9 +44,24 @@ export interface Hold {
   createdAt: string;
   /**
    * The generation's usage record (JSON text, as its `generation usage` log line carries it), written
-   * when its settlement failed: the sweeper logs it again when it releases the hold.
+   * on a held request's hold before its settlement, and on a deferred settlement's item: the sweeper
+   * settles the generation from it (once: the ledger entry is keyed by the generation id).
    */
   usageRecord?: string;
+  /**
+   * The function gave up on this generation's settlement and left it here for the sweeper, which
+   * completes it at its next run (without waiting for the expiry). A deferred settlement of a request
+   * that had no hold is an item of amount 0.
+   */
+  deferred?: boolean;
+}
+
+/** What one settlement met on its way: counted by the caller for the contention metrics. */
+export interface Contention {
+  /** Attempts cancelled because another transaction held an item (TransactionConflict). */
+  conflicts: number;
+  /** Attempts sent again (after a conflict, throttling or a lost answer). */
+  retries: number;
 }
 
 export interface AccountRecord {
@@ -108,13 +123,27 @@ export interface Store {
    * Writes the ledger entry and deducts its cost in ONE transaction, releasing `hold` in the same
    * transaction when given (and still live). Idempotent by generation id. Gives up by `deadline`.
    */
-  settleCharge(entry: ChargeEntry, options?: { hold?: Hold; deadline?: number }): Promise<SettleOutcome>;
+  settleCharge(
+    entry: ChargeEntry,
+    options?: { hold?: Hold; deadline?: number; contention?: Contention },
+  ): Promise<SettleOutcome>;
+  /**
+   * Leaves a settlement that could not be written in time where the sweeper completes it: the usage
+   * record on the generation's hold item (created, of amount 0, if there is none), marked deferred;
+   * written only while the generation has no ledger entry ('already-settled' if it has: a settlement
+   * that committed though its answer was lost). Gives up by `deadline`.
+   */
+  deferSettlement(
+    entry: ChargeEntry,
+    usageRecord: string,
+    options?: { hold?: Hold; deadline?: number },
+  ): Promise<'deferred' | 'already-settled'>;
   /**
    * Releases a hold without a charge (sweeper, or a request that failed before spending). True if it
    * was live. Gives up by `deadline`.
    */
   releaseHold(hold: Hold, options?: { onlyIfExpiredAt?: number; deadline?: number }): Promise<boolean>;
-  /** Keeps a failed settlement's usage record on its hold, if the hold is still there. True if it was. */
+  /** Keeps a generation's usage record on its hold, if the hold is still there. True if it was. */
   recordUsageOnHold(hold: Hold, usageRecord: string): Promise<boolean>;
   listHolds(accountId?: string): Promise<Hold[]>;
 

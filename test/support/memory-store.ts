@@ -84,6 +84,29 @@ export class MemoryStore implements Store {
     return 'settled';
   }
 
+  async deferSettlement(
+    entry: ChargeEntry,
+    usageRecord: string,
+    options: { hold?: Hold } = {},
+  ): Promise<'deferred' | 'already-settled'> {
+    this.calls.push('deferSettlement');
+    if (this.ledger.get(entry.accountId)?.some((e) => e.entryId === entry.generationId))
+      return 'already-settled';
+    const live = this.holds.get(entry.generationId);
+    if (live) Object.assign(live, { usageRecord, deferred: true });
+    else
+      this.holds.set(entry.generationId, {
+        accountId: entry.accountId,
+        holdId: entry.generationId,
+        amountNano: 0n,
+        expiresAt: options.hold?.expiresAt ?? Date.now(),
+        createdAt: options.hold?.createdAt ?? new Date().toISOString(),
+        usageRecord,
+        deferred: true,
+      });
+    return 'deferred';
+  }
+
   async releaseHold(
     hold: Hold,
     options: { onlyIfExpiredAt?: number; deadline?: number } = {},

@@ -10,8 +10,9 @@ import {
   type TransactWriteItemsCommandInput,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
-import type { Hold, HoldOutcome } from '../../core/store.js';
+import type { ChargeEntry, Hold, HoldOutcome } from '../../core/store.js';
 import { holdItem, type Item, N, S, type TableNames, toAccount, toHold } from './items.js';
+import { MAX_ATTEMPTS, retryWait } from './ledger.js';
 import {
   cancellationReasons,
   type Db,
@@ -21,8 +22,6 @@ import {
   sleep,
 } from './store-db.js';
 import type { DynamoWire } from './wire.js';
-
-const HOLD_ATTEMPTS = 10;
 
 export class Holds {
   private readonly client: DynamoDBClient;
@@ -88,8 +87,8 @@ export class Holds {
           // Our own hold is there already: an earlier attempt committed and its answer was lost.
           if (holdReason?.Code === 'ConditionalCheckFailed') return 'held';
         }
-        if (!isRetryableSettlementError(error) || attempt >= HOLD_ATTEMPTS) throw error;
-        const wait = Math.random() * Math.min(400, 10 * 2 ** attempt);
+        if (!isRetryableSettlementError(error) || attempt >= MAX_ATTEMPTS) throw error;
+        const wait = retryWait(attempt);
         if (Date.now() + wait >= deadline) throw error;
         await sleep(wait);
       }
@@ -166,7 +165,67 @@ export class Holds {
     }
   }
 
-  /** A failed settlement's usage record, kept on its hold for the sweeper; nothing if the hold is gone. */
+  /**
+   * A settlement the function could not write in time, left for the sweeper: one transaction that
+   * checks the generation has no ledger entry (else its settlement committed and only the answer was
+   * lost: 'already-settled') and writes the usage record on the generation's hold item, marked
+   * deferred. The item is created, of amount 0, where there is none (a request served without a hold,
+   * or one whose hold was released): its settlement then releases nothing. Its key is the hold's, so
+   * it stays in the partition the request's writes already go to.
+   */
+  async deferSettlement(
+    entry: ChargeEntry,
+    usageRecord: string,
+    options: { hold?: Hold; deadline?: number } = {},
+  ): Promise<'deferred' | 'already-settled'> {
+    const deadline = options.deadline ?? Number.POSITIVE_INFINITY;
+    const now = Date.now();
+    // No ClientRequestToken: the write is idempotent as it is (SET of the same values), and a token
+    // would answer a second deferral within ten minutes as done without checking the ledger.
+    const input: TransactWriteItemsCommandInput = {
+      TransactItems: [
+        {
+          ConditionCheck: {
+            TableName: this.tables.ledger,
+            Key: { accountId: S(entry.accountId), entryId: S(entry.generationId) },
+            ConditionExpression: 'attribute_not_exists(entryId)',
+          },
+        },
+        {
+          Update: {
+            TableName: this.tables.holds,
+            Key: { accountId: S(entry.accountId), holdId: S(entry.generationId) },
+            UpdateExpression:
+              'SET usageRecord = :record, #deferred = :true, amountNano = if_not_exists(amountNano, :zero), ' +
+              'expiresAt = if_not_exists(expiresAt, :now), createdAt = if_not_exists(createdAt, :created)',
+            // DEFERRED is one of DynamoDB's reserved words.
+            ExpressionAttributeNames: { '#deferred': 'deferred' },
+            ExpressionAttributeValues: {
+              ':record': S(usageRecord),
+              ':true': { BOOL: true },
+              ':zero': N(0),
+              ':now': N(options.hold?.expiresAt ?? now),
+              ':created': S(options.hold?.createdAt ?? entry.createdAt),
+            },
+          },
+        },
+      ],
+    };
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.wire.call('TransactWriteItems', input, { deadline });
+        return 'deferred';
+      } catch (error) {
+        if (cancellationReasons(error)?.[0]?.Code === 'ConditionalCheckFailed') return 'already-settled';
+        if (!isRetryableSettlementError(error) || attempt >= MAX_ATTEMPTS) throw error;
+        const wait = retryWait(attempt);
+        if (Date.now() + wait >= deadline) throw error;
+        await sleep(wait);
+      }
+    }
+  }
+
+  /** A generation's usage record, kept on its hold for the sweeper; nothing if the hold is gone. */
   async recordUsageOnHold(hold: Hold, usageRecord: string): Promise<boolean> {
     try {
       await this.client.send(
