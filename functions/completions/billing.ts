@@ -9,14 +9,21 @@ import type { Principal } from '../core/access.js';
 import { costToUsd, nanoToUsd } from '../core/money.js';
 import { priceUsage, type TokenUsage } from '../core/pricing.js';
 import type { ChatRequest } from '../core/schemas.js';
-import type { ChargeEntry, Hold, Store } from '../core/store.js';
+import { AccountNotFoundError, type ChargeEntry, type Hold, type Store } from '../core/store.js';
 import { cutToCodePoints } from '../core/strings.js';
 import type { UpstreamTarget } from '../core/tiers.js';
 import { CountBudget, estimatePromptTokens, estimateTextTokens } from '../core/tokens.js';
 import type { UsageReport } from '../core/usage.js';
 import { boundUsage } from '../core/usage-bounds.js';
+import { usageRecordOf } from '../core/usage-record.js';
 import { collectLargeRequestGarbage, LARGE_REQUEST_BYTES } from '../shared/memory.js';
-import { logger, recordBillingFailure, recordUsageOutOfBounds } from '../shared/observability.js';
+import {
+  logger,
+  recordBillingFailure,
+  recordSettlementContention,
+  recordSettlementDeferred,
+  recordUsageOutOfBounds,
+} from '../shared/observability.js';
 import { GENERATION_USAGE_MESSAGE } from '../shared/usage-line.js';
 import type { Deadlines } from './deadlines.js';
 
@@ -144,21 +151,23 @@ export async function price(generation: Billable, delivered: Delivered): Promise
 /**
  * One conditional write: the ledger entry under the generation id and the deduction (idempotent by
  * generation id). Runs after the reply, or for a held request before its reply ends (generation.ts:
- * it releases the hold). Its full record is logged first, as one line (`generation
- * usage`, the generation's only line when it settles): should the function die before the write,
- * `admin bill-logged` finds it and bills it once.
- * A write that still fails within the deadline is logged again with the record and counted
- * (`BillingFailures`), and the record is kept on the generation's hold, if it has one, for the
- * sweeper to log once more when the hold expires; it never throws: the reply carries the cost either
- * way.
+ * it releases the hold). Its full record is logged first, as one line (`generation usage`, the
+ * generation's only line when it settles), and a held request keeps it on its hold too: should the
+ * function die before the write, the sweeper settles the hold from it once it expires.
+ * A write that meets other transactions is sent again until its deadline nears; one still unwritten
+ * then is deferred: its record kept on its hold item (one of amount 0 if it has no hold) for the
+ * sweeper's next run, counted (`SettlementsDeferred`). Only a settlement that can be neither written
+ * nor deferred is a billing failure (logged with its record for `admin bill-logged`, counted in
+ * `BillingFailures`). It never throws: the reply carries the cost either way.
  */
 export async function settle(
   bill: Bill,
   generation: Pick<Billable, 'hold' | 'deadlines'>,
-  store: Pick<Store, 'settleCharge' | 'recordUsageOnHold'>,
-): Promise<'settled' | 'failed'> {
+  store: Pick<Store, 'settleCharge' | 'recordUsageOnHold' | 'deferSettlement'>,
+): Promise<'settled' | 'deferred' | 'failed'> {
   const { entry, billedNano } = bill;
-  const record = usageRecord(entry, generation.hold);
+  const { hold, deadlines } = generation;
+  const record = usageRecordOf(entry, hold);
   // The generation's one log line when all goes well (a settled generation writes nothing more, no
   // metrics line either: the ledger is its record). Latency is the reply's: the settlement follows it.
   logger.info(GENERATION_USAGE_MESSAGE, {
@@ -167,40 +176,45 @@ export async function settle(
     // The BilledMicroUsd metric's value (a statistic, not money: the ledger is the record), read from
     // this line with the tokens by the stack's metric filters (lib/infra/generation-metrics.ts).
     billedMicroUsd: Number(billedNano / 1000n),
-    latencyMs: Date.now() - generation.deadlines.startedAt,
+    latencyMs: Date.now() - deadlines.startedAt,
   });
+  const recordText = JSON.stringify(record);
+  // The hold already stands for this generation: with its record on it, a function that dies now
+  // still leaves the sweeper all it needs. Best effort: the log line is the fallback.
+  if (hold) await store.recordUsageOnHold(hold, recordText).catch(() => false);
+  const deadline = deadlines.settleCall();
+  // What is left of the time after the retries is the deferral's.
+  const retryUntil = deadline - Math.min(DEFER_RESERVE_MS, Math.max(0, deadline - Date.now()) / 3);
+  const contention = { conflicts: 0, retries: 0 };
   try {
-    await store.settleCharge(entry, {
-      ...(generation.hold ? { hold: generation.hold } : {}),
-      deadline: generation.deadlines.settleCall(),
-    });
+    await store.settleCharge(entry, { ...(hold ? { hold } : {}), deadline: retryUntil, contention });
+    return 'settled';
   } catch (error) {
-    // The full usage record, so the charge can be applied later; bigint becomes decimal text.
-    recordBillingFailure({ ...entry, billedNano: undefined, billedUsd: nanoToUsd(billedNano) }, error);
-    if (generation.hold) {
-      await store.recordUsageOnHold(generation.hold, JSON.stringify(record)).catch((cause: unknown) => {
-        logger.error('usage record not kept on the hold', {
-          generationId: entry.generationId,
-          error: cause instanceof Error ? cause : String(cause),
-        });
-      });
+    if (error instanceof AccountNotFoundError) {
+      recordBillingFailure({ ...entry, billedNano: undefined, billedUsd: nanoToUsd(billedNano) }, error);
+      return 'failed';
     }
-    return 'failed';
+    try {
+      const deferred = await store.deferSettlement(entry, recordText, {
+        ...(hold ? { hold } : {}),
+        deadline,
+      });
+      // Committed after all, its answer lost: settled, not a failure.
+      if (deferred === 'already-settled') return 'settled';
+      recordSettlementDeferred(entry.generationId, error);
+      return 'deferred';
+    } catch (deferError) {
+      // The full usage record, so the charge can be applied later; bigint becomes decimal text.
+      recordBillingFailure({ ...entry, billedNano: undefined, billedUsd: nanoToUsd(billedNano) }, deferError);
+      return 'failed';
+    }
+  } finally {
+    if (contention.retries > 0 || contention.conflicts > 0) recordSettlementContention(contention);
   }
-  return 'settled';
 }
 
-/**
- * The usage record as logged: the ledger entry and the hold, bigints as decimal strings. `admin
- * bill-logged` reads it back (lib/admin/usage-records.ts).
- */
-function usageRecord(entry: ChargeEntry, hold: Hold | undefined) {
-  return {
-    ...entry,
-    billedNano: entry.billedNano.toString(),
-    ...(hold ? { hold: { ...hold, amountNano: hold.amountNano.toString() } } : {}),
-  };
-}
+/** Kept back from the settlement's deadline for writing it down as deferred, should it not commit. */
+const DEFER_RESERVE_MS = 2_000;
 
 /**
  * The request's end-user id (`user`, or OpenAI's newer `safety_identifier`), at most 256 characters,

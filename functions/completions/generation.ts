@@ -1,12 +1,12 @@
 import { type OpenedUpstream, openWithFallback } from '../adapters/upstream.js';
-import { type Principal, refuseCredit } from '../core/access.js';
+import { type Principal, refuseCredit, refuseStatus } from '../core/access.js';
 import { GatewayTimeoutError, ServiceUnavailableError, UpstreamError } from '../core/errors.js';
 import { type ForwardedBody, toUpstreamBody } from '../core/forwarding.js';
 import { needsHold, worstCaseBilledNano } from '../core/holds.js';
 import { newGenerationId } from '../core/ids.js';
 import { nanoToUsd } from '../core/money.js';
 import type { ChatRequest } from '../core/schemas.js';
-import type { Hold, Store } from '../core/store.js';
+import type { Hold, HoldOutcome, Store } from '../core/store.js';
 import { outputCap, type Tier, type UpstreamTarget } from '../core/tiers.js';
 import { usageForClient } from '../core/usage.js';
 import { promptBound } from '../core/usage-bounds.js';
@@ -94,7 +94,7 @@ export class Generation {
       expiresAt: this.deadlines.holdExpiresAt,
       createdAt: new Date(this.deadlines.startedAt).toISOString(),
     };
-    let placed: 'held' | 'refused';
+    let placed: HoldOutcome;
     try {
       // No upstream attempt starts after its deadline: a hold is no use past it.
       placed = await this.ports.store.placeHold(hold, { deadline: this.deadlines.upstream });
@@ -114,6 +114,8 @@ export class Generation {
       throw new ServiceUnavailableError({ cause: error });
     }
     if (placed === 'refused') throw refuseCredit(this.caller, this.ports.config.topUpUrl);
+    // Suspended or banned since the request's read: the hold's condition checks status and credit together.
+    if (placed !== 'held') throw refuseStatus(placed);
     this.hold = hold;
   }
 

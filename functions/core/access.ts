@@ -31,15 +31,15 @@ export function authorize(
       principal ? 'revoked_api_key' : 'invalid_api_key',
     );
   }
-  if (principal.accountStatus !== 'active') {
-    throw new PermissionDeniedError(
-      `This account is ${principal.accountStatus}. Contact support.`,
-      `account_${principal.accountStatus}`,
-    );
-  }
+  if (principal.accountStatus !== 'active') throw refuseStatus(principal.accountStatus);
   if (opts.requireCredit && principal.balanceNano - principal.heldNano <= 0n)
     throw refuseCredit(principal, opts.topUpUrl);
   return principal;
+}
+
+/** The one 403 of an account that is not active (suspended or banned). */
+export function refuseStatus(status: Exclude<AccountStatus, 'active'>): PermissionDeniedError {
+  return new PermissionDeniedError(`This account is ${status}. Contact support.`, `account_${status}`);
 }
 
 /**

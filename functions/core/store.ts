@@ -44,9 +44,24 @@ export interface Hold {
   createdAt: string;
   /**
    * The generation's usage record (JSON text, as its `generation usage` log line carries it), written
-   * when its settlement failed: the sweeper logs it again when it releases the hold.
+   * on a held request's hold before its settlement, and on a deferred settlement's item: the sweeper
+   * settles the generation from it (once: the ledger entry is keyed by the generation id).
    */
   usageRecord?: string;
+  /**
+   * The function gave up on this generation's settlement and left it here for the sweeper, which
+   * completes it at its next run (without waiting for the expiry). A deferred settlement of a request
+   * that had no hold is an item of amount 0.
+   */
+  deferred?: boolean;
+}
+
+/** What one settlement met on its way: counted by the caller for the contention metrics. */
+export interface Contention {
+  /** Attempts cancelled because another transaction held an item (TransactionConflict). */
+  conflicts: number;
+  /** Attempts sent again (after a conflict, throttling or a lost answer). */
+  retries: number;
 }
 
 export interface AccountRecord {
@@ -89,25 +104,46 @@ export interface LedgerEntry {
 
 export type SettleOutcome = 'settled' | 'already-settled';
 
+/**
+ * What placing a hold came to: held, refused for credit (all of it held or spent), or refused because
+ * the account is no longer active (suspended or banned since the request read it: a 403, not a 402).
+ */
+export type HoldOutcome = 'held' | 'refused' | Exclude<AccountStatus, 'active'>;
+
 export interface Store {
   /** The key and its account, read strongly consistently (revocation, status and balance are fresh). */
   loadPrincipal(keyHash: string): Promise<Principal | undefined>;
   /**
    * Places a hold in one conditional write: only if the account is active and its available credit
-   * (balance minus held) is above zero before this hold. 'refused' otherwise. Gives up by `deadline`.
+   * (balance minus held) is above zero before this hold. Refused otherwise, saying why: the account's
+   * status when it is not active, else 'refused' (credit). Gives up by `deadline`.
    */
-  placeHold(hold: Hold, options?: { deadline?: number }): Promise<'held' | 'refused'>;
+  placeHold(hold: Hold, options?: { deadline?: number }): Promise<HoldOutcome>;
   /**
    * Writes the ledger entry and deducts its cost in ONE transaction, releasing `hold` in the same
    * transaction when given (and still live). Idempotent by generation id. Gives up by `deadline`.
    */
-  settleCharge(entry: ChargeEntry, options?: { hold?: Hold; deadline?: number }): Promise<SettleOutcome>;
+  settleCharge(
+    entry: ChargeEntry,
+    options?: { hold?: Hold; deadline?: number; contention?: Contention },
+  ): Promise<SettleOutcome>;
+  /**
+   * Leaves a settlement that could not be written in time where the sweeper completes it: the usage
+   * record on the generation's hold item (created, of amount 0, if there is none), marked deferred;
+   * written only while the generation has no ledger entry ('already-settled' if it has: a settlement
+   * that committed though its answer was lost). Gives up by `deadline`.
+   */
+  deferSettlement(
+    entry: ChargeEntry,
+    usageRecord: string,
+    options?: { hold?: Hold; deadline?: number },
+  ): Promise<'deferred' | 'already-settled'>;
   /**
    * Releases a hold without a charge (sweeper, or a request that failed before spending). True if it
    * was live. Gives up by `deadline`.
    */
   releaseHold(hold: Hold, options?: { onlyIfExpiredAt?: number; deadline?: number }): Promise<boolean>;
-  /** Keeps a failed settlement's usage record on its hold, if the hold is still there. True if it was. */
+  /** Keeps a generation's usage record on its hold, if the hold is still there. True if it was. */
   recordUsageOnHold(hold: Hold, usageRecord: string): Promise<boolean>;
   listHolds(accountId?: string): Promise<Hold[]>;
 

@@ -40,13 +40,47 @@ const metrics = new Metrics({
 export const billingFailures = { count: 0 };
 
 /**
- * A generation that could not be billed: logged with its full usage record (so it can be charged
- * by hand) and counted in the `BillingFailures` metric, which has an alarm. Never a silent loss.
+ * A generation that could not be billed nor its settlement deferred to the sweeper: logged with its
+ * full usage record (so it can be charged by `admin bill-logged`) and counted in the `BillingFailures`
+ * metric, which has an alarm. A settlement that committed though its answer was lost is not one.
  */
 export function recordBillingFailure(record: Record<string, unknown>, error: unknown): void {
   billingFailures.count += 1;
   logger.error('billing failed', { ...record, error: error instanceof Error ? error : String(error) });
   metrics.addMetric('BillingFailures', MetricUnit.Count, 1);
+  metrics.publishStoredMetrics();
+}
+
+/** Settlement contention and deferrals, read by tests. */
+export const settlements = { conflicts: 0, retries: 0, deferred: 0, completedBySweeper: 0 };
+
+/**
+ * A settlement that met other transactions on its items: its conflicts and retries, as the metrics
+ * `SettlementConflicts` and `SettlementRetries` (one line per contended settlement; none otherwise).
+ */
+export function recordSettlementContention(contention: { conflicts: number; retries: number }): void {
+  settlements.conflicts += contention.conflicts;
+  settlements.retries += contention.retries;
+  metrics.addMetric('SettlementConflicts', MetricUnit.Count, contention.conflicts);
+  metrics.addMetric('SettlementRetries', MetricUnit.Count, contention.retries);
+  metrics.publishStoredMetrics();
+}
+
+/** A settlement left to the sweeper (durably): metric `SettlementsDeferred`. Not a failure. */
+export function recordSettlementDeferred(generationId: string, error: unknown): void {
+  settlements.deferred += 1;
+  logger.warn('settlement deferred to the sweeper', {
+    generationId,
+    error: error instanceof Error ? error : String(error),
+  });
+  metrics.addMetric('SettlementsDeferred', MetricUnit.Count, 1);
+  metrics.publishStoredMetrics();
+}
+
+/** A deferred (or orphaned) settlement the sweeper completed: metric `DeferredSettlementsCompleted`. */
+export function recordDeferredSettlementCompleted(): void {
+  settlements.completedBySweeper += 1;
+  metrics.addMetric('DeferredSettlementsCompleted', MetricUnit.Count, 1);
   metrics.publishStoredMetrics();
 }
 

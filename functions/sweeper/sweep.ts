@@ -1,28 +1,52 @@
 /**
- * Releases expired holds. A hold outlives its request only when the function died, timed out or could
- * not settle: its request was never billed, so each release is logged (with the hold) and counted in the
- * `ExpiredHoldsReleased` metric for the operator to look at. A hold whose settlement failed carries
- * the generation's usage record: its release logs that record again as a `generation usage` line,
- * which `admin bill-logged` bills. A release is one conditional transaction (the hold item must
- * still exist and be expired), so a hold is never released twice and never after its settlement.
+ * Completes deferred settlements and releases expired holds.
+ *
+ * A hold item carrying a usage record is a generation the function did not finish billing: deferred
+ * (the function gave up on its settlement within its time and said so), or expired with the record
+ * its held request wrote before settling (the function died). The sweeper settles it from the record:
+ * the ledger entry and the deduction in one transaction, releasing the hold, keyed by the generation
+ * id, so a generation is billed once however many sweeps, late commits or `admin bill-logged` runs
+ * meet on it. A deferred one is completed at the next sweep; an undeferred one only once expired
+ * (its function may still be settling it until then).
+ *
+ * An expired hold without a record outlives a request that was never billed (the function died, timed
+ * out or could not settle before it priced anything, or a fast-path record that was only logged): it
+ * is released, logged and counted (`ExpiredHoldsReleased`) for the operator to look at. A release is
+ * one conditional transaction (the hold item must still exist and be expired), so a hold is never
+ * released twice and never after its settlement.
  */
 
 import { nanoToUsd } from '../core/money.js';
-import type { Hold, Store } from '../core/store.js';
-import { logger, recordExpiredHoldReleased } from '../shared/observability.js';
+import type { ChargeEntry, Hold, Store } from '../core/store.js';
+import { readUsageRecord } from '../core/usage-record.js';
+import {
+  logger,
+  recordDeferredSettlementCompleted,
+  recordExpiredHoldReleased,
+} from '../shared/observability.js';
 import { GENERATION_USAGE_MESSAGE } from '../shared/usage-line.js';
 
 export interface SweepResult {
   examined: number;
   released: number;
+  /** Settlements completed from a hold's usage record. */
+  completed: number;
 }
 
 export async function sweepExpiredHolds(store: Store, now = Date.now()): Promise<SweepResult> {
   const holds = await store.listHolds();
   let released = 0;
+  let completed = 0;
   for (const hold of holds) {
-    if (hold.expiresAt > now) continue;
-    if (await store.releaseHold(hold, { onlyIfExpiredAt: now })) {
+    const expired = hold.expiresAt <= now;
+    if (!expired && !hold.deferred) continue;
+    const read = hold.usageRecord === undefined ? undefined : readUsageRecord(parseJson(hold.usageRecord));
+    // Only the hold's own generation: a record that names another is left to the operator.
+    if (read && read.entry.generationId === hold.holdId && read.entry.accountId === hold.accountId) {
+      if (await complete(store, read.entry, hold)) completed += 1;
+      continue;
+    }
+    if (expired && (await store.releaseHold(hold, { onlyIfExpiredAt: now }))) {
       released += 1;
       recordExpiredHoldReleased();
       logger.warn('expired hold released: its request was never billed', {
@@ -32,20 +56,50 @@ export async function sweepExpiredHolds(store: Store, now = Date.now()): Promise
         createdAt: hold.createdAt,
         expiresAt: new Date(hold.expiresAt).toISOString(),
       });
-      const record = usageRecordOf(hold);
-      if (record !== undefined) logger.warn(GENERATION_USAGE_MESSAGE, { record, source: 'expired hold' });
+      // A record that is not one (written by hand?) is logged as it is, for the operator.
+      if (hold.usageRecord !== undefined)
+        logger.warn(GENERATION_USAGE_MESSAGE, {
+          record: parseJson(hold.usageRecord),
+          source: 'expired hold',
+        });
     }
   }
-  return { examined: holds.length, released };
+  return { examined: holds.length, released, completed };
 }
 
-/** The usage record a failed settlement left on its hold, as it was logged; undefined without one. */
-function usageRecordOf(hold: Hold): unknown {
-  if (hold.usageRecord === undefined) return undefined;
+/**
+ * Settles one generation from its hold's record, releasing the hold with it. Already on the ledger
+ * (a late commit, or bill-logged first): the item is only released, as a settled generation holds
+ * nothing. A failure is logged and left for the next sweep. True if this sweep billed it.
+ */
+async function complete(store: Store, entry: ChargeEntry, hold: Hold): Promise<boolean> {
   try {
-    return JSON.parse(hold.usageRecord);
+    const outcome = await store.settleCharge(entry, { hold });
+    if (outcome === 'already-settled') {
+      await store.releaseHold(hold);
+      return false;
+    }
+    recordDeferredSettlementCompleted();
+    logger.info('deferred settlement completed', {
+      accountId: hold.accountId,
+      generationId: hold.holdId,
+      billedUsd: nanoToUsd(entry.billedNano),
+      deferred: hold.deferred === true,
+    });
+    return true;
+  } catch (error) {
+    logger.error('deferred settlement not completed; the next sweep tries again', {
+      generationId: hold.holdId,
+      error: error instanceof Error ? error : String(error),
+    });
+    return false;
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
   } catch {
-    // Written by the completions function as JSON; logged as it is if it somehow is not.
-    return hold.usageRecord;
+    return text;
   }
 }

@@ -10,43 +10,9 @@
  * text prefix of timestamp and request id), or the JSON of a CloudWatch Logs Insights query's
  * results (`aws logs get-query-results`), whose `@message` fields hold those lines.
  */
-import * as z from 'zod';
 import type { ChargeEntry, Hold, Store } from '../../functions/core/store.js';
+import { readUsageRecord } from '../../functions/core/usage-record.js';
 import { GENERATION_USAGE_MESSAGE } from '../../functions/shared/usage-line.js';
-
-const Digits = z
-  .string()
-  .regex(/^\d{1,30}$/, 'a whole number of nano-USD')
-  .transform(BigInt);
-const Count = z.int().min(0).max(Number.MAX_SAFE_INTEGER);
-
-/** One logged usage record, checked field by field (a log line is outside input too). */
-const RecordSchema = z.object({
-  accountId: z.string().min(1).max(256),
-  generationId: z.string().regex(/^gen-\d+-[A-Za-z0-9]+$/),
-  keyId: z.string().min(1).max(256),
-  tier: z.string().min(1).max(64),
-  upstreamModel: z.string().max(512),
-  promptTokens: Count,
-  completionTokens: Count,
-  cachedTokens: Count,
-  upstreamCostUsd: z.string().regex(/^\d{1,30}(\.\d{1,30})?$/),
-  billedNano: Digits,
-  estimated: z.boolean(),
-  usageAdjusted: z.string().max(1_000).optional(),
-  user: z.string().max(256).optional(),
-  finishReason: z.string().max(32).optional(),
-  createdAt: z.string().max(64),
-  hold: z
-    .object({
-      accountId: z.string(),
-      holdId: z.string(),
-      amountNano: Digits,
-      expiresAt: z.number(),
-      createdAt: z.string(),
-    })
-    .optional(),
-});
 
 interface LoggedGeneration {
   entry: ChargeEntry;
@@ -68,18 +34,12 @@ function readUsageRecords(text: string): { records: LoggedGeneration[]; invalid:
     }
     const logged = line as { message?: unknown; record?: unknown };
     if (logged.message !== GENERATION_USAGE_MESSAGE) continue;
-    const parsed = RecordSchema.safeParse(logged.record);
-    if (!parsed.success) {
+    const read = readUsageRecord(logged.record);
+    if (!read) {
       invalid += 1;
       continue;
     }
-    const { hold, usageAdjusted, user, finishReason, ...required } = parsed.data;
-    const entry: ChargeEntry = {
-      ...required,
-      ...(usageAdjusted !== undefined ? { usageAdjusted } : {}),
-      ...(user !== undefined ? { user } : {}),
-      ...(finishReason !== undefined ? { finishReason } : {}),
-    };
+    const { entry, hold } = read;
     records.set(entry.generationId, { entry, hold });
   }
   return { records: [...records.values()], invalid };

@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getStore } from '../../functions/adapters/dynamodb/index.js';
 import { type CallOptions, DynamoWireError } from '../../functions/adapters/dynamodb/wire.js';
 import { usdToNano } from '../../functions/core/money.js';
-import { billingFailures } from '../../functions/shared/observability.js';
+import { billingFailures, settlements } from '../../functions/shared/observability.js';
+import { sweepExpiredHolds } from '../../functions/sweeper/sweep.js';
 import { addCredits, reconcile, revokeKey, setAccountStatus } from '../../lib/admin/operations.js';
 import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { ledgerOf, settled } from '../support/settled.js';
@@ -203,12 +204,14 @@ describe('settlement under injected faults', () => {
     }
   });
 
-  it('never charges without a ledger entry: a settlement that keeps failing after the reply is logged with its record and counted', async () => {
+  it('never charges without a ledger entry: a settlement that keeps failing after the reply is deferred, counted, and billed once by the sweeper', async () => {
     const { accountId, key } = await newAccount(target);
     const failuresBefore = billingFailures.count;
+    const deferredBefore = settlements.deferred;
     const injected = injectSettlementFault('fault-permanent', () =>
       Promise.reject(namedError('InternalServerError')),
     );
+    let costs = 0n;
     try {
       const plain = await fetch(`${target.baseUrl}/chat/completions`, {
         method: 'POST',
@@ -217,7 +220,9 @@ describe('settlement under injected faults', () => {
       });
       // The reply went out with its cost before the settlement was tried.
       expect(plain.status).toBe(200);
-      expect(((await plain.json()) as { usage: { cost: number } }).usage.cost).toBeGreaterThan(0);
+      const cost = ((await plain.json()) as { usage: { cost: number } }).usage.cost;
+      expect(cost).toBeGreaterThan(0);
+      costs += usdToNano(String(cost));
       const streamed = await fetch(`${target.baseUrl}/chat/completions`, {
         method: 'POST',
         headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
@@ -229,14 +234,22 @@ describe('settlement under injected faults', () => {
       });
       const { data } = await readSse(streamed);
       expect(data.at(-1)).toBe('[DONE]');
-      expect(JSON.parse(data.at(-2) ?? '{}').usage.cost).toBeGreaterThan(0);
+      const streamedCost = JSON.parse(data.at(-2) ?? '{}').usage.cost;
+      expect(streamedCost).toBeGreaterThan(0);
+      costs += usdToNano(String(streamedCost));
       await settled(target);
     } finally {
       injected.remove();
     }
-    expect(billingFailures.count - failuresBefore).toBe(2);
-    expect((await ledgerOf(target, accountId)).filter((e) => e.type === 'charge')).toHaveLength(0);
-    expect(await balanceNano(target, accountId)).toBe(5_000_000_000n);
+    // Not a billing failure: both are written down where the sweeper finds them.
+    expect(billingFailures.count - failuresBefore).toBe(0);
+    expect(settlements.deferred - deferredBefore).toBe(2);
+    // The sweeper's next run bills each once (the local stack's own sweep may come first: same outcome).
+    await sweepExpiredHolds(target.admin.store);
+    await sweepExpiredHolds(target.admin.store);
+    expect((await ledgerOf(target, accountId)).filter((e) => e.type === 'charge')).toHaveLength(2);
+    expect(await balanceNano(target, accountId)).toBe(5_000_000_000n - costs);
+    expect(await target.admin.store.listHolds(accountId)).toEqual([]);
     await expectReconciled(accountId);
   });
 });

@@ -285,3 +285,35 @@ describe('random interleavings of admissions, settlements and expiries (property
     );
   }, 120_000);
 });
+
+describe('a refused hold says why', () => {
+  it('is a 403 reason, not a credit refusal, when the account was suspended or banned after its read', async () => {
+    const { accountId } = await newAccount(target, '100');
+    const hold = (holdId: string): Hold => ({
+      accountId,
+      holdId,
+      amountNano: usdToNano('0.5'),
+      expiresAt: Date.now() + 60_000,
+      createdAt: new Date().toISOString(),
+    });
+    // A funded account, suspended between a request's read and its hold (the admission race).
+    await target.admin.store.setAccountStatus(accountId, 'suspended', new Date().toISOString());
+    expect(await target.admin.store.placeHold(hold('gen-1767225600-SUSPENDEDSUSPENDEDSU'))).toBe('suspended');
+    await target.admin.store.setAccountStatus(accountId, 'banned', new Date().toISOString());
+    expect(await target.admin.store.placeHold(hold('gen-1767225600-BANNEDBANNEDBANNEDBA'))).toBe('banned');
+    // Active again with no credit left: the refusal is the credit's.
+    await target.admin.store.setAccountStatus(accountId, 'active', new Date().toISOString());
+    expect(await target.admin.store.placeHold({ ...hold('gen-1767225600-BIGBIGBIGBIGBIGBIGBI') })).toBe(
+      'held',
+    );
+    const { accountId: empty } = await newAccount(target, '0.000001');
+    await target.admin.store.placeHold({ ...hold('gen-1767225600-FIRSTFIRSTFIRSTFIRST'), accountId: empty });
+    expect(
+      await target.admin.store.placeHold({
+        ...hold('gen-1767225600-SECONDSECONDSECONDSE'),
+        accountId: empty,
+      }),
+    ).toBe('refused');
+    expect(await getAccount(target.admin, accountId)).toMatchObject({ heldNano: usdToNano('0.5') });
+  });
+});

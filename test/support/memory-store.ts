@@ -10,6 +10,7 @@ import {
   type AccountRecord,
   type ChargeEntry,
   type Hold,
+  type HoldOutcome,
   type KeyRecord,
   type LedgerEntry,
   type SettleOutcome,
@@ -40,11 +41,13 @@ export class MemoryStore implements Store {
     };
   }
 
-  async placeHold(hold: Hold): Promise<'held' | 'refused'> {
+  async placeHold(hold: Hold): Promise<HoldOutcome> {
     this.calls.push('placeHold');
     const account = this.accounts.get(hold.accountId);
     if (this.holds.has(hold.holdId)) return 'held';
-    if (account?.status !== 'active' || account.balanceNano - account.heldNano <= 0n) return 'refused';
+    if (account === undefined) return 'banned';
+    if (account.status !== 'active') return account.status;
+    if (account.balanceNano - account.heldNano <= 0n) return 'refused';
     account.heldNano += hold.amountNano;
     this.holds.set(hold.holdId, { ...hold });
     return 'held';
@@ -79,6 +82,29 @@ export class MemoryStore implements Store {
       account.heldNano -= hold.amountNano;
     }
     return 'settled';
+  }
+
+  async deferSettlement(
+    entry: ChargeEntry,
+    usageRecord: string,
+    options: { hold?: Hold } = {},
+  ): Promise<'deferred' | 'already-settled'> {
+    this.calls.push('deferSettlement');
+    if (this.ledger.get(entry.accountId)?.some((e) => e.entryId === entry.generationId))
+      return 'already-settled';
+    const live = this.holds.get(entry.generationId);
+    if (live) Object.assign(live, { usageRecord, deferred: true });
+    else
+      this.holds.set(entry.generationId, {
+        accountId: entry.accountId,
+        holdId: entry.generationId,
+        amountNano: 0n,
+        expiresAt: options.hold?.expiresAt ?? Date.now(),
+        createdAt: options.hold?.createdAt ?? new Date().toISOString(),
+        usageRecord,
+        deferred: true,
+      });
+    return 'deferred';
   }
 
   async releaseHold(

@@ -5,12 +5,14 @@
 import {
   ConditionalCheckFailedException,
   type DynamoDBClient,
+  type GetItemCommandOutput,
   paginateScan,
   type TransactWriteItemsCommandInput,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
-import type { Hold } from '../../core/store.js';
-import { holdItem, type Item, N, S, type TableNames, toHold } from './items.js';
+import type { ChargeEntry, Hold, HoldOutcome } from '../../core/store.js';
+import { holdItem, type Item, N, S, type TableNames, toAccount, toHold } from './items.js';
+import { MAX_ATTEMPTS, retryWait } from './ledger.js';
 import {
   cancellationReasons,
   type Db,
@@ -20,8 +22,6 @@ import {
   sleep,
 } from './store-db.js';
 import type { DynamoWire } from './wire.js';
-
-const HOLD_ATTEMPTS = 10;
 
 export class Holds {
   private readonly client: DynamoDBClient;
@@ -41,7 +41,7 @@ export class Holds {
    * before its upstream call. At 160 MB's CPU share (`BENCH_HOLD_MB=160 npm run bench:holds`) it
    * added 31-33 ms at p50 to a held stream's first data chunk through the SDK client, 12-16 ms this way.
    */
-  async placeHold(hold: Hold, options: { deadline?: number } = {}): Promise<'held' | 'refused'> {
+  async placeHold(hold: Hold, options: { deadline?: number } = {}): Promise<HoldOutcome> {
     const deadline = options.deadline ?? Number.POSITIVE_INFINITY;
     const input: TransactWriteItemsCommandInput = {
       ClientRequestToken: requestToken('hold', hold.holdId),
@@ -83,16 +83,39 @@ export class Holds {
         const reasons = cancellationReasons(error);
         if (reasons) {
           const [holdReason, account] = reasons;
-          if (account?.Code === 'ConditionalCheckFailed') return 'refused';
+          if (account?.Code === 'ConditionalCheckFailed') return this.whyRefused(hold, deadline);
           // Our own hold is there already: an earlier attempt committed and its answer was lost.
           if (holdReason?.Code === 'ConditionalCheckFailed') return 'held';
         }
-        if (!isRetryableSettlementError(error) || attempt >= HOLD_ATTEMPTS) throw error;
-        const wait = Math.random() * Math.min(400, 10 * 2 ** attempt);
+        if (!isRetryableSettlementError(error) || attempt >= MAX_ATTEMPTS) throw error;
+        const wait = retryWait(attempt);
         if (Date.now() + wait >= deadline) throw error;
         await sleep(wait);
       }
     }
+  }
+
+  /**
+   * The condition checks status and credit together, and its failure does not say which failed: the
+   * account is read again (strongly consistently) to tell a suspension or ban (403) from credit (402).
+   * A refusal is rare (an account out of credit, or one suspended during its requests), so this read
+   * costs nothing on the way of a request that is served.
+   */
+  private async whyRefused(hold: Hold, deadline: number): Promise<HoldOutcome> {
+    const out = await this.wire.call<GetItemCommandOutput>(
+      'GetItem',
+      {
+        TableName: this.tables.accounts,
+        Key: { accountId: S(hold.accountId) },
+        ConsistentRead: true,
+        ProjectionExpression: '#status',
+        ExpressionAttributeNames: { '#status': 'status' },
+      },
+      { deadline },
+    );
+    if (!out.Item) return 'banned';
+    const status = toAccount(out.Item).status;
+    return status === 'active' ? 'refused' : status;
   }
 
   /**
@@ -142,7 +165,67 @@ export class Holds {
     }
   }
 
-  /** A failed settlement's usage record, kept on its hold for the sweeper; nothing if the hold is gone. */
+  /**
+   * A settlement the function could not write in time, left for the sweeper: one transaction that
+   * checks the generation has no ledger entry (else its settlement committed and only the answer was
+   * lost: 'already-settled') and writes the usage record on the generation's hold item, marked
+   * deferred. The item is created, of amount 0, where there is none (a request served without a hold,
+   * or one whose hold was released): its settlement then releases nothing. Its key is the hold's, so
+   * it stays in the partition the request's writes already go to.
+   */
+  async deferSettlement(
+    entry: ChargeEntry,
+    usageRecord: string,
+    options: { hold?: Hold; deadline?: number } = {},
+  ): Promise<'deferred' | 'already-settled'> {
+    const deadline = options.deadline ?? Number.POSITIVE_INFINITY;
+    const now = Date.now();
+    // No ClientRequestToken: the write is idempotent as it is (SET of the same values), and a token
+    // would answer a second deferral within ten minutes as done without checking the ledger.
+    const input: TransactWriteItemsCommandInput = {
+      TransactItems: [
+        {
+          ConditionCheck: {
+            TableName: this.tables.ledger,
+            Key: { accountId: S(entry.accountId), entryId: S(entry.generationId) },
+            ConditionExpression: 'attribute_not_exists(entryId)',
+          },
+        },
+        {
+          Update: {
+            TableName: this.tables.holds,
+            Key: { accountId: S(entry.accountId), holdId: S(entry.generationId) },
+            UpdateExpression:
+              'SET usageRecord = :record, #deferred = :true, amountNano = if_not_exists(amountNano, :zero), ' +
+              'expiresAt = if_not_exists(expiresAt, :now), createdAt = if_not_exists(createdAt, :created)',
+            // DEFERRED is one of DynamoDB's reserved words.
+            ExpressionAttributeNames: { '#deferred': 'deferred' },
+            ExpressionAttributeValues: {
+              ':record': S(usageRecord),
+              ':true': { BOOL: true },
+              ':zero': N(0),
+              ':now': N(options.hold?.expiresAt ?? now),
+              ':created': S(options.hold?.createdAt ?? entry.createdAt),
+            },
+          },
+        },
+      ],
+    };
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.wire.call('TransactWriteItems', input, { deadline });
+        return 'deferred';
+      } catch (error) {
+        if (cancellationReasons(error)?.[0]?.Code === 'ConditionalCheckFailed') return 'already-settled';
+        if (!isRetryableSettlementError(error) || attempt >= MAX_ATTEMPTS) throw error;
+        const wait = retryWait(attempt);
+        if (Date.now() + wait >= deadline) throw error;
+        await sleep(wait);
+      }
+    }
+  }
+
+  /** A generation's usage record, kept on its hold for the sweeper; nothing if the hold is gone. */
   async recordUsageOnHold(hold: Hold, usageRecord: string): Promise<boolean> {
     try {
       await this.client.send(

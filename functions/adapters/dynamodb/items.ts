@@ -8,7 +8,8 @@
  *   of every account before statuses existed); a key whose account item is gone cannot spend: banned.
  * - ledger: `type` charge|topup and `amountNanoUsd` (N, positive; the type gives the sign). Charges
  *   written before this format carry `billedNanoUsd` instead, and are read as such.
- * - hold: `amountNano` (N), `expiresAt` (N, epoch ms), `createdAt`.
+ * - hold: `amountNano` (N), `expiresAt` (N, epoch ms), `createdAt`; `usageRecord` (S, JSON) and
+ *   `deferred` (BOOL) once its generation's settlement is left to the sweeper.
  */
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import type { AccountStatus, KeyStatus, Principal } from '../../core/access.js';
@@ -184,5 +185,6 @@ export function toHold(item: Item): Hold {
     expiresAt: num(item.expiresAt) ?? 0,
     createdAt: item.createdAt?.S ?? '',
     ...(item.usageRecord?.S !== undefined ? { usageRecord: item.usageRecord.S } : {}),
+    ...(item.deferred?.BOOL === true ? { deferred: true } : {}),
   };
 }

@@ -13,6 +13,7 @@ import {
 import {
   AccountNotFoundError,
   type ChargeEntry,
+  type Contention,
   type Hold,
   type LedgerEntry,
   type SettleOutcome,
@@ -22,6 +23,7 @@ import { chargeItem, N, S, type TableNames, toLedgerEntry, topUpItem } from './i
 import {
   cancellationReasons,
   type Db,
+  isConflict,
   isRetryableSettlementError,
   queryAll,
   requestToken,
@@ -29,7 +31,19 @@ import {
 } from './store-db.js';
 import type { DynamoWire } from './wire.js';
 
-const SETTLE_ATTEMPTS = 8;
+/**
+ * A settlement is sent again after a conflict, throttling or a lost answer for as long as its deadline
+ * allows, waiting a random time up to an exponentially growing ceiling ("full jitter", as AWS's SDKs
+ * retry): 20 ms, 40 ms ... capped at 640 ms, so that transactions which met on one item spread out
+ * over a window as wide as the crowd that met there, rather than meeting again. The deadline (the
+ * invocation's own) is the bound, and what is still unwritten then is deferred
+ * (store.deferSettlement), not lost; 40 attempts bound a caller without one (the sweeper, the CLI).
+ */
+export const MAX_ATTEMPTS = 40;
+
+export function retryWait(attempt: number): number {
+  return Math.random() * Math.min(640, 10 * 2 ** attempt);
+}
 
 export class Ledger {
   private readonly client: DynamoDBClient;
@@ -52,9 +66,10 @@ export class Ledger {
    */
   async settleCharge(
     entry: ChargeEntry,
-    options: { hold?: Hold; deadline?: number } = {},
+    options: { hold?: Hold; deadline?: number; contention?: Contention } = {},
   ): Promise<SettleOutcome> {
     const deadline = options.deadline ?? Number.POSITIVE_INFINITY;
+    const contention = options.contention ?? { conflicts: 0, retries: 0 };
     let hold = options.hold;
     for (let attempt = 1; ; attempt++) {
       try {
@@ -72,11 +87,13 @@ export class Ledger {
             continue;
           }
         }
-        if (!isRetryableSettlementError(error) || attempt >= SETTLE_ATTEMPTS) throw error;
+        if (isConflict(error)) contention.conflicts += 1;
+        if (!isRetryableSettlementError(error) || attempt >= MAX_ATTEMPTS) throw error;
         // Every attempt and wait stays inside the deadline (the invocation's own): a settlement that
-        // cannot finish in time is a billing failure (logged with its usage record), not a killed function.
-        const wait = Math.random() * 25 * 2 ** attempt;
+        // cannot finish in time is deferred to the sweeper by the caller, not a killed function.
+        const wait = retryWait(attempt);
         if (Date.now() + wait >= deadline) throw error;
+        contention.retries += 1;
         await sleep(wait);
       }
     }

@@ -52,6 +52,13 @@ export function isRetryableSettlementError(error: unknown): boolean {
   ].includes(name);
 }
 
+/** A transaction cancelled because another one held one of its items at that moment. */
+export function isConflict(error: unknown): boolean {
+  const reasons = cancellationReasons(error);
+  if (reasons) return reasons.some((reason) => reason.Code === 'TransactionConflict');
+  return (error as { name?: string } | undefined)?.name === 'TransactionConflictException';
+}
+
 /** A ClientRequestToken (at most 36 characters) naming one kind of write for one generation. */
 export function requestToken(kind: string, id: string): string {
   return hash('sha256', `${kind}:${id}`, 'base64url').slice(0, 36);

@@ -11,7 +11,9 @@ import type { AccountStatus, Principal } from '../../core/access.js';
 import type {
   AccountRecord,
   ChargeEntry,
+  Contention,
   Hold,
+  HoldOutcome,
   KeyRecord,
   LedgerEntry,
   SettleOutcome,
@@ -74,8 +76,18 @@ export class DynamoStore implements Store {
     return this.accounts.listKeys(accountId);
   }
 
-  settleCharge(entry: ChargeEntry, options: { hold?: Hold; deadline?: number } = {}): Promise<SettleOutcome> {
+  settleCharge(
+    entry: ChargeEntry,
+    options: { hold?: Hold; deadline?: number; contention?: Contention } = {},
+  ): Promise<SettleOutcome> {
     return this.ledger.settleCharge(entry, options);
+  }
+  deferSettlement(
+    entry: ChargeEntry,
+    usageRecord: string,
+    options: { hold?: Hold; deadline?: number } = {},
+  ): Promise<'deferred' | 'already-settled'> {
+    return this.holds.deferSettlement(entry, usageRecord, options);
   }
   topUp(accountId: string, reference: string, amountNano: bigint, now: string): Promise<boolean> {
     return this.ledger.topUp(accountId, reference, amountNano, now);
@@ -87,7 +99,7 @@ export class DynamoStore implements Store {
     return this.ledger.getLedgerEntry(accountId, entryId);
   }
 
-  placeHold(hold: Hold, options: { deadline?: number } = {}): Promise<'held' | 'refused'> {
+  placeHold(hold: Hold, options: { deadline?: number } = {}): Promise<HoldOutcome> {
     return this.holds.placeHold(hold, options);
   }
   releaseHold(hold: Hold, options: { onlyIfExpiredAt?: number; deadline?: number } = {}): Promise<boolean> {

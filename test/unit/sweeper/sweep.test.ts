@@ -19,7 +19,7 @@ describe('sweepExpiredHolds', () => {
     for (const h of [hold('gen-1-old', now - 1), hold('gen-2-edge', now), hold('gen-3-live', now + 1)])
       expect(await store.placeHold(h)).toBe('held');
     expect((await store.getAccount('acct'))?.heldNano).toBe(3_000n);
-    expect(await sweepExpiredHolds(store, now)).toEqual({ examined: 3, released: 2 });
+    expect(await sweepExpiredHolds(store, now)).toEqual({ examined: 3, released: 2, completed: 0 });
     expect((await store.listHolds()).map((h) => h.holdId)).toEqual(['gen-3-live']);
     expect((await store.getAccount('acct'))?.heldNano).toBe(1_000n);
   });
@@ -31,6 +31,6 @@ describe('sweepExpiredHolds', () => {
     const raced = Object.assign(Object.create(store) as MemoryStore, {
       releaseHold: async () => false,
     });
-    expect(await sweepExpiredHolds(raced, 10)).toEqual({ examined: 1, released: 0 });
+    expect(await sweepExpiredHolds(raced, 10)).toEqual({ examined: 1, released: 0, completed: 0 });
   });
 });
