@@ -8,6 +8,7 @@ import { startSimulator } from '../../functions/simulator/server.js';
 import { SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
 import { FUNCTION_SETTINGS } from '../infra/function-settings.js';
 import { LOCAL_TABLE_NAMES, TABLE_ENV } from '../tables.js';
+import { type DynamoLimits, startDynamoLimits } from './dynamodb-limits.js';
 import {
   dynamoAnswers,
   ensureTables,
@@ -45,13 +46,18 @@ export interface LocalStackOptions {
   launcher?: Parameters<typeof startEmulator>[0]['launcher'];
   /** How often expired holds are swept (default: the deployed schedule, SWEEP_INTERVAL_MINUTES). */
   sweepIntervalMs?: number;
+  /** DynamoDB's limits in front of DynamoDB Local (dynamodb-limits.ts), scaled by k; off when undefined. */
+  limits?: { scale: number };
 }
 
 export interface LocalStack {
   /** `http://127.0.0.1:<port>/api/v1`: what an OpenAI client takes as its base URL. */
   baseUrl: string;
   emulator: RunningEmulator;
+  /** Where the functions and `client` reach DynamoDB: the limits layer's endpoint when it is on. */
   dynamoEndpoint: string;
+  /** The limits layer, when on: its metrics for tests and the bench. */
+  limits: DynamoLimits | undefined;
   client: DynamoDBClient;
   tables: TableNames;
   /** The store over these tables, for the operator's side (accounts, keys, ledger, holds). */
@@ -99,7 +105,12 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       ...(options.dynamoPort !== undefined ? { port: options.dynamoPort } : {}),
     });
     stops.push(dynamo.stop);
-    const client = localClient(dynamo.endpoint);
+    const limits = options.limits
+      ? await startDynamoLimits({ target: dynamo.endpoint, scale: options.limits.scale })
+      : undefined;
+    if (limits) stops.push(limits.close);
+    const dynamoEndpoint = limits?.endpoint ?? dynamo.endpoint;
+    const client = localClient(dynamoEndpoint);
     stops.push(async () => client.destroy());
     const tables = localTableNames(options.tablePrefix);
     await ensureTables(client, tables);
@@ -115,7 +126,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     // The functions read their configuration from the environment at cold start, as in Lambda.
     Object.assign(process.env, {
-      DYNAMODB_ENDPOINT: dynamo.endpoint,
+      DYNAMODB_ENDPOINT: dynamoEndpoint,
       [TABLE_ENV.keys]: tables.keys,
       [TABLE_ENV.accounts]: tables.accounts,
       [TABLE_ENV.ledger]: tables.ledger,
@@ -190,7 +201,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     return {
       baseUrl: `${emulator.url}/api/v1`,
       emulator,
-      dynamoEndpoint: dynamo.endpoint,
+      dynamoEndpoint,
+      limits,
       client,
       tables,
       store,
