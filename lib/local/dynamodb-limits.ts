@@ -62,7 +62,7 @@ export interface LimitsOptions {
   hold?: (localMs: number) => Promise<void>;
 }
 
-export interface PartitionMetrics {
+interface PartitionMetrics {
   table: string;
   /** The partition-key value as DynamoDB's JSON writes it, e.g. {"S":"acct-1"}. */
   key: string;
