@@ -61,15 +61,31 @@ async function openLoop(key: string): Promise<{ outcomes: Outcome[]; lateStartMs
   const pending: Promise<Outcome>[] = [];
   const started = performance.now();
   let lateStartMs = 0;
+  let answered = 0;
+  const progress = setInterval(() => {
+    const m = limits?.metrics();
+    console.log(
+      `  ${((performance.now() - started) / 1000).toFixed(0)} s: ${pending.length} started, ${answered} answered, ${m?.conflicts.cancelledTransactions} cancelled transactions, throttles ${JSON.stringify(m?.throttles)}`,
+    );
+  }, 10_000);
   while (pending.length < total) {
     const due = Math.min(total, Math.floor(((performance.now() - started) / 1000) * RATE) + 1);
     while (pending.length < due) {
       lateStartMs = Math.max(lateStartMs, performance.now() - started - (pending.length / RATE) * 1000);
-      pending.push(request(key, pending.length));
+      pending.push(
+        request(key, pending.length).then((outcome) => {
+          answered += 1;
+          return outcome;
+        }),
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
-  return { outcomes: await Promise.all(pending), lateStartMs };
+  try {
+    return { outcomes: await Promise.all(pending), lateStartMs };
+  } finally {
+    clearInterval(progress);
+  }
 }
 
 const usd = (nano: bigint) => `$${(Number(nano) / 1e9).toFixed(9)}`;
