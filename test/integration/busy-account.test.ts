@@ -6,8 +6,10 @@ import { settled } from '../support/settled.js';
 import { balanceNano, newAccount, type Target } from '../support/target.js';
 
 /**
- * One busy account with DynamoDB's limits in front of DynamoDB Local (scale 1: DynamoDB's own rates,
- * and a transaction holds its items for its time in DynamoDB Local). Every generation a client was
+ * One busy account with DynamoDB's limits in front of DynamoDB Local, at scale 2: half DynamoDB's
+ * rates, and every write holds its items twice its time in DynamoDB Local, so that a burst here meets
+ * the conflicts of a burst twice its rate (at scale 1 today's code left 3 of 50 unbilled in one run, few
+ * enough to come out 0 on a lucky run). Every generation a client was
  * served must be in the ledger once, and the balance must have dropped by exactly the sum of the
  * `usage.cost` the clients saw, nothing left to a log line.
  *
@@ -19,7 +21,7 @@ import { balanceNano, newAccount, type Target } from '../support/target.js';
  */
 let target: Target;
 beforeAll(async () => {
-  target = await startLimitedTarget(1);
+  target = await startLimitedTarget(2);
 });
 afterAll(async () => {
   await target?.stop();
@@ -87,25 +89,30 @@ describe('the limits layer under the service', () => {
 });
 
 describe('bursts of concurrent requests on one funded account', () => {
-  // Fails on today's code: settlements of one account conflict on its item (measured: see the report).
-  it.fails.each([50, 100, 200])(
-    '%i at once: every generation billed once, balance drop = ledger sum = sum of usage.cost',
-    async (n) => {
-      const { accountId, key } = await newAccount(target, '100');
-      const before = await balanceNano(target, accountId);
-      const served = await Promise.all(Array.from({ length: n }, (_, i) => complete(key, i)));
-      const result = await audit(accountId, before, served);
-      expect(result).toEqual({
-        statuses: { 200: n },
-        unbilled: 0,
-        duplicateCharges: 0,
-        balanceDropNano: result.servedCostNano,
-        ledgerSumNano: result.servedCostNano,
-        servedCostNano: result.servedCostNano,
-      });
-    },
-    180_000,
-  );
+  async function burst(n: number) {
+    const { accountId, key } = await newAccount(target, '100');
+    const before = await balanceNano(target, accountId);
+    const served = await Promise.all(Array.from({ length: n }, (_, i) => complete(key, i)));
+    const result = await audit(accountId, before, served);
+    expect(result).toEqual({
+      statuses: { 200: n },
+      unbilled: 0,
+      duplicateCharges: 0,
+      balanceDropNano: result.servedCostNano,
+      ledgerSumNano: result.servedCostNano,
+      servedCostNano: result.servedCostNano,
+    });
+  }
+  const title = '%i at once: every generation billed once, balance drop = ledger sum = sum of usage.cost';
+
+  // Fails on today's code: settlements of one account conflict on its item and run out of attempts
+  // (measured: 100 left 3 unbilled at scale 1 and 4 at scale 2; 200 left 8 and 6).
+  it.fails.each([100, 200])(title, burst, 180_000);
+
+  // Today's code bills a burst of 50 completely on some runs (measured: 3 unbilled at scale 1, none at
+  // scale 2), so it cannot be marked as failing; run it once one account's traffic no longer meets on
+  // one item.
+  it.skip.each([50])(title, burst, 180_000);
 });
 
 describe('the held path: an account whose credit does not cover its concurrency', () => {
