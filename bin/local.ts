@@ -1,7 +1,7 @@
 import { createAccount, createKey, getAccount } from '../lib/admin/operations.js';
 import { bundleFunctions, ricLauncher, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
 import { JavaMissingError } from '../lib/local/dynamodb-local.js';
-import { emulatorPort, localDynamoSettings } from '../lib/local/settings.js';
+import { dynamoLimitsScale, emulatorPort, localDynamoSettings } from '../lib/local/settings.js';
 import { startLocalStack } from '../lib/local/stack.js';
 
 /**
@@ -21,8 +21,10 @@ async function main(): Promise<void> {
   const dynamo = env.DYNAMODB_ENDPOINT
     ? { endpoint: env.DYNAMODB_ENDPOINT }
     : await settings.connectOptions();
+  const limitsScale = dynamoLimitsScale(env);
   const stack = await startLocalStack({
     port: emulatorPort(env),
+    ...(limitsScale !== undefined ? { limits: { scale: limitsScale } } : {}),
     ...(await launcherFor(env.LOCAL_RUNTIME)),
     ...(dynamo.endpoint
       ? { dynamoEndpoint: dynamo.endpoint }
@@ -46,6 +48,10 @@ async function main(): Promise<void> {
   console.log(
     `  DynamoDB:  ${stack.dynamoEndpoint}${env.DYNAMODB_ENDPOINT ? '' : ` (data in ${settings.dynamoDataDir})`}`,
   );
+  if (stack.limits)
+    console.log(
+      `  limits:    DynamoDB's per-partition limits at 1/${stack.limits.scale} (${1000 / stack.limits.scale} write, ${3000 / stack.limits.scale} read units a second per partition key)`,
+    );
   console.log(
     `  upstream:  ${stack.simulatorUrl ? `simulator at ${stack.simulatorUrl}` : env.UPSTREAM_BASE_URL}`,
   );

@@ -36,3 +36,15 @@ export function emulatorPort(env: NodeJS.ProcessEnv = process.env): number {
     throw new Error(`PORT must be a port number, got ${env.PORT}`);
   return port;
 }
+
+/**
+ * DYNAMODB_LIMITS: unset (or empty) runs DynamoDB Local as it is; a scale factor k >= 1 puts DynamoDB's
+ * per-partition limits in front of it (lib/local/dynamodb-limits.ts), rates divided by k.
+ */
+export function dynamoLimitsScale(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  if (!env.DYNAMODB_LIMITS) return undefined;
+  const scale = Number(env.DYNAMODB_LIMITS);
+  if (!Number.isFinite(scale) || scale < 1)
+    throw new Error(`DYNAMODB_LIMITS must be a scale factor of 1 or more, got ${env.DYNAMODB_LIMITS}`);
+  return scale;
+}

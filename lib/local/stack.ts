@@ -10,6 +10,7 @@ import { edgeFunctionCode } from '../infra/edge-function.js';
 import { EDGE_ORIGINS, type EdgeFunction, edgeFunctionFor, type OriginSetup } from '../infra/edge-routes.js';
 import { FUNCTION_SETTINGS } from '../infra/function-settings.js';
 import { LOCAL_TABLE_NAMES, TABLE_ENV } from '../tables.js';
+import { type DynamoLimits, startDynamoLimits } from './dynamodb-limits.js';
 import {
   dynamoAnswers,
   ensureTables,
@@ -49,13 +50,18 @@ export interface LocalStackOptions {
   sweepIntervalMs?: number;
   /** How CloudFront reaches each function (default: as deployed, EDGE_ORIGINS); a test may set another. */
   origins?: Partial<Record<EdgeFunction, OriginSetup>>;
+  /** DynamoDB's limits in front of DynamoDB Local (dynamodb-limits.ts), scaled by k; off when undefined. */
+  limits?: { scale: number };
 }
 
 export interface LocalStack {
   /** `http://127.0.0.1:<port>/api/v1`: what an OpenAI client takes as its base URL. */
   baseUrl: string;
   emulator: RunningEmulator;
+  /** Where the functions and `client` reach DynamoDB: the limits layer's endpoint when it is on. */
   dynamoEndpoint: string;
+  /** The limits layer, when on: its metrics for tests and the bench. */
+  limits: DynamoLimits | undefined;
   client: DynamoDBClient;
   tables: TableNames;
   /** The store over these tables, for the operator's side (accounts, keys, ledger, holds). */
@@ -103,7 +109,12 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       ...(options.dynamoPort !== undefined ? { port: options.dynamoPort } : {}),
     });
     stops.push(dynamo.stop);
-    const client = localClient(dynamo.endpoint);
+    const limits = options.limits
+      ? await startDynamoLimits({ target: dynamo.endpoint, scale: options.limits.scale })
+      : undefined;
+    if (limits) stops.push(limits.close);
+    const dynamoEndpoint = limits?.endpoint ?? dynamo.endpoint;
+    const client = localClient(dynamoEndpoint);
     stops.push(async () => client.destroy());
     const tables = localTableNames(options.tablePrefix);
     await ensureTables(client, tables);
@@ -119,7 +130,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     // The functions read their configuration from the environment at cold start, as in Lambda.
     Object.assign(process.env, {
-      DYNAMODB_ENDPOINT: dynamo.endpoint,
+      DYNAMODB_ENDPOINT: dynamoEndpoint,
       [TABLE_ENV.keys]: tables.keys,
       [TABLE_ENV.accounts]: tables.accounts,
       [TABLE_ENV.ledger]: tables.ledger,
@@ -198,7 +209,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     return {
       baseUrl: `${emulator.url}/api/v1`,
       emulator,
-      dynamoEndpoint: dynamo.endpoint,
+      dynamoEndpoint,
+      limits,
       client,
       tables,
       store,

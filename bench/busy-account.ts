@@ -1,0 +1,149 @@
+/**
+ * `npm run bench:busy`: one account at DynamoDB's real limits. One local stack (DynamoDB Local in
+ * memory behind the limits layer, lib/local/dynamodb-limits.ts, at scale k; the simulator; the
+ * emulator), and an open loop of svc-fast JSON requests at 5,000/k a second for BENCH_BUSY_SECONDS
+ * (default 60) on one account: first a funded one, then a near-empty one. Requests start on schedule
+ * whether or not earlier ones have been answered. Once every request and its settlement is done,
+ * prints per account: served (200), 5xx, 503, 402, other; unbilled (served, no ledger entry);
+ * deferred (failed settlements kept durably for later completion: today, usage records kept on
+ * holds); the limits layer's conflicts and throttles; each hot partition's units against its limit;
+ * the balance drop against the ledger and the sum of the `usage.cost` the clients saw; and the
+ * overdraft against its bound.
+ *
+ * BENCH_BUSY_SCALE: k (default 25, i.e. 200 requests a second); BENCH_BUSY_SECONDS: the run's length;
+ * BENCH_BUSY_EMPTY_USD: the near-empty account's credit (default 0.01).
+ */
+import { usdToNano } from '../functions/core/money.js';
+import { createAccount, createKey, getAccount, listLedger } from '../lib/admin/operations.js';
+import type { LimitsMetrics } from '../lib/local/dynamodb-limits.js';
+import { startLocalStack } from '../lib/local/stack.js';
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+process.env.LOG_LEVEL ??= 'SILENT';
+process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
+const SCALE = Number(process.env.BENCH_BUSY_SCALE ?? 25);
+const SECONDS = Number(process.env.BENCH_BUSY_SECONDS ?? 60);
+const EMPTY_USD = process.env.BENCH_BUSY_EMPTY_USD ?? '0.01';
+const RATE = 5_000 / SCALE;
+
+interface Outcome {
+  status: number;
+  id?: string;
+  costNano?: bigint;
+}
+
+const stack = await startLocalStack({ tablePrefix: 'benchbusy-', limits: { scale: SCALE } });
+const limits = stack.limits;
+if (!limits) throw new Error('the limits layer did not start');
+const admin = { store: stack.store };
+
+async function request(key: string, i: number): Promise<Outcome> {
+  try {
+    const response = await fetch(`${stack.baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'svc-fast',
+        messages: [{ role: 'user', content: `busy ${i} [[sim:tokens=${3 + (i % 7)}]]` }],
+      }),
+    });
+    const body = (await response.json()) as { id?: string; usage?: { cost?: number } };
+    if (response.status !== 200) return { status: response.status };
+    return { status: 200, id: String(body.id), costNano: usdToNano(String(body.usage?.cost)) };
+  } catch {
+    return { status: 0 };
+  }
+}
+
+/** Starts requests at RATE a second for SECONDS, on schedule, and waits for all of them. */
+async function openLoop(key: string): Promise<{ outcomes: Outcome[]; lateStartMs: number }> {
+  const total = Math.round(RATE * SECONDS);
+  const pending: Promise<Outcome>[] = [];
+  const started = performance.now();
+  let lateStartMs = 0;
+  let answered = 0;
+  const progress = setInterval(() => {
+    const m = limits?.metrics();
+    console.log(
+      `  ${((performance.now() - started) / 1000).toFixed(0)} s: ${pending.length} started, ${answered} answered, ${m?.conflicts.cancelledTransactions} cancelled transactions, throttles ${JSON.stringify(m?.throttles)}`,
+    );
+  }, 10_000);
+  while (pending.length < total) {
+    const due = Math.min(total, Math.floor(((performance.now() - started) / 1000) * RATE) + 1);
+    while (pending.length < due) {
+      lateStartMs = Math.max(lateStartMs, performance.now() - started - (pending.length / RATE) * 1000);
+      pending.push(
+        request(key, pending.length).then((outcome) => {
+          answered += 1;
+          return outcome;
+        }),
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  try {
+    return { outcomes: await Promise.all(pending), lateStartMs };
+  } finally {
+    clearInterval(progress);
+  }
+}
+
+const usd = (nano: bigint) => `$${(Number(nano) / 1e9).toFixed(9)}`;
+
+async function run(label: string, credit: string) {
+  const accountId = `busy-${label}-${Date.now().toString(36)}`;
+  await createAccount(admin, accountId, credit);
+  const { key } = await createKey(admin, accountId, 'bench');
+  limits?.resetMetrics();
+  const before = (await getAccount(admin, accountId))?.balanceNano ?? 0n;
+  const started = performance.now();
+  const { outcomes, lateStartMs } = await openLoop(key);
+  const loadSeconds = (performance.now() - started) / 1000;
+  await stack.emulator.quiescent();
+  const metrics = limits?.metrics() as LimitsMetrics;
+  const after = (await getAccount(admin, accountId))?.balanceNano ?? 0n;
+  const charges = (await listLedger(admin, accountId)).filter((e) => e.type === 'charge');
+  const billed = new Set(charges.map((c) => c.entryId));
+  const holds = await stack.store.listHolds(accountId);
+  const served = outcomes.filter((o) => o.status === 200);
+  const count = (test: (status: number) => boolean) => outcomes.filter((o) => test(o.status)).length;
+  const servedCost = served.reduce((sum, o) => sum + (o.costNano ?? 0n), 0n);
+  const ledgerSum = -charges.reduce((sum, c) => sum + c.deltaNano, 0n);
+  let largestCharge = 0n;
+  for (const c of charges) if (-c.deltaNano > largestCharge) largestCharge = -c.deltaNano;
+  console.log(
+    `\n${label} account ($${credit}): ${outcomes.length} requests at ${RATE}/s for ${SECONDS} s (k=${SCALE})`,
+  );
+  console.log(
+    `  load took ${loadSeconds.toFixed(1)} s; the latest start was ${lateStartMs.toFixed(0)} ms behind schedule`,
+  );
+  console.log(
+    `  served ${served.length}  5xx ${count((s) => s >= 500)}  503 ${count((s) => s === 503)}  402 ${count((s) => s === 402)}  other ${count((s) => s !== 200 && s !== 402 && s < 500)}`,
+  );
+  console.log(
+    `  unbilled ${served.filter((o) => !billed.has(o.id ?? '')).length}  deferred ${holds.filter((h) => h.usageRecord).length}  holds left ${holds.length}  conflicts ${metrics.conflicts.cancelledTransactions} cancelled transactions + ${metrics.conflicts.conflictExceptions} refused writes  throttles ${JSON.stringify(metrics.throttles)}`,
+  );
+  console.log(
+    `  balance drop ${usd(before - after)}  ledger ${usd(ledgerSum)}  replies ${usd(servedCost)}  ${before - after === ledgerSum && ledgerSum === servedCost ? 'equal' : 'NOT EQUAL'}`,
+  );
+  if (after < 0n)
+    console.log(
+      `  overdraft ${usd(-after)} against the bound of one request's bill (largest charge ${usd(largestCharge)})`,
+    );
+  else console.log(`  no overdraft (balance ${usd(after)})`);
+  console.log(
+    `  partitions (limit ${metrics.writeLimitPerSecond} write / ${metrics.readLimitPerSecond} read units a second each):`,
+  );
+  const prefix = 'benchbusy-';
+  for (const p of metrics.partitions.slice(0, 5))
+    console.log(
+      `    ${p.table.replace(prefix, '').padEnd(9)} ${p.key.slice(0, 44).padEnd(44)} write ${p.writeUnits.toFixed(0).padStart(6)} (${(p.writeUnits / loadSeconds).toFixed(1)}/s avg, peak ${p.peakWritePerSecond.toFixed(0)}/s)  read ${p.readUnits.toFixed(0).padStart(6)} (peak ${p.peakReadPerSecond.toFixed(0)}/s)  throttled ${p.throttled}`,
+    );
+}
+
+try {
+  await run('funded', '1000');
+  await run('near-empty', EMPTY_USD);
+} finally {
+  await stack.stop();
+}

@@ -1,0 +1,151 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { usdToNano } from '../../functions/core/money.js';
+import { listLedger, revokeKey } from '../../lib/admin/operations.js';
+import { limitsOf, startLimitedTarget } from '../support/limits.js';
+import { settled } from '../support/settled.js';
+import { balanceNano, newAccount, type Target } from '../support/target.js';
+
+/**
+ * One busy account with DynamoDB's limits in front of DynamoDB Local, at scale 2: half DynamoDB's
+ * rates, and every write holds its items twice its time in DynamoDB Local, so that a burst here meets
+ * the conflicts of a burst twice its rate (at scale 1 today's code left 3 of 50 unbilled in one run, few
+ * enough to come out 0 on a lucky run). Every generation a client was
+ * served must be in the ledger once, and the balance must have dropped by exactly the sum of the
+ * `usage.cost` the clients saw, nothing left to a log line.
+ *
+ * The tests marked `it.fails` fail on today's data model (one account item that every settlement's
+ * transaction updates): concurrent settlements are cancelled with TransactionConflict, run out of
+ * attempts, and leave generations unbilled; concurrent holds on the same item fail and answer 503.
+ * They pass (and `it.fails` then fails them, as a reminder to drop the mark) once one account's
+ * traffic no longer meets on one item.
+ */
+let target: Target;
+beforeAll(async () => {
+  target = await startLimitedTarget(2);
+});
+afterAll(async () => {
+  await target?.stop();
+});
+
+interface Served {
+  status: number;
+  startedAfterRevoke: boolean;
+  id?: string;
+  costNano?: bigint;
+}
+
+async function complete(key: string, i: number, startedAfterRevoke = false): Promise<Served> {
+  const response = await fetch(`${target.baseUrl}/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: 'svc-fast',
+      messages: [{ role: 'user', content: `busy ${i} [[sim:tokens=${3 + (i % 7)}]]` }],
+    }),
+  });
+  const body = (await response.json()) as { id?: string; usage?: { cost?: number } };
+  if (response.status !== 200) return { status: response.status, startedAfterRevoke };
+  return {
+    status: 200,
+    startedAfterRevoke,
+    id: String(body.id),
+    costNano: usdToNano(String(body.usage?.cost)),
+  };
+}
+
+/** What the ledger and the balance say about the generations served, once every settlement is done. */
+async function audit(accountId: string, before: bigint, served: Served[]) {
+  await settled(target);
+  const after = await balanceNano(target, accountId);
+  const charges = (await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge');
+  const billed = new Set(charges.map((c) => c.entryId));
+  const ok = served.filter((s) => s.status === 200);
+  const statuses: Record<number, number> = {};
+  for (const s of served) statuses[s.status] = (statuses[s.status] ?? 0) + 1;
+  return {
+    statuses,
+    unbilled: ok.filter((s) => !billed.has(s.id ?? '')).length,
+    duplicateCharges: charges.length - billed.size,
+    balanceDropNano: before - after,
+    ledgerSumNano: -charges.reduce((sum, c) => sum + c.deltaNano, 0n),
+    servedCostNano: ok.reduce((sum, s) => sum + (s.costNano ?? 0n), 0n),
+  };
+}
+
+describe('the limits layer under the service', () => {
+  it('carries the service: a request is served and its settlement is charged to the account partition', async () => {
+    const { accountId, key } = await newAccount(target, '10');
+    limitsOf(target).resetMetrics();
+    expect((await complete(key, 0)).status).toBe(200);
+    await settled(target);
+    const partitions = limitsOf(target).metrics().partitions;
+    const account = partitions.find(
+      (p) => p.table === target.tables.accounts && p.key === JSON.stringify({ S: accountId }),
+    );
+    // The settlement's transaction: at least 2 write units (1 KB or less, doubled) on the account item.
+    expect(account?.writeUnits).toBeGreaterThanOrEqual(2);
+    expect(account?.readUnits).toBeGreaterThan(0);
+  });
+});
+
+describe('bursts of concurrent requests on one funded account', () => {
+  async function burst(n: number) {
+    const { accountId, key } = await newAccount(target, '100');
+    const before = await balanceNano(target, accountId);
+    const served = await Promise.all(Array.from({ length: n }, (_, i) => complete(key, i)));
+    const result = await audit(accountId, before, served);
+    expect(result).toEqual({
+      statuses: { 200: n },
+      unbilled: 0,
+      duplicateCharges: 0,
+      balanceDropNano: result.servedCostNano,
+      ledgerSumNano: result.servedCostNano,
+      servedCostNano: result.servedCostNano,
+    });
+  }
+  const title = '%i at once: every generation billed once, balance drop = ledger sum = sum of usage.cost';
+
+  // Fails on today's code: settlements of one account conflict on its item and run out of attempts
+  // (measured: 100 left 3 unbilled at scale 1 and 4 at scale 2; 200 left 8 and 6).
+  it.fails.each([100, 200])(title, burst, 180_000);
+
+  // Today's code bills a burst of 50 completely on some runs (measured: 3 unbilled at scale 1, none at
+  // scale 2), so it cannot be marked as failing; run it once one account's traffic no longer meets on
+  // one item.
+  it.skip.each([50])(title, burst, 180_000);
+});
+
+describe('the held path: an account whose credit does not cover its concurrency', () => {
+  // Fails on today's code: every hold is a write to the account item, and concurrent ones conflict (503).
+  it.fails('serves a burst of 100 without a 503 (402 once the credit is held), billing each served generation once', async () => {
+    const { accountId, key } = await newAccount(target, '5');
+    const before = await balanceNano(target, accountId);
+    const served = await Promise.all(Array.from({ length: 100 }, (_, i) => complete(key, i)));
+    const { statuses, ...result } = await audit(accountId, before, served);
+    const { 200: _served, 402: _refused, ...others } = statuses;
+    expect({ others, ...result }).toEqual({
+      others: {},
+      unbilled: 0,
+      duplicateCharges: 0,
+      balanceDropNano: result.servedCostNano,
+      ledgerSumNano: result.servedCostNano,
+      servedCostNano: result.servedCostNano,
+    });
+  }, 180_000);
+});
+
+describe('revocation during the load', () => {
+  it('refuses every request that starts after the revoke completes, while the ones before it finish', async () => {
+    const { accountId, key, keyId } = await newAccount(target, '100');
+    const before = await balanceNano(target, accountId);
+    const early = Array.from({ length: 60 }, (_, i) => complete(key, i));
+    // Revoke once some of the load has been served (readiness, not a timer).
+    await Promise.race(early);
+    await revokeKey(target.admin, keyId);
+    const late = Array.from({ length: 60 }, (_, i) => complete(key, 100 + i, true));
+    const served = await Promise.all([...early, ...late]);
+    expect(served.filter((s) => s.startedAfterRevoke).map((s) => s.status)).toEqual(Array(60).fill(401));
+    const result = await audit(accountId, before, served);
+    expect(result.balanceDropNano).toBe(result.servedCostNano);
+  }, 120_000);
+});
