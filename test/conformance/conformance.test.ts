@@ -380,7 +380,11 @@ describe('the service functions', () => {
   probe(
     'a GET on the completions route is a 405',
     async (side) => {
-      const seen = await send(`${side.target.baseUrl}/chat/completions`);
+      // With a well-formed key: CloudFront's viewer-request function answers a keyless request 401
+      // before any origin (the emulator runs the same function), so the 405 is the function's own.
+      const seen = await send(`${side.target.baseUrl}/chat/completions`, {
+        headers: { authorization: `Bearer ${side.key}` },
+      });
       return { status: seen.status, allow: seen.body.length > 0 };
     },
     (seen) => expect(seen.status).toBe(405),
