@@ -18,15 +18,19 @@ import { Agent, createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { NODE22 } from '../lib/local/aws-lambda-ric.js';
 import { freePort } from '../lib/local/dynamodb-local.js';
+import { portkeyDir } from './portkey.js';
 
-const dir = process.env.PORTKEY_DIR ?? '.cache/portkey';
-const entry = `${dir}/node_modules/@portkey-ai/gateway/build/start-server.js`;
-if (!existsSync(entry)) throw new Error(`no Portkey at ${entry}: install it as bench/run.ts does`);
+const entry = `${portkeyDir()}/node_modules/@portkey-ai/gateway/build/start-server.js`;
+if (!existsSync(entry))
+  throw new Error(`no Portkey at ${entry}: run the side by side once (bench/portkey.ts installs it)`);
 const ROUNDS = Number(process.env.HARNESS_ROUNDS ?? 5);
 const PER = Number(process.env.HARNESS_REQUESTS ?? 100);
 const IDLE_MS = Number(process.env.HARNESS_IDLE_MS ?? 20_000);
 
-const LONG_PROMPT = Array.from({ length: 490 }, (_, i) => ['alpha', 'beta', 'gamma', 'delta', 'omega'][i % 5]).join(' ');
+const LONG_PROMPT = Array.from(
+  { length: 490 },
+  (_, i) => ['alpha', 'beta', 'gamma', 'delta', 'omega'][i % 5],
+).join(' ');
 const SHORT_PROMPT = 'Say hello.';
 const body = (prompt: string, stream: boolean) =>
   JSON.stringify({
@@ -48,24 +52,35 @@ function cpuMs(pid: number): number {
   return ns / 1e6;
 }
 
-function post(url: string, payload: string | undefined, headers: Record<string, string>, agent: Agent | false) {
-  return new Promise<{ status: number; text: string; headers: Record<string, unknown> }>((resolve, reject) => {
-    const req = request(
-      url,
-      { method: payload === undefined ? 'GET' : 'POST', agent, headers: { 'content-type': 'application/json', ...headers } },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (part: string) => {
-          text += part;
-        });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, headers: res.headers }));
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(payload);
-  });
+function post(
+  url: string,
+  payload: string | undefined,
+  headers: Record<string, string>,
+  agent: Agent | false,
+) {
+  return new Promise<{ status: number; text: string; headers: Record<string, unknown> }>(
+    (resolve, reject) => {
+      const req = request(
+        url,
+        {
+          method: payload === undefined ? 'GET' : 'POST',
+          agent,
+          headers: { 'content-type': 'application/json', ...headers },
+        },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (part: string) => {
+            text += part;
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text, headers: res.headers }));
+          res.on('error', reject);
+        },
+      );
+      req.on('error', reject);
+      req.end(payload);
+    },
+  );
 }
 
 async function startPortkey(node: string): Promise<{ child: ChildProcess; url: string }> {
@@ -85,7 +100,9 @@ async function startPortkey(node: string): Promise<{ child: ChildProcess; url: s
 
 /** The simulator in its own process, as bench/run.ts starts it. */
 async function startSimulator(): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/simulator.ts'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/simulator.ts'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const url = await new Promise<string>((resolve, reject) => {
     let out = '';
     child.stdout?.on('data', (d: Buffer) => {
@@ -145,27 +162,62 @@ async function main() {
   const bodies = [false, true].flatMap((stream) => [body(SHORT_PROMPT, stream), body(LONG_PROMPT, stream)]);
   const oneWrite = await startOneWrite(sim.url, bodies);
   const portkeys = { node20: await startPortkey(process.execPath), node22: await startPortkey(NODE22) };
-  const agents = { node20: new Agent({ keepAlive: true, maxSockets: 1 }), node22: new Agent({ keepAlive: true, maxSockets: 1 }) };
-  const base: Variant = { name: 'minimal harness', portkey: 'node22', upstream: 'one-write', prompt: 'short', client: 'keep-alive', idle: false };
+  const agents = {
+    node20: new Agent({ keepAlive: true, maxSockets: 1 }),
+    node22: new Agent({ keepAlive: true, maxSockets: 1 }),
+  };
+  const base: Variant = {
+    name: 'minimal harness',
+    portkey: 'node22',
+    upstream: 'one-write',
+    prompt: 'short',
+    client: 'keep-alive',
+    idle: false,
+  };
   const only = process.env.HARNESS_ONLY?.split(',');
-  const variants: Variant[] = [
+  const all: Variant[] = [
     base,
     { ...base, name: 'Portkey on Node 20', portkey: 'node20' },
     { ...base, name: "the simulator's framing", upstream: 'simulator' },
     { ...base, name: "the bench's 500-word prompt", prompt: 'long' },
     { ...base, name: 'a new connection a request', client: 'new-connection' },
     { ...base, name: `idle ${IDLE_MS / 1000} s before`, idle: true },
-    { name: 'the bench as it was', portkey: 'node20', upstream: 'simulator', prompt: 'long', client: 'keep-alive', idle: false },
-  ].filter((v) => !only || only.some((o) => v.name.includes(o)));
+    {
+      name: 'the bench as it was',
+      portkey: 'node20',
+      upstream: 'simulator',
+      prompt: 'long',
+      client: 'keep-alive',
+      idle: false,
+    },
+    {
+      name: 'the bench with Portkey on Node 22',
+      portkey: 'node22',
+      upstream: 'simulator',
+      prompt: 'long',
+      client: 'keep-alive',
+      idle: false,
+    },
+  ];
+  const variants = all.filter((v) => !only || only.some((o) => v.name.includes(o)));
   const measure = async (v: Variant, stream: boolean, count: number) => {
     const pk = portkeys[v.portkey];
     const upstream = v.upstream === 'simulator' ? sim.url : oneWrite.url;
     const payload = body(v.prompt === 'long' ? LONG_PROMPT : SHORT_PROMPT, stream);
-    const headers = { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstream, authorization: 'Bearer sim' };
+    const headers = {
+      'x-portkey-provider': 'openai',
+      'x-portkey-custom-host': upstream,
+      authorization: 'Bearer sim',
+    };
     const pid = pk.child.pid ?? 0;
     const before = cpuMs(pid);
     for (let i = 0; i < count; i++) {
-      const r = await post(`${pk.url}/v1/chat/completions`, payload, headers, v.client === 'keep-alive' ? agents[v.portkey] : false);
+      const r = await post(
+        `${pk.url}/v1/chat/completions`,
+        payload,
+        headers,
+        v.client === 'keep-alive' ? agents[v.portkey] : false,
+      );
       if (r.status !== 200) throw new Error(`${v.name}: ${r.status} ${r.text.slice(0, 200)}`);
     }
     return (cpuMs(pid) - before) / count;
@@ -186,13 +238,25 @@ async function main() {
       console.error(`round ${r + 1} ${v.name}: json ${json.toFixed(3)} stream ${stream.toFixed(3)}`);
     }
   }
-  console.log(`\nPortkey 1.15.2, CPU ms per request, median of ${ROUNDS} interleaved rounds of ${PER} (range)\n`);
-  console.log('| variant | JSON request | 16-event stream |');
-  console.log('|---|---|---|');
-  const cell = (xs: number[]) => `${median(xs).toFixed(2)} (${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)})`;
+  console.log(
+    `\nPortkey 1.15.2, CPU ms per request, median of ${ROUNDS} interleaved rounds of ${PER} (range)\n`,
+  );
+  console.log(
+    '| variant | JSON request | 16-event stream | JSON, of the first row | stream, of the first row |',
+  );
+  console.log('|---|---|---|---|---|');
+  const cell = (xs: number[]) =>
+    `${median(xs).toFixed(2)} (${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)})`;
+  const first = results.get(variants[0]?.name ?? '');
+  // Each round's figure against the first variant's in the same round: the machine drifts.
+  const ratio = (xs: number[], of: number[] | undefined) =>
+    cell(xs.map((x, r) => x / (of?.[r] ?? Number.NaN)));
   for (const v of variants) {
     const got = results.get(v.name);
-    if (got) console.log(`| ${v.name} | ${cell(got.json)} | ${cell(got.stream)} |`);
+    if (got)
+      console.log(
+        `| ${v.name} | ${cell(got.json)} | ${cell(got.stream)} | ${ratio(got.json, first?.json)} | ${ratio(got.stream, first?.stream)} |`,
+      );
   }
   for (const pk of Object.values(portkeys)) pk.child.kill('SIGTERM');
   sim.child.kill('SIGTERM');
