@@ -469,8 +469,7 @@ async function cpuTable(
   say('');
   say(
     `CPU per relayed chunk (stream of 300 tokens minus stream of 16, per extra chunk): ${perChunkUs.toFixed(1)} us unpaced, ${perPacedChunkUs.toFixed(1)} us paced (one event per packet). ` +
-      'It includes reading the upstream socket, SSE parsing, the rewrite, gzip and the write to the response stream ' +
-      '(`npx tsx bench/chunk-rewrite.ts` isolates the rewrite).',
+      'It includes reading the upstream socket, SSE parsing, the rewrite, gzip and the write to the response stream.',
   );
   return { json: json.cpu, stream16: short.cpu, perChunkUs, perPacedChunkUs, models };
 }
