@@ -683,7 +683,7 @@ async function sideBySide(
       'figures are medians over the rounds, ratios are taken within each round (median, and the range in brackets). This machine drifts: read the ratios.',
   );
   say('');
-  say('| work | this service | Portkey 1.15.2 | floor | vs Portkey | vs floor |');
+  say('| work | this service | Portkey 1.15.2 on Node 22 | floor | vs Portkey | vs floor |');
   say('|---|---|---|---|---|---|');
   const ratio = (key: keyof CpuFigures, of: number, to: number, toKey: keyof CpuFigures = key) => {
     const values = results.map(
@@ -707,7 +707,7 @@ async function sideBySide(
       'This service for a client that does not take gzip (`Accept-Encoding: identity`), measured in the same rounds: like for like with Portkey, which never compresses.',
     );
     say('');
-    say('| work | this service, gzip | this service, identity | Portkey 1.15.2 | identity vs Portkey |');
+    say('| work | this service, gzip | this service, identity | Portkey 1.15.2 on Node 22 | identity vs Portkey |');
     say('|---|---|---|---|---|');
     const rows = [
       ['JSON request', 'json', 'ms'],
