@@ -707,7 +707,9 @@ async function sideBySide(
       'This service for a client that does not take gzip (`Accept-Encoding: identity`), measured in the same rounds: like for like with Portkey, which never compresses.',
     );
     say('');
-    say('| work | this service, gzip | this service, identity | Portkey 1.15.2 on Node 22 | identity vs Portkey |');
+    say(
+      '| work | this service, gzip | this service, identity | Portkey 1.15.2 on Node 22 | identity vs Portkey |',
+    );
     say('|---|---|---|---|---|');
     const rows = [
       ['JSON request', 'json', 'ms'],
