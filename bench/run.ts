@@ -1,6 +1,5 @@
-import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import {
-  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -28,6 +27,7 @@ import { startCapacityProxy } from './capacity-proxy.js';
 import { type MeasuredRequest, percent, requestCost, usd } from './cost.js';
 import { available as cgroupAvailable, cpuShare, limitCpu, PERIOD_US, pinToCore } from './cpu-limit.js';
 import { pacedRate } from './paced-rate.js';
+import { startPortkey } from './portkey.js';
 import { PRICES, PRICES_DATE } from './prices.js';
 
 /**
@@ -469,8 +469,7 @@ async function cpuTable(
   say('');
   say(
     `CPU per relayed chunk (stream of 300 tokens minus stream of 16, per extra chunk): ${perChunkUs.toFixed(1)} us unpaced, ${perPacedChunkUs.toFixed(1)} us paced (one event per packet). ` +
-      'It includes reading the upstream socket, SSE parsing, the rewrite, gzip and the write to the response stream ' +
-      '(`npx tsx bench/chunk-rewrite.ts` isolates the rewrite).',
+      'It includes reading the upstream socket, SSE parsing, the rewrite, gzip and the write to the response stream.',
   );
   return { json: json.cpu, stream16: short.cpu, perChunkUs, perPacedChunkUs, models };
 }
@@ -585,10 +584,9 @@ function median(values: number[]): number {
 }
 
 /**
- * The side by side: this service's function processes, the Portkey gateway (1.15.2, for the bench
- * only: installed into .cache/portkey, never a dependency of the service; its streams need
- * @hono/node-server 1.13.8, pinned with npm overrides) proxying the same simulator, its process's CPU
- * measured as the functions' are; and the floor, bare proxies under the same runtime client
+ * The side by side: this service's function processes, the Portkey gateway (bench/portkey.ts: on
+ * Node 22, as the functions run) proxying the same simulator, its process's CPU measured as the
+ * functions' are; and the floor, bare proxies under the same runtime client
  * (bench/bare-proxy.ts); and this service again for a client that takes no gzip (Portkey never
  * compresses). Measured in interleaved rounds (the four in turn, then again), so that a drift of the
  * machine's speed during the run lands on all of them: each ratio is taken within a round, and the
@@ -601,31 +599,8 @@ async function sideBySide(
   /** Where the floor with billing bills (bare-proxy.ts): the service's DynamoDB endpoint and tables. */
   billing: Record<string, string>,
 ): Promise<void> {
-  const dir = '.cache/portkey';
-  const entry = `${dir}/node_modules/@portkey-ai/gateway/build/start-server.js`;
-  if (!existsSync(entry)) {
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(
-      `${dir}/package.json`,
-      JSON.stringify({
-        private: true,
-        dependencies: { '@portkey-ai/gateway': '1.15.2' },
-        overrides: { '@hono/node-server': '1.13.8' },
-      }),
-    );
-    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefix', dir], { stdio: 'ignore' });
-  }
   const port = await freePort();
-  const portkey = spawn(process.execPath, [entry, `--port=${port}`, '--headless'], {
-    env: { ...process.env, NODE_ENV: 'production' },
-    stdio: 'ignore',
-  });
-  for (let i = 0; ; i++) {
-    const ready = await timedRequest(`http://127.0.0.1:${port}/`, undefined, {}).catch(() => undefined);
-    if (ready?.status === 200) break;
-    if (i > 200) throw new Error('Portkey did not start');
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  const { child: portkey } = await startPortkey(port);
   const pid = portkey.pid ?? 0;
   const bare = await startBareProxies(simUrl, billing);
   const systems: Measured[] = [
@@ -708,7 +683,7 @@ async function sideBySide(
       'figures are medians over the rounds, ratios are taken within each round (median, and the range in brackets). This machine drifts: read the ratios.',
   );
   say('');
-  say('| work | this service | Portkey 1.15.2 | floor | vs Portkey | vs floor |');
+  say('| work | this service | Portkey 1.15.2 on Node 22 | floor | vs Portkey | vs floor |');
   say('|---|---|---|---|---|---|');
   const ratio = (key: keyof CpuFigures, of: number, to: number, toKey: keyof CpuFigures = key) => {
     const values = results.map(
@@ -732,7 +707,9 @@ async function sideBySide(
       'This service for a client that does not take gzip (`Accept-Encoding: identity`), measured in the same rounds: like for like with Portkey, which never compresses.',
     );
     say('');
-    say('| work | this service, gzip | this service, identity | Portkey 1.15.2 | identity vs Portkey |');
+    say(
+      '| work | this service, gzip | this service, identity | Portkey 1.15.2 on Node 22 | identity vs Portkey |',
+    );
     say('|---|---|---|---|---|');
     const rows = [
       ['JSON request', 'json', 'ms'],

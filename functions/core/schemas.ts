@@ -23,10 +23,9 @@ const PART_TYPES = ['text', 'image_url', 'input_audio', 'file'] as const;
 const ASSISTANT_PART_TYPES = ['text', 'refusal'] as const;
 
 /**
- * The request schema, built on first use, not at cold start: most requests never need it (the common
- * ones are checked by hand, simpleChatRequest below), and building it with upstream-reply.ts's
- * schemas took about 9 ms of a cold start (Node 22, the two modules' import after zod's and the tier
- * schemas', median of 9 processes).
+ * The request schema, built on first use, not at import: an instance's init does not pay for it
+ * (building it with upstream-reply.ts's schemas took about 9 ms, Node 22, the two modules' import
+ * after zod's and the tier schemas', median of 9 processes); its first request does.
  */
 function buildChatRequestSchema() {
   const text = z.string();
@@ -352,141 +351,8 @@ function checkDepth(json: unknown): void {
   }
 }
 
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-/** A shortcut's answer when the value is not one it takes: the schema decides. */
-const DECLINE = Symbol('decline');
-type Take = (value: unknown) => unknown;
-const unless =
-  (check: (value: unknown) => boolean): Take =>
-  (value) =>
-    check(value) ? value : DECLINE;
-const nullOr =
-  (check: (value: unknown) => boolean): Take =>
-  (value) =>
-    value === null || check(value) ? value : DECLINE;
-const isBoolean = (value: unknown) => typeof value === 'boolean';
-const within = (min: number, max: number) => (value: unknown) =>
-  typeof value === 'number' && value >= min && value <= max;
-const intWithin = (min: number, max: number) => (value: unknown) =>
-  Number.isSafeInteger(value) && (value as number) >= min && (value as number) <= max;
-
-/** The roles whose messages the shortcut takes (`function`, deprecated, goes through the schema). */
-const TEXT_ROLES: ReadonlySet<unknown> = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
-
-/** A message with text content (no parts, no tool calls), built as MessageSchema builds it. */
-function textMessage(message: unknown): Record<string, unknown> | undefined {
-  if (!isRecord(message)) return undefined;
-  const { role, content } = message;
-  if (!TEXT_ROLES.has(role) || typeof content !== 'string') return undefined;
-  // Written in the order of the role's schema: role, content, tool_call_id or refusal, name.
-  const out: Record<string, unknown> = { role, content };
-  if (role === 'tool') {
-    if (typeof message.tool_call_id !== 'string') return undefined;
-    out.tool_call_id = message.tool_call_id;
-  } else if (role === 'assistant') {
-    if ('tool_calls' in message || 'function_call' in message) return undefined;
-    // OpenAI's SDKs echo a reply's message back with its `refusal` (mostly null).
-    if ('refusal' in message) {
-      if (message.refusal !== null && typeof message.refusal !== 'string') return undefined;
-      out.refusal = message.refusal;
-    }
-  }
-  if ('name' in message) {
-    if (typeof message.name !== 'string') return undefined;
-    out.name = message.name;
-  }
-  // Then the rest in the client's order (a field written above keeps its place).
-  for (const key in message) {
-    if (key === '__proto__') return undefined;
-    out[key] = message[key];
-  }
-  return out;
-}
-
-/**
- * The top-level fields the shortcut takes, each checked as the schema checks it (a value it cannot
- * take is DECLINE). Any other field of OpenAI's schema (tools, tool_choice, response_format...) leaves
- * the request to the schema; fields outside it ride along as the schema's catch-all keeps them.
- */
-const SIMPLE_FIELDS: Record<string, Take> = {
-  model: unless((value) => (TIER_IDS as readonly unknown[]).includes(value)),
-  messages: (value) => {
-    if (!Array.isArray(value) || value.length < 1 || value.length > MAX_MESSAGES) return DECLINE;
-    const out: unknown[] = new Array(value.length);
-    for (let i = 0; i < value.length; i++) {
-      const message = textMessage(value[i]);
-      if (!message) return DECLINE;
-      out[i] = message;
-    }
-    return out;
-  },
-  stream: nullOr(isBoolean),
-  stream_options: (value) => {
-    if (value === null) return null;
-    if (!isRecord(value)) return DECLINE;
-    const out: Record<string, unknown> = {};
-    for (const key of ['include_usage', 'include_obfuscation'])
-      if (key in value) {
-        if (!isBoolean(value[key])) return DECLINE;
-        out[key] = value[key];
-      }
-    for (const key in value) {
-      if (key === '__proto__') return DECLINE;
-      if (key !== 'include_usage' && key !== 'include_obfuscation') out[key] = value[key];
-    }
-    return out;
-  },
-  temperature: nullOr(within(0, 2)),
-  top_p: nullOr(within(0, 1)),
-  max_tokens: nullOr(intWithin(1, Number.MAX_SAFE_INTEGER)),
-  max_completion_tokens: nullOr(intWithin(1, Number.MAX_SAFE_INTEGER)),
-  n: nullOr((value) => value === 1),
-  parallel_tool_calls: unless(isBoolean),
-  stop: (value) => {
-    if (value === null || typeof value === 'string') return value;
-    if (!Array.isArray(value) || value.length < 1 || value.length > 4) return DECLINE;
-    return value.every((item) => typeof item === 'string') ? value.slice() : DECLINE;
-  },
-  seed: nullOr(Number.isSafeInteger),
-  frequency_penalty: nullOr(within(-2, 2)),
-  presence_penalty: nullOr(within(-2, 2)),
-  logprobs: nullOr(isBoolean),
-  top_logprobs: nullOr(intWithin(0, 20)),
-  user: unless((value) => typeof value === 'string' && value.length <= 256),
-  store: nullOr(isBoolean),
-};
-/** SIMPLE_FIELDS in the schema's order: the order the schema writes them in. */
-const SIMPLE_ORDER = [...KNOWN_REQUEST_FIELDS].filter((field) => Object.hasOwn(SIMPLE_FIELDS, field));
-
-/**
- * Most requests: text messages and sampling settings. Checked here by hand and built as
- * the request schema builds it, key order included (the order the upstream's body is written in; a
- * property test holds the two equal, test/unit/core/request-schema.property.test.ts); anything else is
- * undefined and goes through the schema, which also words every refusal. Why: zod's walk of the
- * request is most of its parse, and at 160 MB a microsecond of CPU is about eleven of latency.
- */
-export function simpleChatRequest(json: Record<string, unknown>): ChatRequest | undefined {
-  const out: Record<string, unknown> = {};
-  for (const field of SIMPLE_ORDER) {
-    if (!(field in json)) {
-      if (field === 'model' || field === 'messages') return undefined;
-      continue;
-    }
-    const value = (SIMPLE_FIELDS[field] as Take)(json[field]);
-    if (value === DECLINE) return undefined;
-    out[field] = value;
-  }
-  for (const key in json) {
-    if (key === '__proto__' || (KNOWN_REQUEST_FIELDS.has(key) && !Object.hasOwn(SIMPLE_FIELDS, key)))
-      return undefined;
-    if (!KNOWN_REQUEST_FIELDS.has(key)) out[key] = json[key];
-  }
-  return out as ChatRequest;
-}
-
 /** The request through the request schema, or the 400 naming its first problem. */
-export function chatRequestBySchema(json: unknown): ChatRequest {
+function chatRequestBySchema(json: unknown): ChatRequest {
   const result = requestSchema().safeParse(json, { reportInput: true });
   if (result.success) return result.data;
   const issue = result.error.issues[0];
@@ -505,5 +371,5 @@ export function parseChatRequest(rawBody: string | undefined): ChatRequest {
     throw new BadRequestError('The request body must be a JSON object.', null, 'invalid_json');
   }
   if (nestsDeeperThan(rawBody ?? '', MAX_JSON_DEPTH)) checkDepth(json);
-  return simpleChatRequest(json as Record<string, unknown>) ?? chatRequestBySchema(json);
+  return chatRequestBySchema(json);
 }

@@ -17,10 +17,9 @@ import { cutToBytes } from './strings.js';
 import { readUpstreamUsage, type UsageReport } from './usage.js';
 
 /**
- * The reply schemas, built on first use, not at cold start: most replies never need them (the common
- * chunk and completion are checked by hand, textChunk and textCompletion below), and building them
- * with schemas.ts's request schema took about 9 ms of a cold start (Node 22, the two modules' import
- * after zod's and the tier schemas', median of 9 processes).
+ * The reply schemas, built on first use, not at import: an instance's init does not pay for them
+ * (building them with schemas.ts's request schema took about 9 ms, Node 22, the two modules' import
+ * after zod's and the tier schemas', median of 9 processes); its first request does.
  */
 function buildReplySchemas() {
   const text = z.string().nullable().optional();
@@ -185,7 +184,7 @@ export function parseChunkData(data: string): UpstreamEvent {
     return { kind: 'malformed', reason: 'not an object' };
   const raw = json as { error?: unknown; usage?: unknown };
   if (raw.error !== undefined && raw.error !== null) return { kind: 'error' };
-  const chunk = textChunk(json as Record<string, unknown>) ?? chunkBySchema(json);
+  const chunk = chunkBySchema(json);
   if ('invalid' in chunk) return { kind: 'malformed', reason: chunk.invalid };
   return { kind: 'chunk', chunk, usage: readUpstreamUsage(raw.usage, data) };
 }
@@ -204,176 +203,12 @@ export function laterUsage(earlier: UsageReport | undefined, later: UsageReport)
 }
 
 /** A chunk as the schemas read it (ChunkSchema, or a usage-only chunk), or why it is not one. */
-export function chunkBySchema(json: unknown): UpstreamChunk | { invalid: string } {
+function chunkBySchema(json: unknown): UpstreamChunk | { invalid: string } {
   const { ChunkSchema, UsageOnlyChunk } = replySchemas();
   let parsed = ChunkSchema.safeParse(json);
   if (!parsed.success && !(typeof json === 'object' && json !== null && 'choices' in json))
     parsed = UsageOnlyChunk.safeParse(json);
   return parsed.success ? (parsed.data as UpstreamChunk) : { invalid: issueOf(parsed.error) };
-}
-
-const TEXT_FIELDS = ['content', 'refusal', 'reasoning', 'reasoning_content'] as const;
-const MESSAGE_TEXT_FIELDS = ['reasoning', 'reasoning_content'] as const;
-/**
- * What the shortcuts (textChunk, textCompletion) leave to the schemas: a chunk or completion with any
- * of the other fields (tool calls, annotations...) goes through the schema; a delta's role must be one
- * of `roles`. Spelled out so that the schemas are not built to read them; a test holds them equal to
- * what the schemas give (replySchemaFields), so a field added to a schema must be added here.
- */
-export const SHORTCUT_FIELDS = {
-  roles: ['assistant', 'developer', 'system', 'user', 'tool'],
-  delta: ['reasoning_details', 'annotations', 'tool_calls', 'function_call'],
-  choice: [],
-  chunk: [],
-  message: ['reasoning_details', 'annotations', 'tool_calls', 'function_call', 'audio'],
-  completionChoice: [],
-  completion: [],
-} satisfies Record<string, readonly string[]>;
-
-/** The same lists, read from the schemas themselves (builds them). */
-export function replySchemaFields(): Record<keyof typeof SHORTCUT_FIELDS, string[]> {
-  const { Delta, ChunkChoice, ChunkSchema, Message, CompletionChoice, CompletionSchema } = replySchemas();
-  const otherFields = (shape: object, handled: readonly string[]) =>
-    Object.keys(shape).filter((field) => !handled.includes(field));
-  return {
-    roles: [...Delta.shape.role.unwrap().options],
-    delta: otherFields(Delta.shape, ['role', ...TEXT_FIELDS]),
-    choice: otherFields(ChunkChoice.shape, ['index', 'delta', 'logprobs', 'finish_reason']),
-    chunk: otherFields(ChunkSchema.shape, ['choices', 'system_fingerprint', 'service_tier']),
-    message: otherFields(Message.shape, ['role', 'content', 'refusal', ...MESSAGE_TEXT_FIELDS]),
-    completionChoice: otherFields(CompletionChoice.shape, ['index', 'message', 'logprobs', 'finish_reason']),
-    completion: otherFields(CompletionSchema.shape, ['choices', 'system_fingerprint', 'service_tier']),
-  };
-}
-
-const ROLES: ReadonlySet<unknown> = new Set(SHORTCUT_FIELDS.roles);
-const OTHER_DELTA_FIELDS: readonly string[] = SHORTCUT_FIELDS.delta;
-const OTHER_CHOICE_FIELDS: readonly string[] = SHORTCUT_FIELDS.choice;
-const OTHER_CHUNK_FIELDS: readonly string[] = SHORTCUT_FIELDS.chunk;
-const hasAny = (record: Record<string, unknown>, fields: readonly string[]) =>
-  fields.some((field) => record[field] !== undefined);
-
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-const isShortString = (value: unknown, max: number): value is string =>
-  typeof value === 'string' && value.length <= max;
-
-/**
- * Most of a stream: one choice whose delta is text (and perhaps its role), no logprobs. Checked here
- * by hand and built as ChunkSchema builds it, key order included (a property test holds the two
- * equal, test/unit/core/upstream-reply.property.test.ts); anything else is undefined and goes through
- * the schema. Why: zod's walk is most of the parse's CPU, and paced events each run it cold. Reading a
- * stream of 300 events 5 ms apart through UpstreamEvents (bench/relay-layers.ts's `events` way, Node
- * 22), the schema alone and this shortcut in turn in one process, 14 streams each, twice: 187 and 259
- * us of CPU per event through the schema against 138 and 189 this way (medians); back to back
- * (bench/chunk-rewrite.ts) the parse went from 2.5 to 1.0 us. At 160 MB a microsecond of CPU is
- * about eleven of latency.
- */
-export function textChunk(json: Record<string, unknown>): UpstreamChunk | undefined {
-  // The usage-only last chunk (`choices: []`; parseChunkData reads its usage apart).
-  if (Array.isArray(json.choices) && json.choices.length === 0 && !hasAny(json, OTHER_CHUNK_FIELDS)) {
-    const extras = envelopeExtras(json);
-    return extras && withExtras<UpstreamChunk>({ choices: [] }, extras);
-  }
-  const sole = soleChoice(json, OTHER_CHUNK_FIELDS, OTHER_CHOICE_FIELDS);
-  if (!sole) return undefined;
-  const { delta } = sole.choice;
-  if (delta !== undefined && !isRecord(delta)) return undefined;
-  const out: ReplyDelta = {};
-  if (delta) {
-    if (hasAny(delta, OTHER_DELTA_FIELDS)) return undefined;
-    if (delta.role !== undefined) {
-      if (!ROLES.has(delta.role)) return undefined;
-      out.role = delta.role as NonNullable<ReplyDelta['role']>;
-    }
-    if (!copyText(delta, out, TEXT_FIELDS)) return undefined;
-  }
-  const chunk: UpstreamChunk = {
-    choices: [
-      {
-        index: sole.index,
-        delta: out,
-        logprobs: null,
-        finish_reason: (sole.finishReason ?? null) as ChatCompletionChunk.Choice['finish_reason'],
-      },
-    ],
-  };
-  return withExtras(chunk, sole);
-}
-
-/**
- * What both shortcuts (textChunk, textCompletion) check alike: exactly one choice, no field of the
- * body or the choice but those they handle, the envelope's extras short, a bounded index, no
- * logprobs, a short finish_reason. Undefined when any of it does not hold (the schema decides then).
- */
-function soleChoice(
-  json: Record<string, unknown>,
-  otherBodyFields: readonly string[],
-  otherChoiceFields: readonly string[],
-):
-  | {
-      choice: Record<string, unknown>;
-      index: number;
-      finishReason: string | null | undefined;
-      system_fingerprint: string | undefined;
-      service_tier: string | null | undefined;
-    }
-  | undefined {
-  const { choices } = json;
-  if (!Array.isArray(choices) || choices.length !== 1 || hasAny(json, otherBodyFields)) return undefined;
-  const extras = envelopeExtras(json);
-  if (!extras) return undefined;
-  const choice: unknown = choices[0];
-  if (!isRecord(choice) || hasAny(choice, otherChoiceFields)) return undefined;
-  const { index, logprobs, finish_reason } = choice;
-  if (
-    index !== undefined &&
-    !(Number.isSafeInteger(index) && (index as number) >= 0 && (index as number) <= 1_023)
-  )
-    return undefined;
-  if (logprobs !== undefined && logprobs !== null) return undefined;
-  if (finish_reason !== undefined && finish_reason !== null && !isShortString(finish_reason, 32))
-    return undefined;
-  return { choice, index: (index as number | undefined) ?? 0, finishReason: finish_reason, ...extras };
-}
-
-/** The envelope's extras as the schemas take them (short strings), or undefined. */
-function envelopeExtras(
-  json: Record<string, unknown>,
-): { system_fingerprint: string | undefined; service_tier: string | null | undefined } | undefined {
-  const { system_fingerprint, service_tier } = json;
-  if (system_fingerprint !== undefined && !isShortString(system_fingerprint, 256)) return undefined;
-  if (service_tier !== undefined && service_tier !== null && !isShortString(service_tier, 32))
-    return undefined;
-  return { system_fingerprint, service_tier };
-}
-
-/**
- * Copies the text fields present in `from` (a string or null each, as the schemas' `text` reads them)
- * to `to`, in `fields`' order; false if one is anything else.
- */
-function copyText(
-  from: Record<string, unknown>,
-  to: Partial<Record<(typeof TEXT_FIELDS)[number], string | null>>,
-  fields: readonly (typeof TEXT_FIELDS)[number][],
-): boolean {
-  for (const field of fields) {
-    const value = from[field];
-    if (value === undefined) continue;
-    if (value !== null && typeof value !== 'string') return false;
-    to[field] = value;
-  }
-  return true;
-}
-
-/** The envelope's extras the upstream sent, after the choices (the schemas' key order). */
-function withExtras<T extends { system_fingerprint?: string; service_tier?: string | null }>(
-  body: T,
-  sole: { system_fingerprint: string | undefined; service_tier: string | null | undefined },
-): T {
-  if (sole.system_fingerprint !== undefined) body.system_fingerprint = sole.system_fingerprint;
-  if (sole.service_tier !== undefined) body.service_tier = sole.service_tier;
-  return body;
 }
 
 export type ParsedCompletion =
@@ -387,7 +222,7 @@ export function parseCompletionBody(body: string): ParsedCompletion {
   } catch {
     return { ok: false, reason: 'not JSON' };
   }
-  const completion = (isRecord(json) && textCompletion(json)) || completionBySchema(json);
+  const completion = completionBySchema(json);
   if ('invalid' in completion) return { ok: false, reason: completion.invalid };
   return {
     ok: true,
@@ -397,48 +232,9 @@ export function parseCompletionBody(body: string): ParsedCompletion {
 }
 
 /** A completion as CompletionSchema reads it, or why it is not one. */
-export function completionBySchema(json: unknown): UpstreamCompletion | { invalid: string } {
+function completionBySchema(json: unknown): UpstreamCompletion | { invalid: string } {
   const parsed = replySchemas().CompletionSchema.safeParse(json);
   return parsed.success ? (parsed.data as UpstreamCompletion) : { invalid: issueOf(parsed.error) };
-}
-
-const OTHER_MESSAGE_FIELDS: readonly string[] = SHORTCUT_FIELDS.message;
-const OTHER_COMPLETION_CHOICE_FIELDS: readonly string[] = SHORTCUT_FIELDS.completionChoice;
-const OTHER_COMPLETION_FIELDS: readonly string[] = SHORTCUT_FIELDS.completion;
-
-/**
- * Most JSON replies: one choice whose message is text (string content, perhaps a refusal or
- * reasoning), no tool calls, no logprobs. Checked by hand and built as CompletionSchema builds it, key
- * order included (a property test holds the two equal, test/unit/core/upstream-reply.property.test.ts);
- * anything else is undefined and goes through the schema, as textChunk does for stream chunks. The
- * reply's parse was about 90 us of a JSON request's CPU in a V8 profile of the completions function
- * (1,700 requests 10 ms apart), most of it the schema's walk. A simulator reply parsed 5 ms apart on
- * Node 22, the schema's way and this one in turn (8 rounds of 200, two runs): 116 and 139 us against
- * 55 and 69 (medians), JSON.parse and the usage's read included.
- */
-export function textCompletion(json: Record<string, unknown>): UpstreamCompletion | undefined {
-  const sole = soleChoice(json, OTHER_COMPLETION_FIELDS, OTHER_COMPLETION_CHOICE_FIELDS);
-  if (!sole) return undefined;
-  const { message } = sole.choice;
-  if (!isRecord(message) || hasAny(message, OTHER_MESSAGE_FIELDS)) return undefined;
-  const { content, refusal } = message;
-  // Content as parts (an array) is joined by the schema.
-  if (content !== undefined && content !== null && typeof content !== 'string') return undefined;
-  if (refusal !== undefined && refusal !== null && typeof refusal !== 'string') return undefined;
-  // The schema's role is always 'assistant', whatever the upstream wrote.
-  const out: ReplyMessage = { role: 'assistant', content: content ?? null, refusal: refusal ?? null };
-  if (!copyText(message, out, MESSAGE_TEXT_FIELDS)) return undefined;
-  const completion: UpstreamCompletion = {
-    choices: [
-      {
-        index: sole.index,
-        message: out,
-        logprobs: null,
-        finish_reason: (sole.finishReason ?? 'stop') as ChatCompletion.Choice['finish_reason'],
-      },
-    ],
-  };
-  return withExtras(completion, sole);
 }
 
 function issueOf(error: z.ZodError): string {

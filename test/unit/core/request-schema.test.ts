@@ -427,3 +427,20 @@ describe('messages that say exactly what is wrong (field, rule, value)', () => {
     expect(error.message).toMatch(message);
   });
 });
+
+describe('hostile bodies', () => {
+  it('keeps a __proto__ key out of the parsed request and its prototype', () => {
+    const proto =
+      '{"model":"svc-fast","messages":[{"role":"user","content":"hi"}],"__proto__":{"polluted":1}}';
+    const parsed = parseChatRequest(proto);
+    expect(Object.getPrototypeOf(parsed)).toBe(Object.prototype);
+    expect(Object.keys(parsed)).toEqual(['model', 'messages']);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it('refuses a number JSON reads as Infinity (1e999) as out of range, naming the field', () => {
+    const infinite = '{"model":"svc-fast","messages":[{"role":"user","content":"hi"}],"max_tokens":1e999}';
+    expect(() => parseChatRequest(infinite)).toThrow(BadRequestError);
+    expect(() => parseChatRequest(infinite)).toThrow(/max_tokens/);
+  });
+});
