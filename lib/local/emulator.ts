@@ -206,16 +206,15 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     const pool = pools.get(name) as FunctionPool;
     await pool.invoke(toEvent(req, request.url, request.body, request.headers), res);
   };
-  /** The body, or undefined once the 413 is answered (oversized: this connection is not reused). */
-  const bodyOf = async (req: IncomingMessage, res: ServerResponse) => {
-    const body = await readBody(req, maxBody);
-    if (body !== undefined) return body;
-    // Answered in front of the function, as the CloudFront function does in AWS (lib/infra):
-    // OpenAI's error shape, a request id and the CORS headers, as every answer of the service.
+  /**
+   * A body over the limit, answered in front of the function, as the CloudFront function does in AWS
+   * (lib/infra): OpenAI's error shape, a request id and the CORS headers, as every answer of the
+   * service. This connection is not reused (its client may still be mid-request).
+   */
+  const answerTooLarge = (res: ServerResponse) => {
     const tooLarge = requestTooLarge(randomUUID(), maxBody);
     res.writeHead(tooLarge.statusCode, { ...tooLarge.headers, connection: 'close' });
     res.end(tooLarge.body);
-    return undefined;
   };
   const guard = (serve: (req: IncomingMessage, res: ServerResponse) => Promise<void>) => {
     return (req: IncomingMessage, res: ServerResponse) => {
@@ -234,8 +233,8 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
   for (const name of pools.keys()) {
     const server = createServer(
       guard(async (req, res) => {
-        const body = await bodyOf(req, res);
-        if (body === undefined) return;
+        const body = await readBody(req, maxBody);
+        if (body === undefined) return answerTooLarge(res);
         const url = new URL(req.url ?? '/', `http://${req.headers.host ?? 'localhost'}`);
         await functionUrl(name, req, res, { url, headers: headersOf(req), body });
       }),
@@ -262,13 +261,8 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
         }
         headers = edge.headers;
       }
-      if (body === undefined) {
-        // No Content-Length (chunked) and too large: Lambda's limit, answered in the service's shape.
-        const tooLarge = requestTooLarge(randomUUID(), maxBody);
-        res.writeHead(tooLarge.statusCode, { ...tooLarge.headers, connection: 'close' });
-        res.end(tooLarge.body);
-        return;
-      }
+      // Too large without a Content-Length the viewer-request function could see (a chunked body).
+      if (body === undefined) return answerTooLarge(res);
       const route = options.routes.find((r) => r.match(viewerUrl.pathname));
       if (!route) {
         res.writeHead(404, { 'content-type': 'application/json' });

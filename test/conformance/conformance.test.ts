@@ -380,8 +380,7 @@ describe('the service functions', () => {
   probe(
     'a GET on the completions route is a 405',
     async (side) => {
-      // With a well-formed key: CloudFront's viewer-request function answers a keyless request 401
-      // before any origin (the emulator runs the same function), so the 405 is the function's own.
+      // With a key: the edge answers a request without one 401 before any function runs.
       const seen = await send(`${side.target.baseUrl}/chat/completions`, {
         headers: { authorization: `Bearer ${side.key}` },
       });

@@ -117,6 +117,10 @@ describe('the viewer-request CloudFront function: the key', () => {
     );
   });
 
+  it('fits CloudFront Functions\' size quota (10 KB of code: CloudFront Developer Guide, "Quotas on functions")', () => {
+    expect(Buffer.byteLength(edgeFunctionCode())).toBeLessThan(10 * 1024);
+  });
+
   it('lets a CORS preflight through without a key', () => {
     const { request, result } = run({ 'access-control-request-method': { value: 'POST' } }, 'OPTIONS');
     expect(result).toBe(request);
