@@ -29,3 +29,21 @@ describe('the README stands alone', () => {
     expect(missing).toEqual([]);
   });
 });
+
+describe('ARCHITECTURE.md stands alone', () => {
+  const architecture = readFileSync(resolve(root, 'ARCHITECTURE.md'), 'utf8');
+
+  it('is linked from the README', () => {
+    expect(readme).toContain('](ARCHITECTURE.md)');
+  });
+
+  it('names only repository paths that exist, and nothing outside the repository', () => {
+    expect([...architecture.matchAll(/(?:\]\(|`)(\.\.\/[^)`\s]*)/g)]).toEqual([]);
+    const named = [
+      ...architecture.matchAll(/`((?:functions|lib|bin|test|bench|scripts)\/[\w./-]+\.(?:ts|json|md|sh))`/g),
+    ].map((m) => m[1] ?? '');
+    expect(named.length).toBeGreaterThan(20);
+    const missing = [...new Set(named)].filter((path) => !existsSync(resolve(root, path)));
+    expect(missing).toEqual([]);
+  });
+});
