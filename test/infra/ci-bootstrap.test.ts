@@ -1,5 +1,8 @@
-import { App } from 'aws-cdk-lib';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { App, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
+import { AwsSolutionsChecks } from 'cdk-nag';
 import { describe, expect, it } from 'vitest';
 import { CiBootstrapStack } from '../../lib/infra/ci-bootstrap-stack.js';
 
@@ -42,5 +45,19 @@ describe('the CI bootstrap stack', () => {
 
   it('refuses a repository that is not owner/name', () => {
     expect(() => new CiBootstrapStack(new App(), 'Bad', { repository: 'not a repo' })).toThrow(/owner\/name/);
+  });
+
+  it("synthesizes under cdk-nag's AwsSolutions checks, as bin/app.ts runs them, with no unacknowledged finding", () => {
+    const app = new App();
+    new CiBootstrapStack(app, 'Ci', { repository: 'acme/hosted-model-api' });
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+    // Synthesis throws on an unacknowledged finding (as `cdk deploy HostedModelApi-ci` would stop).
+    const assembly = app.synth();
+    const report = JSON.parse(readFileSync(join(assembly.directory, 'validation-report.json'), 'utf8')) as {
+      pluginReports: { pluginName: string; conclusion: string; violations: unknown[] }[];
+    };
+    const nag = report.pluginReports.find((p) => p.pluginName === 'AwsSolutions');
+    expect(nag?.conclusion).toBe('success');
+    expect(nag?.violations).toEqual([]);
   });
 });
