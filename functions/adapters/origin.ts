@@ -79,3 +79,22 @@ export class Origin {
     });
   }
 }
+
+/**
+ * The request body, let go of once written: undici keeps a request's `body` until its answer ends (a
+ * stream's whole relay), and a 6 MB prompt's JSON would stay beside the parsed request that long.
+ */
+export function writtenOnce(text: string): { body: Iterable<Buffer>; length: number } {
+  let pending: Buffer | undefined = Buffer.from(text);
+  const length = pending.length;
+  return {
+    length,
+    body: {
+      *[Symbol.iterator]() {
+        const buffer = pending;
+        pending = undefined;
+        if (buffer) yield buffer;
+      },
+    },
+  };
+}

@@ -1,6 +1,6 @@
 import { BadRequestError, UpstreamError } from '../core/errors.js';
 import type { UpstreamTarget } from '../core/tiers.js';
-import { Origin } from './origin.js';
+import { Origin, writtenOnce } from './origin.js';
 import { openStream, type StreamedAnswer, type UpstreamBody } from './upstream-body.js';
 import { UpstreamEvents } from './upstream-events.js';
 
@@ -171,6 +171,8 @@ async function post(
     accept: stream ? 'text/event-stream' : 'application/json',
   };
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+  const sent = writtenOnce(body);
+  headers['content-length'] = String(sent.length);
   const limit = new AbortController();
   const timer = setTimeout(() => limit.abort(new AttemptFailure('timeout', true)), Math.max(0, timeoutMs));
   let answer: StreamedAnswer;
@@ -181,7 +183,8 @@ async function post(
         path,
         method: 'POST',
         headers,
-        body,
+        // An Iterable body, as undici's Dispatcher documentation lists (its declarations do not).
+        body: sent.body as unknown as Buffer,
         signal: limit.signal,
         headersTimeout: Math.max(1, timeoutMs),
         bodyTimeout: 0,
