@@ -4,20 +4,18 @@ import { GatewayTimeoutError, ServiceUnavailableError, UpstreamError } from '../
 import { type ForwardedBody, toUpstreamBody } from '../core/forwarding.js';
 import { needsHold, worstCaseBilledNano } from '../core/holds.js';
 import { newGenerationId } from '../core/ids.js';
-import { nanoToUsd } from '../core/money.js';
 import type { ChatRequest } from '../core/schemas.js';
 import type { Hold, HoldOutcome, Store } from '../core/store.js';
 import { outputCap, type Tier, type UpstreamTarget } from '../core/tiers.js';
-import { usageForClient } from '../core/usage.js';
 import { promptBound } from '../core/usage-bounds.js';
-import { gzipHeaders, SyncGzip } from '../shared/compression.js';
-import { type FunctionUrlResult, jsonResponse, SSE_CONTENT_TYPE } from '../shared/http.js';
+import { type FunctionUrlResult, jsonResponse } from '../shared/http.js';
 import { logger } from '../shared/observability.js';
-import { type Bill, type Billable, type Delivered, price, settle } from './billing.js';
+import { billOnce } from './bill-once.js';
+import type { Billable } from './billing.js';
 import type { CompletionsConfig } from './config.js';
 import type { Deadlines } from './deadlines.js';
 import { replyJson } from './json-reply.js';
-import { relay } from './relay.js';
+import { streamReply } from './stream-reply.js';
 
 /** What a generation works through: the store, the configuration and the upstream credentials. */
 export interface GenerationPorts {
@@ -155,7 +153,10 @@ export class Generation {
     // Extra fields this target does not take were left out: say which (core/forwarding.ts).
     const { dropped } = this.forwardedTo(opened.target);
     if (dropped.length > 0) headers['x-dropped-fields'] = dropped.join(', ').slice(0, 1_000);
-    const bill = this.billOnce(opened.target);
+    const bill = billOnce(this.billable(opened.target), {
+      store: this.ports.store,
+      afterReply: this.afterReply,
+    });
     if (!opened.stream) {
       try {
         const reply = await replyJson({
@@ -173,79 +174,16 @@ export class Generation {
         throw error;
       }
     }
-    const body = relay({
-      events: opened.events,
-      generationId: this.id,
-      tier: this.request.model,
-      created: this.created,
-      keepAliveMs: this.ports.config.keepAliveMs,
-      idleTimeoutMs: this.ports.config.idleTimeoutMs,
+    return streamReply({
+      opened,
+      envelope: { generationId: this.id, tier: this.request.model, created: this.created },
+      config: this.ports.config,
       deadline: this.deadlines.relay,
       outputCap: this.cap,
-      ...(this.gzip ? { compress: new SyncGzip() } : {}),
-      abortUpstream: opened.abort,
-      settle: async (outcome) => {
-        const notes =
-          outcome.cut === 'output_cap'
-            ? ['stream cut at the output cap']
-            : outcome.cut === 'deadline'
-              ? ['stream cut at the function deadline']
-              : [];
-        const { usage, billedNano } = await bill({
-          report: outcome.usage,
-          text: outcome.deliveredText,
-          notes,
-          finishReason: outcome.failure ? 'error' : outcome.cut ? 'length' : outcome.finishReason,
-          cut: outcome.cut !== undefined,
-        });
-        return usageForClient(usage, nanoToUsd(billedNano));
-      },
+      gzip: this.gzip,
+      headers,
+      bill,
     });
-    const streamHeaders = {
-      ...headers,
-      'content-type': SSE_CONTENT_TYPE,
-      'cache-control': 'no-cache',
-      'x-accel-buffering': 'no',
-    };
-    return { statusCode: 200, headers: this.gzip ? gzipHeaders(streamHeaders) : streamHeaders, body };
-  }
-
-  /**
-   * The generation's one bill, as a function that lets go of the generation once called. A stream's
-   * relay keeps it as long as its stream lives, past the collection that ends the invocation
-   * (shared/memory.ts): holding the generation there would keep its request, up to 12 MB as a string.
-   */
-  private billOnce(target: UpstreamTarget): (delivered: Delivered) => Promise<Bill> {
-    let unbilled: { generation: Generation; billable: Billable } | undefined = {
-      generation: this,
-      billable: this.billable(target),
-    };
-    return (delivered) => {
-      const once = unbilled;
-      unbilled = undefined;
-      if (!once) return Promise.reject(new Error('a generation is billed once'));
-      return once.generation.bill(once.billable, delivered);
-    };
-  }
-
-  /**
-   * Prices what was delivered for the reply to carry, and settles it once the reply is out: a funded
-   * client never waits for the ledger (billing.ts). A held request is the exception: its reply ends
-   * only once it is settled, since the settlement is what releases its hold, and a hold can take all
-   * of a near-empty account's credit. Replied first, a client that sends its next request as soon as
-   * it has this reply would find the credit still held and get a 402 (which tells it not to retry),
-   * for a request that was no longer running. It waits one transaction instead, on the slow path only.
-   */
-  private async bill(billable: Billable, delivered: Delivered): Promise<Bill> {
-    const priced = await price(billable, delivered);
-    // Only what the settlement needs: `billable` holds the request, and the settlement's write outlasts
-    // the collection that ends the invocation.
-    const { hold, deadlines } = billable;
-    const settling = settle(priced, { hold, deadlines }, this.ports.store);
-    // settle never throws: a failure is logged with the usage record and kept on the hold.
-    if (hold) await settling;
-    else this.afterReply(settling.then(() => {}));
-    return priced;
   }
 
   private billable(target: UpstreamTarget): Billable {

@@ -1,4 +1,4 @@
-import type { RelayOptions } from '../../functions/completions/relay.js';
+import type { RelayOptions } from '../../functions/completions/relay-options.js';
 import { usageForClient } from '../../functions/core/usage.js';
 
 /**

@@ -1,0 +1,58 @@
+/**
+ * What a stream's relay (relay.ts) is given, and what it found out: the upstream's events, the
+ * generation's envelope, its limits in time and size, the compressor, and the callback that prices
+ * the outcome for the final usage chunk.
+ */
+import type { UpstreamEvents } from '../adapters/upstream-events.js';
+import type { ClientUsage, UsageReport } from '../core/usage.js';
+
+export interface RelayOutcome {
+  /** The upstream's last usage report, if it sent one. */
+  usage: UsageReport | undefined;
+  /**
+   * Everything delivered to the client as content, refusal, reasoning or tool-call text: exactly what
+   * is billed (an event that was not delivered is not in it) and the basis of an estimate.
+   */
+  deliveredText: string;
+  /** Set when the upstream failed after the first byte. */
+  failure: string | undefined;
+  /** Set when the relay ended the generation itself: the output cap or the deadline was reached. */
+  cut: 'output_cap' | 'deadline' | undefined;
+  /** The last finish_reason the upstream gave (of the first choice). */
+  finishReason: string | undefined;
+}
+
+export interface RelayOptions {
+  /** The upstream's events, parsed (adapters/upstream-events.ts). */
+  events: Pick<UpstreamEvents, 'next' | 'cancel'>;
+  generationId: string;
+  tier: string;
+  created: number;
+  keepAliveMs: number;
+  idleTimeoutMs: number;
+  /** Epoch ms by which the relay stops reading and settles. */
+  deadline?: number;
+  /** The request's output cap in tokens: a completion clearly beyond it is cut. */
+  outputCap?: number;
+  /**
+   * Compresses what the relay writes, write by write, when the client takes a compressed reply
+   * (shared/compression.ts `SyncGzip`): the relay's own stream carries the compressed bytes, one
+   * stream layer fewer than a compressing stream piped after it.
+   */
+  compress?: Compressor;
+  abortUpstream: () => void;
+  /**
+   * Called once the upstream is done: prices what was delivered and returns the final chunk's usage
+   * object (with `cost`), the settlement itself following the reply (generation.ts); throws if the
+   * generation could not be priced.
+   */
+  settle: (outcome: RelayOutcome) => Promise<ClientUsage>;
+}
+
+/** Compresses each write as a whole (nothing held back), and ends the compressed stream. */
+export interface Compressor {
+  write(text: string): Buffer;
+  end(): Buffer;
+  /** Done with the compressor without ending its stream (freed, or reset and kept for the next). */
+  close(): void;
+}
