@@ -122,6 +122,9 @@ const RECORD_ARGUMENTS: Record<string, unknown[]> = {
   recordSweep: [],
   recordNegativeBalances: [1],
   recordOriginRefused: [],
+  recordSettlementContention: [{ conflicts: 1, retries: 1 }],
+  recordSettlementDeferred: ['gen-1-test', new Error('a test failure')],
+  recordDeferredSettlementCompleted: [],
 };
 
 /** What the service's code emits as EMF, run with the deployed function's settings. */

@@ -450,6 +450,7 @@ describe('WAF', () => {
       tiersConfig: TIERS,
       reservedConcurrency: 5,
       alarmEmail: 'ops@example.com',
+      monthlyBudgetUsd: 200,
       ...(region ? { env: { account: '123456789012', region } } : {}),
       ...props,
     });

@@ -1,7 +1,9 @@
 import { countTokens } from 'gpt-tokenizer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { usdToNano } from '../../functions/core/money.js';
+import { singleUpstreamConfig } from '../../functions/core/tiers.js';
 import { COUNT_SLICE } from '../../functions/core/tokens.js';
+import { startSimulator } from '../../functions/simulator/server.js';
 import { ledgerOf } from '../support/settled.js';
 import { readSse } from '../support/sse.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
@@ -53,16 +55,28 @@ describe('a generation that would outlive the function', () => {
 
 describe('an estimate that cannot finish counting before the settlement deadline', () => {
   let short: Target;
+  let simulator: Awaited<ReturnType<typeof startSimulator>> | undefined;
   beforeAll(async () => {
     // A 4 s function: a JSON reply must settle by 3 s, and an estimate stops counting 3 s before that,
-    // so here it counts one slice and estimates the rest at that slice's rate.
+    // so here it counts one slice and estimates the rest at that slice's rate. Tiers with a context
+    // length the prompt's bytes cannot reach, so that the context-length check does not count it
+    // first (a count it finished would be the estimate's, exact).
+    simulator = await startSimulator({ port: 0 });
+    const tiers = Object.fromEntries(
+      Object.entries(singleUpstreamConfig(simulator.url)).map(([id, targets]) => [
+        id,
+        { targets, contextLength: 100_000_000 },
+      ]),
+    );
     short = await startTarget({
       functions: { completions: { timeoutMs: 4_000 } },
-      env: { SETTLE_RESERVE_MS: '2000' },
+      upstreamBaseUrl: simulator.url,
+      env: { SETTLE_RESERVE_MS: '2000', TIERS_CONFIG: JSON.stringify(tiers) },
     });
   });
   afterAll(async () => {
     await short?.stop();
+    await simulator?.close();
   });
 
   it('bills the generation in time, the rest of the prompt estimated at the counted rate, and says so', async () => {
