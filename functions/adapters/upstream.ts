@@ -62,6 +62,9 @@ export type OpenedUpstream = {
   abort(): void;
 } & ({ stream: false; body: UpstreamBody } | { stream: true; events: UpstreamEvents });
 
+/** The upstream did not answer before the call's deadline (the JSON reply's 504). */
+export class UpstreamDeadlineError extends UpstreamError {}
+
 /** A failed attempt: whether another attempt may help, and how long the upstream asked us to wait. */
 class AttemptFailure extends Error {
   constructor(
@@ -95,6 +98,10 @@ export async function openWithFallback(call: FallbackCall): Promise<OpenedUpstre
           error instanceof AttemptFailure ? error : new AttemptFailure('unexpected error', false);
         lastCause = error;
         call.onAttemptFailed?.({ target: hostOf(target), attempt, reason: failure.reason });
+        // An attempt cut by the call's own deadline: no later one can start. Said as such, not read
+        // off the wall clock afterwards (a timer may fire within a millisecond of Date.now's deadline).
+        if (failure.reason === 'timeout' && remaining <= call.policy.firstByteTimeoutMs)
+          throw new UpstreamDeadlineError(undefined, { cause: error });
         if (!failure.retryable || attempt === call.policy.attemptsPerTarget) break;
         const backoff =
           Math.random() * Math.min(call.policy.maxDelayMs, call.policy.baseDelayMs * 2 ** (attempt - 1));

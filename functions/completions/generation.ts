@@ -1,4 +1,4 @@
-import { type OpenedUpstream, openWithFallback } from '../adapters/upstream.js';
+import { type OpenedUpstream, openWithFallback, UpstreamDeadlineError } from '../adapters/upstream.js';
 import { type Principal, refuseCredit, refuseStatus } from '../core/access.js';
 import { GatewayTimeoutError, ServiceUnavailableError, UpstreamError } from '../core/errors.js';
 import { type ForwardedBody, toUpstreamBody } from '../core/forwarding.js';
@@ -141,7 +141,8 @@ export class Generation {
       });
     } catch (error) {
       await this.release();
-      if (!stream && error instanceof UpstreamError && Date.now() >= this.deadlines.upstream)
+      const atDeadline = error instanceof UpstreamDeadlineError || Date.now() >= this.deadlines.upstream;
+      if (!stream && error instanceof UpstreamError && atDeadline)
         throw new GatewayTimeoutError(this.deadlines.jsonReplySeconds, { cause: error });
       throw error;
     }
