@@ -7,9 +7,9 @@ import { promisify } from 'node:util';
 import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
-import { main } from '../../lib/admin/cli.js';
 import { ensureTables, freePort, localClient } from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';
+import { runAdmin } from '../support/admin-cli.js';
 
 const run = promisify(execFile);
 const prefix = `cli${randomBytes(3).toString('hex')}-`;
@@ -23,24 +23,8 @@ const env = {
   HOLDS_TABLE: tables.holds,
 };
 
-/**
- * Runs the operator CLI's entry point in this process (the same `main` bin/admin.ts runs; a process
- * per call costs a second or more of TypeScript loading, which a busy 2-core machine multiplies);
- * returns exit code, stdout and stderr. The tests at the end run bin/admin.ts itself.
- */
-async function admin(...args: string[]) {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(args, env, {
-    out: (text) => {
-      stdout += `${text}\n`;
-    },
-    err: (text) => {
-      stderr += `${text}\n`;
-    },
-  });
-  return { code, stdout, stderr };
-}
+/** The CLI in this process (test/support/admin-cli.ts); the tests at the end run bin/admin.ts itself. */
+const admin = (...args: string[]) => runAdmin(args, env);
 /** Runs bin/admin.ts as a user does, in its own process. */
 async function adminProcess(processEnv: NodeJS.ProcessEnv, ...args: string[]) {
   try {

@@ -5,9 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
-import { main } from '../../lib/admin/cli.js';
 import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';
+import { runAdmin } from '../support/admin-cli.js';
 
 /**
  * The README's operator commands run as written: the set-up section's tips (after `npm start` made
@@ -41,19 +41,7 @@ const argsOf = (command: string) =>
     .trim()
     .split(/\s+/);
 
-async function admin(args: string[]) {
-  let stdout = '';
-  let stderr = '';
-  const code = await main(args, env, {
-    out: (text) => {
-      stdout += `${text}\n`;
-    },
-    err: (text) => {
-      stderr += `${text}\n`;
-    },
-  });
-  return { code, stdout, stderr };
-}
+const admin = (args: string[]) => runAdmin(args, env);
 
 beforeAll(async () => {
   const client = localClient(inject('dynamoEndpoint'));
