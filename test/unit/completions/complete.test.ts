@@ -13,7 +13,6 @@ import {
 import { loadCompletionsConfig } from '../../../functions/completions/config.js';
 import type { GenerationPorts } from '../../../functions/completions/generation.js';
 import { authorize } from '../../../functions/core/access.js';
-import { generateApiKey } from '../../../functions/core/auth.js';
 import { HttpError } from '../../../functions/core/errors.js';
 import { usdToNano } from '../../../functions/core/money.js';
 import { estimateTextTokens } from '../../../functions/core/tokens.js';
@@ -24,7 +23,7 @@ import { loadCaller } from '../../../functions/shared/principal.js';
 import { startSimulator } from '../../../functions/simulator/server.js';
 import { sweepExpiredHolds } from '../../../functions/sweeper/sweep.js';
 import { billLoggedGenerations } from '../../../lib/admin/usage-records.js';
-import { MemoryStore } from '../../support/memory-store.js';
+import { accountWith, MemoryStore } from '../../support/memory-store.js';
 
 /**
  * The request path of the completions function, unit-tested over an in-memory store (the port, not
@@ -60,22 +59,6 @@ function largeContext(loaded: ReturnType<typeof loadCompletionsConfig>) {
 /** The store with its settlement write replaced (slowed, failing); everything else is the store's. */
 function withSettleCharge(store: MemoryStore, settleCharge: MemoryStore['settleCharge']): MemoryStore {
   return Object.assign(Object.create(store) as MemoryStore, { settleCharge });
-}
-
-async function accountWith(store: MemoryStore, usd: string) {
-  const accountId = `acct-${store.accounts.size + 1}`;
-  await store.createAccount(accountId, usdToNano(usd), new Date().toISOString());
-  const key = generateApiKey();
-  await store.createKey({
-    keyHash: key.keyHash,
-    keyId: key.keyId,
-    accountId,
-    name: 'unit',
-    displayPrefix: key.displayPrefix,
-    status: 'active',
-    createdAt: new Date().toISOString(),
-  });
-  return { accountId, key: key.key };
 }
 
 function event(key: string, body: Record<string, unknown>): FunctionUrlEvent {

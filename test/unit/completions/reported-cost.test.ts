@@ -5,11 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { complete, takeChatRequest } from '../../../functions/completions/complete.js';
 import { loadCompletionsConfig } from '../../../functions/completions/config.js';
 import { authorize } from '../../../functions/core/access.js';
-import { generateApiKey } from '../../../functions/core/auth.js';
-import { usdToNano } from '../../../functions/core/money.js';
 import type { FunctionUrlEvent } from '../../../functions/shared/http.js';
 import { loadCaller } from '../../../functions/shared/principal.js';
-import { MemoryStore } from '../../support/memory-store.js';
+import { accountWith, MemoryStore } from '../../support/memory-store.js';
 
 /**
  * An upstream that reports its own cost (`usage.cost`, as OpenRouter does) is billed 1.3x that cost,
@@ -66,18 +64,7 @@ afterAll(() => server?.close());
 async function billedFor(which: Shape) {
   shape = which;
   const store = new MemoryStore();
-  const accountId = 'acct-1';
-  await store.createAccount(accountId, usdToNano('100'), new Date().toISOString());
-  const key = generateApiKey();
-  await store.createKey({
-    keyHash: key.keyHash,
-    keyId: key.keyId,
-    accountId,
-    name: 'unit',
-    displayPrefix: key.displayPrefix,
-    status: 'active',
-    createdAt: new Date().toISOString(),
-  });
+  const { accountId, key } = await accountWith(store, '100', 'acct-1');
   // A price table the reported cost is plausible against ($0.00008 for these tokens; a cost far above
   // the table is not believed, usage-bounds.ts).
   const target = [{ baseUrl: url, model: 'm', prices: { input: '5', cachedInput: '0.5', output: '15' } }];
@@ -91,7 +78,7 @@ async function billedFor(which: Shape) {
     stream: which !== 'json',
   };
   const event = {
-    headers: { authorization: `Bearer ${key.key}` },
+    headers: { authorization: `Bearer ${key}` },
     body: JSON.stringify(body),
     isBase64Encoded: false,
   } as unknown as FunctionUrlEvent;
