@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import middy from '@middy/core';
-import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
 import { generateApiKey } from '../../functions/core/auth.js';
 import { BadRequestError, HttpError } from '../../functions/core/errors.js';
@@ -14,13 +16,48 @@ import { type OutboundCall, watchOutbound } from '../support/dynamo-calls.js';
  * The authenticate middleware against DynamoDB Local: work that needs no caller (the completions
  * function's body parse) runs while the caller's read is on the wire, not before it is sent nor after
  * its answer; and the caller's own errors still come before that work's.
+ *
+ * The store's reads go through a proxy that holds each answer until the gate opens: on a loaded
+ * machine this process can be descheduled long enough for DynamoDB Local to answer between two loop
+ * turns, so "before its answer" is made a fact of the test, not of the scheduler. What is still
+ * measured is the order this process runs things in: the read written before the work runs.
  */
 const tables = localTableNames(`auth${randomBytes(3).toString('hex')}-`);
 const client = localClient(inject('dynamoEndpoint'));
-const store = new DynamoStore(client, tables);
+let gate = { opened: Promise.resolve(), open: () => {} };
+function closeGate() {
+  let open = () => {};
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  gate = { opened, open };
+}
+let proxy: Server;
+let store: DynamoStore;
 let key: string;
 
 beforeAll(async () => {
+  const target = inject('dynamoEndpoint');
+  proxy = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    await gate.opened;
+    const headers = Object.fromEntries(
+      Object.entries(req.headers).filter(([name]) => !['host', 'connection', 'content-length'].includes(name)),
+    ) as Record<string, string>;
+    const answer = await fetch(new URL(req.url ?? '/', target), {
+      method: req.method,
+      headers,
+      body: Buffer.concat(chunks),
+    });
+    res.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? '' });
+    res.end(Buffer.from(await answer.arrayBuffer()));
+  });
+  await new Promise<void>((ready) => proxy.listen(0, '127.0.0.1', ready));
+  store = new DynamoStore(
+    localClient(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}`),
+    tables,
+  );
   await ensureTables(client, tables);
   const now = new Date().toISOString();
   await store.createAccount('acct-auth', 1_000_000_000n, now);
@@ -35,6 +72,10 @@ beforeAll(async () => {
     createdAt: now,
   });
   key = made.key;
+});
+
+afterAll(async () => {
+  await new Promise((closed) => proxy.close(closed));
 });
 
 type Refusing = CallerContext & { refused?: unknown };
@@ -55,6 +96,7 @@ function handlerWith(seen: Seen[], watch: () => Pick<OutboundCall, 'written' | '
         whileReading: () => {
           const read = watch();
           seen.push({ sent: read.written, answered: read.answered });
+          gate.open();
         },
       }),
     )
@@ -95,6 +137,7 @@ describe('authenticate', () => {
       // which the work overlaps instead; after that, the request is on the wire. (undici takes a socket
       // again a loop turn after its answer, as requests a function instance serves are apart.)
       for (let i = 0; i < 5; i++) {
+        closeGate();
         const result = await handler(eventWith(`Bearer ${key}`), {} as Refusing);
         expect(result.body).toBe('acct-auth');
         await new Promise((ready) => setImmediate(ready));
