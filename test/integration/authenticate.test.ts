@@ -43,7 +43,9 @@ beforeAll(async () => {
     for await (const chunk of req) chunks.push(chunk as Buffer);
     await gate.opened;
     const headers = Object.fromEntries(
-      Object.entries(req.headers).filter(([name]) => !['host', 'connection', 'content-length'].includes(name)),
+      Object.entries(req.headers).filter(
+        ([name]) => !['host', 'connection', 'content-length'].includes(name),
+      ),
     ) as Record<string, string>;
     const answer = await fetch(new URL(req.url ?? '/', target), {
       method: req.method,
@@ -54,10 +56,7 @@ beforeAll(async () => {
     res.end(Buffer.from(await answer.arrayBuffer()));
   });
   await new Promise<void>((ready) => proxy.listen(0, '127.0.0.1', ready));
-  store = new DynamoStore(
-    localClient(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}`),
-    tables,
-  );
+  store = new DynamoStore(localClient(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}`), tables);
   await ensureTables(client, tables);
   const now = new Date().toISOString();
   await store.createAccount('acct-auth', 1_000_000_000n, now);
