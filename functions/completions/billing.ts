@@ -9,7 +9,7 @@ import type { Principal } from '../core/access.js';
 import { costToUsd, nanoToUsd } from '../core/money.js';
 import { priceUsage, type TokenUsage } from '../core/pricing.js';
 import type { ChatRequest } from '../core/schemas.js';
-import { AccountNotFoundError, type ChargeEntry, type Hold, type Store } from '../core/store.js';
+import { AccountNotFoundError, type ChargeEntry, type Hold, type Store, sliceOf } from '../core/store.js';
 import { cutToCodePoints } from '../core/strings.js';
 import type { UpstreamTarget } from '../core/tiers.js';
 import { CountBudget, estimatePromptTokens, estimateTextTokens } from '../core/tokens.js';
@@ -130,6 +130,7 @@ export async function price(generation: Billable, delivered: Delivered): Promise
   const entry: ChargeEntry = {
     accountId: generation.caller.accountId,
     generationId: generation.id,
+    ...sliceOf(generation.caller),
     keyId: generation.caller.keyId,
     tier: generation.request.model,
     upstreamModel: generation.target.model,

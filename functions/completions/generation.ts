@@ -6,6 +6,7 @@ import { needsHold, worstCaseBilledNano } from '../core/holds.js';
 import { newGenerationId } from '../core/ids.js';
 import type { ChatRequest } from '../core/schemas.js';
 import type { Hold, HoldOutcome, Store } from '../core/store.js';
+import { sliceOf } from '../core/store.js';
 import { outputCap, type Tier, type UpstreamTarget } from '../core/tiers.js';
 import { promptBound } from '../core/usage-bounds.js';
 import { type FunctionUrlResult, jsonResponse } from '../shared/http.js';
@@ -69,7 +70,8 @@ export class Generation {
     this.requestId = start.requestId;
     this.afterReply = start.afterReply;
     this.gzip = start.gzip === true;
-    this.id = newGenerationId(deadlines.startedAt);
+    // The id names the balance slice the request was admitted on: its hold and charge go there.
+    this.id = newGenerationId(deadlines.startedAt, caller.slice ?? 0);
     this.created = Math.floor(deadlines.startedAt / 1000);
     this.tier = ports.config.tiers[request.model];
     this.cap = outputCap(request, this.tier);
@@ -88,6 +90,7 @@ export class Generation {
     const hold: Hold = {
       accountId: this.caller.accountId,
       holdId: this.id,
+      ...sliceOf(this.caller),
       amountNano,
       expiresAt: this.deadlines.holdExpiresAt,
       createdAt: new Date(this.deadlines.startedAt).toISOString(),

@@ -14,6 +14,11 @@ export interface Principal {
   balanceNano: bigint;
   /** What the account's requests in flight hold (nano-USD); available credit is balance - held. */
   heldNano: bigint;
+  /**
+   * Which slice of the account's balance the read saw, and the balance and held amounts above are
+   * that slice's (store.ts, "slices"). 0, or absent, for an account kept in one item: the whole.
+   */
+  slice?: number;
 }
 
 /**

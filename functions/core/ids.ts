@@ -31,9 +31,20 @@ export function randomBase62(length: number): string {
   return out;
 }
 
-/** `gen-<unix_seconds>-<random_suffix>` (the format the product specifies). At most 35 characters, so it also fits a ClientRequestToken. */
-export function newGenerationId(nowMs = Date.now()): string {
-  return `gen-${Math.floor(nowMs / 1000)}-${randomBase62(20)}`;
+/**
+ * `gen-<unix_seconds>-<random_suffix>` (the format the product specifies). At most 35 characters, so
+ * it also fits a ClientRequestToken. Given a balance slice (0-61), the suffix's first character names
+ * it (the other 19 are random): whatever holds only the id finds the slice it was billed on.
+ */
+export function newGenerationId(nowMs = Date.now(), slice?: number): string {
+  const suffix = slice === undefined ? randomBase62(20) : `${ALPHABET[slice]}${randomBase62(19)}`;
+  return `gen-${Math.floor(nowMs / 1000)}-${suffix}`;
+}
+
+/** The slice a generation id names (its suffix's first character), or undefined if it is not an id. */
+export function sliceOfGenerationId(id: string): number | undefined {
+  if (!GENERATION_ID_PATTERN.test(id)) return undefined;
+  return ALPHABET.indexOf(id.charAt(15));
 }
 
 export const GENERATION_ID_PATTERN = /^gen-\d{10}-[0-9A-Za-z]{20}$/;

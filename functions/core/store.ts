@@ -28,6 +28,8 @@ export interface ChargeEntry {
   /** How the generation ended, as the client saw it (`stop`, `length`, `tool_calls`, `error`...). */
   finishReason?: string;
   createdAt: string;
+  /** The balance slice its cost is deducted from (the one its request was admitted on); absent: 0. */
+  slice?: number;
 }
 
 /**
@@ -41,6 +43,8 @@ export interface Hold {
   amountNano: bigint;
   /** Epoch ms after which the sweeper may release it (the function's timeout plus a margin). */
   expiresAt: number;
+  /** The balance slice it holds on (the generation's); absent: 0, the account item. */
+  slice?: number;
   createdAt: string;
   /**
    * The generation's usage record (JSON text, as its `generation usage` log line carries it), written
@@ -71,6 +75,8 @@ export interface AccountRecord {
   /** The sum of the account's live holds. */
   heldNano: bigint;
   createdAt?: string;
+  /** How many slices its balance is split into (1: the account item alone). */
+  slices: number;
 }
 
 export interface KeyRecord {
@@ -153,6 +159,13 @@ export interface Store {
   countNegativeBalances(): Promise<number>;
   /** Creates an active account, with its initial credits as a top-up entry. Throws AccountExistsError. */
   createAccount(accountId: string, initialCreditsNano: bigint, now: string): Promise<void>;
+  /**
+   * Splits the account's balance into `slices` slices (never fewer than it has): the new ones are
+   * created with an even share of the account item's available credit, in one transaction that
+   * checks the account item did not change since it was read. Returns the slice count now.
+   * Throws AccountNotFoundError.
+   */
+  splitAccount(accountId: string, slices: number): Promise<number>;
   /** Throws AccountNotFoundError. */
   setAccountStatus(accountId: string, status: AccountStatus, now: string): Promise<void>;
   /** Adds credits once per reference; false when the reference was already applied. Throws AccountNotFoundError. */
@@ -182,6 +195,21 @@ export class AccountExistsError extends Error {
     this.name = 'AccountExistsError';
   }
 }
+
+/**
+ * Slices: one account's balance may be split into up to MAX_SLICES items, so that its requests do not
+ * all meet on one item (DynamoDB cancels one of two transactions on an item at once, and serves one
+ * item at most 1,000 write units a second). Slice 0 is the account item itself (an account never
+ * split is one slice, as every account was before slices); slice i is its own item. Each slice has
+ * its own balance and held amount and a copy of the account's status; a request is admitted on one
+ * slice, named in its generation id, and its hold and charge go to that slice only. The account's
+ * balance is the sum of its slices.
+ */
+export const MAX_SLICES = 62;
+
+/** The `slice` field of a hold or charge of a request admitted on `principal`'s slice (none for 0). */
+export const sliceOf = (principal: { slice?: number }): { slice?: number } =>
+  principal.slice ? { slice: principal.slice } : {};
 
 /** Ledger entry ids: a charge is its generation id, a top-up `topup#<reference>`. */
 export const topUpEntryId = (reference: string) => `topup#${reference}`;

@@ -5,7 +5,7 @@
  * field by field: a log line or a stored item is outside input too.
  */
 import * as z from 'zod';
-import type { ChargeEntry, Hold } from './store.js';
+import { type ChargeEntry, type Hold, MAX_SLICES } from './store.js';
 
 /** The record as logged and stored. */
 export function usageRecordOf(entry: ChargeEntry, hold: Hold | undefined) {
@@ -39,6 +39,12 @@ const RecordSchema = z.object({
   user: z.string().max(256).optional(),
   finishReason: z.string().max(32).optional(),
   createdAt: z.string().max(64),
+  /** The balance slice it is billed on; absent in records written before slices, which were all on 0. */
+  slice: z
+    .int()
+    .min(1)
+    .max(MAX_SLICES - 1)
+    .optional(),
   hold: z
     .object({
       accountId: z.string(),
@@ -46,6 +52,11 @@ const RecordSchema = z.object({
       amountNano: Digits,
       expiresAt: z.number(),
       createdAt: z.string(),
+      slice: z
+        .int()
+        .min(1)
+        .max(MAX_SLICES - 1)
+        .optional(),
     })
     .optional(),
 });
@@ -54,12 +65,15 @@ const RecordSchema = z.object({
 export function readUsageRecord(record: unknown): { entry: ChargeEntry; hold: Hold | undefined } | undefined {
   const parsed = RecordSchema.safeParse(record);
   if (!parsed.success) return undefined;
-  const { hold, usageAdjusted, user, finishReason, ...required } = parsed.data;
+  const { hold, usageAdjusted, user, finishReason, slice, ...required } = parsed.data;
   const entry: ChargeEntry = {
     ...required,
+    ...(slice !== undefined ? { slice } : {}),
     ...(usageAdjusted !== undefined ? { usageAdjusted } : {}),
     ...(user !== undefined ? { user } : {}),
     ...(finishReason !== undefined ? { finishReason } : {}),
   };
-  return { entry, hold };
+  if (!hold) return { entry, hold: undefined };
+  const { slice: holdSlice, ...heldFields } = hold;
+  return { entry, hold: { ...heldFields, ...(holdSlice !== undefined ? { slice: holdSlice } : {}) } };
 }

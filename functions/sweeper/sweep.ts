@@ -43,7 +43,9 @@ export async function sweepExpiredHolds(store: Store, now = Date.now()): Promise
     const read = hold.usageRecord === undefined ? undefined : readUsageRecord(parseJson(hold.usageRecord));
     // Only the hold's own generation: a record that names another is left to the operator.
     if (read && read.entry.generationId === hold.holdId && read.entry.accountId === hold.accountId) {
-      if (await complete(store, read.entry, hold)) completed += 1;
+      // Billed on the slice its hold is on (the hold item's key says which; the record may predate slices).
+      const { slice: _recorded, ...entry } = read.entry;
+      if (await complete(store, hold.slice ? { ...entry, slice: hold.slice } : entry, hold)) completed += 1;
       continue;
     }
     if (expired && (await store.releaseHold(hold, { onlyIfExpiredAt: now }))) {

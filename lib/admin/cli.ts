@@ -21,6 +21,7 @@ import {
   revokeKey,
   setAccountStatus,
   showAccount,
+  splitAccount,
 } from './operations.js';
 import { terminalSafe as safe } from './terminal.js';
 import { billLoggedGenerations } from './usage-records.js';
@@ -32,6 +33,7 @@ const USAGE = `usage: npm run --silent admin -- <command> [--json]
   account suspend <accountId>
   account ban <accountId>
   account reinstate <accountId>
+  account split <accountId> --slices <n>   spread a busy account's balance over n items (1-62)
   credits add <accountId> <usd> --ref <reference>
   key create <accountId> --name <label>
   key revoke <keyId>
@@ -73,6 +75,7 @@ interface Parsed {
     since?: string;
     format?: string;
     by?: string;
+    slices?: string;
     help?: boolean;
   };
 }
@@ -91,6 +94,7 @@ export function parseCommandLine(argv: string[]): Parsed {
         since: { type: 'string' },
         format: { type: 'string' },
         by: { type: 'string' },
+        slices: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -138,6 +142,14 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
       return {
         json: { ...account },
         text: `${account.accountId}  status=${account.status}  creditBalance=$${account.creditBalance}`,
+      };
+    }
+    case 'account split': {
+      expectArgs(p, 3, ['slices'], values);
+      const account = await splitAccount(ctx, checkAccountId(arg), values.slices);
+      return {
+        json: { ...account },
+        text: `account ${account.accountId} is split into ${account.slices ?? 1} slices; creditBalance=$${account.creditBalance}`,
       };
     }
     case 'account suspend':

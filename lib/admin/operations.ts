@@ -12,6 +12,7 @@ import {
   type Hold,
   type KeyRecord,
   type LedgerEntry,
+  MAX_SLICES,
   type Store,
 } from '../../functions/core/store.js';
 
@@ -36,6 +37,8 @@ export interface AccountView {
   creditBalance: number;
   /** USD held by requests in flight, when any. */
   held?: number;
+  /** How many slices its balance is split into, when more than one. */
+  slices?: number;
 }
 
 export interface KeyView {
@@ -87,10 +90,13 @@ export async function createAccount(
 export async function getAccount(
   ctx: AdminContext,
   accountId: string,
-): Promise<{ accountId: string; status: AccountStatus; balanceNano: bigint; heldNano: bigint } | undefined> {
+): Promise<
+  { accountId: string; status: AccountStatus; balanceNano: bigint; heldNano: bigint; slices: number } | undefined
+> {
   const account = await ctx.store.getAccount(accountId);
   if (!account) return undefined;
-  return { accountId, status: account.status, balanceNano: account.balanceNano, heldNano: account.heldNano };
+  const { status, balanceNano, heldNano, slices } = account;
+  return { accountId, status, balanceNano, heldNano, slices };
 }
 
 export async function showAccount(ctx: AdminContext, accountId: string): Promise<AccountView> {
@@ -101,7 +107,24 @@ export async function showAccount(ctx: AdminContext, accountId: string): Promise
     status: account.status,
     creditBalance: Number(nanoToUsd(account.balanceNano)),
     ...(account.heldNano !== 0n ? { held: Number(nanoToUsd(account.heldNano)) } : {}),
+    ...(account.slices > 1 ? { slices: account.slices } : {}),
   };
+}
+
+/**
+ * Splits a busy account's balance into `slices` slices (its requests then spread their writes over
+ * that many items and partitions) and evens the credit out over them. Never fewer than it has.
+ */
+export async function splitAccount(
+  ctx: AdminContext,
+  accountId: string,
+  slices: string | undefined,
+): Promise<AccountView> {
+  const count = Number(slices);
+  if (!slices || !/^\d+$/.test(slices) || count < 1 || count > MAX_SLICES)
+    throw new AdminError(`--slices must be a whole number from 1 to ${MAX_SLICES}`);
+  await notFoundAsAdminError(accountId, () => ctx.store.splitAccount(accountId, count));
+  return showAccount(ctx, accountId);
 }
 
 export async function setAccountStatus(

@@ -48,7 +48,7 @@ beforeAll(async () => {
       ),
     ) as Record<string, string>;
     const answer = await fetch(new URL(req.url ?? '/', target), {
-      method: req.method,
+      method: req.method ?? 'POST',
       headers,
       body: Buffer.concat(chunks),
     });

@@ -156,6 +156,7 @@ export class MemoryStore implements Store {
       balanceNano: initialCreditsNano,
       heldNano: 0n,
       createdAt: now,
+      slices: 1,
     });
     if (initialCreditsNano > 0n) {
       this.ledger.set(accountId, [
@@ -168,6 +169,17 @@ export class MemoryStore implements Store {
         },
       ]);
     }
+  }
+
+  /**
+   * The in-memory store keeps each account whole (one balance, nothing to meet on): a split only
+   * records the count, which the account record reports.
+   */
+  async splitAccount(accountId: string, slices: number): Promise<number> {
+    const account = this.accounts.get(accountId);
+    if (!account) throw new AccountNotFoundError(accountId);
+    account.slices = Math.max(account.slices, slices);
+    return account.slices;
   }
 
   async setAccountStatus(accountId: string, status: AccountStatus): Promise<void> {

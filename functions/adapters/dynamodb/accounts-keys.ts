@@ -5,7 +5,6 @@
 import {
   type BatchGetItemCommandOutput,
   type DynamoDBClient,
-  GetItemCommand,
   type GetItemCommandOutput,
   paginateScan,
   QueryCommand,
@@ -23,44 +22,58 @@ import {
   topUpEntryId,
 } from '../../core/store.js';
 import {
+  accountOfItem,
   type Item,
   keyItem,
   N,
   S,
+  sliceKey,
+  slicesOf,
   type TableNames,
-  toAccount,
   toKey,
   toPrincipal,
   topUpItem,
 } from './items.js';
 import { INDEX } from './schema.js';
+import { Slices } from './slices.js';
 import { type Db, queryAll, sleep } from './store-db.js';
 import type { DynamoWire } from './wire.js';
 
 export class AccountsAndKeys {
-  /** keyHash -> accountId. The mapping never changes, so it may live across requests (revocation, status and balance are read fresh every time). */
-  private readonly accountOfKey = new Map<string, string>();
+  /**
+   * keyHash -> its account and how many slices the account had when last read. The mapping never
+   * changes and an account's slice count only grows (a stale count draws from fewer slices, all of
+   * which exist), so both may live across requests; revocation, status and balance are read fresh.
+   */
+  private readonly accountOfKey = new Map<string, { accountId: string; slices: number }>();
   private static readonly CACHE_LIMIT = 10_000;
   private readonly client: DynamoDBClient;
   private readonly tables: TableNames;
   private readonly wire: DynamoWire;
+  readonly slices: Slices;
 
   constructor(db: Db) {
     this.client = db.client;
     this.tables = db.tables;
     this.wire = db.wire;
+    this.slices = new Slices(db);
   }
 
   /**
-   * The key and its account, read strongly consistently. Warm (mapping cached): one BatchGetItem.
-   * Cold: the key item first (to learn its account), then the account.
+   * The key and one slice of its account, read strongly consistently. Warm (mapping cached): one
+   * BatchGetItem of the key and a slice drawn at random. Cold: the key item first (to learn its
+   * account), then the account item (slice 0, which says how many slices there are). A drawn slice
+   * with no available credit, of an account that has others, is not the account's answer: all its
+   * slices are read and the request goes to the one with the most available credit.
    */
   async loadPrincipal(keyHash: string): Promise<Principal | undefined> {
-    const cachedAccountId = this.accountOfKey.get(keyHash);
-    if (cachedAccountId === undefined) return this.loadPrincipalCold(keyHash);
-    const { keyItem: found, accountItem } = await this.batchRead(keyHash, cachedAccountId);
+    const cached = this.accountOfKey.get(keyHash);
+    if (cached === undefined) return this.loadPrincipalCold(keyHash);
+    const slice = Math.floor(Math.random() * cached.slices);
+    const { keyItem: found, accountItem } = await this.batchRead(keyHash, sliceKey(cached.accountId, slice));
     if (!found) return undefined;
-    return toPrincipal(found, accountItem);
+    if (slice === 0 && accountItem) cached.slices = slicesOf(accountItem);
+    return this.richestIfDry(toPrincipal(found, accountItem, slice), found, cached.slices);
   }
 
   private async loadPrincipalCold(keyHash: string): Promise<Principal | undefined> {
@@ -73,27 +86,43 @@ export class AccountsAndKeys {
     if (!key.Item) return undefined;
     const accountId = key.Item.accountId?.S;
     if (!accountId) return undefined;
-    const account = await this.wire.call<GetItemCommandOutput>('GetItem', {
-      TableName: this.tables.accounts,
-      Key: { accountId: S(accountId) },
-      ConsistentRead: true,
-    });
-    this.remember(keyHash, accountId);
-    return toPrincipal(key.Item, account.Item);
+    const account = await this.slices.head(accountId);
+    const slices = slicesOf(account);
+    this.remember(keyHash, accountId, slices);
+    return this.richestIfDry(toPrincipal(key.Item, account), key.Item, slices);
   }
 
-  private remember(keyHash: string, accountId: string): void {
+  private async richestIfDry(
+    principal: Principal | undefined,
+    keyItem: Item,
+    slices: number,
+  ): Promise<Principal | undefined> {
+    if (!principal || slices === 1 || principal.balanceNano - principal.heldNano > 0n) return principal;
+    const all = await this.slices.read(principal.accountId, 0, slices);
+    let best = principal.slice ?? 0;
+    let bestAvailable = principal.balanceNano - principal.heldNano;
+    all.forEach((item, slice) => {
+      const available = BigInt(item?.creditBalance?.N ?? '0') - BigInt(item?.heldNano?.N ?? '0');
+      if (item && available > bestAvailable) {
+        best = slice;
+        bestAvailable = available;
+      }
+    });
+    return toPrincipal(keyItem, all[best], best);
+  }
+
+  private remember(keyHash: string, accountId: string, slices: number): void {
     if (this.accountOfKey.size >= AccountsAndKeys.CACHE_LIMIT) {
       const oldest = this.accountOfKey.keys().next().value;
       if (oldest !== undefined) this.accountOfKey.delete(oldest);
     }
-    this.accountOfKey.set(keyHash, accountId);
+    this.accountOfKey.set(keyHash, { accountId, slices });
   }
 
-  private async batchRead(keyHash: string, accountId: string) {
+  private async batchRead(keyHash: string, accountKey: string) {
     let request: Record<string, { Keys: Item[]; ConsistentRead: boolean }> = {
       [this.tables.keys]: { Keys: [{ keyHash: S(keyHash) }], ConsistentRead: true },
-      [this.tables.accounts]: { Keys: [{ accountId: S(accountId) }], ConsistentRead: true },
+      [this.tables.accounts]: { Keys: [{ accountId: S(accountKey) }], ConsistentRead: true },
     };
     let found: Item | undefined;
     let accountItem: Item | undefined;
@@ -110,30 +139,24 @@ export class AccountsAndKeys {
     throw new Error('BatchGetItem left keys unprocessed after 5 attempts');
   }
 
-  async getAccount(accountId: string): Promise<AccountRecord | undefined> {
-    const out = await this.client.send(
-      new GetItemCommand({
-        TableName: this.tables.accounts,
-        Key: { accountId: S(accountId) },
-        ConsistentRead: true,
-      }),
-    );
-    return out.Item ? toAccount(out.Item) : undefined;
+  /** The account, its balance and held amounts summed over its slices. */
+  getAccount(accountId: string): Promise<AccountRecord | undefined> {
+    return this.slices.account(accountId);
   }
 
+  /** Accounts whose balance, summed over their slices, is below zero (a scan). */
   async countNegativeBalances(): Promise<number> {
-    let count = 0;
+    const balances = new Map<string, bigint>();
     for await (const page of paginateScan(
       { client: this.client },
-      {
-        TableName: this.tables.accounts,
-        FilterExpression: 'creditBalance < :zero',
-        ExpressionAttributeValues: { ':zero': N(0) },
-        Select: 'COUNT',
-      },
-    ))
-      count += page.Count ?? 0;
-    return count;
+      { TableName: this.tables.accounts, ProjectionExpression: 'accountId, creditBalance' },
+    )) {
+      for (const item of page.Items ?? []) {
+        const account = accountOfItem(item);
+        balances.set(account, (balances.get(account) ?? 0n) + BigInt(item.creditBalance?.N ?? '0'));
+      }
+    }
+    return [...balances.values()].filter((balance) => balance < 0n).length;
   }
 
   async listAccountIds(): Promise<string[]> {
@@ -142,7 +165,9 @@ export class AccountsAndKeys {
       { client: this.client },
       { TableName: this.tables.accounts, ProjectionExpression: 'accountId' },
     )) {
-      for (const item of page.Items ?? []) if (item.accountId?.S) ids.push(item.accountId.S);
+      // Slice items (`<accountId>#<i>`) are parts of an account, not accounts.
+      for (const item of page.Items ?? [])
+        if (item.accountId?.S && !item.accountId.S.includes('#')) ids.push(item.accountId.S);
     }
     return ids.sort();
   }
@@ -185,23 +210,8 @@ export class AccountsAndKeys {
     }
   }
 
-  async setAccountStatus(accountId: string, status: AccountStatus, now: string): Promise<void> {
-    try {
-      await this.client.send(
-        new UpdateItemCommand({
-          TableName: this.tables.accounts,
-          Key: { accountId: S(accountId) },
-          UpdateExpression: 'SET #status = :status, statusChangedAt = :now',
-          ConditionExpression: 'attribute_exists(accountId)',
-          ExpressionAttributeNames: { '#status': 'status' },
-          ExpressionAttributeValues: { ':status': S(status), ':now': S(now) },
-        }),
-      );
-    } catch (error) {
-      if ((error as Error).name === 'ConditionalCheckFailedException')
-        throw new AccountNotFoundError(accountId);
-      throw error;
-    }
+  setAccountStatus(accountId: string, status: AccountStatus, now: string): Promise<void> {
+    return this.slices.setStatus(accountId, status, now);
   }
 
   async createKey(key: KeyRecord): Promise<void> {

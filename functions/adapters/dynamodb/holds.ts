@@ -5,20 +5,33 @@
 import {
   ConditionalCheckFailedException,
   type DynamoDBClient,
+  GetItemCommand,
   type GetItemCommandOutput,
   paginateScan,
   type TransactWriteItemsCommandInput,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import type { ChargeEntry, Hold, HoldOutcome } from '../../core/store.js';
-import { holdItem, type Item, N, S, type TableNames, toAccount, toHold } from './items.js';
-import { MAX_ATTEMPTS, retryWait } from './ledger.js';
+import {
+  holdItem,
+  holdKey,
+  type Item,
+  N,
+  S,
+  sliceKey,
+  slicesOf,
+  type TableNames,
+  toAccount,
+  toHold,
+} from './items.js';
 import {
   cancellationReasons,
   type Db,
   isRetryableSettlementError,
+  MAX_ATTEMPTS,
   queryAll,
   requestToken,
+  retryWait,
   sleep,
 } from './store-db.js';
 import type { DynamoWire } from './wire.js';
@@ -56,7 +69,7 @@ export class Holds {
         {
           Update: {
             TableName: this.tables.accounts,
-            Key: { accountId: S(hold.accountId) },
+            Key: { accountId: S(sliceKey(hold.accountId, hold.slice ?? 0)) },
             UpdateExpression: 'ADD heldNano :amount',
             ConditionExpression:
               '(attribute_not_exists(#status) OR #status = :active) AND ' +
@@ -106,7 +119,7 @@ export class Holds {
       'GetItem',
       {
         TableName: this.tables.accounts,
-        Key: { accountId: S(hold.accountId) },
+        Key: { accountId: S(sliceKey(hold.accountId, hold.slice ?? 0)) },
         ConsistentRead: true,
         ProjectionExpression: '#status',
         ExpressionAttributeNames: { '#status': 'status' },
@@ -135,7 +148,7 @@ export class Holds {
             {
               Delete: {
                 TableName: this.tables.holds,
-                Key: { accountId: S(hold.accountId), holdId: S(hold.holdId) },
+                Key: holdKey(hold),
                 ConditionExpression: expired
                   ? 'attribute_exists(holdId) AND expiresAt <= :now'
                   : 'attribute_exists(holdId)',
@@ -147,7 +160,7 @@ export class Holds {
             {
               Update: {
                 TableName: this.tables.accounts,
-                Key: { accountId: S(hold.accountId) },
+                Key: { accountId: S(sliceKey(hold.accountId, hold.slice ?? 0)) },
                 UpdateExpression: 'ADD heldNano :release',
                 ConditionExpression: 'attribute_exists(accountId)',
                 ExpressionAttributeValues: { ':release': N(-hold.amountNano) },
@@ -187,14 +200,14 @@ export class Holds {
         {
           ConditionCheck: {
             TableName: this.tables.ledger,
-            Key: { accountId: S(entry.accountId), entryId: S(entry.generationId) },
+            Key: { accountId: S(sliceKey(entry.accountId, entry.slice)), entryId: S(entry.generationId) },
             ConditionExpression: 'attribute_not_exists(entryId)',
           },
         },
         {
           Update: {
             TableName: this.tables.holds,
-            Key: { accountId: S(entry.accountId), holdId: S(entry.generationId) },
+            Key: holdKey({ accountId: entry.accountId, holdId: entry.generationId, slice: entry.slice }),
             UpdateExpression:
               'SET usageRecord = :record, #deferred = :true, amountNano = if_not_exists(amountNano, :zero), ' +
               'expiresAt = if_not_exists(expiresAt, :now), createdAt = if_not_exists(createdAt, :created)',
@@ -231,7 +244,7 @@ export class Holds {
       await this.client.send(
         new UpdateItemCommand({
           TableName: this.tables.holds,
-          Key: { accountId: S(hold.accountId), holdId: S(hold.holdId) },
+          Key: holdKey(hold),
           UpdateExpression: 'SET usageRecord = :record',
           ConditionExpression: 'attribute_exists(holdId)',
           ExpressionAttributeValues: { ':record': S(usageRecord) },
@@ -247,14 +260,25 @@ export class Holds {
   async listHolds(accountId?: string): Promise<Hold[]> {
     const items: Item[] = [];
     if (accountId) {
-      items.push(
-        ...(await queryAll(this.client, {
-          TableName: this.tables.holds,
-          KeyConditionExpression: 'accountId = :accountId',
-          ExpressionAttributeValues: { ':accountId': S(accountId) },
+      const head = await this.client.send(
+        new GetItemCommand({
+          TableName: this.tables.accounts,
+          Key: { accountId: S(accountId) },
           ConsistentRead: true,
-        })),
+          ProjectionExpression: 'slices',
+        }),
       );
+      const pages = await Promise.all(
+        Array.from({ length: slicesOf(head.Item) }, (_, slice) =>
+          queryAll(this.client, {
+            TableName: this.tables.holds,
+            KeyConditionExpression: 'accountId = :accountId',
+            ExpressionAttributeValues: { ':accountId': S(sliceKey(accountId, slice)) },
+            ConsistentRead: true,
+          }),
+        ),
+      );
+      items.push(...pages.flat());
     } else {
       // The holds table holds only live holds (at most one per request in flight): a scan is small.
       for await (const page of paginateScan(

@@ -6,6 +6,12 @@
  * Formats (decided once, read leniently for items written by earlier versions):
  * - account: `creditBalance` (N), `heldNano` (N, absent = 0), `status` (absent = active, the status
  *   of every account before statuses existed); a key whose account item is gone cannot spend: banned.
+ *   `slices` (N, absent = 1): how many slices its balance is split into; the account item is slice 0.
+ * - slice i > 0: an item of the accounts table keyed `<accountId>#<i>` (account ids have no `#`),
+ *   with its own `creditBalance` and `heldNano`, a copy of the account's `status`, and `sliceOf`.
+ *   The slice's charges and holds have the same partition key, `<accountId>#<i>`, in the ledger and
+ *   holds tables (slice 0's: the account id, as every entry before slices): one busy account's
+ *   writes spread over as many partitions as it has slices. Top-ups are entries of slice 0.
  * - ledger: `type` charge|topup and `amountNanoUsd` (N, positive; the type gives the sign). Charges
  *   written before this format carry `billedNanoUsd` instead, and are read as such.
  * - hold: `amountNano` (N), `expiresAt` (N, epoch ms), `createdAt`; `usageRecord` (S, JSON) and
@@ -48,6 +54,22 @@ function accountStatusOf(item: Item): AccountStatus {
   return (item.status?.S as AccountStatus | undefined) ?? 'active';
 }
 
+/** The item of slice `slice` of an account's balance: slice 0 is the account item itself. */
+export const sliceKey = (accountId: string, slice = 0): string =>
+  slice === 0 ? accountId : `${accountId}#${slice}`;
+
+/** The account an accounts-table item belongs to (itself, or the account a slice item is part of). */
+export const accountOfItem = (item: Item): string => (item.accountId?.S ?? '').split('#')[0] ?? '';
+
+/** The slice a partition key of the accounts, ledger or holds table names (`<accountId>#<i>`: i). */
+export const sliceOfKey = (key: string): number => {
+  const at = key.indexOf('#');
+  return at < 0 ? 0 : Number(key.slice(at + 1));
+};
+
+/** How many slices an account item says its balance has. */
+export const slicesOf = (item: Item | undefined): number => Math.max(1, num(item?.slices) ?? 1);
+
 export function toAccount(item: Item): AccountRecord {
   return {
     accountId: item.accountId?.S ?? '',
@@ -55,10 +77,11 @@ export function toAccount(item: Item): AccountRecord {
     balanceNano: big(item.creditBalance),
     heldNano: big(item.heldNano),
     ...(item.createdAt?.S ? { createdAt: item.createdAt.S } : {}),
+    slices: slicesOf(item),
   };
 }
 
-export function toPrincipal(keyItem: Item, accountItem: Item | undefined): Principal | undefined {
+export function toPrincipal(keyItem: Item, accountItem: Item | undefined, slice = 0): Principal | undefined {
   const accountId = keyItem.accountId?.S;
   if (!accountId) return undefined;
   return {
@@ -68,6 +91,7 @@ export function toPrincipal(keyItem: Item, accountItem: Item | undefined): Princ
     accountStatus: accountItem ? accountStatusOf(accountItem) : 'banned',
     balanceNano: big(accountItem?.creditBalance),
     heldNano: big(accountItem?.heldNano),
+    ...(slice !== 0 ? { slice } : {}),
   };
 }
 
@@ -99,7 +123,7 @@ export function toKey(item: Item): KeyRecord {
 
 export function chargeItem(entry: ChargeEntry): Item {
   return {
-    accountId: S(entry.accountId),
+    accountId: S(sliceKey(entry.accountId, entry.slice)),
     entryId: S(entry.generationId),
     type: S('charge'),
     keyId: S(entry.keyId),
@@ -167,10 +191,15 @@ export function toLedgerEntry(item: Item): LedgerEntry {
   return entry;
 }
 
+/** A hold's key: in its slice's partition. */
+export const holdKey = (hold: { accountId: string; holdId: string; slice?: number | undefined }): Item => ({
+  accountId: S(sliceKey(hold.accountId, hold.slice)),
+  holdId: S(hold.holdId),
+});
+
 export function holdItem(hold: Hold): Item {
   return {
-    accountId: S(hold.accountId),
-    holdId: S(hold.holdId),
+    ...holdKey(hold),
     amountNano: N(hold.amountNano),
     expiresAt: N(hold.expiresAt),
     createdAt: S(hold.createdAt),
@@ -178,13 +207,16 @@ export function holdItem(hold: Hold): Item {
 }
 
 export function toHold(item: Item): Hold {
+  const key = item.accountId?.S ?? '';
+  const slice = sliceOfKey(key);
   return {
-    accountId: item.accountId?.S ?? '',
+    accountId: accountOfItem(item),
     holdId: item.holdId?.S ?? '',
     amountNano: big(item.amountNano),
     expiresAt: num(item.expiresAt) ?? 0,
     createdAt: item.createdAt?.S ?? '',
     ...(item.usageRecord?.S !== undefined ? { usageRecord: item.usageRecord.S } : {}),
     ...(item.deferred?.BOOL === true ? { deferred: true } : {}),
+    ...(slice !== 0 ? { slice } : {}),
   };
 }

@@ -5,11 +5,11 @@
 import {
   type DynamoDBClient,
   GetItemCommand,
-  TransactionCanceledException,
   type TransactWriteItem,
   TransactWriteItemsCommand,
   type TransactWriteItemsCommandInput,
 } from '@aws-sdk/client-dynamodb';
+import { sliceOfGenerationId } from '../../core/ids.js';
 import {
   AccountNotFoundError,
   type ChargeEntry,
@@ -19,38 +19,41 @@ import {
   type SettleOutcome,
   topUpEntryId,
 } from '../../core/store.js';
-import { chargeItem, N, S, type TableNames, toLedgerEntry, topUpItem } from './items.js';
+import {
+  chargeItem,
+  holdKey,
+  type Item,
+  N,
+  S,
+  sliceKey,
+  slicesOf,
+  type TableNames,
+  toLedgerEntry,
+  topUpItem,
+} from './items.js';
+import type { Slices } from './slices.js';
 import {
   cancellationReasons,
   type Db,
   isConflict,
   isRetryableSettlementError,
+  MAX_ATTEMPTS,
   queryAll,
   requestToken,
+  retryWait,
   sleep,
 } from './store-db.js';
 import type { DynamoWire } from './wire.js';
-
-/**
- * A settlement is sent again after a conflict, throttling or a lost answer for as long as its deadline
- * allows, waiting a random time up to an exponentially growing ceiling ("full jitter", as AWS's SDKs
- * retry): 20 ms, 40 ms ... capped at 640 ms, so that transactions which met on one item spread out
- * over a window as wide as the crowd that met there, rather than meeting again. The deadline (the
- * invocation's own) is the bound, and what is still unwritten then is deferred
- * (store.deferSettlement), not lost; 40 attempts bound a caller without one (the sweeper, the CLI).
- */
-export const MAX_ATTEMPTS = 40;
-
-export function retryWait(attempt: number): number {
-  return Math.random() * Math.min(640, 10 * 2 ** attempt);
-}
 
 export class Ledger {
   private readonly client: DynamoDBClient;
   private readonly tables: TableNames;
   private readonly wire: DynamoWire;
 
-  constructor(db: Db) {
+  constructor(
+    db: Db,
+    private readonly slices: Slices,
+  ) {
     this.client = db.client;
     this.tables = db.tables;
     this.wire = db.wire;
@@ -111,7 +114,8 @@ export class Ledger {
       {
         Update: {
           TableName: this.tables.accounts,
-          Key: { accountId: S(entry.accountId) },
+          // The slice the request was admitted on (slice 0, the account item, for an unsplit account).
+          Key: { accountId: S(sliceKey(entry.accountId, entry.slice ?? 0)) },
           UpdateExpression: hold ? 'ADD creditBalance :delta, heldNano :release' : 'ADD creditBalance :delta',
           ConditionExpression: 'attribute_exists(accountId)',
           ExpressionAttributeValues: {
@@ -125,7 +129,7 @@ export class Ledger {
       items.push({
         Delete: {
           TableName: this.tables.holds,
-          Key: { accountId: S(hold.accountId), holdId: S(hold.holdId) },
+          Key: holdKey(hold),
           ConditionExpression: 'attribute_exists(holdId)',
         },
       });
@@ -137,60 +141,100 @@ export class Ledger {
     };
   }
 
+  /**
+   * A top-up: its ledger entry and its amount on slice 0 (the account item) in one transaction, once
+   * per reference; sent again only when DynamoDB cancelled it (a conflict or throttling: nothing was
+   * written), so a second run with the same reference still answers false. Then, for an account split into slices, the
+   * amount is spread evenly over them by transfers (slices.ts): one transaction over every slice of a
+   * busy account would nearly never find them all free at once.
+   */
   async topUp(accountId: string, reference: string, amountNano: bigint, now: string): Promise<boolean> {
-    try {
-      await this.client.send(
-        new TransactWriteItemsCommand({
-          TransactItems: [
-            {
-              Put: {
-                TableName: this.tables.ledger,
-                Item: topUpItem(accountId, topUpEntryId(reference), reference, amountNano, now),
-                ConditionExpression: 'attribute_not_exists(entryId)',
-              },
-            },
-            {
-              Update: {
-                TableName: this.tables.accounts,
-                Key: { accountId: S(accountId) },
-                UpdateExpression: 'ADD creditBalance :amount',
-                ConditionExpression: 'attribute_exists(accountId)',
-                ExpressionAttributeValues: { ':amount': N(amountNano) },
-              },
-            },
-          ],
-        }),
-      );
-      return true;
-    } catch (error) {
-      if (!(error instanceof TransactionCanceledException)) throw error;
-      const [ledger, account] = error.CancellationReasons ?? [];
-      if (account?.Code === 'ConditionalCheckFailed') throw new AccountNotFoundError(accountId);
-      if (ledger?.Code === 'ConditionalCheckFailed') return false;
-      throw error;
+    const input = {
+      TransactItems: [
+        {
+          Put: {
+            TableName: this.tables.ledger,
+            Item: topUpItem(accountId, topUpEntryId(reference), reference, amountNano, now),
+            ConditionExpression: 'attribute_not_exists(entryId)',
+          },
+        },
+        {
+          Update: {
+            TableName: this.tables.accounts,
+            Key: { accountId: S(accountId) },
+            UpdateExpression: 'ADD creditBalance :amount',
+            ConditionExpression: 'attribute_exists(accountId)',
+            ExpressionAttributeValues: { ':amount': N(amountNano) },
+          },
+        },
+      ],
+    };
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.client.send(new TransactWriteItemsCommand(input));
+        break;
+      } catch (error) {
+        const reasons = cancellationReasons(error);
+        const [ledger, account] = reasons ?? [];
+        if (account?.Code === 'ConditionalCheckFailed') throw new AccountNotFoundError(accountId);
+        if (ledger?.Code === 'ConditionalCheckFailed') return false;
+        if (!reasons || !isRetryableSettlementError(error) || attempt >= MAX_ATTEMPTS) throw error;
+        await sleep(retryWait(attempt));
+      }
     }
+    const slices = slicesOf(await this.head(accountId, 'slices'));
+    await this.slices.spread(accountId, slices, amountNano);
+    return true;
   }
 
+  /** The account's entries, over all its slices' partitions, oldest first. */
   async listLedger(accountId: string): Promise<LedgerEntry[]> {
-    const items = await queryAll(this.client, {
-      TableName: this.tables.ledger,
-      KeyConditionExpression: 'accountId = :accountId',
-      ExpressionAttributeValues: { ':accountId': S(accountId) },
-      ConsistentRead: true,
-    });
-    return items
+    const slices = slicesOf(await this.head(accountId, 'slices'));
+    const pages = await Promise.all(
+      Array.from({ length: slices }, (_, slice) =>
+        queryAll(this.client, {
+          TableName: this.tables.ledger,
+          KeyConditionExpression: 'accountId = :accountId',
+          ExpressionAttributeValues: { ':accountId': S(sliceKey(accountId, slice)) },
+          ConsistentRead: true,
+        }),
+      ),
+    );
+    return pages
+      .flat()
       .map(toLedgerEntry)
       .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.entryId.localeCompare(b.entryId));
   }
 
+  /**
+   * One entry: a charge is in the partition of the slice its generation id names, a top-up (and a
+   * charge made before slices, whose id names no slice) in the account's own.
+   */
   async getLedgerEntry(accountId: string, entryId: string): Promise<LedgerEntry | undefined> {
+    const slice = sliceOfGenerationId(entryId) ?? 0;
+    const places = slice === 0 ? [0] : [slice, 0];
+    for (const place of places) {
+      const out = await this.client.send(
+        new GetItemCommand({
+          TableName: this.tables.ledger,
+          Key: { accountId: S(sliceKey(accountId, place)), entryId: S(entryId) },
+          ConsistentRead: true,
+        }),
+      );
+      if (out.Item) return toLedgerEntry(out.Item);
+    }
+    return undefined;
+  }
+
+  private async head(accountId: string, projection: string): Promise<Item | undefined> {
     const out = await this.client.send(
       new GetItemCommand({
-        TableName: this.tables.ledger,
-        Key: { accountId: S(accountId), entryId: S(entryId) },
+        TableName: this.tables.accounts,
+        Key: { accountId: S(accountId) },
         ConsistentRead: true,
+        ProjectionExpression: projection,
       }),
     );
-    return out.Item ? toLedgerEntry(out.Item) : undefined;
+    return out.Item;
   }
 }

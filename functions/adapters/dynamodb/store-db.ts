@@ -59,6 +59,20 @@ export function isConflict(error: unknown): boolean {
   return (error as { name?: string } | undefined)?.name === 'TransactionConflictException';
 }
 
+/**
+ * A settlement is sent again after a conflict, throttling or a lost answer for as long as its deadline
+ * allows, waiting a random time up to an exponentially growing ceiling ("full jitter", as AWS's SDKs
+ * retry): 20 ms, 40 ms ... capped at 640 ms, so that transactions which met on one item spread out
+ * over a window as wide as the crowd that met there, rather than meeting again. The deadline (the
+ * invocation's own) is the bound, and what is still unwritten then is deferred
+ * (store.deferSettlement), not lost; 40 attempts bound a caller without one (the sweeper, the CLI).
+ */
+export const MAX_ATTEMPTS = 40;
+
+export function retryWait(attempt: number): number {
+  return Math.random() * Math.min(640, 10 * 2 ** attempt);
+}
+
 /** A ClientRequestToken (at most 36 characters) naming one kind of write for one generation. */
 export function requestToken(kind: string, id: string): string {
   return hash('sha256', `${kind}:${id}`, 'base64url').slice(0, 36);

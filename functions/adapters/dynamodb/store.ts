@@ -41,7 +41,7 @@ export class DynamoStore implements Store {
     this.wire = new DynamoWire(client, timeouts);
     const db = { client, tables, wire: this.wire };
     this.accounts = new AccountsAndKeys(db);
-    this.ledger = new Ledger(db);
+    this.ledger = new Ledger(db, this.accounts.slices);
     this.holds = new Holds(db);
   }
 
@@ -59,6 +59,9 @@ export class DynamoStore implements Store {
   }
   createAccount(accountId: string, initialCreditsNano: bigint, now: string): Promise<void> {
     return this.accounts.createAccount(accountId, initialCreditsNano, now);
+  }
+  splitAccount(accountId: string, slices: number): Promise<number> {
+    return this.accounts.slices.split(accountId, slices);
   }
   setAccountStatus(accountId: string, status: AccountStatus, now: string): Promise<void> {
     return this.accounts.setAccountStatus(accountId, status, now);

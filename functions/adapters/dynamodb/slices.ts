@@ -1,0 +1,300 @@
+/**
+ * An account's balance slices in DynamoDB (core/store.ts, "slices"): reading them all (the account's
+ * totals, or the richest slice when the one a request drew is dry), the status written to every one
+ * of them at once, and an account split into more.
+ */
+import {
+  type BatchGetItemCommandOutput,
+  type DynamoDBClient,
+  type GetItemCommandOutput,
+  type TransactWriteItem,
+  TransactWriteItemsCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
+import type { AccountStatus } from '../../core/access.js';
+import { AccountNotFoundError, type AccountRecord, MAX_SLICES } from '../../core/store.js';
+import { type Item, N, S, sliceKey, slicesOf, type TableNames, toAccount } from './items.js';
+import {
+  cancellationReasons,
+  type Db,
+  isRetryableSettlementError,
+  MAX_ATTEMPTS,
+  retryWait,
+  sleep,
+} from './store-db.js';
+import type { DynamoWire } from './wire.js';
+
+export class Slices {
+  private readonly client: DynamoDBClient;
+  private readonly tables: TableNames;
+  private readonly wire: DynamoWire;
+
+  constructor(db: Db) {
+    this.client = db.client;
+    this.tables = db.tables;
+    this.wire = db.wire;
+  }
+
+  /** The account item (slice 0), read strongly consistently. */
+  async head(accountId: string): Promise<Item | undefined> {
+    const out = await this.wire.call<GetItemCommandOutput>('GetItem', {
+      TableName: this.tables.accounts,
+      Key: { accountId: S(accountId) },
+      ConsistentRead: true,
+    });
+    return out.Item;
+  }
+
+  /** Slices `from` to `to - 1`, read strongly consistently in one BatchGetItem each 100; index = slice. */
+  async read(accountId: string, from: number, to: number): Promise<(Item | undefined)[]> {
+    const found = new Map<string, Item>();
+    let keys = Array.from({ length: to - from }, (_, i) => ({ accountId: S(sliceKey(accountId, from + i)) }));
+    for (let attempt = 0; keys.length > 0; attempt++) {
+      if (attempt >= 5) throw new Error('BatchGetItem left keys unprocessed after 5 attempts');
+      const out = await this.wire.call<BatchGetItemCommandOutput>('BatchGetItem', {
+        RequestItems: { [this.tables.accounts]: { Keys: keys, ConsistentRead: true } },
+      });
+      for (const item of out.Responses?.[this.tables.accounts] ?? [])
+        found.set(item.accountId?.S ?? '', item);
+      keys = (out.UnprocessedKeys?.[this.tables.accounts]?.Keys ?? []) as typeof keys;
+      if (keys.length > 0) await sleep(20 * 2 ** attempt);
+    }
+    return Array.from({ length: to - from }, (_, i) => found.get(sliceKey(accountId, from + i)));
+  }
+
+  /** The account's record: its status, and its balance and held amounts summed over its slices. */
+  async account(accountId: string): Promise<AccountRecord | undefined> {
+    const head = await this.head(accountId);
+    if (!head) return undefined;
+    const record = toAccount(head);
+    if (record.slices === 1) return record;
+    for (const item of await this.read(accountId, 1, record.slices)) {
+      record.balanceNano += BigInt(item?.creditBalance?.N ?? '0');
+      record.heldNano += BigInt(item?.heldNano?.N ?? '0');
+    }
+    return record;
+  }
+
+  /**
+   * The status on the account item, then on every slice, each by its own write retried through
+   * conflicts: under load a transaction over all of a busy account's slices would nearly never find
+   * them all free at once. Not atomic, and need not be: the operator's command returns once every
+   * slice carries the status, so every request that starts after it reads it on whichever slice it
+   * draws. The slice count is read from the account item's own update, so a slice a split created
+   * before it is included, and a split after it copies the new status.
+   */
+  async setStatus(accountId: string, status: AccountStatus, now: string): Promise<void> {
+    let head: Item | undefined;
+    try {
+      head = (
+        await this.withRetries(() =>
+          this.client.send(
+            new UpdateItemCommand({
+              TableName: this.tables.accounts,
+              Key: { accountId: S(accountId) },
+              UpdateExpression: 'SET #status = :status, statusChangedAt = :now',
+              ConditionExpression: 'attribute_exists(accountId)',
+              ExpressionAttributeNames: { '#status': 'status' },
+              ExpressionAttributeValues: { ':status': S(status), ':now': S(now) },
+              ReturnValues: 'ALL_NEW',
+            }),
+          ),
+        )
+      ).Attributes;
+    } catch (error) {
+      if ((error as Error).name === 'ConditionalCheckFailedException')
+        throw new AccountNotFoundError(accountId);
+      throw error;
+    }
+    const slices = slicesOf(head);
+    await Promise.all(
+      Array.from({ length: slices - 1 }, (_, i) =>
+        this.withRetries(() =>
+          this.client.send(
+            new UpdateItemCommand({
+              TableName: this.tables.accounts,
+              Key: { accountId: S(sliceKey(accountId, i + 1)) },
+              UpdateExpression: 'SET #status = :status',
+              ConditionExpression: 'attribute_exists(accountId)',
+              ExpressionAttributeNames: { '#status': 'status' },
+              ExpressionAttributeValues: { ':status': S(status) },
+            }),
+          ),
+        ),
+      ),
+    );
+  }
+
+  /**
+   * Moves credit from one slice to another in one transaction, only while the source has that much
+   * available (balance minus held): the account's total is unchanged, so no ledger entry. Retried
+   * through conflicts; false if the source has not that much.
+   */
+  async transfer(accountId: string, from: number, to: number, amountNano: bigint): Promise<boolean> {
+    try {
+      await this.withRetries(() =>
+        this.client.send(
+          new TransactWriteItemsCommand({
+            TransactItems: [
+              {
+                Update: {
+                  TableName: this.tables.accounts,
+                  Key: { accountId: S(sliceKey(accountId, from)) },
+                  UpdateExpression: 'ADD creditBalance :out',
+                  ConditionExpression: 'creditBalance - if_not_exists(heldNano, :zero) >= :amount',
+                  ExpressionAttributeValues: {
+                    ':out': N(-amountNano),
+                    ':amount': N(amountNano),
+                    ':zero': N(0),
+                  },
+                },
+              },
+              {
+                Update: {
+                  TableName: this.tables.accounts,
+                  Key: { accountId: S(sliceKey(accountId, to)) },
+                  UpdateExpression: 'ADD creditBalance :in',
+                  ConditionExpression: 'attribute_exists(accountId)',
+                  ExpressionAttributeValues: { ':in': N(amountNano) },
+                },
+              },
+            ],
+          }),
+        ),
+      );
+      return true;
+    } catch (error) {
+      if (cancellationReasons(error)?.some((reason) => reason.Code === 'ConditionalCheckFailed'))
+        return false;
+      throw error;
+    }
+  }
+
+  /**
+   * Spreads an amount just added to slice 0 (a top-up) evenly over the account's other slices, one
+   * transfer each, so that where the credit came in leaves no slice dry. A transfer that fails leaves
+   * its share on slice 0: the total is exact either way, and a request that draws a dry slice is
+   * admitted on the richest one.
+   */
+  async spread(accountId: string, slices: number, amountNano: bigint): Promise<void> {
+    const share = amountNano / BigInt(slices);
+    if (slices === 1 || share === 0n) return;
+    await Promise.all(
+      Array.from({ length: slices - 1 }, (_, i) =>
+        this.transfer(accountId, 0, i + 1, share).catch(() => false),
+      ),
+    );
+  }
+
+  /** Sends a write again after a conflict or throttling, with full jitter, at most ATTEMPTS times. */
+  private async withRetries<T>(write: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await write();
+      } catch (error) {
+        if (!isRetryableSettlementError(error) || attempt >= MAX_ATTEMPTS) throw error;
+        await sleep(retryWait(attempt));
+      }
+    }
+  }
+
+  /**
+   * Splits the account into `slices` slices (never fewer than it has): the new slice items, empty and
+   * with the account's status, and the account item's new count, in one transaction conditioned on
+   * the count and status it read (a concurrent split or status change makes it read again; the
+   * balance may change meanwhile, it is not moved here). Then the available credit is rebalanced
+   * evenly over all slices by transfers. The account's total never changes.
+   */
+  async split(accountId: string, slices: number): Promise<number> {
+    if (!Number.isInteger(slices) || slices < 1 || slices > MAX_SLICES)
+      throw new RangeError(`slices must be 1-${MAX_SLICES}`);
+    for (let attempt = 1; ; attempt++) {
+      const head = await this.head(accountId);
+      if (!head) throw new AccountNotFoundError(accountId);
+      const record = toAccount(head);
+      if (slices <= record.slices) return record.slices;
+      const items: TransactWriteItem[] = [
+        {
+          Update: {
+            TableName: this.tables.accounts,
+            Key: { accountId: S(accountId) },
+            UpdateExpression: 'SET slices = :slices',
+            ConditionExpression: [
+              head.status ? '#status = :status' : 'attribute_not_exists(#status)',
+              record.slices === 1 ? 'attribute_not_exists(slices)' : 'slices = :was',
+            ].join(' AND '),
+            ExpressionAttributeNames: { '#status': 'status' },
+            ExpressionAttributeValues: {
+              ':slices': N(slices),
+              ...(head.status ? { ':status': S(record.status) } : {}),
+              ...(record.slices === 1 ? {} : { ':was': N(record.slices) }),
+            },
+          },
+        },
+      ];
+      for (let slice = record.slices; slice < slices; slice++)
+        items.push({
+          Put: {
+            TableName: this.tables.accounts,
+            Item: {
+              accountId: S(sliceKey(accountId, slice)),
+              sliceOf: S(accountId),
+              status: S(record.status),
+              creditBalance: N(0),
+              heldNano: N(0),
+            },
+            ConditionExpression: 'attribute_not_exists(accountId)',
+          },
+        });
+      if (await this.transact(items, attempt)) break;
+    }
+    await this.rebalance(accountId);
+    return slices;
+  }
+
+  /**
+   * Evens out the available credit (balance minus held) of the account's slices: each slice below the
+   * mean takes what it lacks from the richest, by transfers, each conditioned on the source still
+   * having it. Requests keep running meanwhile; what they spend meanwhile makes the result uneven,
+   * never wrong.
+   */
+  async rebalance(accountId: string): Promise<void> {
+    const head = await this.head(accountId);
+    const slices = slicesOf(head);
+    if (slices === 1) return;
+    const items = await this.read(accountId, 0, slices);
+    const available = items.map((item) =>
+      item ? BigInt(item.creditBalance?.N ?? '0') - BigInt(item.heldNano?.N ?? '0') : 0n,
+    );
+    const total = available.reduce((sum, a) => sum + (a > 0n ? a : 0n), 0n);
+    const mean = total / BigInt(slices);
+    for (let poor = 0; poor < slices; poor++) {
+      let lacking = mean - (available[poor] ?? 0n);
+      while (lacking > 0n) {
+        let rich = 0;
+        available.forEach((a, i) => {
+          if (a > (available[rich] ?? 0n)) rich = i;
+        });
+        const spare = (available[rich] ?? 0n) - mean;
+        if (rich === poor || spare <= 0n) break;
+        const amount = spare < lacking ? spare : lacking;
+        if (!(await this.transfer(accountId, rich, poor, amount))) break;
+        available[rich] = (available[rich] ?? 0n) - amount;
+        available[poor] = (available[poor] ?? 0n) + amount;
+        lacking -= amount;
+      }
+    }
+  }
+
+  /** True if committed; false to read again (a condition failed or a conflict); throws past the attempts. */
+  private async transact(items: TransactWriteItem[], attempt: number): Promise<boolean> {
+    try {
+      await this.wire.call('TransactWriteItems', { TransactItems: items });
+      return true;
+    } catch (error) {
+      if (!cancellationReasons(error) || attempt >= MAX_ATTEMPTS) throw error;
+      await sleep(retryWait(attempt));
+      return false;
+    }
+  }
+}
