@@ -1,9 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/core/money.js';
-import { listLedger, revokeKey } from '../../lib/admin/operations.js';
+import { revokeKey } from '../../lib/admin/operations.js';
+import { auditBilling, completeOnce } from '../support/busy-load.js';
 import { limitsOf, startLimitedTarget } from '../support/limits.js';
 import { settled } from '../support/settled.js';
 import { balanceNano, newAccount, type Target } from '../support/target.js';
+
+const complete = (key: string, i: number, startedAfter = false) => completeOnce(target, key, i, startedAfter);
+const audit = (accountId: string, before: bigint, served: Awaited<ReturnType<typeof complete>>[]) =>
+  auditBilling(target, accountId, before, served);
 
 /**
  * One busy account with DynamoDB's limits in front of DynamoDB Local, at scale 2: half DynamoDB's
@@ -27,51 +31,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await target?.stop();
 });
-
-interface Served {
-  status: number;
-  startedAfterRevoke: boolean;
-  id?: string;
-  costNano?: bigint;
-}
-
-async function complete(key: string, i: number, startedAfterRevoke = false): Promise<Served> {
-  const response = await fetch(`${target.baseUrl}/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      model: 'svc-fast',
-      messages: [{ role: 'user', content: `busy ${i} [[sim:tokens=${3 + (i % 7)}]]` }],
-    }),
-  });
-  const body = (await response.json()) as { id?: string; usage?: { cost?: number } };
-  if (response.status !== 200) return { status: response.status, startedAfterRevoke };
-  return {
-    status: 200,
-    startedAfterRevoke,
-    id: String(body.id),
-    costNano: usdToNano(String(body.usage?.cost)),
-  };
-}
-
-/** What the ledger and the balance say about the generations served, once every settlement is done. */
-async function audit(accountId: string, before: bigint, served: Served[]) {
-  await settled(target);
-  const after = await balanceNano(target, accountId);
-  const charges = (await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge');
-  const billed = new Set(charges.map((c) => c.entryId));
-  const ok = served.filter((s) => s.status === 200);
-  const statuses: Record<number, number> = {};
-  for (const s of served) statuses[s.status] = (statuses[s.status] ?? 0) + 1;
-  return {
-    statuses,
-    unbilled: ok.filter((s) => !billed.has(s.id ?? '')).length,
-    duplicateCharges: charges.length - billed.size,
-    balanceDropNano: before - after,
-    ledgerSumNano: -charges.reduce((sum, c) => sum + c.deltaNano, 0n),
-    servedCostNano: ok.reduce((sum, s) => sum + (s.costNano ?? 0n), 0n),
-  };
-}
 
 describe('the limits layer under the service', () => {
   it('carries the service: a request is served and its settlement is charged to the account partition', async () => {
@@ -138,7 +97,7 @@ describe('revocation during the load', () => {
     await revokeKey(target.admin, keyId);
     const late = Array.from({ length: 60 }, (_, i) => complete(key, 100 + i, true));
     const served = await Promise.all([...early, ...late]);
-    expect(served.filter((s) => s.startedAfterRevoke).map((s) => s.status)).toEqual(Array(60).fill(401));
+    expect(served.filter((s) => s.startedAfter).map((s) => s.status)).toEqual(Array(60).fill(401));
     const result = await audit(accountId, before, served);
     expect(result.balanceDropNano).toBe(result.servedCostNano);
   }, 120_000);

@@ -127,46 +127,54 @@ export class Slices {
 
   /**
    * Moves credit from one slice to another in one transaction, only while the source has that much
-   * available (balance minus held): the account's total is unchanged, so no ledger entry. Retried
-   * through conflicts; false if the source has not that much.
+   * available (balance minus held): the account's total is unchanged, so no ledger entry. DynamoDB's
+   * conditions have no arithmetic, so the source is read first and the condition is that its balance
+   * still covers the amount plus what it held then, and that it holds no more now (a settlement
+   * lowers both; a new hold makes it read again). Retried through conflicts; false when the source
+   * has not that much available.
    */
   async transfer(accountId: string, from: number, to: number, amountNano: bigint): Promise<boolean> {
-    try {
-      await this.withRetries(() =>
-        this.client.send(
-          new TransactWriteItemsCommand({
-            TransactItems: [
-              {
-                Update: {
-                  TableName: this.tables.accounts,
-                  Key: { accountId: S(sliceKey(accountId, from)) },
-                  UpdateExpression: 'ADD creditBalance :out',
-                  ConditionExpression: 'creditBalance - if_not_exists(heldNano, :zero) >= :amount',
-                  ExpressionAttributeValues: {
-                    ':out': N(-amountNano),
-                    ':amount': N(amountNano),
-                    ':zero': N(0),
-                  },
+    for (let attempt = 1; ; attempt++) {
+      const [source] = await this.read(accountId, from, from + 1);
+      if (!source) return false;
+      const held = BigInt(source.heldNano?.N ?? '0');
+      if (BigInt(source.creditBalance?.N ?? '0') - held < amountNano) return false;
+      try {
+        await this.wire.call('TransactWriteItems', {
+          TransactItems: [
+            {
+              Update: {
+                TableName: this.tables.accounts,
+                Key: { accountId: S(sliceKey(accountId, from)) },
+                UpdateExpression: 'ADD creditBalance :out',
+                ConditionExpression:
+                  'creditBalance >= :needed AND (attribute_not_exists(heldNano) OR heldNano <= :held)',
+                ExpressionAttributeValues: {
+                  ':out': N(-amountNano),
+                  ':needed': N(amountNano + held),
+                  ':held': N(held),
                 },
               },
-              {
-                Update: {
-                  TableName: this.tables.accounts,
-                  Key: { accountId: S(sliceKey(accountId, to)) },
-                  UpdateExpression: 'ADD creditBalance :in',
-                  ConditionExpression: 'attribute_exists(accountId)',
-                  ExpressionAttributeValues: { ':in': N(amountNano) },
-                },
+            },
+            {
+              Update: {
+                TableName: this.tables.accounts,
+                Key: { accountId: S(sliceKey(accountId, to)) },
+                UpdateExpression: 'ADD creditBalance :in',
+                ConditionExpression: 'attribute_exists(accountId)',
+                ExpressionAttributeValues: { ':in': N(amountNano) },
               },
-            ],
-          }),
-        ),
-      );
-      return true;
-    } catch (error) {
-      if (cancellationReasons(error)?.some((reason) => reason.Code === 'ConditionalCheckFailed'))
-        return false;
-      throw error;
+            },
+          ],
+        });
+        return true;
+      } catch (error) {
+        const reasons = cancellationReasons(error);
+        if (reasons?.[1]?.Code === 'ConditionalCheckFailed') return false;
+        // The source changed since it was read (or a conflict, or throttling): read it again.
+        if (!reasons || attempt >= MAX_ATTEMPTS) throw error;
+        await sleep(retryWait(attempt));
+      }
     }
   }
 

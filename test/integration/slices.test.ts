@@ -1,0 +1,263 @@
+import { GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newGenerationId, sliceOfGenerationId } from '../../functions/core/ids.js';
+import { usdToNano } from '../../functions/core/money.js';
+import type { ChargeEntry, Hold } from '../../functions/core/store.js';
+import { usageRecordOf } from '../../functions/core/usage-record.js';
+import { sweepExpiredHolds } from '../../functions/sweeper/sweep.js';
+import { addCredits, listLedger, reconcile, setAccountStatus } from '../../lib/admin/operations.js';
+import { auditBilling, completeOnce, type Served } from '../support/busy-load.js';
+import { limitsOf, startLimitedTarget } from '../support/limits.js';
+import { settled } from '../support/settled.js';
+import { balanceNano, newAccount, type Target } from '../support/target.js';
+
+/**
+ * An account whose balance is split into slices, with DynamoDB's limits in front of DynamoDB Local
+ * (scale 2): its requests spread their writes over as many items and partitions as it has slices,
+ * and every invariant of an account kept in one item still holds across them: each generation billed
+ * once by its id, balance drop = ledger sum = what the clients were told, a suspension refusing every
+ * request that starts after it, an overdraft of at most one request per slice, the operator's views
+ * exact, a deferred settlement completed on its own slice.
+ */
+let target: Target;
+beforeAll(async () => {
+  target = await startLimitedTarget(2);
+});
+afterAll(async () => {
+  await target?.stop();
+});
+
+const complete = (key: string, i: number, startedAfter = false) => completeOnce(target, key, i, startedAfter);
+
+async function splitAccount(credits: string, slices: number) {
+  const account = await newAccount(target, credits);
+  await target.admin.store.splitAccount(account.accountId, slices);
+  return account;
+}
+
+/** A slice item's balance and held amount, read directly. */
+async function sliceItem(accountId: string, slice: number) {
+  const out = await target.client.send(
+    new GetItemCommand({
+      TableName: target.tables.accounts,
+      Key: { accountId: { S: slice === 0 ? accountId : `${accountId}#${slice}` } },
+      ConsistentRead: true,
+    }),
+  );
+  return {
+    balance: BigInt(out.Item?.creditBalance?.N ?? '0'),
+    held: BigInt(out.Item?.heldNano?.N ?? '0'),
+    status: out.Item?.status?.S,
+    exists: out.Item !== undefined,
+  };
+}
+
+describe('splitting an account', () => {
+  it('keeps its total, its history and its reconciliation, and evens the credit out over the slices', async () => {
+    const { accountId, key } = await newAccount(target, '10');
+    const before = await Promise.all(Array.from({ length: 5 }, (_, i) => complete(key, i)));
+    const balanceBefore = await balanceNano(target, accountId);
+    expect(await target.admin.store.splitAccount(accountId, 8)).toBe(8);
+    // Never fewer than it has.
+    expect(await target.admin.store.splitAccount(accountId, 4)).toBe(8);
+    expect(await balanceNano(target, accountId)).toBe(balanceBefore);
+    const slices = await Promise.all(Array.from({ length: 8 }, (_, s) => sliceItem(accountId, s)));
+    const share = balanceBefore / 8n;
+    for (const slice of slices) {
+      expect(slice.status).toBe('active');
+      expect(slice.balance >= share - 1n && slice.balance <= share + 8n).toBe(true);
+    }
+    const after = await Promise.all(Array.from({ length: 40 }, (_, i) => complete(key, 10 + i)));
+    expect(after.every((s) => s.status === 200)).toBe(true);
+    const ids = [...before, ...after].map((s) => s.id ?? '');
+    const ledger = await listLedger(target.admin, accountId);
+    // The old entries (slice 0) and the new ones (their own partitions) are one ledger.
+    expect(new Set(ledger.filter((e) => e.type === 'charge').map((e) => e.entryId))).toEqual(new Set(ids));
+    // The new requests drew more than one slice, each named in its generation id.
+    expect(new Set(after.map((s) => sliceOfGenerationId(s.id ?? ''))).size).toBeGreaterThan(1);
+    const [report] = await reconcile(target.admin, accountId);
+    expect(report?.differenceNano).toBe(0n);
+    expect(report?.balanceNano).toBe(await balanceNano(target, accountId));
+  }, 120_000);
+
+  it('answers /generation for an entry on any slice, and for one made before the split', async () => {
+    const { accountId, key } = await newAccount(target, '10');
+    const old = await complete(key, 0);
+    await target.admin.store.splitAccount(accountId, 4);
+    const sliced = await Promise.all(Array.from({ length: 12 }, (_, i) => complete(key, i + 1)));
+    await settled(target);
+    for (const served of [old, ...sliced]) {
+      const response = await fetch(`${target.baseUrl}/generation?id=${served.id}`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as { id: string };
+      expect(body.id).toBe(served.id);
+    }
+  }, 60_000);
+
+  it('spreads a top-up over the slices', async () => {
+    const { accountId } = await splitAccount('0', 4);
+    expect((await addCredits(target.admin, accountId, '4', 'pay-1')).applied).toBe(true);
+    const slices = await Promise.all(Array.from({ length: 4 }, (_, s) => sliceItem(accountId, s)));
+    expect(slices.map((s) => s.balance)).toEqual(Array(4).fill(usdToNano('1')));
+    // Once per reference.
+    expect((await addCredits(target.admin, accountId, '4', 'pay-1')).applied).toBe(false);
+    expect(await balanceNano(target, accountId)).toBe(usdToNano('4'));
+  });
+});
+
+describe('a split account under load', () => {
+  it('bills every one of 200 concurrent generations once, its writes spread over the slices', async () => {
+    const { accountId, key } = await splitAccount('100', 16);
+    const before = await balanceNano(target, accountId);
+    limitsOf(target).resetMetrics();
+    const served = await Promise.all(Array.from({ length: 200 }, (_, i) => complete(key, i)));
+    const result = await auditBilling(target, accountId, before, served);
+    expect(result).toEqual({
+      statuses: { 200: 200 },
+      unbilled: 0,
+      duplicateCharges: 0,
+      balanceDropNano: result.servedCostNano,
+      ledgerSumNano: result.servedCostNano,
+      servedCostNano: result.servedCostNano,
+    });
+    // The balance's writes and the ledger's land on many partitions, none of them taking them all.
+    const partitions = limitsOf(target).metrics().partitions;
+    for (const table of [target.tables.accounts, target.tables.ledger]) {
+      const ofAccount = partitions.filter(
+        (p) => p.table === table && p.key.startsWith(`{"S":"${accountId}`) && p.writeUnits > 0,
+      );
+      const total = ofAccount.reduce((sum, p) => sum + p.writeUnits, 0);
+      expect(ofAccount.length).toBeGreaterThan(8);
+      expect(Math.max(...ofAccount.map((p) => p.writeUnits))).toBeLessThan(total / 4);
+    }
+  }, 180_000);
+
+  it('refuses every request that starts after a suspension returns, on whichever slice it draws', async () => {
+    const { accountId, key } = await splitAccount('100', 8);
+    const early = Array.from({ length: 60 }, (_, i) => complete(key, i));
+    await Promise.race(early);
+    await setAccountStatus(target.admin, accountId, 'suspended');
+    const late = await Promise.all(Array.from({ length: 60 }, (_, i) => complete(key, 100 + i, true)));
+    expect(late.map((s) => s.status)).toEqual(Array(60).fill(403));
+    const served = [...(await Promise.all(early)), ...late];
+    const before = usdToNano('100');
+    const result = await auditBilling(target, accountId, before, served);
+    expect(result.unbilled).toBe(0);
+    expect(result.balanceDropNano).toBe(result.servedCostNano);
+    const slices = await Promise.all(Array.from({ length: 8 }, (_, s) => sliceItem(accountId, s)));
+    expect(slices.map((s) => s.status)).toEqual(Array(8).fill('suspended'));
+  }, 120_000);
+
+  it('overdraws a nearly empty account by at most one request per slice, answering 402, never 5xx', async () => {
+    const slices = 8;
+    const { accountId, key } = await splitAccount('0.0004', slices);
+    const served: Served[] = await Promise.all(Array.from({ length: 120 }, (_, i) => complete(key, i)));
+    const { statuses, ...result } = await auditBilling(target, accountId, usdToNano('0.0004'), served);
+    const { 200: ok = 0, 402: refused = 0, ...others } = statuses;
+    expect(others).toEqual({});
+    expect(refused).toBeGreaterThan(0);
+    expect(ok).toBeGreaterThan(0);
+    expect(result.unbilled).toBe(0);
+    expect(result.balanceDropNano).toBe(result.servedCostNano);
+    const worst = served.reduce((max, s) => ((s.costNano ?? 0n) > max ? (s.costNano ?? 0n) : max), 0n);
+    const balance = await balanceNano(target, accountId);
+    expect(balance >= -BigInt(slices) * worst).toBe(true);
+    for (let s = 0; s < slices; s++) expect((await sliceItem(accountId, s)).balance >= -worst).toBe(true);
+  }, 120_000);
+});
+
+describe('a settlement left on a slice', () => {
+  it('is completed by the sweeper once, on its own slice', async () => {
+    const { accountId, keyId } = await splitAccount('10', 4);
+    const slice = 3;
+    const generationId = newGenerationId(Date.now(), slice);
+    const createdAt = new Date().toISOString();
+    const hold: Hold = {
+      accountId,
+      holdId: generationId,
+      slice,
+      amountNano: 5_000n,
+      expiresAt: Date.now() - 1,
+      createdAt,
+    };
+    const entry: ChargeEntry = {
+      accountId,
+      generationId,
+      slice,
+      keyId,
+      tier: 'svc-fast',
+      upstreamModel: 'sim-fast',
+      promptTokens: 10,
+      completionTokens: 5,
+      cachedTokens: 0,
+      upstreamCostUsd: '0.000001',
+      billedNano: 1_300n,
+      estimated: false,
+      createdAt,
+    };
+    const store = target.admin.store;
+    const before = await sliceItem(accountId, slice);
+    expect(await store.placeHold(hold)).toBe('held');
+    // The function died after writing its usage record onto the hold, before its settlement.
+    expect(await store.recordUsageOnHold(hold, JSON.stringify(usageRecordOf(entry, hold)))).toBe(true);
+    expect((await sweepExpiredHolds(store)).completed).toBe(1);
+    expect((await sweepExpiredHolds(store)).completed).toBe(0);
+    const after = await sliceItem(accountId, slice);
+    expect(before.balance - after.balance).toBe(1_300n);
+    expect(after.held).toBe(before.held);
+    const found = await store.getLedgerEntry(accountId, generationId);
+    expect(found?.deltaNano).toBe(-1_300n);
+    // In the slice's own partition of the ledger.
+    const item = await target.client.send(
+      new GetItemCommand({
+        TableName: target.tables.ledger,
+        Key: { accountId: { S: `${accountId}#${slice}` }, entryId: { S: generationId } },
+        ConsistentRead: true,
+      }),
+    );
+    expect(item.Item).toBeDefined();
+  });
+
+  it('reads a usage record written before slices as billed on slice 0', async () => {
+    const { accountId, keyId } = await newAccount(target, '10');
+    const generationId = newGenerationId(Date.now(), 0);
+    const createdAt = new Date().toISOString();
+    const record = usageRecordOf(
+      {
+        accountId,
+        generationId,
+        keyId,
+        tier: 'svc-fast',
+        upstreamModel: 'sim-fast',
+        promptTokens: 1,
+        completionTokens: 1,
+        cachedTokens: 0,
+        upstreamCostUsd: '0.000001',
+        billedNano: 1_300n,
+        estimated: false,
+        createdAt,
+      },
+      undefined,
+    );
+    // A deferred item as an earlier version wrote it: no slice anywhere.
+    await target.client.send(
+      new PutItemCommand({
+        TableName: target.tables.holds,
+        Item: {
+          accountId: { S: accountId },
+          holdId: { S: generationId },
+          amountNano: { N: '0' },
+          expiresAt: { N: String(Date.now()) },
+          createdAt: { S: createdAt },
+          usageRecord: { S: JSON.stringify(record) },
+          deferred: { BOOL: true },
+        },
+      }),
+    );
+    const before = await balanceNano(target, accountId);
+    expect((await sweepExpiredHolds(target.admin.store)).completed).toBeGreaterThanOrEqual(1);
+    expect(before - (await balanceNano(target, accountId))).toBe(1_300n);
+  });
+});
