@@ -33,12 +33,11 @@ export function handlerChain<
   /** Runs while the caller's read is on the wire (authenticate.ts). */
   whileReading?: (request: Request<FunctionUrlEvent, FunctionUrlResult, Error, C>) => void;
 }) {
-  const chain = middy<FunctionUrlEvent, FunctionUrlResult, Error, C>()
-    .use([...(options.outermost ?? [])])
-    .use(logContext())
-    .use([...(options.onAnswer ?? [])]);
   return (
-    chain
+    middy<FunctionUrlEvent, FunctionUrlResult, Error, C>()
+      .use([...(options.outermost ?? [])])
+      .use(logContext())
+      .use([...(options.onAnswer ?? [])])
       // Before the error handler: its onError runs after the handler's, so errors carry the headers too.
       .use(cors())
       .use(httpErrorHandler())
