@@ -1,23 +1,20 @@
 /**
  * What the account function (deployed as "models") answers (a buffered Function URL behind CloudFront's default behaviour):
  * the model list and one model, and, with the caller's own key only, its credits and one of its
- * generations. Every other path is 404 (the announced agent and memory endpoints included), a known path
- * with the wrong method 405, from one route table. The caller is already authenticated (handler.ts,
- * the shared `authenticate` middleware).
+ * generations. Which paths those are, and that every other path is 404 (the announced agent and memory
+ * endpoints included) and a known path with the wrong method 405, is the route table's (shared/routes.ts);
+ * the request is routed and its caller authenticated before an answer here is asked for (handler.ts).
  */
 import type { Principal } from '../core/access.js';
 import { readModelCatalog } from '../core/catalog.js';
-import { BadRequestError, MethodNotAllowedError, NotFoundError } from '../core/errors.js';
+import { BadRequestError, NotFoundError } from '../core/errors.js';
 import { nanoToUsd } from '../core/money.js';
 import type { Store } from '../core/store.js';
 import { MODELS_CREATED, MODELS_OWNER, TIER_DISPLAY_NAMES, TIER_IDS } from '../core/tier-ids.js';
 import { JsonDecimal } from '../core/usage.js';
 import type { FunctionUrlEvent } from '../shared/http.js';
-import { normalisedPath, noSuchEndpoint } from '../shared/routing.js';
-
-const MODELS_PATH = '/api/v1/models';
-const CREDITS_PATH = '/api/v1/credits';
-const GENERATION_PATH = '/api/v1/generation';
+import type { RouteNameOf } from '../shared/routes.js';
+import type { Routed } from '../shared/routing.js';
 
 /** Each tier's context length and prices, set by the stack from the tier configuration (core/catalog.ts). */
 const CATALOG = readModelCatalog(process.env.MODELS_CATALOG);
@@ -43,51 +40,18 @@ interface RouteContext {
   event: FunctionUrlEvent;
   caller: Principal;
   store: Pick<Store, 'getLedgerEntry'>;
-  /** What the path names after a prefix route's prefix (a model id). */
-  rest: string;
 }
 
-interface Route {
-  /** The exact path, or a prefix (ending in `/`) whose rest the answer reads. */
-  path: string;
-  prefix?: true;
-  answer: (context: RouteContext) => unknown;
-}
+/** Each route of this function in the route table (shared/routes.ts), and its answer. */
+const ANSWERS: Record<RouteNameOf<'models'>, (context: RouteContext, rest: string) => unknown> = {
+  models: () => MODEL_LIST,
+  model: (_context, id) => modelById(id),
+  credits: ({ caller }) => credits(caller),
+  generation: ({ event, caller, store }) => generation(event, caller, store),
+};
 
-/** Every path this function serves, all GET. Anything else is 404; another method is 405. */
-const ROUTES: readonly Route[] = [
-  { path: MODELS_PATH, answer: () => MODEL_LIST },
-  { path: `${MODELS_PATH}/`, prefix: true, answer: ({ rest }) => modelById(rest) },
-  { path: CREDITS_PATH, answer: ({ caller }) => credits(caller) },
-  { path: GENERATION_PATH, answer: ({ event, caller, store }) => generation(event, caller, store) },
-];
-
-/** A matched route: what to answer with, once the caller is known. */
-export interface Routed {
-  route: Route;
-  rest: string;
-}
-
-/**
- * The route of a request, before authentication (a 404 or 405 needs no key). One rule for trailing
- * slashes on every route: they are ignored.
- */
-export function routeOf(event: FunctionUrlEvent): Routed {
-  const path = normalisedPath(event);
-  for (const route of ROUTES) {
-    const matched = route.prefix
-      ? path.startsWith(route.path) && path.length > route.path.length
-      : path === route.path;
-    if (!matched) continue;
-    const method = event.requestContext.http.method;
-    if (method !== 'GET') throw new MethodNotAllowedError(method, ['GET']);
-    return { route, rest: route.prefix ? path.slice(route.path.length) : '' };
-  }
-  throw noSuchEndpoint(event.rawPath);
-}
-
-export async function answer(routed: Routed, context: Omit<RouteContext, 'rest'>): Promise<unknown> {
-  return routed.route.answer({ ...context, rest: routed.rest });
+export async function answer(routed: Routed<RouteNameOf<'models'>>, context: RouteContext): Promise<unknown> {
+  return ANSWERS[routed.name](context, routed.rest);
 }
 
 function modelById(id: string) {

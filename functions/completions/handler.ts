@@ -1,32 +1,27 @@
-import middy from '@middy/core';
+/**
+ * The completions function: a Function URL in RESPONSE_STREAM mode, behind CloudFront's behaviours for
+ * its route (POST /api/v1/chat/completions in the route table, shared/routes.ts).
+ */
 import { getStore } from '../adapters/dynamodb/index.js';
-import { originVerifyValues, upstreamCredential } from '../adapters/secrets.js';
+import { upstreamCredential } from '../adapters/secrets.js';
 import { type AfterReplyContext, streamingHandler } from '../shared/after-reply.js';
-import { authenticate, type CallerContext } from '../shared/authenticate.js';
+import type { CallerContext } from '../shared/authenticate.js';
+import { handlerChain } from '../shared/chain.js';
 import { acceptsGzip, compressResponse } from '../shared/compression.js';
-import { cors } from '../shared/cors.js';
-import {
-  type FunctionUrlEvent,
-  type FunctionUrlResult,
-  httpErrorHandler,
-  originVerify,
-  requestIdOf,
-} from '../shared/http.js';
+import { type FunctionUrlEvent, type FunctionUrlResult, requestIdOf } from '../shared/http.js';
 import { lambdaMemoryMb, reclaimLargeInvocations } from '../shared/memory.js';
-import { logContext } from '../shared/observability.js';
-import { onlyRoute } from '../shared/routing.js';
+import type { RoutedContext } from '../shared/routing.js';
 import { complete, type TakenRequest, takeChatRequest, takeSmallChatRequest } from './complete.js';
 import { loadCompletionsConfig } from './config.js';
-
-/** The completions function: a Function URL in RESPONSE_STREAM mode, behind CloudFront's `/api/v1/chat/completions`. */
-export const PATH = '/api/v1/chat/completions';
 
 // Read and checked once per cold start: a bad configuration fails here, naming the field.
 const config = loadCompletionsConfig();
 
 const ports = { store: getStore(), config, credential: upstreamCredential };
 
-type InvocationContext = CallerContext & AfterReplyContext & { taken?: TakenRequest | undefined };
+type InvocationContext = CallerContext &
+  RoutedContext<'completions'> &
+  AfterReplyContext & { taken?: TakenRequest | undefined };
 
 /** POST /api/v1/chat/completions, the caller already authenticated (the `authenticate` middleware). */
 async function completions(event: FunctionUrlEvent, context: InvocationContext): Promise<FunctionUrlResult> {
@@ -40,30 +35,19 @@ async function completions(event: FunctionUrlEvent, context: InvocationContext):
   return complete(taken, { caller, requestId: requestIdOf(context), remainingMs, afterReply, gzip }, ports);
 }
 
-const handled = middy<FunctionUrlEvent, FunctionUrlResult, Error, InvocationContext>()
-  // First, so that its `after` sees the reply as sent (a stream, compressed or not).
-  .use(reclaimLargeInvocations({ memoryMb: lambdaMemoryMb() }))
-  .use(logContext())
-  // Its `after` sees the handler's answer (errors go out as they are): gzip if the client asks.
-  .use(compressResponse())
-  // Before the error handler: its onError runs after the handler's, so errors carry the headers too.
-  .use(cors())
-  .use(httpErrorHandler())
-  .use(originVerify(originVerifyValues))
-  .use(onlyRoute(PATH, 'POST'))
-  .use(
-    authenticate<InvocationContext>({
-      store: () => ports.store,
-      requireCredit: true,
-      topUpUrl: config.topUpUrl,
-      // A small body is parsed and validated while the caller's read is on the wire (a large one
-      // after it); a 400 follows the caller's own errors.
-      whileReading: (request) => {
-        request.context.taken = takeSmallChatRequest(request.event);
-      },
-    }),
-  )
-  .handler(completions);
+const handled = handlerChain<'completions', InvocationContext>({
+  fn: 'completions',
+  store: () => ports.store,
+  topUpUrl: config.topUpUrl,
+  outermost: [reclaimLargeInvocations({ memoryMb: lambdaMemoryMb() })],
+  // gzip if the client asks.
+  onAnswer: [compressResponse()],
+  // A small body is parsed and validated while the caller's read is on the wire (a large one after
+  // it); a 400 follows the caller's own errors.
+  whileReading: (request) => {
+    request.context.taken = takeSmallChatRequest(request.event);
+  },
+}).handler(completions);
 
 // A response-streaming function: the reply goes out as it is made, and the settlement follows it,
 // awaited before the invocation ends (after-reply.ts).

@@ -25,7 +25,7 @@ export interface CallerContext extends Context {
 export function authenticate<C extends CallerContext = CallerContext>(options: {
   store: () => Pick<Store, 'loadPrincipal'>;
   /** The request spends money: no available credit is a 402 (with this top-up address). */
-  requireCredit: boolean;
+  requireCredit: boolean | ((context: C) => boolean);
   topUpUrl: string;
   /** Runs once the read has been sent and before its answer is awaited; it must not throw. */
   whileReading?: (request: Request<FunctionUrlEvent, FunctionUrlResult, Error, C>) => void;
@@ -43,7 +43,9 @@ export function authenticate<C extends CallerContext = CallerContext>(options: {
         await new Promise((resolve) => setImmediate(resolve));
         options.whileReading(request);
       }
-      request.context.caller = authorize(await reading, options);
+      const { requireCredit, topUpUrl } = options;
+      const spends = typeof requireCredit === 'function' ? requireCredit(request.context) : requireCredit;
+      request.context.caller = authorize(await reading, { requireCredit: spends, topUpUrl });
     },
   };
 }

@@ -1,15 +1,16 @@
 /**
- * How CloudFront reaches each function, in one table: which paths go to it (the distribution's
- * behaviours, first match wins, the default last), its Function URL's auth type, whether CloudFront
- * signs the origin request with an origin access control (OAC) and how, and whether it adds the
- * secret origin header. The stack (api-stack.ts) builds the Function URLs and the distribution from
+ * How CloudFront reaches each function: which paths go to it (the distribution's behaviours, first
+ * match wins, the default last), derived from the route table (functions/shared/routes.ts), its
+ * Function URL's auth type, whether CloudFront signs the origin request with an origin access control
+ * (OAC) and how, and whether it adds the secret origin header. The stack (api-stack.ts) builds the Function URLs and the distribution from
  * this table, and the local emulator (lib/local/cloudfront.ts) behaves as this configuration behaves
  * in AWS, so that a test through the emulator exercises the deployed setup.
  *
  * No CDK import here: the emulator loads this module too.
  */
+import { type ApiFunction, ROUTES, type Route } from '../../functions/shared/routes.js';
 
-export type EdgeFunction = 'completions' | 'models';
+export type EdgeFunction = ApiFunction;
 
 export interface OriginSetup {
   /**
@@ -40,13 +41,23 @@ export const EDGE_ORIGINS: Readonly<Record<EdgeFunction, OriginSetup>> = {
   models: { urlAuthType: 'NONE', originHeader: true },
 };
 
-/** The distribution's path behaviours, in order; every other path goes to DEFAULT_FUNCTION. */
-export const EDGE_BEHAVIOURS: readonly { pathPattern: string; fn: EdgeFunction }[] = [
-  // With and without a trailing slash, as every route.
-  { pathPattern: '/api/v1/chat/completions', fn: 'completions' },
-  { pathPattern: '/api/v1/chat/completions/', fn: 'completions' },
-];
+/** The function of CloudFront's default behaviour: every path no other behaviour matches (its 404 too). */
 export const DEFAULT_FUNCTION: EdgeFunction = 'models';
+
+/** A route's CloudFront path patterns: with and without a trailing slash, as every route; a prefix and anything under it. */
+const pathPatterns = (route: Route) => (route.prefix ? [`${route.path}*`] : [route.path, `${route.path}/`]);
+
+/**
+ * The distribution's path behaviours, in the route table's order: one for each path of a route that
+ * another function than the default serves.
+ */
+export const EDGE_BEHAVIOURS: readonly { pathPattern: string; fn: EdgeFunction }[] = [
+  ...new Map(
+    Object.values<Route>(ROUTES)
+      .filter((route) => route.fn !== DEFAULT_FUNCTION)
+      .flatMap((route) => pathPatterns(route).map((pathPattern) => [pathPattern, route.fn] as const)),
+  ),
+].map(([pathPattern, fn]) => ({ pathPattern, fn }));
 
 /**
  * CloudFront's path pattern match (Developer Guide, "Path pattern" of a cache behavior): the whole

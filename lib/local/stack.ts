@@ -18,7 +18,12 @@ import {
   type RunningDynamo,
   startDynamoLocal,
 } from './dynamodb-local.js';
-import { type EmulatedFunction, type RunningEmulator, startEmulator } from './emulator.js';
+import {
+  type EmulatedFunction,
+  type EmulatorOptions,
+  type RunningEmulator,
+  startEmulator,
+} from './emulator.js';
 
 /**
  * The whole service on one machine: DynamoDB Local, the upstream simulator and
@@ -43,7 +48,7 @@ export interface LocalStackOptions {
   /** Extra environment for the functions (set before their modules load). */
   env?: Record<string, string>;
   /** Per-function overrides of the emulator's settings (e.g. a short timeout in a test). */
-  functions?: Partial<Record<'completions' | 'models', Partial<EmulatedFunction>>>;
+  functions?: Partial<Record<EdgeFunction, Partial<EmulatedFunction>>>;
   /** Passed to the emulator: what runs an instance (the conformance suite runs aws-lambda-ric). */
   launcher?: Parameters<typeof startEmulator>[0]['launcher'];
   /** How often expired holds are swept (default: the deployed schedule, SWEEP_INTERVAL_MINUTES). */
@@ -78,6 +83,29 @@ export function localTableNames(prefix = ''): TableNames {
     ledger: `${prefix}${LOCAL_TABLE_NAMES.ledger}`,
     holds: `${prefix}${LOCAL_TABLE_NAMES.holds}`,
   };
+}
+
+/** Each function's handler, by the name it is deployed under (the account function is "models"). */
+const HANDLER_DIRS: Record<EdgeFunction, string> = { completions: 'completions', models: 'account' };
+
+/**
+ * What the emulator's CloudFront port does with a path, as the distribution does: the function its
+ * behaviours send it to (edge-routes.ts, from the route table), reached as that origin is set up.
+ */
+export function emulatedRoutes(
+  options: Pick<LocalStackOptions, 'functions' | 'origins'>,
+): EmulatorOptions['routes'] {
+  return (Object.keys(HANDLER_DIRS) as EdgeFunction[]).map((fn) => ({
+    match: (path: string) => edgeFunctionFor(path) === fn,
+    origin: options.origins?.[fn] ?? EDGE_ORIGINS[fn],
+    fn: {
+      name: fn,
+      module: fileURLToPath(new URL(`../../functions/${HANDLER_DIRS[fn]}/handler.ts`, import.meta.url)),
+      timeoutMs: FUNCTION_SETTINGS[fn].timeoutSeconds * 1000,
+      memoryMb: FUNCTION_SETTINGS[fn].memoryMb,
+      ...options.functions?.[fn],
+    },
+  }));
 }
 
 /** Connects to the DynamoDB at `endpoint` if one answers there, else starts DynamoDB Local. */
@@ -155,40 +183,14 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const originVerifyValue =
       options.env?.ORIGIN_VERIFY_VALUE ?? process.env.ORIGIN_VERIFY_VALUE ?? randomBytes(16).toString('hex');
     process.env.ORIGIN_VERIFY_VALUE = originVerifyValue;
-    const handlerPath = (fn: string) =>
-      fileURLToPath(new URL(`../../functions/${fn}/handler.ts`, import.meta.url));
     // The distribution as the stack builds it: its behaviours, each origin's setup, its viewer-request code.
-    const origin = (fn: EdgeFunction) => options.origins?.[fn] ?? EDGE_ORIGINS[fn];
     const emulator = await startEmulator({
       port: options.port ?? 0,
       ...(options.host ? { host: options.host } : {}),
       originVerifyValue,
       viewerRequest: edgeFunctionCode(),
       ...(options.launcher ? { launcher: options.launcher } : {}),
-      routes: [
-        {
-          match: (path) => edgeFunctionFor(path) === 'completions',
-          origin: origin('completions'),
-          fn: {
-            name: 'completions',
-            module: handlerPath('completions'),
-            timeoutMs: FUNCTION_SETTINGS.completions.timeoutSeconds * 1000,
-            memoryMb: FUNCTION_SETTINGS.completions.memoryMb,
-            ...options.functions?.completions,
-          },
-        },
-        {
-          match: (path) => edgeFunctionFor(path) === 'models',
-          origin: origin('models'),
-          fn: {
-            name: 'models',
-            module: handlerPath('account'),
-            timeoutMs: FUNCTION_SETTINGS.models.timeoutSeconds * 1000,
-            memoryMb: FUNCTION_SETTINGS.models.memoryMb,
-            ...options.functions?.models,
-          },
-        },
-      ],
+      routes: emulatedRoutes(options),
     });
     stops.push(emulator.close);
 

@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { answer, routeOf } from '../../../functions/account/routes.js';
+import { answer } from '../../../functions/account/routes.js';
 import type { Principal } from '../../../functions/core/access.js';
 import { HttpError } from '../../../functions/core/errors.js';
 import type { LedgerEntry } from '../../../functions/core/store.js';
 import { stringifyJson } from '../../../functions/core/usage.js';
 import type { FunctionUrlEvent } from '../../../functions/shared/http.js';
+import { routeOf } from '../../../functions/shared/routing.js';
 
 function event(path: string, method = 'GET', query?: Record<string, string>): FunctionUrlEvent {
   return {
@@ -42,7 +43,7 @@ const store = {
 
 async function get(path: string, query?: Record<string, string>) {
   const e = event(path, 'GET', query);
-  return JSON.parse(stringifyJson(await answer(routeOf(e), { event: e, caller, store })));
+  return JSON.parse(stringifyJson(await answer(routeOf(e, 'models'), { event: e, caller, store })));
 }
 
 function statusOf(run: () => unknown): number | undefined {
@@ -64,8 +65,8 @@ describe('the account function route table', () => {
   it('is 404 for an unknown model, the announced endpoints and any other path; 405 for another method', async () => {
     await expect(get('/api/v1/models/gpt-4o')).rejects.toMatchObject({ statusCode: 404 });
     for (const path of ['/api/v1/agent/run', '/api/v1/memory/query', '/api/v1/modelsx', '/'])
-      expect(statusOf(() => routeOf(event(path)))).toBe(404);
-    expect(statusOf(() => routeOf(event('/api/v1/credits', 'POST')))).toBe(405);
+      expect(statusOf(() => routeOf(event(path), 'models'))).toBe(404);
+    expect(statusOf(() => routeOf(event('/api/v1/credits', 'POST'), 'models'))).toBe(405);
   });
 
   it("answers the caller's credits: balance, held, available", async () => {

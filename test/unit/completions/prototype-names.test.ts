@@ -10,7 +10,7 @@ import { toHttpError } from '../../../functions/core/errors.js';
 import { usdToNano } from '../../../functions/core/money.js';
 import type { FunctionUrlEvent } from '../../../functions/shared/http.js';
 import { loadCaller } from '../../../functions/shared/principal.js';
-import { onlyRoute } from '../../../functions/shared/routing.js';
+import { routeOf } from '../../../functions/shared/routing.js';
 import { MemoryStore } from '../../support/memory-store.js';
 
 /**
@@ -209,10 +209,7 @@ describe("Object.prototype's names as a client's strings", () => {
         rawPath: `/api/v1/${name}`,
         requestContext: { http: { method: 'POST' } },
       } as unknown as FunctionUrlEvent;
-      const route = onlyRoute('/api/v1/chat/completions', 'POST').before as (r: {
-        event: FunctionUrlEvent;
-      }) => void;
-      expect(() => route({ event })).toThrow(expect.objectContaining({ statusCode: 404 }));
+      expect(() => routeOf(event, 'completions')).toThrow(expect.objectContaining({ statusCode: 404 }));
       expect(() => parseBearerKey(name)).toThrow(expect.objectContaining({ statusCode: 401 }));
       expect(() => parseBearerKey(`${name} x`)).toThrow(expect.objectContaining({ statusCode: 401 }));
     }

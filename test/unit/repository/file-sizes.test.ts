@@ -6,7 +6,8 @@ import { describe, expect, it } from 'vitest';
 /**
  * Size limits for the Lambda code, kept by the repository itself: a file that grows past its limit
  * is split by concern, not waved through. Under functions/: 400 lines a file; under
- * functions/completions/ (the request path a reviewer reads end to end): 250.
+ * functions/completions/ (the request path a reviewer reads end to end): 250; a function's
+ * handler.ts (its wiring: the chain is built in functions/shared/chain.ts): 60.
  */
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 
@@ -24,6 +25,7 @@ function lineCount(path: string): number {
 }
 
 function limitOf(path: string): number {
+  if (path.endsWith('/handler.ts')) return 60;
   if (path.startsWith('functions/completions/')) return 250;
   return 400;
 }
@@ -36,7 +38,7 @@ describe('the Lambda code keeps its size limits', () => {
     expect(files.length).toBeGreaterThan(40);
   });
 
-  it('has no file over its limit (400 lines; 250 under completions/)', () => {
+  it('has no file over its limit (400 lines; 250 under completions/; 60 for a handler.ts)', () => {
     const over = files
       .map((path) => ({ path, lines: lineCount(resolve(root, path)), limit: limitOf(path) }))
       .filter(({ lines, limit }) => lines > limit)

@@ -1,10 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { routeOf } from '../../../functions/account/routes.js';
 import { parseBearerKey } from '../../../functions/core/auth.js';
 import { BadRequestError, type HttpError } from '../../../functions/core/errors.js';
 import { parseChatRequest } from '../../../functions/core/schemas.js';
 import type { FunctionUrlEvent } from '../../../functions/shared/http.js';
-import { onlyRoute } from '../../../functions/shared/routing.js';
+import { routeOf } from '../../../functions/shared/routing.js';
 
 /** What a client with OpenAI's habits gets wrong first, each answered with what to do instead. */
 function thrown(run: () => unknown): HttpError {
@@ -20,13 +19,9 @@ const eventAt = (rawPath: string, method = 'POST') =>
   ({ rawPath, requestContext: { http: { method } } }) as unknown as FunctionUrlEvent;
 
 describe('a path under /v1 without /api', () => {
-  const completionsRoute = onlyRoute('/api/v1/chat/completions', 'POST').before as (request: {
-    event: FunctionUrlEvent;
-  }) => void;
-
   it.each([
-    ['the completions function', () => completionsRoute({ event: eventAt('/v1/chat/completions') })],
-    ['the account function', () => routeOf(eventAt('/v1/chat/completions'))],
+    ['the completions function', () => routeOf(eventAt('/v1/chat/completions'), 'completions')],
+    ['the account function', () => routeOf(eventAt('/v1/chat/completions'), 'models')],
   ])('is a 404 that says to use /api/v1 (%s)', (_where, run) => {
     const error = thrown(run);
     expect(error.statusCode).toBe(404);
@@ -36,8 +31,10 @@ describe('a path under /v1 without /api', () => {
   });
 
   it('leaves other unknown paths a plain 404', () => {
-    expect(thrown(() => routeOf(eventAt('/v2/models', 'GET'))).message).toBe('No such endpoint: /v2/models');
-    expect(thrown(() => routeOf(eventAt('/v1x', 'GET'))).message).toBe('No such endpoint: /v1x');
+    expect(thrown(() => routeOf(eventAt('/v2/models', 'GET'), 'models')).message).toBe(
+      'No such endpoint: /v2/models',
+    );
+    expect(thrown(() => routeOf(eventAt('/v1x', 'GET'), 'models')).message).toBe('No such endpoint: /v1x');
   });
 });
 
