@@ -75,7 +75,7 @@ export function clearSecretCache(): void {
 
 /**
  * The values CloudFront may send in `x-origin-verify`: the secret's current version and, during a
- * rotation, its previous one (README "Rotating the origin secret"); empty where no check applies
+ * rotation, its previous one (docs/deploy.md, "Rotating the origin secret"); empty where no check applies
  * (local use without a value). Read every 5 minutes, so a new current version is accepted within 5
  * minutes of being put, before the distribution is redeployed to send it.
  */

@@ -59,7 +59,7 @@ export interface AlarmsProps {
 }
 
 /**
- * The alarms (README "Deploy to AWS", alarm table), the budget and the dashboard. Each alarm reads a
+ * The alarms (docs/operations.md, alarm table), the budget and the dashboard. Each alarm reads a
  * metric AWS publishes with exactly the dimensions given (test/infra/alarm-metrics.test.ts checks
  * every one against AWS's documentation), or one the service emits itself.
  */
@@ -174,7 +174,7 @@ export class Alarms extends Construct {
       'OriginRefused',
       service('OriginRefused', 'Sum', Duration.minutes(5)),
       1,
-      'A request reached a function without the origin secret: a Function URL called directly, past CloudFront and WAF, or CloudFront sending a secret the functions no longer accept (README "Rotating the origin secret")',
+      'A request reached a function without the origin secret: a Function URL called directly, past CloudFront and WAF, or CloudFront sending a secret the functions no longer accept (docs/deploy.md, "Rotating the origin secret")',
     );
     // The sweeper's heartbeat: no successful sweep in 5 minutes (missing data breaches) leaves
     // expired holds holding credit.

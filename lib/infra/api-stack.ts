@@ -59,7 +59,7 @@ const ACCOUNT_CONCURRENCY_DEFAULT = 1_000;
 
 export interface ApiStackProps extends StackProps {
   stage: Stage;
-  /** Ceiling on concurrent completions, and so on in-flight spend (README "Balance floor"). */
+  /** Ceiling on concurrent completions, and so on in-flight spend (README "Billing: holds and the overdraft bound"). */
   reservedConcurrency?: number;
   /** Completions function timeout in seconds (default FUNCTION_SETTINGS.completions). */
   completionsTimeoutSeconds?: number;
@@ -133,7 +133,7 @@ export class ApiStack extends Stack {
       ...(props.tableMaxReadUnits !== undefined ? { maxReadRequestUnits: props.tableMaxReadUnits } : {}),
       ...(props.tableMaxWriteUnits !== undefined ? { maxWriteRequestUnits: props.tableMaxWriteUnits } : {}),
     });
-    // Daily AWS Backup recovery points of the money tables in prod (README "Restoring a table").
+    // Daily AWS Backup recovery points of the money tables in prod (docs/deploy.md, "Restoring a table").
     if (!sandbox) new TableBackups(this, 'Backups', { tables: [tables.accounts, tables.ledger] });
     const upstreamSecret = new Secret(this, 'UpstreamCredentials', {
       description: 'Upstream provider API keys: a JSON object from credential name to key',
@@ -324,7 +324,7 @@ export class ApiStack extends Stack {
       autoDeleteObjects: sandbox,
     });
 
-    // Pinned to a version during a rotation (README "Rotating the origin secret"): a changed reference
+    // Pinned to a version during a rotation (docs/deploy.md, "Rotating the origin secret"): a changed reference
     // is what makes CloudFormation resolve the new value; an unchanged one is never re-resolved.
     const originValue = props.originSecretVersion
       ? SecretValue.secretsManager(originSecret.secretArn, { versionId: props.originSecretVersion })

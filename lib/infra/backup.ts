@@ -7,7 +7,7 @@ import { Construct } from 'constructs';
 /**
  * Daily AWS Backup recovery points of the tables that hold money (accounts, ledger), kept 35 days in
  * a retained vault, beside the tables' own point-in-time recovery (35 days, to the second). The
- * restore runbook is in the README ("Restoring a table"). AWS Backup assumes a role of its own with
+ * restore runbook is in docs/deploy.md ("Restoring a table"). AWS Backup assumes a role of its own with
  * only what a DynamoDB backup needs, not AWS's managed service-role policy (which reaches every table
  * and every service it backs up): DescribeTable and CreateBackup as that policy grants them, and
  * StartAwsBackupJob and ListTagsOfResource for DynamoDB's advanced backups

@@ -10,7 +10,7 @@ export interface FunctionSettings {
 }
 
 /**
- * Memory sizes were chosen from `npm run bench` (README "Cost"): Lambda bills the whole wall time of
+ * Memory sizes were chosen from `npm run bench` (docs/cost.md): Lambda bills the whole wall time of
  * a streamed generation, so memory is most of a request's infrastructure cost. Completions: 160 MB, the
  * smallest size that brings the typical svc-fast request to at most 10% of its margin (9.7-9.8%; 192 MB:
  * 11.1%, 256 MB: 13.7-13.8%). Held to 160 MB's CPU share, the typical stream's first chunk (first token

@@ -46,7 +46,7 @@ export const BUNDLE_SETTINGS = {
  * 11-16 MiB of RSS per instance (npm run bench, import table), and it makes every stack trace that is
  * formatted (each error logged) map its positions. Stack traces in the logs name positions in the
  * minified bundle; to read them through the source map (index.mjs.map, in the deployment package), set
- * NODE_OPTIONS=--enable-source-maps on the function while investigating (README "Deploy to AWS").
+ * NODE_OPTIONS=--enable-source-maps on the function while investigating (docs/operations.md, "Stack traces").
  * The local aws-lambda-ric launcher and the bench run the bundles the same way.
  */
 export const FUNCTION_NODE_OPTIONS = '';

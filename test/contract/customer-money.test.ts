@@ -7,7 +7,7 @@ import { eventually } from '../support/sse.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
- * Customers see their money with their own key only (README "Compatibility"): GET /api/v1/credits and
+ * Customers see their money with their own key only (docs/compatibility.md): GET /api/v1/credits and
  * GET /api/v1/generation?id=. Runs against the local stack or, with SVC_BASE_URL, a deployed one.
  */
 let target: Target;

@@ -3,7 +3,7 @@ import { Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { ApiStack } from '../../lib/infra/api-stack.js';
 
-/** What the README's runbooks read from the stack's outputs. */
+/** What the runbooks (README, docs/deploy.md) read from the stack's outputs. */
 describe('stack outputs', () => {
   it("the origin secret's ARN, which the rotation runbook puts a new value into", () => {
     const template = Template.fromStack(new ApiStack(new App(), 'OutputsTest', { stage: 'sandbox' }));

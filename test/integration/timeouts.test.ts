@@ -4,7 +4,7 @@ import { ledgerOf } from '../support/settled.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
- * The limits on the path, with every interval shortened and the ratios kept (README "Timeouts"):
+ * The limits on the path, with every interval shortened and the ratios kept (docs/timeouts.md):
  * keep-alive 200 ms against a stand-in for CloudFront's 60 s origin read timeout of 800 ms; a JSON
  * reply deadline of 1.5 s. The function deadline is in deadline.test.ts (its own function configuration).
  */
