@@ -91,7 +91,8 @@ export async function getAccount(
   ctx: AdminContext,
   accountId: string,
 ): Promise<
-  { accountId: string; status: AccountStatus; balanceNano: bigint; heldNano: bigint; slices: number } | undefined
+  | { accountId: string; status: AccountStatus; balanceNano: bigint; heldNano: bigint; slices: number }
+  | undefined
 > {
   const account = await ctx.store.getAccount(accountId);
   if (!account) return undefined;

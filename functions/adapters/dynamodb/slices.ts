@@ -8,7 +8,6 @@ import {
   type DynamoDBClient,
   type GetItemCommandOutput,
   type TransactWriteItem,
-  TransactWriteItemsCommand,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import type { AccountStatus } from '../../core/access.js';
