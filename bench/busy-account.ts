@@ -2,7 +2,9 @@
  * `npm run bench:busy`: one account at DynamoDB's real limits. One local stack (DynamoDB Local in
  * memory behind the limits layer, lib/local/dynamodb-limits.ts, at scale k; the simulator; the
  * emulator), and an open loop of svc-fast JSON requests at 5,000/k a second for BENCH_BUSY_SECONDS
- * (default 60) on one account: first a funded one, then a near-empty one. Requests start on schedule
+ * (default 60) on one account split into BENCH_BUSY_SLICES slices (default 32; 1 is an account kept
+ * in one item), its requests spread over BENCH_BUSY_KEYS keys (default 2: one key's item takes at
+ * most 3,000 strongly consistent reads a second): first a funded one, then a near-empty one. Requests start on schedule
  * whether or not earlier ones have been answered. Once every request and its settlement is done,
  * prints per account: served (200), 5xx, 503, 402, other; unbilled (served, no ledger entry);
  * deferred (failed settlements kept durably for later completion: today, usage records kept on
@@ -11,7 +13,8 @@
  * overdraft against its bound.
  *
  * BENCH_BUSY_SCALE: k (default 25, i.e. 200 requests a second); BENCH_BUSY_SECONDS: the run's length;
- * BENCH_BUSY_EMPTY_USD: the near-empty account's credit (default 0.01).
+ * BENCH_BUSY_EMPTY_USD: the near-empty account's credit (default 0.01). The overdraft bound of a
+ * split account is one request's bill per slice.
  */
 import { usdToNano } from '../functions/core/money.js';
 import { createAccount, createKey, getAccount, listLedger } from '../lib/admin/operations.js';
@@ -25,6 +28,8 @@ const SCALE = Number(process.env.BENCH_BUSY_SCALE ?? 25);
 const SECONDS = Number(process.env.BENCH_BUSY_SECONDS ?? 60);
 const EMPTY_USD = process.env.BENCH_BUSY_EMPTY_USD ?? '0.01';
 const RATE = 5_000 / SCALE;
+const SLICES = Number(process.env.BENCH_BUSY_SLICES ?? 32);
+const KEYS = Number(process.env.BENCH_BUSY_KEYS ?? 2);
 
 interface Outcome {
   status: number;
@@ -56,7 +61,7 @@ async function request(key: string, i: number): Promise<Outcome> {
 }
 
 /** Starts requests at RATE a second for SECONDS, on schedule, and waits for all of them. */
-async function openLoop(key: string): Promise<{ outcomes: Outcome[]; lateStartMs: number }> {
+async function openLoop(keys: string[]): Promise<{ outcomes: Outcome[]; lateStartMs: number }> {
   const total = Math.round(RATE * SECONDS);
   const pending: Promise<Outcome>[] = [];
   const started = performance.now();
@@ -73,7 +78,7 @@ async function openLoop(key: string): Promise<{ outcomes: Outcome[]; lateStartMs
     while (pending.length < due) {
       lateStartMs = Math.max(lateStartMs, performance.now() - started - (pending.length / RATE) * 1000);
       pending.push(
-        request(key, pending.length).then((outcome) => {
+        request(keys[pending.length % keys.length] ?? '', pending.length).then((outcome) => {
           answered += 1;
           return outcome;
         }),
@@ -93,11 +98,13 @@ const usd = (nano: bigint) => `$${(Number(nano) / 1e9).toFixed(9)}`;
 async function run(label: string, credit: string) {
   const accountId = `busy-${label}-${Date.now().toString(36)}`;
   await createAccount(admin, accountId, credit);
-  const { key } = await createKey(admin, accountId, 'bench');
+  if (SLICES > 1) await stack.store.splitAccount(accountId, SLICES);
+  const keys: string[] = [];
+  for (let i = 0; i < KEYS; i++) keys.push((await createKey(admin, accountId, `bench-${i}`)).key);
   limits?.resetMetrics();
   const before = (await getAccount(admin, accountId))?.balanceNano ?? 0n;
   const started = performance.now();
-  const { outcomes, lateStartMs } = await openLoop(key);
+  const { outcomes, lateStartMs } = await openLoop(keys);
   const loadSeconds = (performance.now() - started) / 1000;
   await stack.emulator.quiescent();
   const metrics = limits?.metrics() as LimitsMetrics;
@@ -112,7 +119,7 @@ async function run(label: string, credit: string) {
   let largestCharge = 0n;
   for (const c of charges) if (-c.deltaNano > largestCharge) largestCharge = -c.deltaNano;
   console.log(
-    `\n${label} account ($${credit}): ${outcomes.length} requests at ${RATE}/s for ${SECONDS} s (k=${SCALE})`,
+    `\n${label} account ($${credit}, ${SLICES} slices, ${KEYS} keys): ${outcomes.length} requests at ${RATE}/s for ${SECONDS} s (k=${SCALE})`,
   );
   console.log(
     `  load took ${loadSeconds.toFixed(1)} s; the latest start was ${lateStartMs.toFixed(0)} ms behind schedule`,
@@ -128,13 +135,18 @@ async function run(label: string, credit: string) {
   );
   if (after < 0n)
     console.log(
-      `  overdraft ${usd(-after)} against the bound of one request's bill (largest charge ${usd(largestCharge)})`,
+      `  overdraft ${usd(-after)} against the bound of one request's bill per slice (${SLICES} x largest charge ${usd(largestCharge)} = ${usd(BigInt(SLICES) * largestCharge)})`,
     );
   else console.log(`  no overdraft (balance ${usd(after)})`);
   console.log(
     `  partitions (limit ${metrics.writeLimitPerSecond} write / ${metrics.readLimitPerSecond} read units a second each):`,
   );
   const prefix = 'benchbusy-';
+  const peakWrite = Math.max(...metrics.partitions.map((p) => p.peakWritePerSecond));
+  const peakRead = Math.max(...metrics.partitions.map((p) => p.peakReadPerSecond));
+  console.log(
+    `    ${metrics.partitions.length} partitions; the busiest peaked at ${peakWrite.toFixed(0)} write and ${peakRead.toFixed(0)} read units in a second; ${metrics.partitions.filter((p) => p.throttled > 0).length} throttled. The five busiest:`,
+  );
   for (const p of metrics.partitions.slice(0, 5))
     console.log(
       `    ${p.table.replace(prefix, '').padEnd(9)} ${p.key.slice(0, 44).padEnd(44)} write ${p.writeUnits.toFixed(0).padStart(6)} (${(p.writeUnits / loadSeconds).toFixed(1)}/s avg, peak ${p.peakWritePerSecond.toFixed(0)}/s)  read ${p.readUnits.toFixed(0).padStart(6)} (peak ${p.peakReadPerSecond.toFixed(0)}/s)  throttled ${p.throttled}`,
