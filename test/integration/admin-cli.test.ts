@@ -51,6 +51,23 @@ beforeAll(async () => {
 });
 
 describe('operator CLI', () => {
+  it('splits an account into slices, keeping its balance, and refuses a count outside 1-62', async () => {
+    await json('account', 'create', 'split-me', '--credits', '8');
+    expect(await json('account', 'split', 'split-me', '--slices', '4')).toEqual({
+      accountId: 'split-me',
+      status: 'active',
+      creditBalance: 8,
+      slices: 4,
+    });
+    for (const bad of ['0', '63', 'two', '1.5']) {
+      const result = await admin('account', 'split', 'split-me', '--slices', bad);
+      expect(result.code, bad).toBe(1);
+      expect(result.stderr).toContain('--slices must be a whole number from 1 to 62');
+    }
+    expect((await admin('account', 'split', 'split-me')).code).toBe(1);
+    expect((await admin('account', 'split', 'nobody', '--slices', '2')).code).toBe(1);
+  });
+
   it('creates and shows an account, with credits in USD', async () => {
     expect(await json('account', 'create', 'acme', '--credits', '20.5')).toMatchObject({
       accountId: 'acme',
