@@ -16,10 +16,10 @@
  * BENCH_BUSY_EMPTY_USD: the near-empty account's credit (default 0.01). The overdraft bound of a
  * split account is one request's bill per slice.
  */
-import { usdToNano } from '../functions/core/money.js';
 import { createAccount, createKey, getAccount, listLedger } from '../lib/admin/operations.js';
 import type { LimitsMetrics } from '../lib/local/dynamodb-limits.js';
 import { startLocalStack } from '../lib/local/stack.js';
+import { completeOnce, type Served } from '../test/support/busy-load.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 process.env.LOG_LEVEL ??= 'SILENT';
@@ -31,34 +31,14 @@ const RATE = 5_000 / SCALE;
 const SLICES = Number(process.env.BENCH_BUSY_SLICES ?? 32);
 const KEYS = Number(process.env.BENCH_BUSY_KEYS ?? 2);
 
-interface Outcome {
-  status: number;
-  id?: string;
-  costNano?: bigint;
-}
+type Outcome = Served;
 
 const stack = await startLocalStack({ tablePrefix: 'benchbusy-', limits: { scale: SCALE } });
 const limits = stack.limits;
 if (!limits) throw new Error('the limits layer did not start');
 const admin = { store: stack.store };
 
-async function request(key: string, i: number): Promise<Outcome> {
-  try {
-    const response = await fetch(`${stack.baseUrl}/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        model: 'svc-fast',
-        messages: [{ role: 'user', content: `busy ${i} [[sim:tokens=${3 + (i % 7)}]]` }],
-      }),
-    });
-    const body = (await response.json()) as { id?: string; usage?: { cost?: number } };
-    if (response.status !== 200) return { status: response.status };
-    return { status: 200, id: String(body.id), costNano: usdToNano(String(body.usage?.cost)) };
-  } catch {
-    return { status: 0 };
-  }
-}
+const request = (key: string, i: number) => completeOnce(stack, key, i);
 
 /** Starts requests at RATE a second for SECONDS, on schedule, and waits for all of them. */
 async function openLoop(keys: string[]): Promise<{ outcomes: Outcome[]; lateStartMs: number }> {

@@ -12,24 +12,31 @@ export interface Served {
   costNano?: bigint;
 }
 
-/** One small svc-fast completion (3-9 tokens) and what its client saw. */
+/**
+ * One small svc-fast completion (3-9 tokens, the simulator's directive) and what its client saw;
+ * status 0 when the connection failed. The bench's load (bench/busy-account.ts) is made of these too.
+ */
 export async function completeOnce(
-  target: Target,
+  target: Pick<Target, 'baseUrl'>,
   key: string,
   i: number,
   startedAfter = false,
 ): Promise<Served> {
-  const response = await fetch(`${target.baseUrl}/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      model: 'svc-fast',
-      messages: [{ role: 'user', content: `busy ${i} [[sim:tokens=${3 + (i % 7)}]]` }],
-    }),
-  });
-  const body = (await response.json()) as { id?: string; usage?: { cost?: number } };
-  if (response.status !== 200) return { status: response.status, startedAfter };
-  return { status: 200, startedAfter, id: String(body.id), costNano: usdToNano(String(body.usage?.cost)) };
+  try {
+    const response = await fetch(`${target.baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'svc-fast',
+        messages: [{ role: 'user', content: `busy ${i} [[sim:tokens=${3 + (i % 7)}]]` }],
+      }),
+    });
+    const body = (await response.json()) as { id?: string; usage?: { cost?: number } };
+    if (response.status !== 200) return { status: response.status, startedAfter };
+    return { status: 200, startedAfter, id: String(body.id), costNano: usdToNano(String(body.usage?.cost)) };
+  } catch {
+    return { status: 0, startedAfter };
+  }
 }
 
 /** What the ledger and the balance say about the generations served, once every settlement is done. */

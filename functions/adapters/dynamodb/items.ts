@@ -62,7 +62,7 @@ export const sliceKey = (accountId: string, slice = 0): string =>
 export const accountOfItem = (item: Item): string => (item.accountId?.S ?? '').split('#')[0] ?? '';
 
 /** The slice a partition key of the accounts, ledger or holds table names (`<accountId>#<i>`: i). */
-export const sliceOfKey = (key: string): number => {
+const sliceOfKey = (key: string): number => {
   const at = key.indexOf('#');
   return at < 0 ? 0 : Number(key.slice(at + 1));
 };
