@@ -108,6 +108,11 @@ export interface LedgerEntry {
   reference?: string;
 }
 
+/**
+ * What a settlement came to. A repeat of a settlement that committed (its answer lost) may answer
+ * 'settled' again: DynamoDB answers a repeated transaction with the same ClientRequestToken, within
+ * ten minutes, as its first commit. Either way the generation is charged once.
+ */
 export type SettleOutcome = 'settled' | 'already-settled';
 
 /**

@@ -132,7 +132,9 @@ export class MemoryStore implements Store {
   }
 
   async listHolds(accountId?: string): Promise<Hold[]> {
-    return [...this.holds.values()].filter((h) => accountId === undefined || h.accountId === accountId);
+    return [...this.holds.values()]
+      .filter((h) => accountId === undefined || h.accountId === accountId)
+      .sort((a, b) => a.expiresAt - b.expiresAt);
   }
 
   async getAccount(accountId: string): Promise<AccountRecord | undefined> {

@@ -1,0 +1,244 @@
+import { randomBytes } from 'node:crypto';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
+import { generateApiKey } from '../../functions/core/auth.js';
+import { newGenerationId } from '../../functions/core/ids.js';
+import {
+  AccountExistsError,
+  AccountNotFoundError,
+  type ChargeEntry,
+  type Hold,
+  type Store,
+} from '../../functions/core/store.js';
+import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
+import { localTableNames } from '../../lib/local/stack.js';
+import { MemoryStore } from '../support/memory-store.js';
+
+/**
+ * The store port's contract, run against both of its implementations: the DynamoDB adapter (on
+ * DynamoDB Local) and the in-memory store the unit tests of the request path use. What the unit
+ * tests learn from the memory store holds only if it answers as the adapter does; each case here
+ * is one promise of functions/core/store.ts.
+ */
+const tables = localTableNames(`contract${randomBytes(3).toString('hex')}-`);
+const client = localClient(inject('dynamoEndpoint'));
+beforeAll(async () => {
+  await ensureTables(client, tables);
+});
+
+const stores: [string, () => Store][] = [
+  ['in memory', () => new MemoryStore()],
+  ['DynamoDB', () => new DynamoStore(client, tables)],
+];
+
+let counter = 0;
+const now = () => new Date().toISOString();
+
+describe.each(stores)('the store %s', (_name, make) => {
+  const store = make();
+
+  async function account(nano: bigint) {
+    counter += 1;
+    const accountId = `contract-${randomBytes(4).toString('hex')}-${counter}`;
+    await store.createAccount(accountId, nano, now());
+    const made = generateApiKey();
+    await store.createKey({
+      keyHash: made.keyHash,
+      keyId: made.keyId,
+      accountId,
+      name: 'contract',
+      displayPrefix: made.displayPrefix,
+      status: 'active',
+      createdAt: now(),
+    });
+    return { accountId, keyHash: made.keyHash, keyId: made.keyId };
+  }
+
+  const charge = (accountId: string, keyId: string, billedNano: bigint): ChargeEntry => ({
+    accountId,
+    generationId: newGenerationId(),
+    keyId,
+    tier: 'svc-fast',
+    upstreamModel: 'sim-fast',
+    promptTokens: 10,
+    completionTokens: 5,
+    cachedTokens: 0,
+    upstreamCostUsd: '0.000001',
+    billedNano,
+    estimated: false,
+    createdAt: now(),
+  });
+
+  const hold = (accountId: string, amountNano: bigint, expiresAt = Date.now() + 60_000): Hold => ({
+    accountId,
+    holdId: newGenerationId(),
+    amountNano,
+    expiresAt,
+    createdAt: now(),
+  });
+
+  it('creates an account with its initial credits as one top-up entry, and refuses a second with its id', async () => {
+    const { accountId } = await account(5_000n);
+    expect(await store.getAccount(accountId)).toMatchObject({
+      accountId,
+      status: 'active',
+      balanceNano: 5_000n,
+      heldNano: 0n,
+      slices: 1,
+    });
+    expect(await store.listLedger(accountId)).toMatchObject([
+      { entryId: 'topup#initial-credits', type: 'topup', deltaNano: 5_000n },
+    ]);
+    await expect(store.createAccount(accountId, 1n, now())).rejects.toBeInstanceOf(AccountExistsError);
+    expect(await store.listAccountIds()).toContain(accountId);
+  });
+
+  it('makes an account of 0 with no ledger entry', async () => {
+    const { accountId } = await account(0n);
+    expect(await store.listLedger(accountId)).toEqual([]);
+  });
+
+  it('reads a key and its account fresh: revocation and suspension are seen at once', async () => {
+    const { accountId, keyHash, keyId } = await account(1_000n);
+    expect(await store.loadPrincipal(keyHash)).toMatchObject({
+      keyId,
+      accountId,
+      keyStatus: 'active',
+      accountStatus: 'active',
+      balanceNano: 1_000n,
+      heldNano: 0n,
+    });
+    await store.setAccountStatus(accountId, 'suspended', now());
+    expect((await store.loadPrincipal(keyHash))?.accountStatus).toBe('suspended');
+    const key = await store.findKeyById(keyId);
+    expect(key?.keyHash).toBe(keyHash);
+    expect((await store.revokeKey(keyHash, now())).status).toBe('revoked');
+    expect((await store.loadPrincipal(keyHash))?.keyStatus).toBe('revoked');
+    expect(await store.loadPrincipal(generateApiKey().keyHash)).toBeUndefined();
+    expect((await store.listKeys(accountId)).map((k) => k.keyId)).toEqual([keyId]);
+    await expect(store.setAccountStatus('no-such-account', 'banned', now())).rejects.toBeInstanceOf(
+      AccountNotFoundError,
+    );
+  });
+
+  it('adds a top-up once per reference, and refuses one for an unknown account', async () => {
+    const { accountId } = await account(0n);
+    expect(await store.topUp(accountId, 'pay-1', 700n, now())).toBe(true);
+    expect(await store.topUp(accountId, 'pay-1', 700n, now())).toBe(false);
+    expect((await store.getAccount(accountId))?.balanceNano).toBe(700n);
+    await expect(store.topUp('no-such-account', 'pay-1', 1n, now())).rejects.toBeInstanceOf(
+      AccountNotFoundError,
+    );
+  });
+
+  it('settles a charge once by its generation id, entry and deduction together', async () => {
+    const { accountId, keyId } = await account(10_000n);
+    const entry = charge(accountId, keyId, 1_300n);
+    expect(await store.settleCharge(entry)).toBe('settled');
+    // Sent again (a retry after a lost answer): DynamoDB answers a repeat of a committed transaction
+    // with the same ClientRequestToken within ten minutes as the first commit ('settled'), and after
+    // that the ledger's condition says 'already-settled'. Either way, charged once.
+    expect(['settled', 'already-settled']).toContain(await store.settleCharge(entry));
+    expect((await store.getAccount(accountId))?.balanceNano).toBe(8_700n);
+    expect(await store.getLedgerEntry(accountId, entry.generationId)).toMatchObject({
+      entryId: entry.generationId,
+      type: 'charge',
+      deltaNano: -1_300n,
+      keyId,
+      tier: 'svc-fast',
+      promptTokens: 10,
+      completionTokens: 5,
+      cachedTokens: 0,
+      estimated: false,
+    });
+    expect(await store.getLedgerEntry(accountId, newGenerationId())).toBeUndefined();
+    await expect(store.settleCharge(charge('no-such-account', keyId, 1n))).rejects.toBeInstanceOf(
+      AccountNotFoundError,
+    );
+  });
+
+  it('places a hold only while credit is available, and releases it with the settlement', async () => {
+    const { accountId, keyId } = await account(1_000n);
+    const first = hold(accountId, 900n);
+    expect(await store.placeHold(first)).toBe('held');
+    expect((await store.getAccount(accountId))?.heldNano).toBe(900n);
+    // 100 still available: one more is admitted, then none.
+    const second = hold(accountId, 900n);
+    expect(await store.placeHold(second)).toBe('held');
+    expect(await store.placeHold(hold(accountId, 1n))).toBe('refused');
+    const entry = { ...charge(accountId, keyId, 400n), generationId: first.holdId };
+    expect(await store.settleCharge(entry, { hold: first })).toBe('settled');
+    expect(await store.getAccount(accountId)).toMatchObject({ balanceNano: 600n, heldNano: 900n });
+    expect((await store.listHolds(accountId)).map((h) => h.holdId)).toEqual([second.holdId]);
+    expect(await store.releaseHold(second)).toBe(true);
+    expect(await store.releaseHold(second)).toBe(false);
+    expect(await store.getAccount(accountId)).toMatchObject({ balanceNano: 600n, heldNano: 0n });
+  });
+
+  it('says why a hold is refused: the account is suspended', async () => {
+    const { accountId } = await account(1_000n);
+    await store.setAccountStatus(accountId, 'suspended', now());
+    expect(await store.placeHold(hold(accountId, 1n))).toBe('suspended');
+  });
+
+  it('releases a hold for expiry only once it has expired', async () => {
+    const { accountId } = await account(1_000n);
+    const expiring = hold(accountId, 100n, Date.now() + 10_000);
+    expect(await store.placeHold(expiring)).toBe('held');
+    expect(await store.releaseHold(expiring, { onlyIfExpiredAt: Date.now() })).toBe(false);
+    expect(await store.releaseHold(expiring, { onlyIfExpiredAt: Date.now() + 20_000 })).toBe(true);
+    expect((await store.getAccount(accountId))?.heldNano).toBe(0n);
+  });
+
+  it('keeps a usage record on a live hold only', async () => {
+    const { accountId } = await account(1_000n);
+    const live = hold(accountId, 100n);
+    expect(await store.placeHold(live)).toBe('held');
+    expect(await store.recordUsageOnHold(live, '{"a":1}')).toBe(true);
+    expect((await store.listHolds(accountId))[0]?.usageRecord).toBe('{"a":1}');
+    expect(await store.releaseHold(live)).toBe(true);
+    expect(await store.recordUsageOnHold(live, '{"a":2}')).toBe(false);
+  });
+
+  it('defers a settlement onto an item of amount 0, unless the generation is already billed', async () => {
+    const { accountId, keyId } = await account(1_000n);
+    const entry = charge(accountId, keyId, 100n);
+    expect(await store.deferSettlement(entry, '{"record":1}')).toBe('deferred');
+    const [deferred] = await store.listHolds(accountId);
+    expect(deferred).toMatchObject({
+      accountId,
+      holdId: entry.generationId,
+      amountNano: 0n,
+      usageRecord: '{"record":1}',
+      deferred: true,
+    });
+    expect((await store.getAccount(accountId))?.heldNano).toBe(0n);
+    const billed = charge(accountId, keyId, 100n);
+    expect(await store.settleCharge(billed)).toBe('settled');
+    expect(await store.deferSettlement(billed, '{}')).toBe('already-settled');
+  });
+
+  it('lists holds by expiry, soonest first', async () => {
+    const { accountId } = await account(10_000n);
+    const later = hold(accountId, 1n, Date.now() + 50_000);
+    const sooner = hold(accountId, 1n, Date.now() + 10_000);
+    expect(await store.placeHold(later)).toBe('held');
+    expect(await store.placeHold(sooner)).toBe('held');
+    expect((await store.listHolds(accountId)).map((h) => h.holdId)).toEqual([sooner.holdId, later.holdId]);
+  });
+
+  it('counts the accounts below zero', async () => {
+    const before = await store.countNegativeBalances();
+    const { accountId, keyId } = await account(100n);
+    expect(await store.settleCharge(charge(accountId, keyId, 150n))).toBe('settled');
+    expect(await store.countNegativeBalances()).toBe(before + 1);
+  });
+
+  it('splits an account, never into fewer slices, its total unchanged', async () => {
+    const { accountId } = await account(8_000n);
+    expect(await store.splitAccount(accountId, 4)).toBe(4);
+    expect(await store.splitAccount(accountId, 2)).toBe(4);
+    expect(await store.getAccount(accountId)).toMatchObject({ balanceNano: 8_000n, slices: 4 });
+    await expect(store.splitAccount('no-such-account', 2)).rejects.toBeInstanceOf(AccountNotFoundError);
+  });
+});
