@@ -4,7 +4,6 @@
  */
 import {
   type BatchGetItemCommandOutput,
-  type DynamoDBClient,
   type GetItemCommandOutput,
   paginateScan,
   QueryCommand,
@@ -29,17 +28,15 @@ import {
   S,
   sliceKey,
   slicesOf,
-  type TableNames,
   toKey,
   toPrincipal,
   topUpItem,
 } from './items.js';
 import { INDEX } from './schema.js';
 import { Slices } from './slices.js';
-import { type Db, queryAll, sleep } from './store-db.js';
-import type { DynamoWire } from './wire.js';
+import { type Db, queryAll, StorePart, sleep } from './store-db.js';
 
-export class AccountsAndKeys {
+export class AccountsAndKeys extends StorePart {
   /**
    * keyHash -> its account and how many slices the account had when last read. The mapping never
    * changes and an account's slice count only grows (a stale count draws from fewer slices, all of
@@ -47,15 +44,10 @@ export class AccountsAndKeys {
    */
   private readonly accountOfKey = new Map<string, { accountId: string; slices: number }>();
   private static readonly CACHE_LIMIT = 10_000;
-  private readonly client: DynamoDBClient;
-  private readonly tables: TableNames;
-  private readonly wire: DynamoWire;
   readonly slices: Slices;
 
   constructor(db: Db) {
-    this.client = db.client;
-    this.tables = db.tables;
-    this.wire = db.wire;
+    super(db);
     this.slices = new Slices(db);
   }
 

@@ -4,7 +4,6 @@
  */
 import {
   ConditionalCheckFailedException,
-  type DynamoDBClient,
   GetItemCommand,
   type GetItemCommandOutput,
   paginateScan,
@@ -12,41 +11,19 @@ import {
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import type { ChargeEntry, Hold, HoldOutcome } from '../../core/store.js';
-import {
-  holdItem,
-  holdKey,
-  type Item,
-  N,
-  S,
-  sliceKey,
-  slicesOf,
-  type TableNames,
-  toAccount,
-  toHold,
-} from './items.js';
+import { holdItem, holdKey, type Item, N, S, sliceKey, slicesOf, toAccount, toHold } from './items.js';
 import {
   cancellationReasons,
-  type Db,
   isRetryableSettlementError,
   MAX_ATTEMPTS,
   queryAll,
   requestToken,
   retryWait,
+  StorePart,
   sleep,
 } from './store-db.js';
-import type { DynamoWire } from './wire.js';
 
-export class Holds {
-  private readonly client: DynamoDBClient;
-  private readonly tables: TableNames;
-  private readonly wire: DynamoWire;
-
-  constructor(db: Db) {
-    this.client = db.client;
-    this.tables = db.tables;
-    this.wire = db.wire;
-  }
-
+export class Holds extends StorePart {
   /**
    * The hold and the admission check in one transaction: the hold item is new, and the account is
    * active with available credit (creditBalance - heldNano) above zero before this hold. Sent by the

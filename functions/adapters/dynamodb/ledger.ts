@@ -3,7 +3,6 @@
  * release), top-ups once per payment reference, and an account's entries.
  */
 import {
-  type DynamoDBClient,
   GetItemCommand,
   type TransactWriteItem,
   TransactWriteItemsCommand,
@@ -27,7 +26,6 @@ import {
   S,
   sliceKey,
   slicesOf,
-  type TableNames,
   toLedgerEntry,
   topUpItem,
 } from './items.js';
@@ -41,22 +39,16 @@ import {
   queryAll,
   requestToken,
   retryWait,
+  StorePart,
   sleep,
 } from './store-db.js';
-import type { DynamoWire } from './wire.js';
 
-export class Ledger {
-  private readonly client: DynamoDBClient;
-  private readonly tables: TableNames;
-  private readonly wire: DynamoWire;
-
+export class Ledger extends StorePart {
   constructor(
     db: Db,
     private readonly slices: Slices,
   ) {
-    this.client = db.client;
-    this.tables = db.tables;
-    this.wire = db.wire;
+    super(db);
   }
 
   /**

@@ -5,35 +5,23 @@
  */
 import {
   type BatchGetItemCommandOutput,
-  type DynamoDBClient,
   type GetItemCommandOutput,
   type TransactWriteItem,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import type { AccountStatus } from '../../core/access.js';
 import { AccountNotFoundError, type AccountRecord, MAX_SLICES } from '../../core/store.js';
-import { type Item, N, S, sliceKey, slicesOf, type TableNames, toAccount } from './items.js';
+import { type Item, N, S, sliceKey, slicesOf, toAccount } from './items.js';
 import {
   cancellationReasons,
-  type Db,
   isRetryableSettlementError,
   MAX_ATTEMPTS,
   retryWait,
+  StorePart,
   sleep,
 } from './store-db.js';
-import type { DynamoWire } from './wire.js';
 
-export class Slices {
-  private readonly client: DynamoDBClient;
-  private readonly tables: TableNames;
-  private readonly wire: DynamoWire;
-
-  constructor(db: Db) {
-    this.client = db.client;
-    this.tables = db.tables;
-    this.wire = db.wire;
-  }
-
+export class Slices extends StorePart {
   /** The account item (slice 0), read strongly consistently. */
   async head(accountId: string): Promise<Item | undefined> {
     const out = await this.wire.call<GetItemCommandOutput>('GetItem', {

@@ -16,6 +16,19 @@ export interface Db {
   wire: DynamoWire;
 }
 
+/** A part of the store (accounts and keys, the ledger, holds, slices): the client, tables and direct calls it uses. */
+export abstract class StorePart {
+  protected readonly client: DynamoDBClient;
+  protected readonly tables: TableNames;
+  protected readonly wire: DynamoWire;
+
+  constructor(db: Db) {
+    this.client = db.client;
+    this.tables = db.tables;
+    this.wire = db.wire;
+  }
+}
+
 /** Every item a query matches, through the SDK's own paginator. */
 export async function queryAll(client: DynamoDBClient, input: QueryCommandInput): Promise<Item[]> {
   const items: Item[] = [];
