@@ -2,11 +2,12 @@ import { GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newGenerationId, sliceOfGenerationId } from '../../functions/core/ids.js';
 import { usdToNano } from '../../functions/core/money.js';
-import type { ChargeEntry, Hold } from '../../functions/core/store.js';
+import type { Hold } from '../../functions/core/store.js';
 import { usageRecordOf } from '../../functions/core/usage-record.js';
 import { sweepExpiredHolds } from '../../functions/sweeper/sweep.js';
 import { addCredits, listLedger, reconcile, setAccountStatus } from '../../lib/admin/operations.js';
 import { auditBilling, completeOnce, type Served } from '../support/busy-load.js';
+import { chargeEntry } from '../support/fixtures.js';
 import { limitsOf, startLimitedTarget } from '../support/limits.js';
 import { settled } from '../support/settled.js';
 import { balanceNano, newAccount, type Target } from '../support/target.js';
@@ -182,21 +183,7 @@ describe('a settlement left on a slice', () => {
       expiresAt: Date.now() - 1,
       createdAt,
     };
-    const entry: ChargeEntry = {
-      accountId,
-      generationId,
-      slice,
-      keyId,
-      tier: 'svc-fast',
-      upstreamModel: 'sim-fast',
-      promptTokens: 10,
-      completionTokens: 5,
-      cachedTokens: 0,
-      upstreamCostUsd: '0.000001',
-      billedNano: 1_300n,
-      estimated: false,
-      createdAt,
-    };
+    const entry = chargeEntry(accountId, keyId, 1_300n, { generationId, slice, createdAt });
     const store = target.admin.store;
     const before = await sliceItem(accountId, slice);
     expect(await store.placeHold(hold)).toBe('held');
@@ -225,20 +212,7 @@ describe('a settlement left on a slice', () => {
     const generationId = newGenerationId(Date.now(), 0);
     const createdAt = new Date().toISOString();
     const record = usageRecordOf(
-      {
-        accountId,
-        generationId,
-        keyId,
-        tier: 'svc-fast',
-        upstreamModel: 'sim-fast',
-        promptTokens: 1,
-        completionTokens: 1,
-        cachedTokens: 0,
-        upstreamCostUsd: '0.000001',
-        billedNano: 1_300n,
-        estimated: false,
-        createdAt,
-      },
+      chargeEntry(accountId, keyId, 1_300n, { generationId, createdAt }),
       undefined,
     );
     // A deferred item as an earlier version wrote it: no slice anywhere.

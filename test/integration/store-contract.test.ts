@@ -6,12 +6,12 @@ import { newGenerationId } from '../../functions/core/ids.js';
 import {
   AccountExistsError,
   AccountNotFoundError,
-  type ChargeEntry,
   type Hold,
   type Store,
 } from '../../functions/core/store.js';
 import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';
+import { accountWith, chargeEntry } from '../support/fixtures.js';
 import { MemoryStore } from '../support/memory-store.js';
 
 /**
@@ -37,37 +37,15 @@ const now = () => new Date().toISOString();
 describe.each(stores)('the store %s', (_name, make) => {
   const store = make();
 
+  /** An account with `nano` of credit and a key; nothing is shared between cases. */
   async function account(nano: bigint) {
     counter += 1;
-    const accountId = `contract-${randomBytes(4).toString('hex')}-${counter}`;
-    await store.createAccount(accountId, nano, now());
-    const made = generateApiKey();
-    await store.createKey({
-      keyHash: made.keyHash,
-      keyId: made.keyId,
-      accountId,
-      name: 'contract',
-      displayPrefix: made.displayPrefix,
-      status: 'active',
-      createdAt: now(),
-    });
-    return { accountId, keyHash: made.keyHash, keyId: made.keyId };
+    const made = await accountWith(store, '0', `contract-${randomBytes(4).toString('hex')}-${counter}`);
+    if (nano > 0n) await store.topUp(made.accountId, 'initial', nano, now());
+    return made;
   }
 
-  const charge = (accountId: string, keyId: string, billedNano: bigint): ChargeEntry => ({
-    accountId,
-    generationId: newGenerationId(),
-    keyId,
-    tier: 'svc-fast',
-    upstreamModel: 'sim-fast',
-    promptTokens: 10,
-    completionTokens: 5,
-    cachedTokens: 0,
-    upstreamCostUsd: '0.000001',
-    billedNano,
-    estimated: false,
-    createdAt: now(),
-  });
+  const charge = chargeEntry;
 
   const hold = (accountId: string, amountNano: bigint, expiresAt = Date.now() + 60_000): Hold => ({
     accountId,
@@ -78,7 +56,9 @@ describe.each(stores)('the store %s', (_name, make) => {
   });
 
   it('creates an account with its initial credits as one top-up entry, and refuses a second with its id', async () => {
-    const { accountId } = await account(5_000n);
+    counter += 1;
+    const accountId = `contract-${randomBytes(4).toString('hex')}-${counter}`;
+    await store.createAccount(accountId, 5_000n, now());
     expect(await store.getAccount(accountId)).toMatchObject({
       accountId,
       status: 'active',

@@ -4,8 +4,6 @@
  * succeed whole, a settlement is idempotent by generation id, a hold is released once.
  */
 import type { AccountStatus, Principal } from '../../functions/core/access.js';
-import { generateApiKey } from '../../functions/core/auth.js';
-import { usdToNano } from '../../functions/core/money.js';
 import {
   AccountExistsError,
   AccountNotFoundError,
@@ -235,24 +233,4 @@ export class MemoryStore implements Store {
   async getLedgerEntry(accountId: string, entryId: string): Promise<LedgerEntry | undefined> {
     return this.ledger.get(accountId)?.find((e) => e.entryId === entryId);
   }
-}
-
-/** An active account in `store` with `usd` of credit and one active key; its id and the key. */
-export async function accountWith(
-  store: MemoryStore,
-  usd: string,
-  accountId = `acct-${store.accounts.size + 1}`,
-) {
-  await store.createAccount(accountId, usdToNano(usd), new Date().toISOString());
-  const key = generateApiKey();
-  await store.createKey({
-    keyHash: key.keyHash,
-    keyId: key.keyId,
-    accountId,
-    name: 'unit',
-    displayPrefix: key.displayPrefix,
-    status: 'active',
-    createdAt: new Date().toISOString(),
-  });
-  return { accountId, key: key.key };
 }

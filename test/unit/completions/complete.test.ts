@@ -23,7 +23,8 @@ import { loadCaller } from '../../../functions/shared/principal.js';
 import { startSimulator } from '../../../functions/simulator/server.js';
 import { sweepExpiredHolds } from '../../../functions/sweeper/sweep.js';
 import { billLoggedGenerations } from '../../../lib/admin/usage-records.js';
-import { accountWith, MemoryStore } from '../../support/memory-store.js';
+import { accountWith } from '../../support/fixtures.js';
+import { MemoryStore } from '../../support/memory-store.js';
 
 /**
  * The request path of the completions function, unit-tested over an in-memory store (the port, not

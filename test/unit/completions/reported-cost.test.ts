@@ -7,7 +7,8 @@ import { loadCompletionsConfig } from '../../../functions/completions/config.js'
 import { authorize } from '../../../functions/core/access.js';
 import type { FunctionUrlEvent } from '../../../functions/shared/http.js';
 import { loadCaller } from '../../../functions/shared/principal.js';
-import { accountWith, MemoryStore } from '../../support/memory-store.js';
+import { accountWith } from '../../support/fixtures.js';
+import { MemoryStore } from '../../support/memory-store.js';
 
 /**
  * An upstream that reports its own cost (`usage.cost`, as OpenRouter does) is billed 1.3x that cost,

@@ -1,0 +1,52 @@
+/** Accounts, keys and charges for tests, made through the store port (any implementation of it). */
+import { generateApiKey } from '../../functions/core/auth.js';
+import { newGenerationId } from '../../functions/core/ids.js';
+import { usdToNano } from '../../functions/core/money.js';
+import type { ChargeEntry, Store } from '../../functions/core/store.js';
+
+let counter = 0;
+
+/** An active account in `store` with `usd` of credit and one active key: its id, the key and its hash and id. */
+export async function accountWith(
+  store: Pick<Store, 'createAccount' | 'createKey'>,
+  usd: string,
+  accountId = `acct-${Date.now().toString(36)}-${++counter}`,
+) {
+  const now = new Date().toISOString();
+  await store.createAccount(accountId, usdToNano(usd), now);
+  const key = generateApiKey();
+  await store.createKey({
+    keyHash: key.keyHash,
+    keyId: key.keyId,
+    accountId,
+    name: 'test',
+    displayPrefix: key.displayPrefix,
+    status: 'active',
+    createdAt: now,
+  });
+  return { accountId, key: key.key, keyHash: key.keyHash, keyId: key.keyId };
+}
+
+/** A charge of `billedNano` for a new generation (10 prompt and 5 completion tokens of svc-fast). */
+export function chargeEntry(
+  accountId: string,
+  keyId: string,
+  billedNano: bigint,
+  fields: Partial<ChargeEntry> = {},
+): ChargeEntry {
+  return {
+    accountId,
+    generationId: newGenerationId(),
+    keyId,
+    tier: 'svc-fast',
+    upstreamModel: 'sim-fast',
+    promptTokens: 10,
+    completionTokens: 5,
+    cachedTokens: 0,
+    upstreamCostUsd: '0.000001',
+    billedNano,
+    estimated: false,
+    createdAt: new Date().toISOString(),
+    ...fields,
+  };
+}
