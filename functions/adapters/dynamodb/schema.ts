@@ -6,6 +6,8 @@
  * accounts: accountId (S)                                      creditBalance, heldNano (N, integer nano-USD), status
  * ledger:   accountId (S) + entryId (S: generation id or `topup#<reference>`)
  * holds:    accountId (S) + holdId (S: generation id)          amountNano, expiresAt (N); live holds only
+ * An account split into slices has, for slice i > 0, `<accountId>#<i>` in place of its id in all three
+ * (items.ts): one partition per slice.
  */
 export interface TableDefinition {
   /** Logical name, also the suffix of the local table name. */
