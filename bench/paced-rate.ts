@@ -19,6 +19,7 @@ import { bundleFunctions, ricLauncher } from '../lib/local/aws-lambda-ric.js';
 import { startLocalStack } from '../lib/local/stack.js';
 import { startBareProxies } from './bare-proxy.js';
 import { type CpuLimit, available as cgroupAvailable, cpuShare, limitCpu } from './cpu-limit.js';
+import { processCpuMs } from './process-cpu.js';
 
 const STREAM_SECONDS = 3;
 /** Events sent in a stream's first this many ms are its start (time to first token), not its pace. */
@@ -171,19 +172,6 @@ export function completionsPids(): number[] {
     }
   }
   return pids;
-}
-
-/** CPU ms of every thread of one process (/proc/<pid>/task/<tid>/schedstat). */
-function processCpuMs(pid: number): number {
-  let ns = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-    } catch {
-      // the thread has gone
-    }
-  }
-  return ns / 1e6;
 }
 
 type Row = {

@@ -10,19 +10,17 @@
  * the same bytes in one write with a Content-Length); the prompt (the bench's ~500 words, or one
  * line); the client (one kept-alive connection, or a new connection a request); idle before the
  * requests (the bench's interleaved rounds leave each system idle for a minute).
- * PORTKEY_DIR: where `@portkey-ai/gateway` 1.15.2 is installed (default .cache/portkey, as bench/run.ts).
+ * PORTKEY_DIR: where `@portkey-ai/gateway` 1.15.2 is installed (default .cache/portkey, as bench/run.ts;
+ * bench/portkey.ts installs it there if it is not).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { Agent, createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { NODE22 } from '../lib/local/aws-lambda-ric.js';
 import { freePort } from '../lib/local/dynamodb-local.js';
-import { portkeyDir } from './portkey.js';
+import { startPortkey } from './portkey.js';
+import { processCpuMs } from './process-cpu.js';
 
-const entry = `${portkeyDir()}/node_modules/@portkey-ai/gateway/build/start-server.js`;
-if (!existsSync(entry))
-  throw new Error(`no Portkey at ${entry}: run the side by side once (bench/portkey.ts installs it)`);
 const ROUNDS = Number(process.env.HARNESS_ROUNDS ?? 5);
 const PER = Number(process.env.HARNESS_REQUESTS ?? 100);
 const IDLE_MS = Number(process.env.HARNESS_IDLE_MS ?? 20_000);
@@ -40,30 +38,13 @@ const body = (prompt: string, stream: boolean) =>
     ...(stream ? { stream_options: { include_usage: true } } : {}),
   });
 
-function cpuMs(pid: number): number {
-  let ns = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-    } catch {
-      // the thread has gone
-    }
-  }
-  return ns / 1e6;
-}
-
-function post(
-  url: string,
-  payload: string | undefined,
-  headers: Record<string, string>,
-  agent: Agent | false,
-) {
+function post(url: string, payload: string, headers: Record<string, string>, agent: Agent | false) {
   return new Promise<{ status: number; text: string; headers: Record<string, unknown> }>(
     (resolve, reject) => {
       const req = request(
         url,
         {
-          method: payload === undefined ? 'GET' : 'POST',
+          method: 'POST',
           agent,
           headers: { 'content-type': 'application/json', ...headers },
         },
@@ -81,21 +62,6 @@ function post(
       req.end(payload);
     },
   );
-}
-
-async function startPortkey(node: string): Promise<{ child: ChildProcess; url: string }> {
-  const port = await freePort();
-  const child = spawn(node, [entry, `--port=${port}`, '--headless'], {
-    env: { ...process.env, NODE_ENV: 'production' },
-    stdio: 'ignore',
-  });
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; ; i++) {
-    const ready = await post(`${url}/`, undefined, {}, false).catch(() => undefined);
-    if (ready?.status === 200) return { child, url };
-    if (i > 300) throw new Error('Portkey did not start');
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 /** The simulator in its own process, as bench/run.ts starts it. */
@@ -161,7 +127,10 @@ async function main() {
   const sim = await startSimulator();
   const bodies = [false, true].flatMap((stream) => [body(SHORT_PROMPT, stream), body(LONG_PROMPT, stream)]);
   const oneWrite = await startOneWrite(sim.url, bodies);
-  const portkeys = { node20: await startPortkey(process.execPath), node22: await startPortkey(NODE22) };
+  const portkeys = {
+    node20: await startPortkey(await freePort(), process.execPath),
+    node22: await startPortkey(await freePort(), NODE22),
+  };
   const agents = {
     node20: new Agent({ keepAlive: true, maxSockets: 1 }),
     node22: new Agent({ keepAlive: true, maxSockets: 1 }),
@@ -210,7 +179,7 @@ async function main() {
       authorization: 'Bearer sim',
     };
     const pid = pk.child.pid ?? 0;
-    const before = cpuMs(pid);
+    const before = processCpuMs(pid);
     for (let i = 0; i < count; i++) {
       const r = await post(
         `${pk.url}/v1/chat/completions`,
@@ -220,7 +189,7 @@ async function main() {
       );
       if (r.status !== 200) throw new Error(`${v.name}: ${r.status} ${r.text.slice(0, 200)}`);
     }
-    return (cpuMs(pid) - before) / count;
+    return (processCpuMs(pid) - before) / count;
   };
   // Warm every variant first, unmeasured.
   for (const v of variants) for (const stream of [false, true]) await measure(v, stream, 100);

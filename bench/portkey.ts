@@ -20,11 +20,14 @@ export const portkeyPackage = () => ({
  * How Portkey is started: on Node 22, the Node the service's functions run on, as the bench's other
  * systems run. Started with the bench's own Node (20 here), it read about 1.4-1.9x the CPU per
  * request it reads on Node 22 (bench/portkey-harness.ts, bench/README.md): the side by side compared
- * Node 22 functions with a Node 20 Portkey.
+ * Node 22 functions with a Node 20 Portkey. `node` picks another (bench/portkey-harness.ts compares them).
  */
-export function portkeyCommand(port: number): { node: string; args: string[]; env: Record<string, string> } {
+export function portkeyCommand(
+  port: number,
+  node = NODE22,
+): { node: string; args: string[]; env: Record<string, string> } {
   return {
-    node: NODE22,
+    node,
     args: [
       `${portkeyDir()}/node_modules/@portkey-ai/gateway/build/start-server.js`,
       `--port=${port}`,
@@ -34,10 +37,16 @@ export function portkeyCommand(port: number): { node: string; args: string[]; en
   };
 }
 
-/** Installs Portkey once (npm, the pinned versions), starts it on `port` and waits for its answer. */
-export async function startPortkey(port: number): Promise<{ child: ChildProcess; url: string }> {
+/**
+ * Installs Portkey once (npm, the pinned versions), starts it on `port` (on Node 22, or `node`) and
+ * waits for its answer.
+ */
+export async function startPortkey(
+  port: number,
+  node = NODE22,
+): Promise<{ child: ChildProcess; url: string }> {
   const dir = portkeyDir();
-  const command = portkeyCommand(port);
+  const command = portkeyCommand(port, node);
   if (!existsSync(command.args[0] as string)) {
     mkdirSync(dir, { recursive: true });
     writeFileSync(`${dir}/package.json`, JSON.stringify(portkeyPackage()));

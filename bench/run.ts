@@ -29,6 +29,7 @@ import { available as cgroupAvailable, cpuShare, limitCpu, PERIOD_US, pinToCore 
 import { pacedRate } from './paced-rate.js';
 import { startPortkey } from './portkey.js';
 import { PRICES, PRICES_DATE } from './prices.js';
+import { processCpuMs } from './process-cpu.js';
 
 /**
  * `npm run bench`: what the gateway adds on top of the model, and what a request costs (issue 15).
@@ -480,19 +481,6 @@ interface CpuFigures {
   perChunkUs: number;
   perPacedChunkUs: number;
   models: number;
-}
-
-/** CPU ms of every thread of one process (/proc/<pid>/task/<tid>/schedstat). */
-function processCpuMs(pid: number): number {
-  let ns = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-    } catch {
-      // the thread has gone
-    }
-  }
-  return ns / 1e6;
 }
 
 /** One system of the side by side: where each kind of request goes and how its CPU is read. */

@@ -42,6 +42,26 @@ export const DYNAMODB_OPERATIONS = [
 export const SERVICE_NAMESPACE = 'HostedModelApi';
 export const SERVICE_DIMENSIONS = { service: 'hosted-model-api' } as const;
 
+/** A metric the service emits itself, with the dimensions it emits it with. */
+const serviceMetric = (metricName: string, statistic = 'Sum', period = Duration.minutes(5)) =>
+  new Metric({
+    namespace: SERVICE_NAMESPACE,
+    metricName,
+    dimensionsMap: { ...SERVICE_DIMENSIONS },
+    statistic,
+    period,
+  });
+
+/** A function URL's count (UrlRequestCount, Url4xxCount, Url5xxCount), AWS/Lambda by FunctionName, per 5 minutes. */
+const functionUrlMetric = (fn: IFunction, metricName: string) =>
+  new Metric({
+    namespace: 'AWS/Lambda',
+    metricName,
+    dimensionsMap: { FunctionName: fn.functionName },
+    statistic: 'Sum',
+    period: Duration.minutes(5),
+  });
+
 export interface AlarmsProps {
   /** Alarm notifications go to this address, or to this existing SNS topic. */
   alarmEmail?: string;
@@ -90,14 +110,6 @@ export class Alarms extends Construct {
       created.addAlarmAction(action);
       return created;
     };
-    const service = (metricName: string, statistic: string, period: Duration) =>
-      new Metric({
-        namespace: SERVICE_NAMESPACE,
-        metricName,
-        dimensionsMap: { ...SERVICE_DIMENSIONS },
-        statistic,
-        period,
-      });
     const minute = Duration.minutes(1);
     for (const [name, fn] of [
       ['Completions', completions],
@@ -115,19 +127,14 @@ export class Alarms extends Construct {
         1,
         `${name} function throttled`,
       );
-      const urlMetric = (metricName: string) =>
-        new Metric({
-          namespace: 'AWS/Lambda',
-          metricName,
-          dimensionsMap: { FunctionName: fn.functionName },
-          statistic: 'Sum',
-          period: Duration.minutes(5),
-        });
       alarm(
         `${name}5xxRate`,
         new MathExpression({
           expression: 'IF(requests > 0, 100 * errors / requests, 0)',
-          usingMetrics: { errors: urlMetric('Url5xxCount'), requests: urlMetric('UrlRequestCount') },
+          usingMetrics: {
+            errors: functionUrlMetric(fn, 'Url5xxCount'),
+            requests: functionUrlMetric(fn, 'UrlRequestCount'),
+          },
           period: Duration.minutes(5),
           label: `${name} 5xx rate (%)`,
         }),
@@ -137,7 +144,7 @@ export class Alarms extends Construct {
     }
     alarm(
       'BillingFailures',
-      service('BillingFailures', 'Sum', minute),
+      serviceMetric('BillingFailures', 'Sum', minute),
       1,
       'A generation could not be billed: its usage record is in the completions log ("billing failed")',
     );
@@ -158,13 +165,13 @@ export class Alarms extends Construct {
     );
     alarm(
       'ExpiredHoldsReleased',
-      service('ExpiredHoldsReleased', 'Sum', Duration.minutes(5)),
+      serviceMetric('ExpiredHoldsReleased', 'Sum', Duration.minutes(5)),
       1,
       'A hold expired and was released: its request was never billed (its log line names the generation)',
     );
     alarm(
       'UsageOutOfBounds',
-      service('UsageOutOfBounds', 'Sum', minute),
+      serviceMetric('UsageOutOfBounds', 'Sum', minute),
       1,
       'An upstream reported usage beyond what the request could use; it was billed at the bound. The raw report is in the completions log ("upstream usage out of bounds")',
     );
@@ -172,13 +179,13 @@ export class Alarms extends Construct {
     // the one default dimension, service.
     alarm(
       'OriginRefused',
-      service('OriginRefused', 'Sum', Duration.minutes(5)),
+      serviceMetric('OriginRefused', 'Sum', Duration.minutes(5)),
       1,
       'A request reached a function without the origin secret: a Function URL called directly, past CloudFront and WAF, or CloudFront sending a secret the functions no longer accept (docs/deploy.md, "Rotating the origin secret")',
     );
     // The sweeper's heartbeat: no successful sweep in 5 minutes (missing data breaches) leaves
     // expired holds holding credit.
-    const sweeps = service('SweeperRuns', 'Sum', Duration.minutes(5));
+    const sweeps = serviceMetric('SweeperRuns', 'Sum', Duration.minutes(5));
     const stalled = new Alarm(stack, 'SweeperStopped', {
       metric: sweeps,
       threshold: 1,
@@ -188,7 +195,7 @@ export class Alarms extends Construct {
       alarmDescription: 'No hold sweep succeeded in 5 minutes: expired holds keep credit held',
     });
     stalled.addAlarmAction(action);
-    const negative = service(
+    const negative = serviceMetric(
       'NegativeBalanceAccounts',
       'Maximum',
       Duration.minutes(BALANCE_CHECK_INTERVAL_MINUTES),
@@ -311,35 +318,22 @@ export class Alarms extends Construct {
 
   /** One dashboard: requests, errors, latency, billed amount, holds, sweeps and the money invariants. */
   private addDashboard(completions: IFunction, models: IFunction, sweeps: Metric, negative: Metric): void {
-    const service = (metricName: string, statistic = 'Sum') =>
-      new Metric({
-        namespace: SERVICE_NAMESPACE,
-        metricName,
-        dimensionsMap: { ...SERVICE_DIMENSIONS },
-        statistic,
-        period: Duration.minutes(5),
-      });
-    const url = (fn: IFunction, metricName: string) =>
-      new Metric({
-        namespace: 'AWS/Lambda',
-        metricName,
-        dimensionsMap: { FunctionName: fn.functionName },
-        statistic: 'Sum',
-        period: Duration.minutes(5),
-      });
     new Dashboard(Stack.of(this), 'Dashboard', {
       widgets: [
         [
           new GraphWidget({
             title: 'Requests',
-            left: [url(completions, 'UrlRequestCount'), url(models, 'UrlRequestCount')],
+            left: [
+              functionUrlMetric(completions, 'UrlRequestCount'),
+              functionUrlMetric(models, 'UrlRequestCount'),
+            ],
           }),
           new GraphWidget({
             title: 'Errors (4xx, 5xx, function errors)',
             left: [
-              url(completions, 'Url4xxCount'),
-              url(completions, 'Url5xxCount'),
-              url(models, 'Url5xxCount'),
+              functionUrlMetric(completions, 'Url4xxCount'),
+              functionUrlMetric(completions, 'Url5xxCount'),
+              functionUrlMetric(models, 'Url5xxCount'),
             ],
             right: [completions.metricErrors(), models.metricErrors()],
           }),
@@ -366,12 +360,12 @@ export class Alarms extends Construct {
           }),
           new GraphWidget({
             title: 'Holds, sweeps and accounts below zero',
-            left: [service('ExpiredHoldsReleased'), sweeps],
+            left: [serviceMetric('ExpiredHoldsReleased'), sweeps],
             right: [negative],
           }),
           new GraphWidget({
             title: 'Money alarms: billing failures, usage out of bounds',
-            left: [service('BillingFailures'), service('UsageOutOfBounds')],
+            left: [serviceMetric('BillingFailures'), serviceMetric('UsageOutOfBounds')],
           }),
         ],
       ],

@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { DYNAMODB_OPERATIONS, SERVICE_DIMENSIONS, SERVICE_NAMESPACE } from '../../lib/infra/alarms.js';
-import { PROD_PROPS, type Resource, resources, type Synthesized, synthOffline } from './synth-offline.js';
+import { type Resource, resources, type Synthesized, synthStages } from './synth-offline.js';
 
 /**
  * Every alarm reads a metric that exists: an AWS namespace's metric with a dimension set AWS
@@ -189,16 +189,11 @@ async function emitted(
   return out;
 }
 
-let sandbox: Synthesized;
-let prod: Synthesized;
-beforeAll(() => {
-  sandbox = synthOffline({ stage: 'sandbox' });
-  prod = synthOffline(PROD_PROPS);
-}, 240_000);
+const stackOf = synthStages();
 afterAll(() => vi.restoreAllMocks());
 
 describe.each(['sandbox', 'prod'] as const)('every alarm in %s', (stage) => {
-  const synth = () => (stage === 'sandbox' ? sandbox : prod);
+  const synth = () => stackOf(stage);
 
   it('reads an AWS metric with a dimension set AWS publishes it with, naming a resource of the stack', () => {
     const reads = alarmMetrics(synth()).filter((r) => r.namespace.startsWith('AWS/'));

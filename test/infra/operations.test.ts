@@ -1,19 +1,14 @@
 import { App } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ApiStack } from '../../lib/infra/api-stack.js';
-import { PROD_PROPS, resources, type Synthesized, synthOffline } from './synth-offline.js';
+import { PROD_PROPS, resources, type Synthesized, synthStages } from './synth-offline.js';
 
 /**
  * What keeps the stack operable: the budget's permission to publish, the upstream secret as `{}`, the
  * sweeper's concurrency and failure destination, tags on every resource, and the prod backup plan.
  */
-let sandbox: Synthesized;
-let prod: Synthesized;
-beforeAll(() => {
-  sandbox = synthOffline({ stage: 'sandbox' });
-  prod = synthOffline(PROD_PROPS);
-}, 240_000);
+const stackOf = synthStages();
 
 const logicalIdOf = (synth: Synthesized, type: string, prefix: string): string => {
   const id = Object.entries(resources(synth.template)).find(
@@ -25,7 +20,7 @@ const logicalIdOf = (synth: Synthesized, type: string, prefix: string): string =
 
 describe('cdk-nag AwsSolutions, with the new resources', () => {
   it.each(['sandbox', 'prod'] as const)('reports nothing unacknowledged for %s', (stage) => {
-    const { nag } = stage === 'sandbox' ? sandbox : prod;
+    const { nag } = stackOf(stage);
     expect(nag?.violations).toEqual([]);
     expect(nag?.conclusion).toBe('success');
   });
@@ -33,6 +28,7 @@ describe('cdk-nag AwsSolutions, with the new resources', () => {
 
 describe('the budget', () => {
   it("may publish to the alarm topic, scoped to this account's budgets (AWS's documented policy)", () => {
+    const prod = stackOf('prod');
     const topic = logicalIdOf(prod, 'AWS::SNS::Topic', 'Alarms');
     prod.template.hasResourceProperties('AWS::SNS::TopicPolicy', {
       Topics: [{ Ref: topic }],
@@ -74,7 +70,7 @@ describe('the upstream-credentials secret', () => {
   it.each(['sandbox', 'prod'] as const)(
     'is created as {} in %s (a JSON object with no credential yet)',
     (stage) => {
-      const { template } = stage === 'sandbox' ? sandbox : prod;
+      const { template } = stackOf(stage);
       template.hasResourceProperties('AWS::SecretsManager::Secret', {
         Description: Match.stringLikeRegexp('^Upstream provider API keys'),
         SecretString: '{}',
@@ -88,7 +84,7 @@ describe('the hold sweeper', () => {
   it.each(['sandbox', 'prod'] as const)(
     'runs one at a time, and sends failed scheduled invocations to a queue with an alarm (%s)',
     (stage) => {
-      const synth = stage === 'sandbox' ? sandbox : prod;
+      const synth = stackOf(stage);
       const queue = logicalIdOf(synth, 'AWS::SQS::Queue', 'HoldSweeperFailures');
       const sweeper = logicalIdOf(synth, 'AWS::Lambda::Function', 'HoldSweeper');
       expect(resources(synth.template)[sweeper]?.Properties).toMatchObject({
@@ -133,7 +129,7 @@ describe('tags', () => {
     (stage) => {
       // Except the CDK's own S3 auto-delete provider (sandbox only): a raw CfnResource that the Tags
       // aspect cannot reach.
-      const all = Object.entries(resources((stage === 'sandbox' ? sandbox : prod).template))
+      const all = Object.entries(resources(stackOf(stage).template))
         .filter(([id]) => !id.startsWith('CustomS3AutoDeleteObjectsCustomResourceProvider'))
         .map(([, r]) => r);
       for (const type of [
@@ -160,6 +156,7 @@ describe('tags', () => {
 
 describe('backups', () => {
   it('back up the accounts and ledger tables daily in prod, into a retained vault, with a role of their own', () => {
+    const prod = stackOf('prod');
     const accounts = logicalIdOf(prod, 'AWS::DynamoDB::GlobalTable', 'Tablesaccounts');
     const ledger = logicalIdOf(prod, 'AWS::DynamoDB::GlobalTable', 'Tablesledger');
     prod.template.hasResourceProperties('AWS::Backup::BackupPlan', {
@@ -185,6 +182,6 @@ describe('backups', () => {
   });
 
   it('are not made for the disposable sandbox', () => {
-    sandbox.template.resourceCountIs('AWS::Backup::BackupPlan', 0);
+    stackOf('sandbox').template.resourceCountIs('AWS::Backup::BackupPlan', 0);
   });
 });

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { App, Validations } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
+import { beforeAll } from 'vitest';
 import { ApiStack, type ApiStackProps } from '../../lib/infra/api-stack.js';
 
 /** The repository's example tier configuration. */
@@ -38,6 +39,23 @@ export function synthOffline(props: ApiStackProps, id = `Test-${props.stage}`): 
   return {
     template: Template.fromStack(stack),
     nag: report.pluginReports.find((p) => p.pluginName === 'AwsSolutions'),
+  };
+}
+
+/**
+ * The sandbox stack and the prod one (PROD_PROPS), synthesized once before the calling file's tests:
+ * the stack of a stage, for those tests to read.
+ */
+export function synthStages(): (stage: 'sandbox' | 'prod') => Synthesized {
+  const stacks: { sandbox?: Synthesized; prod?: Synthesized } = {};
+  beforeAll(() => {
+    stacks.sandbox = synthOffline({ stage: 'sandbox' });
+    stacks.prod = synthOffline(PROD_PROPS);
+  }, 240_000);
+  return (stage) => {
+    const stack = stacks[stage];
+    if (!stack) throw new Error(`the ${stage} stack is read before it is synthesized`);
+    return stack;
   };
 }
 

@@ -5,23 +5,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
-import { ensureTables, freePort, localClient } from '../../lib/local/dynamodb-local.js';
-import { localTableNames } from '../../lib/local/stack.js';
+import { freePort, localClient } from '../../lib/local/dynamodb-local.js';
 import { runAdmin } from '../support/admin-cli.js';
+import { cliTables } from '../support/cli-tables.js';
 
 const run = promisify(execFile);
 const prefix = `cli${randomBytes(3).toString('hex')}-`;
-const tables = localTableNames(prefix);
-const env = {
-  ...process.env,
-  DYNAMODB_ENDPOINT: inject('dynamoEndpoint'),
-  KEYS_TABLE: tables.keys,
-  ACCOUNTS_TABLE: tables.accounts,
-  LEDGER_TABLE: tables.ledger,
-  HOLDS_TABLE: tables.holds,
-};
+const { tables, env } = cliTables(prefix);
 
 /** The CLI in this process (test/support/admin-cli.ts); the tests at the end run bin/admin.ts itself. */
 const admin = (...args: string[]) => runAdmin(args, env);
@@ -43,12 +35,6 @@ const json = async (...args: string[]) => {
   expect(result.stdout.trim().split('\n')).toHaveLength(1);
   return JSON.parse(result.stdout) as Record<string, unknown>;
 };
-
-beforeAll(async () => {
-  const client = localClient(inject('dynamoEndpoint'));
-  await ensureTables(client, tables);
-  client.destroy();
-});
 
 describe('operator CLI', () => {
   it('splits an account into slices, keeping its balance, and refuses a count outside 1-62', async () => {

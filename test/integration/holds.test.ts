@@ -7,6 +7,7 @@ import type { Hold } from '../../functions/core/store.js';
 import { expiredHolds } from '../../functions/shared/observability.js';
 import { parseCommandLine, runCommand } from '../../lib/admin/cli.js';
 import { getAccount, reconcile } from '../../lib/admin/operations.js';
+import { chargeEntry } from '../support/fixtures.js';
 import { ledgerOf, settled } from '../support/settled.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
@@ -247,20 +248,12 @@ describe('random interleavings of admissions, settlements and expiries (property
               if (step.op === 'settle') {
                 const billed = (hold.amountNano * BigInt(step.fraction)) / 100n;
                 await store.settleCharge(
-                  {
-                    accountId,
+                  chargeEntry(accountId, 'key_prop', billed, {
                     generationId: hold.holdId,
-                    keyId: 'key_prop',
-                    tier: 'svc-fast',
-                    upstreamModel: 'sim-fast',
                     promptTokens: 1,
                     completionTokens: 1,
-                    cachedTokens: 0,
                     upstreamCostUsd: '0',
-                    billedNano: billed,
-                    estimated: false,
-                    createdAt: new Date().toISOString(),
-                  },
+                  }),
                   { hold },
                 );
               } else {

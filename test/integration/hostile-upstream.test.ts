@@ -1,5 +1,4 @@
 import type { ServerResponse } from 'node:http';
-import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { usdToNano } from '../../functions/core/money.js';
 import { SIMULATOR_PRICES } from '../../functions/core/tiers.js';
@@ -11,6 +10,7 @@ import { type FakeUpstream, startFakeUpstream } from '../support/fake-upstream.j
 import { ledgerOf } from '../support/settled.js';
 import { readSse } from '../support/sse.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
+import { oneChargeItem, postCompletion, upstreamCompletion } from '../support/upstream-replies.js';
 
 /**
  * An upstream that lies or sends garbage, driven through the emulator against DynamoDB Local: every
@@ -58,33 +58,19 @@ afterAll(async () => {
   await hostile?.close();
 });
 
-function completion(usage: unknown) {
-  return {
-    id: 'up-1',
-    object: 'chat.completion',
-    created: 1,
-    model: 'liar',
-    choices: [
-      { index: 0, message: { role: 'assistant', content: REPLY }, finish_reason: 'stop', logprobs: null },
-    ],
-    usage,
-  };
-}
+const envelope = { id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'liar' };
+const event = (content: string) =>
+  `data: ${JSON.stringify({ ...envelope, choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
 
 /** Answers JSON or SSE (per the request) with the reply and the given usage. */
 function lyingUsage(usage: unknown): Behaviour {
   return (body, res) => {
     if (!body.stream) {
       res.writeHead(200, { 'content-type': 'application/json' });
-      return void res.end(JSON.stringify(completion(usage)));
+      return void res.end(JSON.stringify(upstreamCompletion('liar', REPLY, usage)));
     }
     res.writeHead(200, { 'content-type': 'text/event-stream' });
-    const envelope = { id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'liar' };
-    for (const piece of [REPLY.slice(0, 10), REPLY.slice(10)]) {
-      res.write(
-        `data: ${JSON.stringify({ ...envelope, choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] })}\n\n`,
-      );
-    }
+    for (const piece of [REPLY.slice(0, 10), REPLY.slice(10)]) res.write(event(piece));
     res.write(
       `data: ${JSON.stringify({ ...envelope, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n`,
     );
@@ -93,18 +79,8 @@ function lyingUsage(usage: unknown): Behaviour {
   };
 }
 
-async function call(key: string, model: string, stream: boolean, extra: Record<string, unknown> = {}) {
-  return fetch(`${target.baseUrl}/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      model,
-      messages: [{ role: 'user', content: 'Say something.' }],
-      stream,
-      ...extra,
-    }),
-  });
-}
+const call = (key: string, model: string, stream: boolean, extra: Record<string, unknown> = {}) =>
+  postCompletion(target, key, model, stream, extra);
 
 /** The client's usage block, from a JSON body or the final usage chunk of a stream. */
 async function clientUsage(response: Response, stream: boolean) {
@@ -114,20 +90,10 @@ async function clientUsage(response: Response, stream: boolean) {
   return JSON.parse(data.at(-2) ?? '{}').usage as Record<string, number>;
 }
 
+/** The account's one charge (the balance down by exactly it) and the adjustment its ledger item records. */
 async function oneCharge(accountId: string) {
-  const charges = (await ledgerOf(target, accountId)).filter((e) => e.type === 'charge');
-  expect(charges).toHaveLength(1);
-  const [charge] = charges;
-  if (!charge) throw new Error('no charge');
-  expect(START - (await balanceNano(target, accountId))).toBe(-charge.deltaNano);
-  const item = await target.client.send(
-    new GetItemCommand({
-      TableName: target.tables.ledger,
-      Key: { accountId: { S: accountId }, entryId: { S: charge.entryId } },
-      ConsistentRead: true,
-    }),
-  );
-  return { charge, adjusted: item.Item?.usageAdjusted?.S };
+  const { charge, item } = await oneChargeItem(target, accountId, START);
+  return { charge, adjusted: item?.usageAdjusted?.S };
 }
 
 async function noCharge(accountId: string) {
@@ -275,12 +241,7 @@ describe('an upstream that streams forever', () => {
   it('is cut at the output cap with finish_reason length, billed once at the bound, and hung up on', async () => {
     behave = (_body, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
-      const envelope = { id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'liar' };
-      const timer = setInterval(() => {
-        res.write(
-          `data: ${JSON.stringify({ ...envelope, choices: [{ index: 0, delta: { content: 'more words ' }, finish_reason: null }] })}\n\n`,
-        );
-      }, 2);
+      const timer = setInterval(() => res.write(event('more words ')), 2);
       res.on('close', () => clearInterval(timer));
     };
     const { accountId, key } = await newAccount(target);
@@ -301,11 +262,27 @@ describe('an upstream that streams forever', () => {
   });
 });
 
-describe('an upstream that breaks its own HTTP framing', () => {
-  const envelope = { id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'liar' };
-  const event = (content: string) =>
-    `data: ${JSON.stringify({ ...envelope, choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
+/**
+ * A svc-fast stream the upstream breaks off: answered 200, the text relayed, an error event with the
+ * usage last and [DONE]; one charge, estimated and billed as that usage says.
+ */
+async function brokenStream() {
+  const { accountId, key } = await newAccount(target);
+  const response = await call(key, 'svc-fast', true);
+  expect(response.status).toBe(200);
+  const { data } = await readSse(response);
+  expect(data.at(-1)).toBe('[DONE]');
+  const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
+  const text = chunks.map((c) => c.choices?.[0]?.delta?.content ?? '').join('');
+  const last = chunks.at(-1);
+  expect(last.choices[0].finish_reason).toBe('error');
+  const { charge } = await oneCharge(accountId);
+  expect(charge.estimated).toBe(true);
+  expect(-charge.deltaNano).toBe(usdToNano(String(last.usage.cost)));
+  return { chunks, text, last };
+}
 
+describe('an upstream that breaks its own HTTP framing', () => {
   it('mid-stream: what it sent is relayed and billed as delivered, then one error event and [DONE]', async () => {
     behave = (_body, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -313,20 +290,9 @@ describe('an upstream that breaks its own HTTP framing', () => {
       // After them, a chunk size that is not one: nothing after it can be framed.
       res.write(event('arrive.'), () => res.socket?.write('zz\r\ndata: {"choices":[]}\r\n'));
     };
-    const { accountId, key } = await newAccount(target);
-    const response = await call(key, 'svc-fast', true);
-    expect(response.status).toBe(200);
-    const { data } = await readSse(response);
-    expect(data.at(-1)).toBe('[DONE]');
-    const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
-    const text = chunks.map((c) => c.choices?.[0]?.delta?.content ?? '').join('');
+    const { chunks, text } = await brokenStream();
     expect(text).toBe('Two events arrive.');
-    const last = chunks.at(-1);
-    expect(last.choices[0].finish_reason).toBe('error');
     expect(chunks.filter((c) => c.error)).toHaveLength(1);
-    const { charge } = await oneCharge(accountId);
-    expect(charge.estimated).toBe(true);
-    expect(-charge.deltaNano).toBe(usdToNano(String(last.usage.cost)));
     await hostile.lastClosed(); // the gateway hung up on the upstream
   });
 
@@ -344,10 +310,6 @@ describe('an upstream that breaks its own HTTP framing', () => {
 });
 
 describe('an upstream that bursts its whole stream and then resets the connection', () => {
-  const envelope = { id: 'up-1', object: 'chat.completion.chunk', created: 1, model: 'liar' };
-  const event = (content: string) =>
-    `data: ${JSON.stringify({ ...envelope, choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
-
   it('2,000 events in one write, then RST: every event is relayed and billed', async () => {
     const pieces = Array.from({ length: 2_000 }, (_, i) => ` e${i}`);
     behave = (_body, res) => {
@@ -359,19 +321,8 @@ describe('an upstream that bursts its whole stream and then resets the connectio
       res.socket?.uncork();
       res.write('', () => res.socket?.resetAndDestroy());
     };
-    const { accountId, key } = await newAccount(target);
-    const response = await call(key, 'svc-fast', true);
-    expect(response.status).toBe(200);
-    const { data } = await readSse(response);
-    expect(data.at(-1)).toBe('[DONE]');
-    const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
-    const text = chunks.map((c) => c.choices?.[0]?.delta?.content ?? '').join('');
+    const { text, last } = await brokenStream();
     expect(text).toBe(pieces.join(''));
-    const last = chunks.at(-1);
-    expect(last.choices[0].finish_reason).toBe('error');
-    const { charge } = await oneCharge(accountId);
-    expect(charge.estimated).toBe(true);
-    expect(-charge.deltaNano).toBe(usdToNano(String(last.usage.cost)));
     expect(last.usage.completion_tokens).toBeGreaterThanOrEqual(2_000);
   });
 });

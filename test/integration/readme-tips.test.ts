@@ -4,10 +4,9 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { beforeAll, describe, expect, inject, it } from 'vitest';
-import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
-import { localTableNames } from '../../lib/local/stack.js';
+import { describe, expect, it } from 'vitest';
 import { runAdmin } from '../support/admin-cli.js';
+import { cliTables } from '../support/cli-tables.js';
 
 /**
  * The README's operator commands run as written: the set-up section's tips (after `npm start` made
@@ -16,15 +15,7 @@ import { runAdmin } from '../support/admin-cli.js';
 const run = promisify(execFile);
 const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
 const PREFIX = 'npm run --silent admin -- ';
-const tables = localTableNames(`tips${randomBytes(3).toString('hex')}-`);
-const env = {
-  ...process.env,
-  DYNAMODB_ENDPOINT: inject('dynamoEndpoint'),
-  KEYS_TABLE: tables.keys,
-  ACCOUNTS_TABLE: tables.accounts,
-  LEDGER_TABLE: tables.ledger,
-  HOLDS_TABLE: tables.holds,
-};
+const { env } = cliTables(`tips${randomBytes(3).toString('hex')}-`);
 
 function section(heading: string): string {
   const start = README.indexOf(`\n${heading}\n`);
@@ -42,12 +33,6 @@ const argsOf = (command: string) =>
     .split(/\s+/);
 
 const admin = (args: string[]) => runAdmin(args, env);
-
-beforeAll(async () => {
-  const client = localClient(inject('dynamoEndpoint'));
-  await ensureTables(client, tables);
-  client.destroy();
-});
 
 describe('README operator commands', () => {
   it('the set-up tips run as written, in their own process through npm, on the account npm start makes', async () => {

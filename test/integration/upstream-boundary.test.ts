@@ -1,5 +1,4 @@
 import type { ServerResponse } from 'node:http';
-import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { usdToNano } from '../../functions/core/money.js';
 import { priceUsage } from '../../functions/core/pricing.js';
@@ -11,7 +10,8 @@ import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { type FakeUpstream, startFakeUpstream } from '../support/fake-upstream.js';
 import { ledgerOf } from '../support/settled.js';
 import { readSse } from '../support/sse.js';
-import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
+import { newAccount, startTarget, type Target } from '../support/target.js';
+import { oneChargeItem, postCompletion, upstreamCompletion } from '../support/upstream-replies.js';
 
 /**
  * The upstream boundary, tried as a hostile upstream and a hostile client would: every byte received
@@ -58,51 +58,21 @@ const envelope = { id: 'up-1', object: 'chat.completion.chunk', created: 1, mode
 const contentEvent = (content: string) =>
   `data: ${JSON.stringify({ ...envelope, choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
 
-function completion(content: string, usage: unknown, extra: Record<string, unknown> = {}) {
-  return {
-    id: 'up-1',
-    object: 'chat.completion',
-    created: 1,
-    model: 'fake',
-    choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop', logprobs: null }],
-    usage,
-    ...extra,
-  };
-}
+const completion = (content: string, usage: unknown, extra: Record<string, unknown> = {}) =>
+  upstreamCompletion('fake', content, usage, extra);
 
-async function call(key: string, stream: boolean, extra: Record<string, unknown> = {}, model = 'svc-fast') {
-  return fetch(`${target.baseUrl}/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      model,
-      messages: [{ role: 'user', content: 'Say something.' }],
-      stream,
-      ...extra,
-    }),
-  });
-}
+const call = (key: string, stream: boolean, extra: Record<string, unknown> = {}, model = 'svc-fast') =>
+  postCompletion(target, key, model, stream, extra);
 
 /** The one charge of an account, with the ledger item's token counts and flags; the balance agrees. */
 async function oneCharge(accountId: string) {
-  const charges = (await ledgerOf(target, accountId)).filter((e) => e.type === 'charge');
-  expect(charges).toHaveLength(1);
-  const [charge] = charges;
-  if (!charge) throw new Error('no charge');
-  expect(START - (await balanceNano(target, accountId))).toBe(-charge.deltaNano);
-  const item = await target.client.send(
-    new GetItemCommand({
-      TableName: target.tables.ledger,
-      Key: { accountId: { S: accountId }, entryId: { S: charge.entryId } },
-      ConsistentRead: true,
-    }),
-  );
+  const { charge, item } = await oneChargeItem(target, accountId, START);
   return {
     billedNano: -charge.deltaNano,
-    promptTokens: Number(item.Item?.promptTokens?.N),
-    completionTokens: Number(item.Item?.completionTokens?.N),
-    estimated: item.Item?.estimated?.BOOL,
-    adjusted: item.Item?.usageAdjusted?.S,
+    promptTokens: Number(item?.promptTokens?.N),
+    completionTokens: Number(item?.completionTokens?.N),
+    estimated: item?.estimated?.BOOL,
+    adjusted: item?.usageAdjusted?.S,
   };
 }
 

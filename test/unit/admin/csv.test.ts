@@ -2,7 +2,7 @@ import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
 import { parseCommandLine, runCommand } from '../../../lib/admin/cli.js';
 import { csvCell, toCsv } from '../../../lib/admin/csv.js';
-import { MemoryStore } from '../../support/memory-store.js';
+import { accountWithUsers } from '../../support/usage-by-user.js';
 
 /** `user` strings a customer might send to forge rows or formulas in an operator's export. */
 const HOSTILE = [
@@ -60,33 +60,11 @@ describe('toCsv', () => {
 });
 
 describe('admin usage exports', () => {
-  async function accountWithUsers() {
-    const store = new MemoryStore();
-    await store.createAccount('acct', 1_000_000_000n, new Date().toISOString());
-    let n = 0;
-    for (const user of HOSTILE) {
-      n += 1;
-      await store.settleCharge({
-        accountId: 'acct',
-        generationId: `gen-1767225600-${String(n).padStart(20, '0')}`,
-        keyId: 'key_1',
-        tier: 'svc-fast',
-        upstreamModel: 'sim-fast',
-        promptTokens: 10,
-        completionTokens: 5,
-        cachedTokens: 0,
-        upstreamCostUsd: '0.00001',
-        billedNano: 13_000n,
-        estimated: false,
-        user: user.slice(0, 256),
-        createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, n)).toISOString(),
-      });
-    }
-    return { store: store as never };
-  }
+  /** The account holds one charge per hostile user string, cut to the 256 characters a request may send. */
+  const withHostileUsers = () => accountWithUsers(HOSTILE.map((user) => user.slice(0, 256)));
 
   it('--by user --format csv: one row per user, whatever the user strings hold', async () => {
-    const ctx = await accountWithUsers();
+    const ctx = await withHostileUsers();
     const result = await runCommand(
       ctx,
       parseCommandLine(['usage', 'acct', '--by', 'user', '--format', 'csv']),
@@ -99,7 +77,7 @@ describe('admin usage exports', () => {
   });
 
   it('--format csv (the ledger): one row per entry, carriage returns and formulas included', async () => {
-    const ctx = await accountWithUsers();
+    const ctx = await withHostileUsers();
     const result = await runCommand(ctx, parseCommandLine(['usage', 'acct', '--format', 'csv']));
     const parsed = parse(result.text, { columns: true }) as Record<string, string>[];
     const charges = parsed.filter((row) => row.type === 'charge');
@@ -108,7 +86,7 @@ describe('admin usage exports', () => {
   });
 
   it('the ledger and --by user exports keep their row count for a parser that breaks rows on CR', async () => {
-    const ctx = await accountWithUsers();
+    const ctx = await withHostileUsers();
     const ledger = await runCommand(ctx, parseCommandLine(['usage', 'acct', '--format', 'csv']));
     const entries = parse(ledger.text, { columns: true, record_delimiter: BREAKS_ON_CR }) as Record<
       string,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseCommandLine, runCommand } from '../../../lib/admin/cli.js';
 import { MemoryStore } from '../../support/memory-store.js';
+import { accountWithUsers } from '../../support/usage-by-user.js';
 
 /**
  * `user` strings a customer sends to forge rows, move the cursor or rewrite the operator's terminal
@@ -26,35 +27,10 @@ const HOSTILE = [
 /** Characters that must never reach a terminal from a customer's string. */
 const CONTROL = /[\p{Cc}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]/u;
 
-async function accountWithUsers() {
-  const store = new MemoryStore();
-  await store.createAccount('acct', 1_000_000_000n, new Date().toISOString());
-  let n = 0;
-  for (const user of HOSTILE) {
-    n += 1;
-    await store.settleCharge({
-      accountId: 'acct',
-      generationId: `gen-1767225600-${String(n).padStart(20, '0')}`,
-      keyId: 'key_1',
-      tier: 'svc-fast',
-      upstreamModel: 'sim-fast',
-      promptTokens: 10,
-      completionTokens: 5,
-      cachedTokens: 0,
-      upstreamCostUsd: '0.00001',
-      billedNano: 13_000n,
-      estimated: false,
-      user,
-      createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, n)).toISOString(),
-    });
-  }
-  return { store: store as never };
-}
-
 describe('admin table output', () => {
   it('usage --by user: one line per user, no control character printed, each name readable', async () => {
     const result = await runCommand(
-      await accountWithUsers(),
+      await accountWithUsers(HOSTILE),
       parseCommandLine(['usage', 'acct', '--by', 'user']),
     );
     const lines = result.text.split('\n');
@@ -71,26 +47,8 @@ describe('admin table output', () => {
   });
 
   it('escapes a backslash too, so an escaped control and its spelled-out text stay apart', async () => {
-    const store = new MemoryStore();
-    await store.createAccount('acct', 1_000_000_000n, new Date().toISOString());
-    for (const [n, user] of ['a\nb', 'a\\nb'].entries())
-      await store.settleCharge({
-        accountId: 'acct',
-        generationId: `gen-1767225600-${String(n).padStart(20, '0')}`,
-        keyId: 'key_1',
-        tier: 'svc-fast',
-        upstreamModel: 'sim-fast',
-        promptTokens: 1,
-        completionTokens: 1,
-        cachedTokens: 0,
-        upstreamCostUsd: '0',
-        billedNano: 1n,
-        estimated: false,
-        user,
-        createdAt: new Date().toISOString(),
-      });
     const result = await runCommand(
-      { store: store as never },
+      await accountWithUsers(['a\nb', 'a\\nb']),
       parseCommandLine(['usage', 'acct', '--by', 'user']),
     );
     const names = result.text.split('\n').map((line) => line.split(/ {2,}/)[0]);
@@ -114,7 +72,7 @@ describe('admin table output', () => {
 
   it('the --json and csv outputs keep the strings as they are (their own escaping applies)', async () => {
     const result = await runCommand(
-      await accountWithUsers(),
+      await accountWithUsers(HOSTILE),
       parseCommandLine(['usage', 'acct', '--by', 'user', '--json']),
     );
     const groups = (result.json as { groups: { user: string }[] }).groups;
