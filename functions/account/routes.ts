@@ -1,18 +1,19 @@
 /**
  * What the account function (deployed as "models") answers (a buffered Function URL behind CloudFront's default behaviour):
- * the model list and one model, and, with the caller's own key only, its credits and one of its
- * generations. Which paths those are, and that every other path is 404 (the announced agent and memory
+ * the model list and one model, and, with the caller's own key only, its credits, its key and one of
+ * its generations. Which paths those are, and that every other path is 404 (the announced agent and memory
  * endpoints included) and a known path with the wrong method 405, is the route table's (shared/routes.ts);
  * the request is routed and its caller authenticated before an answer here is asked for (handler.ts).
  */
 import type { Principal } from '../core/access.js';
+import { hashKey, parseBearerKey } from '../core/auth.js';
 import { readModelCatalog } from '../core/catalog.js';
-import { BadRequestError, NotFoundError } from '../core/errors.js';
+import { AuthenticationError, BadRequestError, NotFoundError } from '../core/errors.js';
 import { nanoToUsd } from '../core/money.js';
 import type { Store } from '../core/store.js';
 import { MODELS_CREATED, MODELS_OWNER, TIER_DISPLAY_NAMES, TIER_IDS } from '../core/tier-ids.js';
 import { JsonDecimal } from '../core/usage.js';
-import type { FunctionUrlEvent } from '../shared/http.js';
+import { type FunctionUrlEvent, header } from '../shared/http.js';
 import type { RouteNameOf } from '../shared/routes.js';
 import type { Routed } from '../shared/routing.js';
 
@@ -39,14 +40,15 @@ const MODEL_BY_ID = new Map<string, (typeof MODEL_LIST.data)[number]>(
 interface RouteContext {
   event: FunctionUrlEvent;
   caller: Principal;
-  store: Pick<Store, 'getLedgerEntry'>;
+  store: Pick<Store, 'getLedgerEntry' | 'getAccount' | 'totalCredits' | 'getKey' | 'keyUsage'>;
 }
 
 /** Each route of this function in the route table (shared/routes.ts), and its answer. */
 const ANSWERS: Record<RouteNameOf<'models'>, (context: RouteContext, rest: string) => unknown> = {
   models: () => MODEL_LIST,
   model: (_context, id) => modelById(id),
-  credits: ({ caller }) => credits(caller),
+  credits: ({ caller, store }) => credits(caller, store),
+  key: ({ event, caller, store }) => currentKey(event, caller, store),
   generation: ({ event, caller, store }) => generation(event, caller, store),
 };
 
@@ -61,16 +63,64 @@ function modelById(id: string) {
   return model;
 }
 
-/** GET /api/v1/credits: the balance (the spec's creditBalance), what requests in flight hold, and what is left. */
-function credits(principal: Principal) {
+/**
+ * GET /api/v1/credits: the balance (the spec's creditBalance), what requests in flight hold, and what
+ * is left, of the whole account (summed over its slices: the caller's read saw one); and, in
+ * OpenRouter's shape, `data`: every credit the account was given (its top-ups) and what it has spent
+ * of them (top-ups minus balance, the ledger's invariant). Exact nano-USD, shown as USD.
+ */
+async function credits(principal: Principal, store: Pick<Store, 'getAccount' | 'totalCredits'>) {
+  const [account, totalCredits] = await Promise.all([
+    store.getAccount(principal.accountId),
+    store.totalCredits(principal.accountId),
+  ]);
+  const balance = account?.balanceNano ?? principal.balanceNano;
+  const held = account?.heldNano ?? principal.heldNano;
   return {
     object: 'credits',
-    balance: new JsonDecimal(nanoToUsd(principal.balanceNano)),
-    held: new JsonDecimal(nanoToUsd(principal.heldNano)),
-    available: new JsonDecimal(nanoToUsd(principal.balanceNano - principal.heldNano)),
+    balance: usd(balance),
+    held: usd(held),
+    available: usd(balance - held),
     currency: 'USD',
+    data: { total_credits: usd(totalCredits), total_usage: usd(totalCredits - balance) },
   };
 }
+
+/**
+ * GET /api/v1/key: the calling key, in OpenRouter's shape (`data`), with the fields that apply here:
+ * its label (the name it was created with), its usage (USD its charges have spent, exact: the running
+ * total its settlements keep, store.keyUsage), no spending limit (null, as OpenRouter answers for a
+ * key without one), no expiry, and when it was created. Left out (docs/compatibility.md): usage by
+ * day, week and month, BYOK usage, the creator's user id and the deprecated rate_limit.
+ */
+async function currentKey(
+  event: FunctionUrlEvent,
+  principal: Principal,
+  store: Pick<Store, 'getKey' | 'keyUsage'>,
+) {
+  // The route authenticated this very header: it parses.
+  const keyHash = hashKey(parseBearerKey(header(event, 'authorization')));
+  const [key, usage] = await Promise.all([
+    store.getKey(keyHash),
+    store.keyUsage(principal.accountId, principal.keyId),
+  ]);
+  if (!key) throw new AuthenticationError('Invalid API key.');
+  return {
+    data: {
+      label: key.name,
+      usage: usd(usage),
+      limit: null,
+      limit_remaining: null,
+      limit_reset: null,
+      is_free_tier: false,
+      is_management_key: false,
+      expires_at: null,
+      created_at: key.createdAt,
+    },
+  };
+}
+
+const usd = (nano: bigint) => new JsonDecimal(nanoToUsd(nano));
 
 const GENERATION_ID = /^gen-\d{1,12}-[0-9A-Za-z]{1,40}$/;
 

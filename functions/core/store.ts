@@ -183,8 +183,23 @@ export interface Store {
   revokeKey(keyHash: string, now: string): Promise<KeyRecord>;
   listKeys(accountId: string): Promise<KeyRecord[]>;
 
+  /** The key by its hash, read strongly consistently. */
+  getKey(keyHash: string): Promise<KeyRecord | undefined>;
+  /**
+   * What the key has spent (nano-USD): the running total its settlements add up on the slices they
+   * deduct from, summed over the account's slices, read strongly consistently. It counts the charges
+   * settled since per-key totals were kept (the ledger has every charge's key: `admin usage --by key`).
+   */
+  keyUsage(accountId: string, keyId: string): Promise<bigint>;
+
   listLedger(accountId: string): Promise<LedgerEntry[]>;
   getLedgerEntry(accountId: string, entryId: string): Promise<LedgerEntry | undefined>;
+  /**
+   * Every credit the account was ever given (nano-USD): the sum of its top-up entries, initial
+   * credits included. The ledger's invariant (`admin reconcile`) is balance = top-ups - charges, so
+   * what it has spent is this minus its balance.
+   */
+  totalCredits(accountId: string): Promise<bigint>;
 }
 
 export class AccountNotFoundError extends Error {

@@ -37,6 +37,7 @@ export const ROUTES = {
   models: { method: 'GET', path: '/api/v1/models', fn: 'models', auth: 'key' },
   model: { method: 'GET', path: '/api/v1/models/', prefix: true, fn: 'models', auth: 'key' },
   credits: { method: 'GET', path: '/api/v1/credits', fn: 'models', auth: 'key' },
+  key: { method: 'GET', path: '/api/v1/key', fn: 'models', auth: 'key' },
   generation: { method: 'GET', path: '/api/v1/generation', fn: 'models', auth: 'key' },
 } as const satisfies Record<string, Route>;
 

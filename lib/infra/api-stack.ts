@@ -249,9 +249,14 @@ export class ApiStack extends Stack {
     );
     models.fn.addToRolePolicy(readAuth);
     models.fn.addToRolePolicy(readOriginSecret);
-    // GET /api/v1/generation reads one ledger entry of the caller's own account.
+    // GET /api/v1/generation reads one ledger entry of the caller's own account; GET /api/v1/credits
+    // sums its top-ups (a Query of its own partition). GET /api/v1/key reads the caller's key item and
+    // the account's slice items (GetItem, BatchGetItem: readAuth above).
     models.fn.addToRolePolicy(
-      new PolicyStatement({ actions: ['dynamodb:GetItem'], resources: [tables.ledger.tableArn] }),
+      new PolicyStatement({
+        actions: ['dynamodb:GetItem', 'dynamodb:Query'],
+        resources: [tables.ledger.tableArn],
+      }),
     );
 
     // The hold sweeper: releases holds whose request died before settling, on a schedule.

@@ -605,15 +605,21 @@ describe('least privilege', () => {
     }
   });
 
-  it('gives the models function only the reads (keys, accounts, one ledger entry) and the origin secret it uses', () => {
+  it('gives the models function only the reads (keys, accounts, the ledger) and the origin secret it uses', () => {
     const models = policies(prod.template).find((p) => p.id.startsWith('Models'));
     const actions = new Set(models?.statements.flatMap((s) => [s.Action].flat()));
     expect([...actions].sort()).toEqual([
       'dynamodb:BatchGetItem',
       'dynamodb:GetItem',
+      'dynamodb:Query',
       'secretsmanager:GetSecretValue',
       'xray:PutTelemetryRecords',
       'xray:PutTraceSegments',
+    ]);
+    // The Query (an account's top-ups, GET /credits) on the ledger only: not the keys' indexes.
+    const queries = models?.statements.filter((s) => [s.Action].flat().includes('dynamodb:Query'));
+    expect(queries?.map((s) => JSON.stringify(s.Resource))).toEqual([
+      expect.stringMatching(/^\{"Fn::GetAtt":\["Tablesledger[0-9A-F]{8}","Arn"\]\}$/),
     ]);
   });
 

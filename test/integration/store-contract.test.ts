@@ -214,6 +214,51 @@ describe.each(stores)('the store %s', (_name, make) => {
     expect(await store.countNegativeBalances()).toBe(before + 1);
   });
 
+  it("keeps each key's usage, once per generation, over every slice, and reads a key by its hash", async () => {
+    const { accountId, keyHash, keyId } = await account(10_000n);
+    const other = generateApiKey();
+    await store.createKey({
+      keyHash: other.keyHash,
+      keyId: other.keyId,
+      accountId,
+      name: 'other',
+      displayPrefix: other.displayPrefix,
+      status: 'active',
+      createdAt: now(),
+    });
+    await store.splitAccount(accountId, 4);
+    const onSlice = (key: string, billed: bigint, slice: number) =>
+      charge(accountId, key, billed, {
+        generationId: newGenerationId(Date.now(), slice),
+        ...(slice ? { slice } : {}),
+      });
+    const first = onSlice(keyId, 1_300n, 0);
+    expect(await store.settleCharge(first)).toBe('settled');
+    expect(await store.settleCharge(onSlice(keyId, 200n, 2))).toBe('settled');
+    expect(await store.settleCharge(onSlice(other.keyId, 70n, 3))).toBe('settled');
+    // The first again, with a hold (another request): the ledger's condition refuses it, uncounted.
+    expect(await store.settleCharge(first, { hold: hold(accountId, 0n) })).toBe('already-settled');
+    expect(await store.keyUsage(accountId, keyId)).toBe(1_500n);
+    expect(await store.keyUsage(accountId, other.keyId)).toBe(70n);
+    expect(await store.keyUsage(accountId, generateApiKey().keyId)).toBe(0n);
+    expect(await store.getKey(keyHash)).toMatchObject({
+      keyId,
+      accountId,
+      name: 'test',
+      status: 'active',
+    });
+    expect(await store.getKey(generateApiKey().keyHash)).toBeUndefined();
+  });
+
+  it('sums the top-ups of an account, and no charge', async () => {
+    const { accountId, keyId } = await account(5_000n);
+    expect(await store.topUp(accountId, 'pay-a', 700n, now())).toBe(true);
+    expect(await store.topUp(accountId, 'pay-a', 700n, now())).toBe(false);
+    expect(await store.settleCharge(charge(accountId, keyId, 300n))).toBe('settled');
+    expect(await store.totalCredits(accountId)).toBe(5_700n);
+    expect(await store.totalCredits((await account(0n)).accountId)).toBe(0n);
+  });
+
   it('splits an account, never into fewer slices, its total unchanged', async () => {
     const { accountId } = await account(8_000n);
     expect(await store.splitAccount(accountId, 4)).toBe(4);

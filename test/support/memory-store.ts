@@ -226,6 +226,24 @@ export class MemoryStore implements Store {
     return [...this.keys.values()].filter((k) => k.accountId === accountId);
   }
 
+  async getKey(keyHash: string): Promise<KeyRecord | undefined> {
+    const key = this.keys.get(keyHash);
+    return key ? { ...key } : undefined;
+  }
+
+  /** The key's charges in the ledger: the in-memory store keeps no running totals. */
+  async keyUsage(accountId: string, keyId: string): Promise<bigint> {
+    return (this.ledger.get(accountId) ?? [])
+      .filter((e) => e.type === 'charge' && e.keyId === keyId)
+      .reduce((sum, e) => sum - e.deltaNano, 0n);
+  }
+
+  async totalCredits(accountId: string): Promise<bigint> {
+    return (this.ledger.get(accountId) ?? [])
+      .filter((e) => e.type === 'topup')
+      .reduce((sum, e) => sum + e.deltaNano, 0n);
+  }
+
   async listLedger(accountId: string): Promise<LedgerEntry[]> {
     return [...(this.ledger.get(accountId) ?? [])];
   }

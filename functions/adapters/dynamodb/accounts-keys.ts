@@ -238,6 +238,16 @@ export class AccountsAndKeys extends StorePart {
     }
   }
 
+  /** The key item by its hash, strongly consistent (GET /api/v1/key: the caller's own key). */
+  async getKey(keyHash: string): Promise<KeyRecord | undefined> {
+    const out = await this.wire.call<GetItemCommandOutput>('GetItem', {
+      TableName: this.tables.keys,
+      Key: { keyHash: S(keyHash) },
+      ConsistentRead: true,
+    });
+    return out.Item ? toKey(out.Item) : undefined;
+  }
+
   async findKeyById(keyId: string): Promise<KeyRecord | undefined> {
     const found = await this.client.send(
       new QueryCommand({

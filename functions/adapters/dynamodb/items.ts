@@ -12,6 +12,13 @@
  *   The slice's charges and holds have the same partition key, `<accountId>#<i>`, in the ledger and
  *   holds tables (slice 0's: the account id, as every entry before slices): one busy account's
  *   writes spread over as many partitions as it has slices. Top-ups are entries of slice 0.
+ * - per-key usage, on the account and slice items: `usage_<keyId>` (N, absent = 0), what the key's
+ *   charges deducted from that slice, added by the settlement's own update (ledger.ts). A key's usage
+ *   is the sum over the slices. Its cost: each key that spends adds about 20 bytes plus the name's
+ *   26 to every slice item it spends on, and a transactional write costs 2 write units per KB of the
+ *   item, so an account whose slice items pass 1 KB (some 20 keys spending on one slice) pays one
+ *   more unit per KB on each settlement. Counted from the version that added it on: older charges
+ *   are in the ledger (`admin usage --by key`).
  * - ledger: `type` charge|topup and `amountNanoUsd` (N, positive; the type gives the sign). Charges
  *   written before this format carry `billedNanoUsd` instead, and are read as such.
  * - hold: `amountNano` (N), `expiresAt` (N, epoch ms), `createdAt`; `usageRecord` (S, JSON) and
@@ -66,6 +73,16 @@ const sliceOfKey = (key: string): number => {
   const at = key.indexOf('#');
   return at < 0 ? 0 : Number(key.slice(at + 1));
 };
+
+/** Key ids as generate makes them (`key_` and 16 hex digits); base62 allowed, bounded. */
+const KEY_ID = /^key_[0-9A-Za-z]{1,64}$/;
+
+/**
+ * The attribute on a slice item that keeps what the key has spent from that slice, or undefined for
+ * a key id that is not one (nothing is counted for it: a settlement never fails for its counter).
+ */
+export const keyUsageAttribute = (keyId: string): string | undefined =>
+  KEY_ID.test(keyId) ? `usage_${keyId}` : undefined;
 
 /** How many slices an account item says its balance has. */
 export const slicesOf = (item: Item | undefined): number => Math.max(1, num(item?.slices) ?? 1);

@@ -22,6 +22,7 @@ import {
   chargeItem,
   holdKey,
   type Item,
+  keyUsageAttribute,
   N,
   S,
   sliceKey,
@@ -94,7 +95,18 @@ export class Ledger extends StorePart {
     }
   }
 
+  /**
+   * The settlement's transaction. The slice's update also adds the charge to the key's running total
+   * on that slice item (`usage_<keyId>`, items.ts), which GET /api/v1/key sums: counted in the same
+   * write as the charge, so exactly once, and with no further item in the transaction (a per-key item
+   * would be one more item every request of a busy key meets on). Its cost is the attribute's bytes
+   * on the slice item (items.ts).
+   */
   private settleInput(entry: ChargeEntry, hold: Hold | undefined): TransactWriteItemsCommandInput {
+    const keyUsage = keyUsageAttribute(entry.keyId);
+    const adds = ['creditBalance :delta'];
+    if (hold) adds.push('heldNano :release');
+    if (keyUsage) adds.push('#keyUsage :billed');
     const items: TransactWriteItem[] = [
       {
         Put: {
@@ -108,11 +120,13 @@ export class Ledger extends StorePart {
           TableName: this.tables.accounts,
           // The slice the request was admitted on (slice 0, the account item, for an unsplit account).
           Key: { accountId: S(sliceKey(entry.accountId, entry.slice ?? 0)) },
-          UpdateExpression: hold ? 'ADD creditBalance :delta, heldNano :release' : 'ADD creditBalance :delta',
+          UpdateExpression: `ADD ${adds.join(', ')}`,
           ConditionExpression: 'attribute_exists(accountId)',
+          ...(keyUsage ? { ExpressionAttributeNames: { '#keyUsage': keyUsage } } : {}),
           ExpressionAttributeValues: {
             ':delta': N(-entry.billedNano),
             ...(hold ? { ':release': N(-hold.amountNano) } : {}),
+            ...(keyUsage ? { ':billed': N(entry.billedNano) } : {}),
           },
         },
       },
@@ -126,9 +140,11 @@ export class Ledger extends StorePart {
         },
       });
     }
-    // The token names the exact payload: the settlement without the hold is a different request.
+    // The token names the exact payload: the settlement without the hold is a different request, and
+    // so is one with the key's total (a retry by this version of a settlement an earlier one sent).
+    const kind = `${hold ? 'settle-hold' : 'settle'}${keyUsage ? '+key' : ''}`;
     return {
-      ClientRequestToken: requestToken(hold ? 'settle-hold' : 'settle', entry.generationId),
+      ClientRequestToken: requestToken(kind, entry.generationId),
       TransactItems: items,
     };
   }
@@ -196,6 +212,22 @@ export class Ledger extends StorePart {
       .flat()
       .map(toLedgerEntry)
       .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.entryId.localeCompare(b.entryId));
+  }
+
+  /**
+   * The sum of the account's top-ups (initial credits included): its own partition's `topup#`
+   * entries, one strongly consistent Query (top-ups are few; charges of slice 0 share the partition
+   * but not the prefix, and only the amounts are read).
+   */
+  async totalCredits(accountId: string): Promise<bigint> {
+    const items = await queryAll(this.client, {
+      TableName: this.tables.ledger,
+      KeyConditionExpression: 'accountId = :accountId AND begins_with(entryId, :topup)',
+      ExpressionAttributeValues: { ':accountId': S(accountId), ':topup': S(topUpEntryId('')) },
+      ProjectionExpression: 'amountNanoUsd',
+      ConsistentRead: true,
+    });
+    return items.reduce((sum, item) => sum + BigInt(item.amountNanoUsd?.N ?? '0'), 0n);
   }
 
   /**

@@ -11,7 +11,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import type { AccountStatus } from '../../core/access.js';
 import { AccountNotFoundError, type AccountRecord, MAX_SLICES } from '../../core/store.js';
-import { type Item, N, S, sliceKey, slicesOf, toAccount } from './items.js';
+import { type Item, keyUsageAttribute, N, S, sliceKey, slicesOf, toAccount } from './items.js';
 import {
   cancellationReasons,
   isRetryableSettlementError,
@@ -60,6 +60,21 @@ export class Slices extends StorePart {
       record.heldNano += BigInt(item?.heldNano?.N ?? '0');
     }
     return record;
+  }
+
+  /**
+   * What the key has spent: its running total (`usage_<keyId>`, items.ts) summed over the account's
+   * slices. The account item says how many there are; the others are one strongly consistent
+   * BatchGetItem. 0 for a key id that is not one, or an account that is gone.
+   */
+  async keyUsage(accountId: string, keyId: string): Promise<bigint> {
+    const attribute = keyUsageAttribute(keyId);
+    if (!attribute) return 0n;
+    const head = await this.head(accountId);
+    if (!head) return 0n;
+    const slices = slicesOf(head);
+    const items = slices === 1 ? [head] : [head, ...(await this.read(accountId, 1, slices))];
+    return items.reduce((sum, item) => sum + BigInt(item?.[attribute]?.N ?? '0'), 0n);
   }
 
   /**

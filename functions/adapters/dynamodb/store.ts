@@ -78,6 +78,12 @@ export class DynamoStore implements Store {
   listKeys(accountId: string): Promise<KeyRecord[]> {
     return this.accounts.listKeys(accountId);
   }
+  getKey(keyHash: string): Promise<KeyRecord | undefined> {
+    return this.accounts.getKey(keyHash);
+  }
+  keyUsage(accountId: string, keyId: string): Promise<bigint> {
+    return this.accounts.slices.keyUsage(accountId, keyId);
+  }
 
   settleCharge(
     entry: ChargeEntry,
@@ -100,6 +106,9 @@ export class DynamoStore implements Store {
   }
   getLedgerEntry(accountId: string, entryId: string): Promise<LedgerEntry | undefined> {
     return this.ledger.getLedgerEntry(accountId, entryId);
+  }
+  totalCredits(accountId: string): Promise<bigint> {
+    return this.ledger.totalCredits(accountId);
   }
 
   placeHold(hold: Hold, options: { deadline?: number } = {}): Promise<HoldOutcome> {

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { answer } from '../../../functions/account/routes.js';
 import type { Principal } from '../../../functions/core/access.js';
+import { generateApiKey } from '../../../functions/core/auth.js';
 import { HttpError } from '../../../functions/core/errors.js';
-import type { LedgerEntry } from '../../../functions/core/store.js';
+import type { AccountRecord, KeyRecord, LedgerEntry } from '../../../functions/core/store.js';
 import { stringifyJson } from '../../../functions/core/usage.js';
 import type { FunctionUrlEvent } from '../../../functions/shared/http.js';
 import { routeOf } from '../../../functions/shared/routing.js';
@@ -10,6 +11,7 @@ import { routeOf } from '../../../functions/shared/routing.js';
 function event(path: string, method = 'GET', query?: Record<string, string>): FunctionUrlEvent {
   return {
     rawPath: path,
+    headers: { authorization: `Bearer ${key.key}` },
     requestContext: { http: { method } },
     ...(query ? { queryStringParameters: query } : {}),
   } as unknown as FunctionUrlEvent;
@@ -20,8 +22,9 @@ const caller: Principal = {
   accountId: 'acct-1',
   keyStatus: 'active',
   accountStatus: 'active',
-  balanceNano: 7_500_000_000n,
-  heldNano: 500_000_000n,
+  balanceNano: 1_875_000_000n,
+  heldNano: 0n,
+  slice: 2,
 };
 
 const charge: LedgerEntry = {
@@ -36,9 +39,33 @@ const charge: LedgerEntry = {
   estimated: false,
   finishReason: 'stop',
 };
+const key = generateApiKey();
 const store = {
   getLedgerEntry: async (accountId: string, entryId: string) =>
     accountId === 'acct-1' && entryId === charge.entryId ? charge : undefined,
+  // The whole account (its slices summed): the caller's read saw one slice of it.
+  getAccount: async (accountId: string): Promise<AccountRecord> => ({
+    accountId,
+    status: 'active',
+    balanceNano: 7_500_000_000n,
+    heldNano: 500_000_000n,
+    slices: 4,
+  }),
+  totalCredits: async () => 10_000_000_000n,
+  getKey: async (keyHash: string): Promise<KeyRecord | undefined> =>
+    keyHash === key.keyHash
+      ? {
+          keyHash,
+          keyId: 'key_1',
+          accountId: 'acct-1',
+          name: 'ci runner',
+          displayPrefix: key.displayPrefix,
+          status: 'active',
+          createdAt: '2026-01-02T03:04:05.000Z',
+        }
+      : undefined,
+  keyUsage: async (accountId: string, keyId: string) =>
+    accountId === 'acct-1' && keyId === 'key_1' ? 1_234_567_891n : 0n,
 };
 
 async function get(path: string, query?: Record<string, string>) {
@@ -69,13 +96,30 @@ describe('the account function route table', () => {
     expect(statusOf(() => routeOf(event('/api/v1/credits', 'POST'), 'models'))).toBe(405);
   });
 
-  it("answers the caller's credits: balance, held, available", async () => {
+  it("answers the caller's credits: balance, held, available of the whole account, and OpenRouter's data", async () => {
     expect(await get('/api/v1/credits')).toEqual({
       object: 'credits',
       balance: 7.5,
       held: 0.5,
       available: 7,
       currency: 'USD',
+      data: { total_credits: 10, total_usage: 2.5 },
+    });
+  });
+
+  it("answers the caller's key in OpenRouter's shape, its usage exact", async () => {
+    expect(await get('/api/v1/key')).toEqual({
+      data: {
+        label: 'ci runner',
+        usage: 1.234567891,
+        limit: null,
+        limit_remaining: null,
+        limit_reset: null,
+        is_free_tier: false,
+        is_management_key: false,
+        expires_at: null,
+        created_at: '2026-01-02T03:04:05.000Z',
+      },
     });
   });
 
