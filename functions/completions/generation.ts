@@ -1,18 +1,18 @@
 import { type OpenedUpstream, openWithFallback, UpstreamDeadlineError } from '../adapters/upstream.js';
+import type { Billable } from '../billing/bill.js';
+import { billOnce } from '../billing/bill-once.js';
+import { needsHold, worstCaseBilledNano } from '../billing/holds.js';
+import { promptBound } from '../billing/usage-bounds.js';
 import { type Principal, refuseCredit, refuseStatus } from '../core/access.js';
 import { GatewayTimeoutError, ServiceUnavailableError, UpstreamError } from '../core/errors.js';
 import { type ForwardedBody, toUpstreamBody } from '../core/forwarding.js';
-import { needsHold, worstCaseBilledNano } from '../core/holds.js';
 import { newGenerationId } from '../core/ids.js';
 import type { ChatRequest } from '../core/schemas.js';
 import type { Hold, HoldOutcome, Store } from '../core/store.js';
 import { sliceOf } from '../core/store.js';
 import { outputCap, type Tier, type UpstreamTarget } from '../core/tiers.js';
-import { promptBound } from '../core/usage-bounds.js';
 import { type FunctionUrlResult, jsonResponse } from '../shared/http.js';
 import { logger } from '../shared/observability.js';
-import { billOnce } from './bill-once.js';
-import type { Billable } from './billing.js';
 import type { CompletionsConfig } from './config.js';
 import type { Deadlines } from './deadlines.js';
 import { replyJson } from './json-reply.js';
@@ -80,7 +80,7 @@ export class Generation {
   }
 
   /**
-   * The fast path or a hold (core/holds.ts): an account whose available credit covers every request
+   * The fast path or a hold (billing/holds.ts): an account whose available credit covers every request
    * that can run at once is served on its one read; any other places a hold first, one conditional
    * write, refused (402) when the credit is all held. A database failure here is a 503.
    */

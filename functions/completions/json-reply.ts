@@ -1,12 +1,12 @@
 import type { ChatCompletion } from 'openai/resources/chat/completions';
 import { BodyDeadlineError, readBody } from '../adapters/upstream.js';
 import type { UpstreamBody } from '../adapters/upstream-body.js';
+import type { Delivered } from '../billing/bill.js';
+import { nanoToUsd } from '../billing/money.js';
+import type { TokenUsage } from '../billing/pricing.js';
+import { usageForClient } from '../billing/usage.js';
 import { GatewayTimeoutError, UpstreamError } from '../core/errors.js';
-import { nanoToUsd } from '../core/money.js';
-import type { TokenUsage } from '../core/pricing.js';
 import { cutMessage, outputByteBound, parseCompletionBody, textOf } from '../core/upstream-reply.js';
-import { usageForClient } from '../core/usage.js';
-import type { Delivered } from './billing.js';
 import type { Deadlines } from './deadlines.js';
 
 export interface JsonReplyOptions {

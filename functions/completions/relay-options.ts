@@ -4,7 +4,7 @@
  * the outcome for the final usage chunk.
  */
 import type { UpstreamEvents } from '../adapters/upstream-events.js';
-import type { ClientUsage, UsageReport } from '../core/usage.js';
+import type { ClientUsage, UsageReport } from '../billing/usage.js';
 
 export interface RelayOutcome {
   /** The upstream's last usage report, if it sent one. */

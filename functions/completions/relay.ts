@@ -13,8 +13,8 @@
  */
 import { Readable } from 'node:stream';
 import { BodyTooLargeError } from '../adapters/upstream-body.js';
+import { type ClientUsage, stringifyJson } from '../billing/usage.js';
 import { CAP_SLACK, laterUsage, outputByteBound, textOf } from '../core/upstream-reply.js';
-import { type ClientUsage, stringifyJson } from '../core/usage.js';
 import { logger } from '../shared/observability.js';
 import type { RelayOptions, RelayOutcome } from './relay-options.js';
 

@@ -3,9 +3,10 @@
  * request path without a database. It keeps the port's contract: conditional writes refuse or
  * succeed whole, a settlement is idempotent by generation id, a hold is released once.
  */
+
+import { usdToNano } from '../../functions/billing/money.js';
 import type { AccountStatus, Principal } from '../../functions/core/access.js';
 import { generateApiKey } from '../../functions/core/auth.js';
-import { usdToNano } from '../../functions/core/money.js';
 import {
   AccountExistsError,
   AccountNotFoundError,

@@ -1,5 +1,5 @@
+import { usageForClient } from '../../functions/billing/usage.js';
 import type { RelayOptions } from '../../functions/completions/relay-options.js';
-import { usageForClient } from '../../functions/core/usage.js';
 
 /**
  * A relay's options as the tests and benches run it: one fixed generation, tier and creation time,

@@ -1,21 +1,18 @@
 /**
  * What a generation is billed, and the one write that bills it. The usage is the upstream's report
  * when it sent a readable one, else the gateway's estimate (flagged); either way held to what the
- * request could have used (core/usage-bounds.ts), every adjustment logged with the raw report,
+ * request could have used (usage-bounds.ts), every adjustment logged with the raw report,
  * counted and kept on the ledger entry. Then one conditional write records the ledger entry under the
  * generation id (which must not exist yet) and deducts the cost.
  */
+
+import type { Deadlines } from '../completions/deadlines.js';
 import type { Principal } from '../core/access.js';
-import { costToUsd, nanoToUsd } from '../core/money.js';
-import { priceUsage, type TokenUsage } from '../core/pricing.js';
 import type { ChatRequest } from '../core/schemas.js';
 import { AccountNotFoundError, type ChargeEntry, type Hold, type Store, sliceOf } from '../core/store.js';
 import { cutToCodePoints } from '../core/strings.js';
 import type { UpstreamTarget } from '../core/tiers.js';
 import { CountBudget, estimatePromptTokens, estimateTextTokens } from '../core/tokens.js';
-import type { UsageReport } from '../core/usage.js';
-import { boundUsage } from '../core/usage-bounds.js';
-import { usageRecordOf } from '../core/usage-record.js';
 import { collectLargeRequestGarbage, LARGE_REQUEST_BYTES } from '../shared/memory.js';
 import {
   logger,
@@ -24,8 +21,12 @@ import {
   recordSettlementDeferred,
   recordUsageOutOfBounds,
 } from '../shared/observability.js';
-import { GENERATION_USAGE_MESSAGE } from '../shared/usage-line.js';
-import type { Deadlines } from './deadlines.js';
+import { costToUsd, nanoToUsd } from './money.js';
+import { priceUsage, type TokenUsage } from './pricing.js';
+import type { UsageReport } from './usage.js';
+import { boundUsage } from './usage-bounds.js';
+import { GENERATION_USAGE_MESSAGE } from './usage-line.js';
+import { usageRecordOf } from './usage-record.js';
 
 /** The facts of a generation a bill is made from. */
 export interface Billable {

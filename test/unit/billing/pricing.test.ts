@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { nanoToUsd } from '../../../functions/core/money.js';
-import { priceUsage, tableCost } from '../../../functions/core/pricing.js';
+import { nanoToUsd } from '../../../functions/billing/money.js';
+import { priceUsage, tableCost } from '../../../functions/billing/pricing.js';
 import {
   DEFAULT_MAX_OUTPUT_TOKENS,
   outputCap,
