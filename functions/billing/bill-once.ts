@@ -1,6 +1,6 @@
 /**
  * A generation's one bill, as a function its reply calls once with what was delivered: priced for the
- * reply to carry (bill.ts `price`), then settled (bill.ts `settle`). It lets go of what it holds
+ * reply to carry (bill.ts `price`), then settled (settle.ts `settle`). It lets go of what it holds
  * once called: a stream's relay keeps it as long as its stream lives, past the collection that ends the
  * invocation (shared/memory.ts), and the billable holds the request, up to 12 MB as a string.
  *
@@ -12,7 +12,8 @@
  * on the slow path only.
  */
 import type { Store } from '../core/store.js';
-import { type Bill, type Billable, type Delivered, price, settle } from './bill.js';
+import { type Bill, type Billable, type Delivered, price } from './bill.js';
+import { settle } from './settle.js';
 
 export function billOnce(
   billable: Billable,

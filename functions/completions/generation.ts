@@ -222,7 +222,7 @@ export class Generation {
     if (!hold) return false;
     this.hold = undefined;
     try {
-      return await this.ports.store.releaseHold(hold, { deadline: this.deadlines.settleCall() });
+      return await this.ports.store.releaseHold(hold, { deadline: this.deadlines.settleCallBy() });
     } catch (error) {
       logger.warn('hold release failed; the sweeper will release it at expiry', {
         holdId: hold.holdId,

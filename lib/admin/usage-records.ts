@@ -1,7 +1,7 @@
 /**
  * Bills generations from their logged usage records (`admin bill-logged`). Before its settlement
  * write, the completions function logs each generation's full record as one line, message
- * `generation usage` with the ledger entry and hold under `record` (functions/billing/bill.ts).
+ * `generation usage` with the ledger entry and hold under `record` (functions/billing/settle.ts).
  * A function that died between its reply and that write leaves the record and no ledger entry; this
  * finds such records and settles them, idempotently by generation id: a record already settled
  * (by the function or an earlier run) is counted as such and changes nothing.
