@@ -1,8 +1,9 @@
 /**
- * A generation's one bill, as a function its reply calls once with what was delivered: priced for the
- * reply to carry (bill.ts `price`), then settled (settle.ts `settle`). It lets go of what it holds
- * once called: a stream's relay keeps it as long as its stream lives, past the collection that ends the
- * invocation (shared/memory.ts), and the billable holds the request, up to 12 MB as a string.
+ * A generation's one bill, as a function the generation calls once with what its reply delivered:
+ * priced for the reply to carry (bill.ts `price`), then settled (settle.ts `settle`); a second call
+ * is refused. It lets go of what it holds once called: a stream keeps it until the relay has
+ * delivered, which may be past the collection that ends the invocation (shared/memory.ts), and the
+ * billable holds the request, up to 12 MB as a string.
  *
  * A funded client never waits for the ledger: the settlement follows the reply. A held request is the
  * exception: its reply ends only once it is settled, since the settlement is what releases its hold,
