@@ -193,7 +193,10 @@ async function post(
         // An Iterable body, as undici's Dispatcher documentation lists (its declarations do not).
         body: sent.body as unknown as Buffer,
         signal: limit.signal,
-        headersTimeout: Math.max(1, timeoutMs),
+        // A backstop only: the timer above bounds the wait. undici's headersTimeout ticks at a
+        // resolution of about a second and can fire up to half a second early (a 1.5 s deadline's
+        // 504 at 1.2 s), as dynamodb/wire.ts notes.
+        headersTimeout: Math.max(1, timeoutMs) + 1_000,
         bodyTimeout: 0,
       },
       maxBytes,

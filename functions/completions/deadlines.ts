@@ -17,7 +17,7 @@ export class Deadlines {
   /** A stream stops reading its upstream here, to settle before Lambda's timeout. */
   readonly relay: number;
   /** The settlement gives up here: 1 s before Lambda's timeout, and for JSON before CloudFront's. */
-  readonly settle: number;
+  readonly settleBy: number;
   /** Counting tokens for an estimate stops here, so the settlement still runs in time. */
   readonly estimate: number;
   /** Past the function's own timeout nothing can settle a hold: the sweeper may release it then. */
@@ -37,15 +37,15 @@ export class Deadlines {
     this.upstream = stream
       ? Math.min(startedAt + limits.upstreamBudgetMs, this.relay)
       : Math.min(this.relay, startedAt + limits.jsonReplyTimeoutMs);
-    this.settle =
+    this.settleBy =
       (stream ? end : Math.min(end, startedAt + ORIGIN_READ_TIMEOUT_SECONDS * 1000)) - SETTLE_MARGIN_MS;
-    this.estimate = this.settle - ESTIMATE_RESERVE_MS;
+    this.estimate = this.settleBy - ESTIMATE_RESERVE_MS;
     this.holdExpiresAt = end + limits.holdExpiryMarginMs;
   }
 
-  /** The settlement call's own deadline: at most the settlement reserve from now, never past `settle`. */
-  settleCall(now = Date.now()): number {
-    return Math.min(this.settle, now + this.limits.settleReserveMs - SETTLE_MARGIN_MS);
+  /** The settlement call's own deadline: at most the settlement reserve from now, never past `settleBy`. */
+  settleCallBy(now = Date.now()): number {
+    return Math.min(this.settleBy, now + this.limits.settleReserveMs - SETTLE_MARGIN_MS);
   }
 
   /** The JSON reply timeout in whole seconds, as a 504 names it. */

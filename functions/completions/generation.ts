@@ -1,22 +1,22 @@
 import { type OpenedUpstream, openWithFallback, UpstreamDeadlineError } from '../adapters/upstream.js';
+import type { Bill, Billable, Delivered } from '../billing/bill.js';
+import { billOnce } from '../billing/bill-once.js';
+import { needsHold, worstCaseBilledNano } from '../billing/holds.js';
+import { promptBound } from '../billing/usage-bounds.js';
 import { type Principal, refuseCredit, refuseStatus } from '../core/access.js';
 import { GatewayTimeoutError, ServiceUnavailableError, UpstreamError } from '../core/errors.js';
 import { type ForwardedBody, toUpstreamBody } from '../core/forwarding.js';
-import { needsHold, worstCaseBilledNano } from '../core/holds.js';
 import { newGenerationId } from '../core/ids.js';
 import type { ChatRequest } from '../core/schemas.js';
 import type { Hold, HoldOutcome, Store } from '../core/store.js';
 import { sliceOf } from '../core/store.js';
 import { outputCap, type Tier, type UpstreamTarget } from '../core/tiers.js';
-import { promptBound } from '../core/usage-bounds.js';
 import { type FunctionUrlResult, jsonResponse } from '../shared/http.js';
 import { logger } from '../shared/observability.js';
-import { billOnce } from './bill-once.js';
-import type { Billable } from './billing.js';
 import type { CompletionsConfig } from './config.js';
 import type { Deadlines } from './deadlines.js';
-import { replyJson } from './json-reply.js';
-import { streamReply } from './stream-reply.js';
+import { readJsonReply } from './json-reply.js';
+import { type StreamReply, streamReply } from './stream-reply.js';
 
 /** What a generation works through: the store, the configuration and the upstream credentials. */
 export interface GenerationPorts {
@@ -80,7 +80,7 @@ export class Generation {
   }
 
   /**
-   * The fast path or a hold (core/holds.ts): an account whose available credit covers every request
+   * The fast path or a hold (billing/holds.ts): an account whose available credit covers every request
    * that can run at once is served on its one read; any other places a hold first, one conditional
    * write, refused (402) when the credit is all held. A database failure here is a 503.
    */
@@ -151,7 +151,10 @@ export class Generation {
     }
   }
 
-  /** The reply: a JSON body once billed, or a stream that bills itself when the upstream is done. */
+  /**
+   * The reply, then its bill: what it delivered priced and settled (billing/bill-once.ts). A JSON
+   * body goes out once billed; a stream's final chunk, once its relay has delivered (billStream).
+   */
   async deliver(opened: OpenedUpstream): Promise<FunctionUrlResult> {
     const headers: Record<string, string> = { 'x-request-id': this.requestId, 'x-generation-id': this.id };
     // Extra fields this target does not take were left out: say which (core/forwarding.ts).
@@ -163,22 +166,21 @@ export class Generation {
     });
     if (!opened.stream) {
       try {
-        const reply = await replyJson({
+        const json = await readJsonReply({
           body: opened.body,
           abort: opened.abort,
           envelope: { id: this.id, created: this.created, model: this.request.model },
           outputCap: this.cap,
           deadlines: this.deadlines,
-          bill,
         });
-        return jsonResponse(200, reply, headers);
+        return jsonResponse(200, json.reply(await bill(json.delivered)), headers);
       } catch (error) {
         // Nothing was billed.
         await this.release();
         throw error;
       }
     }
-    return streamReply({
+    const reply = streamReply({
       opened,
       envelope: { generationId: this.id, tier: this.request.model, created: this.created },
       config: this.ports.config,
@@ -186,8 +188,9 @@ export class Generation {
       outputCap: this.cap,
       gzip: this.gzip,
       headers,
-      bill,
     });
+    void billStream(reply, bill);
+    return reply.result;
   }
 
   private billable(target: UpstreamTarget): Billable {
@@ -222,7 +225,7 @@ export class Generation {
     if (!hold) return false;
     this.hold = undefined;
     try {
-      return await this.ports.store.releaseHold(hold, { deadline: this.deadlines.settleCall() });
+      return await this.ports.store.releaseHold(hold, { deadline: this.deadlines.settleCallBy() });
     } catch (error) {
       logger.warn('hold release failed; the sweeper will release it at expiry', {
         holdId: hold.holdId,
@@ -231,4 +234,15 @@ export class Generation {
       return false;
     }
   }
+}
+
+/**
+ * A stream's bill, once its relay has delivered: priced and settled, then the stream ended with its
+ * usage chunk, or with a billing error chunk if it could not be priced. Module-level, so that it
+ * holds neither the generation nor its request while the stream lives.
+ */
+async function billStream(reply: StreamReply, bill: (delivered: Delivered) => Promise<Bill>) {
+  // Undefined on a fault of the relay's own: logged, its stream ended unbilled (relay.ts).
+  const delivered = await reply.delivered.catch(() => undefined);
+  if (delivered) reply.finish(await bill(delivered).catch(() => undefined));
 }

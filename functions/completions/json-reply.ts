@@ -1,12 +1,11 @@
 import type { ChatCompletion } from 'openai/resources/chat/completions';
 import { BodyDeadlineError, readBody } from '../adapters/upstream.js';
 import type { UpstreamBody } from '../adapters/upstream-body.js';
+import type { Bill, Delivered } from '../billing/bill.js';
+import { nanoToUsd } from '../billing/money.js';
+import { usageForClient } from '../billing/usage.js';
 import { GatewayTimeoutError, UpstreamError } from '../core/errors.js';
-import { nanoToUsd } from '../core/money.js';
-import type { TokenUsage } from '../core/pricing.js';
 import { cutMessage, outputByteBound, parseCompletionBody, textOf } from '../core/upstream-reply.js';
-import { usageForClient } from '../core/usage.js';
-import type { Delivered } from './billing.js';
 import type { Deadlines } from './deadlines.js';
 
 export interface JsonReplyOptions {
@@ -17,16 +16,21 @@ export interface JsonReplyOptions {
   /** The request's output cap in tokens: text beyond its bound is cut, as a stream's is. */
   outputCap: number;
   deadlines: Deadlines;
-  /** Bills what is delivered; throws if the charge could not be recorded. */
-  bill: (delivered: Delivered) => Promise<{ usage: TokenUsage; billedNano: bigint }>;
+}
+
+/** A JSON reply read: what it delivers, for the bill, and the reply itself once billed. */
+export interface JsonReply {
+  delivered: Delivered;
+  /** The reply in OpenAI's shape with our envelope, carrying the bill's usage and cost. */
+  reply(bill: Pick<Bill, 'usage' | 'billedNano'>): ChatCompletion;
 }
 
 /**
  * A JSON reply (the JSON counterpart of relay.ts): the upstream's body read before the deadline and
  * parsed once (core/upstream-reply.ts), held to the same output bound as a stream (cut, with a length
- * finish, billed on what is sent), billed, and rebuilt in OpenAI's shape with our envelope.
+ * finish, billed on what is sent), and rebuilt in OpenAI's shape with our envelope once billed.
  */
-export async function replyJson(options: JsonReplyOptions): Promise<ChatCompletion> {
+export async function readJsonReply(options: JsonReplyOptions): Promise<JsonReply> {
   const { deadlines } = options;
   let text: string;
   try {
@@ -46,15 +50,15 @@ export async function replyJson(options: JsonReplyOptions): Promise<ChatCompleti
     cut = true;
     return { ...choice, message: cutMessage(choice.message, bound), finish_reason: 'length' as const };
   });
-  const { usage, billedNano } = await options.bill({
+  const delivered: Delivered = {
     report: parsed.usage,
     text: choices.map((choice) => textOf(choice.message)).join(''),
     notes: cut ? ['reply cut at the output cap'] : [],
     finishReason: cut ? 'length' : choices[0]?.finish_reason.slice(0, 32),
     cut,
-  });
+  };
   const { system_fingerprint, service_tier } = parsed.completion;
-  return {
+  const reply = ({ usage, billedNano }: Pick<Bill, 'usage' | 'billedNano'>): ChatCompletion => ({
     ...options.envelope,
     object: 'chat.completion',
     choices: choices as ChatCompletion['choices'],
@@ -62,5 +66,6 @@ export async function replyJson(options: JsonReplyOptions): Promise<ChatCompleti
     usage: usageForClient(usage, nanoToUsd(billedNano)) as ChatCompletion['usage'] & {},
     ...(system_fingerprint !== undefined ? { system_fingerprint } : {}),
     ...(service_tier !== undefined ? { service_tier } : {}),
-  };
+  });
+  return { delivered, reply };
 }

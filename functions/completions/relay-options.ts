@@ -1,10 +1,29 @@
 /**
- * What a stream's relay (relay.ts) is given, and what it found out: the upstream's events, the
- * generation's envelope, its limits in time and size, the compressor, and the callback that prices
- * the outcome for the final usage chunk.
+ * What a stream's relay (relay.ts) is given, and what it gives back: the upstream's events, the
+ * generation's envelope, its limits in time and size and the compressor; the client's stream, what
+ * was delivered once the upstream is done, and the end that writes the billed usage.
  */
+import type { Readable } from 'node:stream';
 import type { UpstreamEvents } from '../adapters/upstream-events.js';
-import type { ClientUsage, UsageReport } from '../core/usage.js';
+import type { ClientUsage, UsageReport } from '../billing/usage.js';
+
+/** A relay under way (relay.ts). */
+export interface Relay {
+  /** The client's stream (compressed if asked). */
+  body: Readable;
+  /**
+   * Resolves once the upstream is done and stopped, everything but the final chunks written (a cut's
+   * length chunk included); keep-alives go on until `finish`. Rejects only on a fault of the relay's
+   * own, logged, its stream then ended.
+   */
+  delivered: Promise<RelayOutcome>;
+  /**
+   * Ends the stream once delivered: the final chunk with the billed usage (on an error chunk if the
+   * upstream failed), or with none (the generation could not be priced) a billing error chunk; then
+   * `[DONE]`.
+   */
+  finish(usage: ClientUsage | undefined): void;
+}
 
 export interface RelayOutcome {
   /** The upstream's last usage report, if it sent one. */
@@ -30,7 +49,7 @@ export interface RelayOptions {
   created: number;
   keepAliveMs: number;
   idleTimeoutMs: number;
-  /** Epoch ms by which the relay stops reading and settles. */
+  /** Epoch ms by which the relay stops reading and delivers what it has. */
   deadline?: number;
   /** The request's output cap in tokens: a completion clearly beyond it is cut. */
   outputCap?: number;
@@ -41,12 +60,6 @@ export interface RelayOptions {
    */
   compress?: Compressor;
   abortUpstream: () => void;
-  /**
-   * Called once the upstream is done: prices what was delivered and returns the final chunk's usage
-   * object (with `cost`), the settlement itself following the reply (generation.ts); throws if the
-   * generation could not be priced.
-   */
-  settle: (outcome: RelayOutcome) => Promise<ClientUsage>;
 }
 
 /** Compresses each write as a whole (nothing held back), and ends the compressed stream. */

@@ -1,22 +1,23 @@
 /**
- * Relays an upstream SSE stream to the client, rewriting `id` and `model`, and ends it with exactly
- * one usage chunk carrying the billed cost, then `data: [DONE]`.
+ * Relays an upstream SSE stream to the client, rewriting `id` and `model`. Once the upstream is done
+ * it resolves `delivered` with what the client was sent; the generation prices that and `finish`
+ * ends the stream with exactly one usage chunk carrying the billed cost, then `data: [DONE]`.
  *
  * The relay never depends on the client: Lambda gives no disconnect signal, so the upstream is read
- * to its end and settled whether or not anyone still listens. Writes to a gone client are dropped.
+ * to its end and delivered whether or not anyone still listens. Writes to a gone client are dropped.
  *
- * It always ends, billed, inside the function's deadline: at `deadline` (the function's timeout minus
+ * It always delivers inside the function's deadline: at `deadline` (the function's timeout minus
  * the settlement reserve), or once the streamed completion clearly exceeds the output cap, it aborts
- * the upstream, sends a `finish_reason: "length"` chunk, bills what was streamed and ends. And it
- * is never silent for longer than `keepAliveMs` (CloudFront's origin read timeout applies between
- * packets): an SSE comment goes out whenever nothing else has.
+ * the upstream, sends a `finish_reason: "length"` chunk and delivers what was streamed. And it is
+ * never silent for longer than `keepAliveMs` (CloudFront's origin read timeout applies between
+ * packets), until it is finished: an SSE comment goes out whenever nothing else has.
  */
-import { Readable } from 'node:stream';
 import { BodyTooLargeError } from '../adapters/upstream-body.js';
+import { type ClientUsage, stringifyJson } from '../billing/usage.js';
 import { CAP_SLACK, laterUsage, outputByteBound, textOf } from '../core/upstream-reply.js';
-import { type ClientUsage, stringifyJson } from '../core/usage.js';
 import { logger } from '../shared/observability.js';
-import type { RelayOptions, RelayOutcome } from './relay-options.js';
+import type { Relay, RelayOptions, RelayOutcome } from './relay-options.js';
+import { relayStream } from './relay-stream.js';
 
 /**
  * Besides the byte bound (core/upstream-reply.ts, shared with JSON replies), a stream clearly exceeds
@@ -25,58 +26,35 @@ import type { RelayOptions, RelayOutcome } from './relay-options.js';
  */
 const CHUNKS_PER_TOKEN = 4;
 
-export function relay(options: RelayOptions): Readable {
-  const { compress } = options;
-  // Pushed, not written: the relay never waits for its reader (above), so a stream with a writable
-  // side (a PassThrough) would only add its write bookkeeping and a tick per write.
-  const out = new Readable({
-    read() {},
-    destroy(error, callback) {
-      compress?.close();
-      callback(error);
+export function relay(options: RelayOptions): Relay {
+  const stream = relayStream(options);
+  let relayed: Relayed | undefined;
+  const delivered = relayEvents(options, stream.send, stream.write).then(
+    (done) => {
+      relayed = done;
+      return done.outcome;
     },
-  });
-  // What goes out: compressed if asked. A compressor's failure ends the client's stream, not the
-  // relay, which still reads the upstream to its end and settles.
-  const emit = (data: string | null) => {
-    if (out.destroyed) return;
-    try {
-      if (!compress) out.push(data);
-      else if (data !== null) out.push(compress.write(data));
-      else {
-        out.push(compress.end());
-        out.push(null);
-      }
-    } catch (error) {
-      out.destroy(error as Error);
-    }
-  };
-  let ended = false;
-  // What is written while one upstream packet is handled leaves as one write (one gzip segment, one
-  // write to the response stream): a packet often carries several events, and the first chunk
-  // follows the opening keep-alive at once. The write goes out once the promise jobs of that packet
-  // have run (process.nextTick runs after them), without waiting for another turn of the event loop.
-  let pending = '';
-  const flush = () => {
-    if (pending && !ended) emit(pending);
-    pending = '';
-  };
-  const write = (text: string) => {
-    if (!pending) process.nextTick(flush);
-    pending += text;
-  };
-  void pump(options, write)
-    .catch((error) => {
-      // pump catches its own faults; this is the last guard against an unhandled rejection, which
-      // would end the instance.
+    (error: unknown) => {
+      // relayEvents catches its own faults; this is the last guard against an unhandled rejection,
+      // which would end the instance. The stream ends here, unbilled.
       logger.error('relay failed', { generationId: options.generationId, error: errorOf(error) });
-    })
-    .finally(() => {
-      flush();
-      ended = true;
-      emit(null);
-    });
-  return out;
+      stream.end();
+      throw error;
+    },
+  );
+  const finish = (usage: ClientUsage | undefined) => {
+    if (stream.ended) return;
+    if (!relayed) throw new Error('a relay is finished once it has delivered');
+    writeLast(options, relayed, usage, stream.write);
+    stream.end();
+  };
+  return { body: stream.out, delivered, finish };
+}
+
+/** What relayEvents found out, and the error chunk's type and code should it end on a failure. */
+interface Relayed {
+  outcome: RelayOutcome;
+  failureKind: { type: string; code: string };
 }
 
 function chunkEnvelope(options: Pick<RelayOptions, 'generationId' | 'created' | 'tier'>) {
@@ -88,7 +66,12 @@ function chunkEnvelope(options: Pick<RelayOptions, 'generationId' | 'created' | 
   };
 }
 
-async function pump(options: RelayOptions, write: (text: string) => void): Promise<void> {
+/** Relays the upstream's events and stops the upstream: all but the final chunks are written. */
+async function relayEvents(
+  options: RelayOptions,
+  send: (text: string) => void,
+  write: (text: string) => void,
+): Promise<Relayed> {
   const outcome: RelayOutcome = {
     usage: undefined,
     deliveredText: '',
@@ -96,36 +79,6 @@ async function pump(options: RelayOptions, write: (text: string) => void): Promi
     cut: undefined,
     finishReason: undefined,
   };
-  // An SSE comment whenever nothing has been written for keepAliveMs, before and after the first
-  // chunk: CloudFront's origin read timeout fires on any silence, not only the first one.
-  let lastWrite = Date.now();
-  const send = (text: string) => {
-    lastWrite = Date.now();
-    write(text);
-  };
-  send(': keep-alive\n\n');
-  const keepAlive = setInterval(
-    () => {
-      if (Date.now() - lastWrite >= options.keepAliveMs) send(': keep-alive\n\n');
-    },
-    Math.max(1, Math.floor(options.keepAliveMs / 4)),
-  );
-  try {
-    await relayEvents(options, outcome, send, write);
-  } finally {
-    // Keep-alives ran until the usage was known (an estimate of a long reply takes a while); never
-    // past the relay's end, whatever ended it.
-    clearInterval(keepAlive);
-  }
-}
-
-/** Relays the upstream's events, stops the upstream, then settles and writes the final chunks. */
-async function relayEvents(
-  options: RelayOptions,
-  outcome: RelayOutcome,
-  send: (text: string) => void,
-  write: (text: string) => void,
-): Promise<void> {
   const envelope = chunkEnvelope(options);
   let done = false;
   let deliveredBytes = 0;
@@ -200,7 +153,7 @@ async function relayEvents(
     outcome.failure = 'The gateway failed while relaying the stream.';
     failureKind = { type: 'server_error', code: 'internal_error' };
   }
-  // Stopping the upstream must not stop the settlement.
+  // Stopping the upstream must not stop the bill.
   try {
     if (outcome.failure || outcome.cut || !done) options.abortUpstream();
     options.events.cancel();
@@ -216,17 +169,24 @@ async function relayEvents(
     );
   }
 
-  let usage: ClientUsage;
-  try {
-    usage = await options.settle(outcome);
-  } catch {
+  return { outcome, failureKind };
+}
+
+/**
+ * The final chunks: the usage chunk (on an error chunk if the upstream failed), or, with no usage (the
+ * generation could not be priced), a billing error chunk; then [DONE] either way.
+ */
+function writeLast(
+  options: RelayOptions,
+  { outcome, failureKind }: Relayed,
+  usage: ClientUsage | undefined,
+  write: (text: string) => void,
+): void {
+  if (!usage) {
     write(
       `data: ${JSON.stringify(errorChunk(options, 'The generation could not be billed. Retry later.', { type: 'upstream_error', code: 'billing_failed' }))}\n\n`,
     );
-    write('data: [DONE]\n\n');
-    return;
-  }
-  if (outcome.failure) {
+  } else if (outcome.failure) {
     // Still ended by [DONE]: naive SSE readers wait for it (a stream always ends with it).
     write(`data: ${stringifyJson({ ...errorChunk(options, outcome.failure, failureKind), usage })}\n\n`);
   } else {

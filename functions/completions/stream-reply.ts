@@ -1,32 +1,39 @@
 /**
  * A generation's streamed reply: the relay over the upstream's events (relay.ts), its outcome turned
- * into what the bill is made from (what was delivered, and why it was cut), and the SSE headers,
- * gzipped when the client takes it.
+ * into what the bill is made from (what was delivered, and why it was cut), its end with the bill's
+ * usage, and the SSE headers, gzipped when the client takes it.
  */
 import type { OpenedUpstream } from '../adapters/upstream.js';
-import { nanoToUsd } from '../core/money.js';
-import { usageForClient } from '../core/usage.js';
+import type { Bill, Delivered } from '../billing/bill.js';
+import { nanoToUsd } from '../billing/money.js';
+import { usageForClient } from '../billing/usage.js';
 import { gzipHeaders, SyncGzip } from '../shared/compression.js';
 import { type FunctionUrlResult, SSE_CONTENT_TYPE } from '../shared/http.js';
-import type { Bill, Delivered } from './billing.js';
 import type { CompletionsConfig } from './config.js';
 import { relay } from './relay.js';
 import type { RelayOutcome } from './relay-options.js';
+
+/** A streamed reply under way: its result for the runtime, what it delivered, and its end. */
+export interface StreamReply {
+  result: FunctionUrlResult;
+  /** What the client was sent, once the upstream is done (rejects only on the relay's own fault). */
+  delivered: Promise<Delivered>;
+  /** Ends the stream with the bill's usage and cost, or with a billing error if there is no bill. */
+  finish(bill: Pick<Bill, 'usage' | 'billedNano'> | undefined): void;
+}
 
 export function streamReply(reply: {
   opened: Extract<OpenedUpstream, { stream: true }>;
   envelope: { generationId: string; tier: string; created: number };
   config: Pick<CompletionsConfig, 'keepAliveMs' | 'idleTimeoutMs'>;
-  /** Epoch ms by which the relay stops reading and settles. */
+  /** Epoch ms by which the relay stops reading and delivers what it has. */
   deadline: number;
   outputCap: number;
   gzip: boolean;
   headers: Record<string, string>;
-  /** The generation's one bill (generation.ts). */
-  bill: (delivered: Delivered) => Promise<Bill>;
-}): FunctionUrlResult {
-  const { opened, config, bill } = reply;
-  const body = relay({
+}): StreamReply {
+  const { opened, config } = reply;
+  const relayed = relay({
     events: opened.events,
     ...reply.envelope,
     keepAliveMs: config.keepAliveMs,
@@ -35,10 +42,6 @@ export function streamReply(reply: {
     outputCap: reply.outputCap,
     ...(reply.gzip ? { compress: new SyncGzip() } : {}),
     abortUpstream: opened.abort,
-    settle: async (outcome) => {
-      const { usage, billedNano } = await bill(delivered(outcome));
-      return usageForClient(usage, nanoToUsd(billedNano));
-    },
   });
   const headers = {
     ...reply.headers,
@@ -46,7 +49,11 @@ export function streamReply(reply: {
     'cache-control': 'no-cache',
     'x-accel-buffering': 'no',
   };
-  return { statusCode: 200, headers: reply.gzip ? gzipHeaders(headers) : headers, body };
+  return {
+    result: { statusCode: 200, headers: reply.gzip ? gzipHeaders(headers) : headers, body: relayed.body },
+    delivered: relayed.delivered.then(delivered),
+    finish: (bill) => relayed.finish(bill && usageForClient(bill.usage, nanoToUsd(bill.billedNano))),
+  };
 }
 
 /** What the relay delivered, as the bill reads it: the text sent, and why the stream was cut. */

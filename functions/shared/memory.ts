@@ -84,7 +84,7 @@ let collectedOnTheWay = false;
  * A full collection in the middle of an invocation whose request body is large (LARGE_REQUEST_BYTES),
  * called where that body's copies have just become garbage and before the next step allocates: once
  * the body is parsed (complete.ts: the runtime's event JSON and the event's body), and before an
- * estimate counts its prompt (billing.ts: the upstream request's JSON and what writing it copied).
+ * estimate counts its prompt (billing/bill.ts: the upstream request's JSON and what writing it copied).
  * V8 frees a large string only in a full collection, which it starts by its own heuristics; in the
  * memory-fit test (8.7 MiB a copy) it often started one only after the next step had made its copies:
  * at the upstream call the heap held five (the two above, dead, the parsed request, and the upstream

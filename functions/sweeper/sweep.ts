@@ -16,15 +16,15 @@
  * released twice and never after its settlement.
  */
 
-import { nanoToUsd } from '../core/money.js';
+import { nanoToUsd } from '../billing/money.js';
+import { GENERATION_USAGE_MESSAGE } from '../billing/usage-line.js';
+import { readUsageRecord } from '../billing/usage-record.js';
 import type { ChargeEntry, Hold, Store } from '../core/store.js';
-import { readUsageRecord } from '../core/usage-record.js';
 import {
   logger,
   recordDeferredSettlementCompleted,
   recordExpiredHoldReleased,
 } from '../shared/observability.js';
-import { GENERATION_USAGE_MESSAGE } from '../shared/usage-line.js';
 
 export interface SweepResult {
   examined: number;

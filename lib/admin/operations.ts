@@ -3,9 +3,10 @@
  * over the store port (core/store.ts), which alone knows the tables. Every balance change is a
  * transaction that also writes its ledger entry, so `creditBalance` always equals top-ups minus charges.
  */
+
+import { nanoToUsd, usdToNano } from '../../functions/billing/money.js';
 import type { AccountStatus } from '../../functions/core/access.js';
 import { generateApiKey } from '../../functions/core/auth.js';
-import { nanoToUsd, usdToNano } from '../../functions/core/money.js';
 import {
   AccountExistsError,
   AccountNotFoundError,

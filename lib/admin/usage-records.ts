@@ -1,7 +1,7 @@
 /**
  * Bills generations from their logged usage records (`admin bill-logged`). Before its settlement
  * write, the completions function logs each generation's full record as one line, message
- * `generation usage` with the ledger entry and hold under `record` (functions/completions/billing.ts).
+ * `generation usage` with the ledger entry and hold under `record` (functions/billing/settle.ts).
  * A function that died between its reply and that write leaves the record and no ledger entry; this
  * finds such records and settles them, idempotently by generation id: a record already settled
  * (by the function or an earlier run) is counted as such and changes nothing.
@@ -10,9 +10,10 @@
  * text prefix of timestamp and request id), or the JSON of a CloudWatch Logs Insights query's
  * results (`aws logs get-query-results`), whose `@message` fields hold those lines.
  */
+
+import { GENERATION_USAGE_MESSAGE } from '../../functions/billing/usage-line.js';
+import { readUsageRecord } from '../../functions/billing/usage-record.js';
 import type { ChargeEntry, Hold, Store } from '../../functions/core/store.js';
-import { readUsageRecord } from '../../functions/core/usage-record.js';
-import { GENERATION_USAGE_MESSAGE } from '../../functions/shared/usage-line.js';
 
 interface LoggedGeneration {
   entry: ChargeEntry;

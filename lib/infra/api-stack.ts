@@ -104,7 +104,7 @@ export class ApiStack extends Stack {
         'the prod stage needs the tier routing (tiersConfig): cdk deploy -c stage=prod -c tiersFile=tiers.json',
       );
     }
-    // The overdraft bound (core/holds.ts) counts on knowing how many completions can run at once: the
+    // The overdraft bound (billing/holds.ts) counts on knowing how many completions can run at once: the
     // reserved concurrency is that number, and the function's MAX_CONCURRENCY is derived from it.
     if (!sandbox && props.reservedConcurrency === undefined) {
       throw new Error(
@@ -189,7 +189,7 @@ export class ApiStack extends Stack {
         ...upstreamEnv,
         UPSTREAM_SECRET_ARN: upstreamSecret.secretArn,
         KEEPALIVE_INTERVAL_MS: '10000',
-        // The fast path's bound (core/holds.ts): how many completions can run at once.
+        // The fast path's bound (billing/holds.ts): how many completions can run at once.
         // One value: the reserved concurrency (required in prod); the account's default in the sandbox.
         MAX_CONCURRENCY: String(props.reservedConcurrency ?? ACCOUNT_CONCURRENCY_DEFAULT),
         ...(props.topUpUrl ? { TOP_UP_URL: props.topUpUrl } : {}),

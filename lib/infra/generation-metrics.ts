@@ -2,11 +2,11 @@ import { Unit } from 'aws-cdk-lib/aws-cloudwatch';
 import { FilterPattern, type ILogGroup, MetricFilter } from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
 
-import { GENERATION_USAGE_MESSAGE } from '../../functions/shared/usage-line.js';
+import { GENERATION_USAGE_MESSAGE } from '../../functions/billing/usage-line.js';
 
 /*
  * A generation's metrics (tokens and billed amount by tier) are read by CloudWatch from the one line
- * the completions function logs for it, `generation usage` (functions/completions/billing.ts), by
+ * the completions function logs for it, `generation usage` (functions/billing/settle.ts), by
  * metric filters on its log group: the function writes no metrics line of its own for a generation,
  * which would be a second write to its log stream per request. The line is logged at INFO: with
  * LOG_LEVEL above it, these metrics (and `admin bill-logged`) have nothing to read.

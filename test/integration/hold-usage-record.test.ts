@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
+import { usageRecordOf } from '../../functions/billing/usage-record.js';
 import type { ChargeEntry, Hold } from '../../functions/core/store.js';
-import { usageRecordOf } from '../../functions/core/usage-record.js';
 import { sweepExpiredHolds } from '../../functions/sweeper/sweep.js';
 import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
-import { needsHold } from '../../functions/core/holds.js';
-import { usdToNano } from '../../functions/core/money.js';
+import { needsHold } from '../../functions/billing/holds.js';
+import { usdToNano } from '../../functions/billing/money.js';
 import type { Hold } from '../../functions/core/store.js';
 import { expiredHolds } from '../../functions/shared/observability.js';
 import { parseCommandLine, runCommand } from '../../lib/admin/cli.js';

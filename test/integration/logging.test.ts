@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GENERATION_USAGE_MESSAGE } from '../../functions/shared/usage-line.js';
+import { GENERATION_USAGE_MESSAGE } from '../../functions/billing/usage-line.js';
 import { GENERATION_METRIC_DIMENSIONS, GENERATION_METRICS } from '../../lib/infra/generation-metrics.js';
 import { settled } from '../support/settled.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';

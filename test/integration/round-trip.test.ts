@@ -101,7 +101,7 @@ describe('the round-trip budget', () => {
         'dynamodb:TransactWriteItems',
         'upstream',
         // The usage record onto the hold, so that a function killed before the settlement leaves
-        // the sweeper what it needs (functions/completions/billing.ts), then the settlement.
+        // the sweeper what it needs (functions/billing/settle.ts), then the settlement.
         'dynamodb:UpdateItem',
         'dynamodb:TransactWriteItems',
       ]);

@@ -1,9 +1,9 @@
 import { GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { usdToNano } from '../../functions/billing/money.js';
+import { usageRecordOf } from '../../functions/billing/usage-record.js';
 import { newGenerationId, sliceOfGenerationId } from '../../functions/core/ids.js';
-import { usdToNano } from '../../functions/core/money.js';
 import type { Hold } from '../../functions/core/store.js';
-import { usageRecordOf } from '../../functions/core/usage-record.js';
 import { sweepExpiredHolds } from '../../functions/sweeper/sweep.js';
 import { addCredits, listLedger, reconcile, setAccountStatus } from '../../lib/admin/operations.js';
 import { auditBilling, completeOnce, type Served } from '../support/busy-load.js';

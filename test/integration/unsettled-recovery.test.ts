@@ -2,7 +2,7 @@ import { readdirSync, readlinkSync } from 'node:fs';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/core/money.js';
+import { usdToNano } from '../../functions/billing/money.js';
 import { SIMULATOR_PRICES } from '../../functions/core/tiers.js';
 import { getAccount } from '../../lib/admin/operations.js';
 import { billLoggedGenerations } from '../../lib/admin/usage-records.js';

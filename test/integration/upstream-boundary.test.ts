@@ -1,10 +1,10 @@
 import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/core/money.js';
-import { priceUsage } from '../../functions/core/pricing.js';
+import { usdToNano } from '../../functions/billing/money.js';
+import { priceUsage } from '../../functions/billing/pricing.js';
+import { CAP_MARGIN } from '../../functions/billing/usage-bounds.js';
 import { parseTierConfig, SIMULATOR_PRICES } from '../../functions/core/tiers.js';
 import { CountBudget, estimateTextTokens } from '../../functions/core/tokens.js';
-import { CAP_MARGIN } from '../../functions/core/usage-bounds.js';
 import { usageAdjustments } from '../../functions/shared/observability.js';
 import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { type FakeUpstream, startFakeUpstream } from '../support/fake-upstream.js';

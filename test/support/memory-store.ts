@@ -3,6 +3,7 @@
  * request path without a database. It keeps the port's contract: conditional writes refuse or
  * succeed whole, a settlement is idempotent by generation id, a hold is released once.
  */
+
 import type { AccountStatus, Principal } from '../../functions/core/access.js';
 import {
   AccountExistsError,

@@ -1,10 +1,12 @@
-import type { RelayOptions } from '../../functions/completions/relay-options.js';
-import { usageForClient } from '../../functions/core/usage.js';
+import type { Readable } from 'node:stream';
+import { usageForClient } from '../../functions/billing/usage.js';
+import { relay } from '../../functions/completions/relay.js';
+import type { RelayOptions, RelayOutcome } from '../../functions/completions/relay-options.js';
 
 /**
- * A relay's options as the tests and benches run it: one fixed generation, tier and creation time,
- * a 10 s keep-alive and a 5 s idle timeout, an upstream stop that does nothing, and a settlement that
- * prices at a fixed usage; `overrides` replace any of them.
+ * A relay's options as the tests run it: one fixed generation, tier and creation time, a 10 s
+ * keep-alive and a 5 s idle timeout, and an upstream stop that does nothing; `overrides` replace any
+ * of them.
  */
 export function relayOptions(
   events: RelayOptions['events'],
@@ -18,7 +20,22 @@ export function relayOptions(
     keepAliveMs: 10_000,
     idleTimeoutMs: 5_000,
     abortUpstream: () => {},
-    settle: async () => usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5'),
     ...overrides,
   };
+}
+
+/**
+ * The relay, finished as a generation finishes it once it has delivered, here at a fixed usage and
+ * cost (0.5); `onDelivered` sees what it delivered first.
+ */
+export function relayFinishedAtFixedUsage(
+  options: RelayOptions,
+  onDelivered: (outcome: RelayOutcome) => void = () => {},
+): Readable {
+  const relayed = relay(options);
+  void relayed.delivered.then((outcome) => {
+    onDelivered(outcome);
+    relayed.finish(usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5'));
+  });
+  return relayed.body;
 }

@@ -1,10 +1,9 @@
 import { constants, gunzipSync } from 'node:zlib';
 import { describe, expect, it, vi } from 'vitest';
-import { relay } from '../../../functions/completions/relay.js';
+import { stringifyJson } from '../../../functions/billing/usage.js';
 import type { Compressor, RelayOutcome } from '../../../functions/completions/relay-options.js';
-import { stringifyJson, usageForClient } from '../../../functions/core/usage.js';
 import { SyncGzip } from '../../../functions/shared/compression.js';
-import { relayOptions } from '../../support/relay-options.js';
+import { relayFinishedAtFixedUsage, relayOptions } from '../../support/relay-options.js';
 import { upstreamEventsFrom } from '../../support/upstream-events.js';
 
 /** Feeds the relay an upstream body cut into the given byte pieces and collects what the client gets. */
@@ -43,7 +42,7 @@ async function run(
           cancel: () => source.cancel(),
         };
   let aborted = 0;
-  const out = relay(
+  const out = relayFinishedAtFixedUsage(
     relayOptions(events, {
       ...(opts.compress ? { compress: opts.compress } : {}),
       ...(opts.idleTimeoutMs !== undefined ? { idleTimeoutMs: opts.idleTimeoutMs } : {}),
@@ -53,11 +52,10 @@ async function run(
         aborted += 1;
         if (opts.abortThrows) throw new Error('abort failed');
       },
-      settle: async (outcome) => {
-        settled = outcome;
-        return usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5');
-      },
     }),
+    (outcome) => {
+      settled = outcome;
+    },
   );
   // Counted from here: the relay's first write comes after this turn of the event loop.
   let writes = 0;
@@ -345,14 +343,11 @@ describe('relay limits', () => {
     /** The relay of `packets` through `compress`, read by nobody yet; `outcome.settled` once settled. */
     const relayTo = (compress: Compressor) => {
       const outcome: { settled?: RelayOutcome } = {};
-      const out = relay(
-        relayOptions(upstreamEventsFrom(packets(), { gapMs: 5 }), {
-          compress,
-          settle: async (settled) => {
-            outcome.settled = settled;
-            return usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5');
-          },
-        }),
+      const out = relayFinishedAtFixedUsage(
+        relayOptions(upstreamEventsFrom(packets(), { gapMs: 5 }), { compress }),
+        (settled) => {
+          outcome.settled = settled;
+        },
       );
       return { out, outcome };
     };

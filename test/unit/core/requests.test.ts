@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { JsonDecimal, stringifyJson } from '../../../functions/billing/usage.js';
 import { generateApiKey, hashKey, KEY_PATTERN, parseBearerKey } from '../../../functions/core/auth.js';
 import {
   AuthenticationError,
@@ -9,7 +10,6 @@ import {
 } from '../../../functions/core/errors.js';
 import { GENERATION_ID_PATTERN, newGenerationId } from '../../../functions/core/ids.js';
 import { parseChatRequest } from '../../../functions/core/schemas.js';
-import { JsonDecimal, stringifyJson } from '../../../functions/core/usage.js';
 import { NODE22, runtimeInstalled } from '../../../lib/local/aws-lambda-ric.js';
 
 const base = { model: 'svc-fast', messages: [{ role: 'user', content: 'hi' }] };
@@ -137,7 +137,7 @@ describe('generation ids and exact JSON money', () => {
   // runs on the machine's Node, which may lack it): the same digits, plain JSON.stringify included.
   it.runIf(runtimeInstalled())('writes the same exact digits on Node 22, through JSON.rawJSON', () => {
     const script = [
-      "import { JsonDecimal, stringifyJson } from './functions/core/usage.js';",
+      "import { JsonDecimal, stringifyJson } from './functions/billing/usage.js';",
       "const value = { cost: new JsonDecimal('0.000000035'), n: 1 };",
       'console.log(JSON.stringify([typeof JSON.rawJSON, stringifyJson(value), JSON.stringify(value)]));',
     ].join('\n');

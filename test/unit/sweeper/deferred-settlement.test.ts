@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
-import { type Bill, settle } from '../../../functions/completions/billing.js';
+import type { Bill } from '../../../functions/billing/bill.js';
+import { settle } from '../../../functions/billing/settle.js';
 import { Deadlines } from '../../../functions/completions/deadlines.js';
 import type { ChargeEntry, Hold } from '../../../functions/core/store.js';
 import { billingFailures, settlements } from '../../../functions/shared/observability.js';

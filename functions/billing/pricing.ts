@@ -1,5 +1,5 @@
+import type { PriceTable, UpstreamTarget } from '../core/tiers.js';
 import { billedNanoFromUpstreamCost, usdToCost } from './money.js';
-import type { PriceTable, UpstreamTarget } from './tiers.js';
 
 export type { PriceTable };
 

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { needsHold, worstCaseBilledNano } from '../../../functions/core/holds.js';
-import { billedNanoFromUpstreamCost } from '../../../functions/core/money.js';
-import { tableCost } from '../../../functions/core/pricing.js';
+import { needsHold, worstCaseBilledNano } from '../../../functions/billing/holds.js';
+import { billedNanoFromUpstreamCost } from '../../../functions/billing/money.js';
+import { tableCost } from '../../../functions/billing/pricing.js';
+import { CAP_MARGIN, COST_FACTOR, COST_SLACK } from '../../../functions/billing/usage-bounds.js';
 import { parseTierConfig, SIMULATOR_PRICES } from '../../../functions/core/tiers.js';
-import { CAP_MARGIN, COST_FACTOR, COST_SLACK } from '../../../functions/core/usage-bounds.js';
 
 const targetsOf = (targets: unknown[]) =>
   parseTierConfig({ 'svc-fast': targets, 'svc-pro': targets, 'svc-heavy': targets })['svc-fast'].targets;

@@ -10,9 +10,10 @@
  * is available, and each held request was admitted only while the held amounts, which cover every held
  * request's bill, left credit over: the balance can end below zero by at most one request's own bill.
  */
+
+import type { UpstreamTarget } from '../core/tiers.js';
 import { billedNanoFromUpstreamCost } from './money.js';
 import { tableCost } from './pricing.js';
-import type { UpstreamTarget } from './tiers.js';
 import { CAP_MARGIN, COST_FACTOR, COST_SLACK } from './usage-bounds.js';
 
 /** The most this request can be billed, in nano-USD, whichever of the tier's targets answers. */

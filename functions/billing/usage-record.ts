@@ -5,7 +5,7 @@
  * field by field: a log line or a stored item is outside input too.
  */
 import * as z from 'zod';
-import { type ChargeEntry, type Hold, MAX_SLICES } from './store.js';
+import { type ChargeEntry, type Hold, MAX_SLICES } from '../core/store.js';
 
 /** The record as logged and stored. */
 export function usageRecordOf(entry: ChargeEntry, hold: Hold | undefined) {

@@ -1,31 +1,21 @@
 /**
- * What a generation is billed, and the one write that bills it. The usage is the upstream's report
- * when it sent a readable one, else the gateway's estimate (flagged); either way held to what the
- * request could have used (core/usage-bounds.ts), every adjustment logged with the raw report,
- * counted and kept on the ledger entry. Then one conditional write records the ledger entry under the
- * generation id (which must not exist yet) and deducts the cost.
+ * What a generation is billed. The usage is the upstream's report when it sent a readable one, else
+ * the gateway's estimate (flagged); either way held to what the request could have used
+ * (usage-bounds.ts), every adjustment logged with the raw report, counted and kept on the ledger
+ * entry, then priced (pricing.ts). Nothing is written here: settle.ts records the bill.
  */
 import type { Principal } from '../core/access.js';
-import { costToUsd, nanoToUsd } from '../core/money.js';
-import { priceUsage, type TokenUsage } from '../core/pricing.js';
 import type { ChatRequest } from '../core/schemas.js';
-import { AccountNotFoundError, type ChargeEntry, type Hold, type Store, sliceOf } from '../core/store.js';
+import { type ChargeEntry, type Hold, sliceOf } from '../core/store.js';
 import { cutToCodePoints } from '../core/strings.js';
 import type { UpstreamTarget } from '../core/tiers.js';
 import { CountBudget, estimatePromptTokens, estimateTextTokens } from '../core/tokens.js';
-import type { UsageReport } from '../core/usage.js';
-import { boundUsage } from '../core/usage-bounds.js';
-import { usageRecordOf } from '../core/usage-record.js';
 import { collectLargeRequestGarbage, LARGE_REQUEST_BYTES } from '../shared/memory.js';
-import {
-  logger,
-  recordBillingFailure,
-  recordSettlementContention,
-  recordSettlementDeferred,
-  recordUsageOutOfBounds,
-} from '../shared/observability.js';
-import { GENERATION_USAGE_MESSAGE } from '../shared/usage-line.js';
-import type { Deadlines } from './deadlines.js';
+import { recordUsageOutOfBounds } from '../shared/observability.js';
+import { costToUsd } from './money.js';
+import { priceUsage, type TokenUsage } from './pricing.js';
+import type { UsageReport } from './usage.js';
+import { boundUsage } from './usage-bounds.js';
 
 /** The facts of a generation a bill is made from. */
 export interface Billable {
@@ -33,7 +23,7 @@ export interface Billable {
   caller: Principal;
   request: ChatRequest;
   target: UpstreamTarget;
-  deadlines: Deadlines;
+  deadlines: BillDeadlines;
   /** What the gateway bounds this request's usage by (usage-bounds.ts). */
   outputCap: number;
   promptBound: number;
@@ -41,6 +31,16 @@ export interface Billable {
   bodyBytes: number;
   /** The hold this request placed, released by its settlement; none on the fast path. */
   hold: Hold | undefined;
+}
+
+/** The times a bill keeps to, epoch ms (completions/deadlines.ts computes them once per generation). */
+interface BillDeadlines {
+  /** When the generation started: its ledger entry's time. */
+  readonly startedAt: number;
+  /** Counting tokens for an estimate stops here, so the settlement still runs in time. */
+  readonly estimate: number;
+  /** The settlement call's own deadline, from now. */
+  settleCallBy(): number;
 }
 
 /** What the client was sent, and what the upstream said about it. */
@@ -148,74 +148,6 @@ export async function price(generation: Billable, delivered: Delivered): Promise
   };
   return { usage, billedNano, entry };
 }
-
-/**
- * One conditional write: the ledger entry under the generation id and the deduction (idempotent by
- * generation id). Runs after the reply, or for a held request before its reply ends (generation.ts:
- * it releases the hold). Its full record is logged first, as one line (`generation usage`, the
- * generation's only line when it settles), and a held request keeps it on its hold too: should the
- * function die before the write, the sweeper settles the hold from it once it expires.
- * A write that meets other transactions is sent again until its deadline nears; one still unwritten
- * then is deferred: its record kept on its hold item (one of amount 0 if it has no hold) for the
- * sweeper's next run, counted (`SettlementsDeferred`). Only a settlement that can be neither written
- * nor deferred is a billing failure (logged with its record for `admin bill-logged`, counted in
- * `BillingFailures`). It never throws: the reply carries the cost either way.
- */
-export async function settle(
-  bill: Bill,
-  generation: Pick<Billable, 'hold' | 'deadlines'>,
-  store: Pick<Store, 'settleCharge' | 'recordUsageOnHold' | 'deferSettlement'>,
-): Promise<'settled' | 'deferred' | 'failed'> {
-  const { entry, billedNano } = bill;
-  const { hold, deadlines } = generation;
-  const record = usageRecordOf(entry, hold);
-  // The generation's one log line when all goes well (a settled generation writes nothing more, no
-  // metrics line either: the ledger is its record). Latency is the reply's: the settlement follows it.
-  logger.info(GENERATION_USAGE_MESSAGE, {
-    record,
-    billedUsd: nanoToUsd(billedNano),
-    // The BilledMicroUsd metric's value (a statistic, not money: the ledger is the record), read from
-    // this line with the tokens by the stack's metric filters (lib/infra/generation-metrics.ts).
-    billedMicroUsd: Number(billedNano / 1000n),
-    latencyMs: Date.now() - deadlines.startedAt,
-  });
-  const recordText = JSON.stringify(record);
-  // The hold already stands for this generation: with its record on it, a function that dies now
-  // still leaves the sweeper all it needs. Best effort: the log line is the fallback.
-  if (hold) await store.recordUsageOnHold(hold, recordText).catch(() => false);
-  const deadline = deadlines.settleCall();
-  // What is left of the time after the retries is the deferral's.
-  const retryUntil = deadline - Math.min(DEFER_RESERVE_MS, Math.max(0, deadline - Date.now()) / 3);
-  const contention = { conflicts: 0, retries: 0 };
-  try {
-    await store.settleCharge(entry, { ...(hold ? { hold } : {}), deadline: retryUntil, contention });
-    return 'settled';
-  } catch (error) {
-    if (error instanceof AccountNotFoundError) {
-      recordBillingFailure({ ...entry, billedNano: undefined, billedUsd: nanoToUsd(billedNano) }, error);
-      return 'failed';
-    }
-    try {
-      const deferred = await store.deferSettlement(entry, recordText, {
-        ...(hold ? { hold } : {}),
-        deadline,
-      });
-      // Committed after all, its answer lost: settled, not a failure.
-      if (deferred === 'already-settled') return 'settled';
-      recordSettlementDeferred(entry.generationId, error);
-      return 'deferred';
-    } catch (deferError) {
-      // The full usage record, so the charge can be applied later; bigint becomes decimal text.
-      recordBillingFailure({ ...entry, billedNano: undefined, billedUsd: nanoToUsd(billedNano) }, deferError);
-      return 'failed';
-    }
-  } finally {
-    if (contention.retries > 0 || contention.conflicts > 0) recordSettlementContention(contention);
-  }
-}
-
-/** Kept back from the settlement's deadline for writing it down as deferred, should it not commit. */
-const DEFER_RESERVE_MS = 2_000;
 
 /**
  * The request's end-user id (`user`, or OpenAI's newer `safety_identifier`), at most 256 characters,

@@ -1,8 +1,9 @@
 /**
- * A generation's one bill, as a function its reply calls once with what was delivered: priced for the
- * reply to carry (billing.ts `price`), then settled (billing.ts `settle`). It lets go of what it holds
- * once called: a stream's relay keeps it as long as its stream lives, past the collection that ends the
- * invocation (shared/memory.ts), and the billable holds the request, up to 12 MB as a string.
+ * A generation's one bill, as a function the generation calls once with what its reply delivered:
+ * priced for the reply to carry (bill.ts `price`), then settled (settle.ts `settle`); a second call
+ * is refused. It lets go of what it holds once called: a stream keeps it until the relay has
+ * delivered, which may be past the collection that ends the invocation (shared/memory.ts), and the
+ * billable holds the request, up to 12 MB as a string.
  *
  * A funded client never waits for the ledger: the settlement follows the reply. A held request is the
  * exception: its reply ends only once it is settled, since the settlement is what releases its hold,
@@ -12,7 +13,8 @@
  * on the slow path only.
  */
 import type { Store } from '../core/store.js';
-import { type Bill, type Billable, type Delivered, price, settle } from './billing.js';
+import { type Bill, type Billable, type Delivered, price } from './bill.js';
+import { settle } from './settle.js';
 
 export function billOnce(
   billable: Billable,
