@@ -1,11 +1,24 @@
-import { GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import {
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  TransactionCanceledException,
+  TransactWriteItemsCommand,
+} from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
 import { usdToNano } from '../../functions/billing/money.js';
 import { usageRecordOf } from '../../functions/billing/usage-record.js';
 import { newGenerationId, sliceOfGenerationId } from '../../functions/core/ids.js';
 import type { Hold } from '../../functions/core/store.js';
 import { sweepExpiredHolds } from '../../functions/sweeper/sweep.js';
-import { addCredits, listLedger, reconcile, setAccountStatus } from '../../lib/admin/operations.js';
+import {
+  addCredits,
+  createKey,
+  listLedger,
+  reconcile,
+  setAccountStatus,
+} from '../../lib/admin/operations.js';
 import { auditBilling, completeOnce, type Served } from '../support/busy-load.js';
 import { chargeEntry } from '../support/fixtures.js';
 import { limitsOf, startLimitedTarget } from '../support/limits.js';
@@ -134,6 +147,42 @@ describe('a split account under load', () => {
       expect(Math.max(...ofAccount.map((p) => p.writeUnits))).toBeLessThan(total / 4);
     }
   }, 180_000);
+
+  it("creates a key, tops up and splits further while the account's items are in transactions", async () => {
+    const { accountId, key } = await splitAccount('100', 4);
+    const load = Promise.all(Array.from({ length: 100 }, (_, i) => complete(key, i)));
+    // Each of these meets the load's transactions on the account's items, and is sent again.
+    await createKey(target.admin, accountId, 'second');
+    expect((await addCredits(target.admin, accountId, '4', 'pay-busy')).applied).toBe(true);
+    expect(await target.admin.store.splitAccount(accountId, 8)).toBe(8);
+    const served = await load;
+    expect(served.every((s) => s.status === 200)).toBe(true);
+    const result = await auditBilling(target, accountId, usdToNano('104'), served);
+    expect(result.unbilled).toBe(0);
+    expect(result.balanceDropNano).toBe(result.servedCostNano);
+  }, 120_000);
+
+  it('sends a key creation again when DynamoDB cancels it for a conflict on the account item', async () => {
+    const { accountId } = await newAccount(target, '1');
+    // DynamoDB cancels a transaction whose ConditionCheck meets an item another transaction holds: the
+    // first two attempts meet one (as on a busy account, whose item is nearly always in a settlement).
+    let conflicts = 2;
+    const busy = Object.create(target.client) as DynamoDBClient;
+    busy.send = ((command: unknown) => {
+      if (command instanceof TransactWriteItemsCommand && conflicts-- > 0)
+        return Promise.reject(
+          new TransactionCanceledException({
+            message: 'Transaction cancelled, please refer cancellation reasons for specific reasons',
+            $metadata: {},
+            CancellationReasons: [{ Code: 'TransactionConflict' }, { Code: 'None' }],
+          }),
+        );
+      return target.client.send(command as TransactWriteItemsCommand);
+    }) as DynamoDBClient['send'];
+    const made = await createKey({ store: new DynamoStore(busy, target.tables) }, accountId, 'busy');
+    expect(conflicts).toBe(-1);
+    expect((await target.admin.store.findKeyById(made.keyId))?.status).toBe('active');
+  });
 
   it('refuses every request that starts after a suspension returns, on whichever slice it draws', async () => {
     const { accountId, key } = await splitAccount('100', 8);

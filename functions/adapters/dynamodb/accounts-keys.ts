@@ -34,7 +34,7 @@ import {
 } from './items.js';
 import { INDEX } from './schema.js';
 import { Slices } from './slices.js';
-import { type Db, queryAll, StorePart, sleep } from './store-db.js';
+import { cancelledForContention, type Db, queryAll, retried, StorePart, sleep } from './store-db.js';
 
 export class AccountsAndKeys extends StorePart {
   /**
@@ -206,27 +206,35 @@ export class AccountsAndKeys extends StorePart {
     return this.slices.setStatus(accountId, status, now);
   }
 
+  /**
+   * The key item, with a check that its account exists, in one transaction: sent again while DynamoDB
+   * cancels it for contention (a busy account's item is in other transactions most of the time).
+   */
   async createKey(key: KeyRecord): Promise<void> {
     try {
-      await this.client.send(
-        new TransactWriteItemsCommand({
-          TransactItems: [
-            {
-              ConditionCheck: {
-                TableName: this.tables.accounts,
-                Key: { accountId: S(key.accountId) },
-                ConditionExpression: 'attribute_exists(accountId)',
-              },
-            },
-            {
-              Put: {
-                TableName: this.tables.keys,
-                Item: keyItem(key),
-                ConditionExpression: 'attribute_not_exists(keyHash)',
-              },
-            },
-          ],
-        }),
+      await retried(
+        () =>
+          this.client.send(
+            new TransactWriteItemsCommand({
+              TransactItems: [
+                {
+                  ConditionCheck: {
+                    TableName: this.tables.accounts,
+                    Key: { accountId: S(key.accountId) },
+                    ConditionExpression: 'attribute_exists(accountId)',
+                  },
+                },
+                {
+                  Put: {
+                    TableName: this.tables.keys,
+                    Item: keyItem(key),
+                    ConditionExpression: 'attribute_not_exists(keyHash)',
+                  },
+                },
+              ],
+            }),
+          ),
+        cancelledForContention,
       );
     } catch (error) {
       if (

@@ -12,14 +12,7 @@ import {
 import type { AccountStatus } from '../../core/access.js';
 import { AccountNotFoundError, type AccountRecord, MAX_SLICES } from '../../core/store.js';
 import { type Item, keyUsageAttribute, N, S, sliceKey, slicesOf, toAccount } from './items.js';
-import {
-  cancellationReasons,
-  isRetryableSettlementError,
-  MAX_ATTEMPTS,
-  retryWait,
-  StorePart,
-  sleep,
-} from './store-db.js';
+import { cancellationReasons, MAX_ATTEMPTS, retried, retryWait, StorePart, sleep } from './store-db.js';
 
 export class Slices extends StorePart {
   /** The account item (slice 0), read strongly consistently. */
@@ -89,7 +82,7 @@ export class Slices extends StorePart {
     let head: Item | undefined;
     try {
       head = (
-        await this.withRetries(() =>
+        await retried(() =>
           this.client.send(
             new UpdateItemCommand({
               TableName: this.tables.accounts,
@@ -111,7 +104,7 @@ export class Slices extends StorePart {
     const slices = slicesOf(head);
     await Promise.all(
       Array.from({ length: slices - 1 }, (_, i) =>
-        this.withRetries(() =>
+        retried(() =>
           this.client.send(
             new UpdateItemCommand({
               TableName: this.tables.accounts,
@@ -194,18 +187,6 @@ export class Slices extends StorePart {
         this.transfer(accountId, 0, i + 1, share).catch(() => false),
       ),
     );
-  }
-
-  /** Sends a write again after a conflict or throttling, with full jitter, at most ATTEMPTS times. */
-  private async withRetries<T>(write: () => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await write();
-      } catch (error) {
-        if (!isRetryableSettlementError(error) || attempt >= MAX_ATTEMPTS) throw error;
-        await sleep(retryWait(attempt));
-      }
-    }
   }
 
   /**

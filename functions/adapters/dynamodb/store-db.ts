@@ -86,6 +86,28 @@ export function retryWait(attempt: number): number {
   return Math.random() * Math.min(640, 10 * 2 ** attempt);
 }
 
+/**
+ * Sends a write again while `retryable` says so (by default: conflicts, throttling, lost answers, for
+ * a write that is idempotent as it is), with full jitter, at most MAX_ATTEMPTS times.
+ */
+export async function retried<T>(
+  write: () => Promise<T>,
+  retryable: (error: unknown) => boolean = isRetryableSettlementError,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await write();
+    } catch (error) {
+      if (!retryable(error) || attempt >= MAX_ATTEMPTS) throw error;
+      await sleep(retryWait(attempt));
+    }
+  }
+}
+
+/** A transaction DynamoDB cancelled for a conflict or throttling: nothing was written, it may be sent again. */
+export const cancelledForContention = (error: unknown): boolean =>
+  cancellationReasons(error) !== undefined && isRetryableSettlementError(error);
+
 /** A ClientRequestToken (at most 36 characters) naming one kind of write for one generation. */
 export function requestToken(kind: string, id: string): string {
   return hash('sha256', `${kind}:${id}`, 'base64url').slice(0, 36);
