@@ -12,7 +12,8 @@
  * the balance drop against the ledger and the sum of the `usage.cost` the clients saw; and the
  * overdraft against its bound.
  *
- * BENCH_BUSY_SCALE: k (default 25, i.e. 200 requests a second); BENCH_BUSY_SECONDS: the run's length;
+ * BENCH_BUSY_SCALE: k (default 100, i.e. 50 requests a second: what this 2-core machine serves with
+ * the emulator's BENCH_BUSY_INSTANCES completions instances, default 16, each one request at a time); BENCH_BUSY_SECONDS: the run's length;
  * BENCH_BUSY_EMPTY_USD: the near-empty account's credit (default 0.01). The overdraft bound of a
  * split account is one request's bill per slice.
  */
@@ -24,7 +25,7 @@ import { completeOnce, type Served } from '../test/support/busy-load.js';
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 process.env.LOG_LEVEL ??= 'SILENT';
 process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
-const SCALE = Number(process.env.BENCH_BUSY_SCALE ?? 25);
+const SCALE = Number(process.env.BENCH_BUSY_SCALE ?? 100);
 const SECONDS = Number(process.env.BENCH_BUSY_SECONDS ?? 60);
 const EMPTY_USD = process.env.BENCH_BUSY_EMPTY_USD ?? '0.01';
 const RATE = 5_000 / SCALE;
@@ -33,7 +34,12 @@ const KEYS = Number(process.env.BENCH_BUSY_KEYS ?? 2);
 
 type Outcome = Served;
 
-const stack = await startLocalStack({ tablePrefix: 'benchbusy-', limits: { scale: SCALE } });
+const INSTANCES = Number(process.env.BENCH_BUSY_INSTANCES ?? 16);
+const stack = await startLocalStack({
+  tablePrefix: 'benchbusy-',
+  limits: { scale: SCALE },
+  functions: { completions: { maxInstances: INSTANCES } },
+});
 const limits = stack.limits;
 if (!limits) throw new Error('the limits layer did not start');
 const admin = { store: stack.store };
