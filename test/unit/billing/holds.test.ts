@@ -1,8 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { needsHold, worstCaseBilledNano } from '../../../functions/billing/holds.js';
-import { billedNanoFromUpstreamCost } from '../../../functions/billing/money.js';
-import { tableCost } from '../../../functions/billing/pricing.js';
-import { CAP_MARGIN, COST_FACTOR, COST_SLACK } from '../../../functions/billing/usage-bounds.js';
 import { parseTierConfig, SIMULATOR_PRICES } from '../../../functions/core/tiers.js';
 
 const targetsOf = (targets: unknown[]) =>
@@ -24,24 +21,21 @@ describe('worstCaseBilledNano', () => {
   it('prices the prompt bound and the cap + margin at the dearest target of the tier', () => {
     const [c, d] = targetsOf([cheap, dear]);
     if (!c || !d) throw new Error('targets');
-    const expected = billedNanoFromUpstreamCost(
-      tableCost({ promptTokens: 1_000, completionTokens: 100 + CAP_MARGIN, cachedTokens: 0 }, d.prices),
-    );
-    expect(worstCaseBilledNano(1_000, 100, [c, d])).toBe(expected);
-    expect(worstCaseBilledNano(1_000, 100, [d, c])).toBe(expected);
-    expect(worstCaseBilledNano(1_000, 100, [c])).toBeLessThan(expected);
+    // svc-heavy: 1,000 prompt tokens at $0.6/M + (100 + 16) completion tokens at $2.5/M = $0.00089,
+    // x 1.3 = $0.001157.
+    expect(worstCaseBilledNano(1_000, 100, [c, d])).toBe(1_157_000n);
+    expect(worstCaseBilledNano(1_000, 100, [d, c])).toBe(1_157_000n);
+    // svc-fast alone: 1,000 at $0.269230769230769/M + 116 at $1.1/M = $0.000396830769230769, x 1.3
+    // = $0.00051587999999999997, up to the next nano-dollar.
+    expect(worstCaseBilledNano(1_000, 100, [c])).toBe(515_880n);
   });
 
   it('allows a reported cost up to its bound where the target reports one', () => {
     const [t] = targetsOf([{ ...cheap, reportsCost: true }]);
     if (!t) throw new Error('target');
-    const table = tableCost(
-      { promptTokens: 10, completionTokens: 5 + CAP_MARGIN, cachedTokens: 0 },
-      t.prices,
-    );
-    expect(worstCaseBilledNano(10, 5, [t])).toBe(
-      billedNanoFromUpstreamCost(table * COST_FACTOR + COST_SLACK),
-    );
+    // The table price of 10 prompt and 5 + 16 completion tokens is $0.00002579230769230769; the bound
+    // on a reported cost is 3 x that + $0.00001 = $0.00008737692307692307; x 1.3, rounded up.
+    expect(worstCaseBilledNano(10, 5, [t])).toBe(113_590n);
   });
 
   it('prices the prompt at a cache-write rate above the input rate', () => {
