@@ -11,6 +11,7 @@ import type { FunctionUrlEvent, FunctionUrlResult } from '../../functions/shared
 import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';
 import { type OutboundCall, watchOutbound } from '../support/dynamo-calls.js';
+import { accountWith } from '../support/fixtures.js';
 
 /**
  * The authenticate middleware against DynamoDB Local: work that needs no caller (the completions
@@ -58,19 +59,7 @@ beforeAll(async () => {
   await new Promise<void>((ready) => proxy.listen(0, '127.0.0.1', ready));
   store = new DynamoStore(localClient(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}`), tables);
   await ensureTables(client, tables);
-  const now = new Date().toISOString();
-  await store.createAccount('acct-auth', 1_000_000_000n, now);
-  const made = generateApiKey();
-  await store.createKey({
-    keyHash: made.keyHash,
-    keyId: made.keyId,
-    accountId: 'acct-auth',
-    name: 'auth',
-    displayPrefix: made.displayPrefix,
-    status: 'active',
-    createdAt: now,
-  });
-  key = made.key;
+  key = (await accountWith(store, '1', 'acct-auth')).key;
 });
 
 afterAll(async () => {

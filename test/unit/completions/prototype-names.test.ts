@@ -6,11 +6,12 @@ import { usdToNano } from '../../../functions/billing/money.js';
 import { complete, takeChatRequest } from '../../../functions/completions/complete.js';
 import { type CompletionsConfig, loadCompletionsConfig } from '../../../functions/completions/config.js';
 import { authorize, type Principal } from '../../../functions/core/access.js';
-import { generateApiKey, parseBearerKey } from '../../../functions/core/auth.js';
+import { parseBearerKey } from '../../../functions/core/auth.js';
 import { toHttpError } from '../../../functions/core/errors.js';
 import type { FunctionUrlEvent } from '../../../functions/shared/http.js';
 import { loadCaller } from '../../../functions/shared/principal.js';
 import { routeOf } from '../../../functions/shared/routing.js';
+import { accountWith } from '../../support/fixtures.js';
 import { MemoryStore } from '../../support/memory-store.js';
 
 /**
@@ -144,17 +145,7 @@ async function statusOf(
 describe("Object.prototype's names as a client's strings", () => {
   it.each(Object.keys(PLACES))('as a %s: never a 5xx, for any target', async (place) => {
     const store = new MemoryStore();
-    await store.createAccount('acct', usdToNano('1000'), new Date().toISOString());
-    const key = generateApiKey();
-    await store.createKey({
-      keyHash: key.keyHash,
-      keyId: key.keyId,
-      accountId: 'acct',
-      name: 'unit',
-      displayPrefix: key.displayPrefix,
-      status: 'active',
-      createdAt: new Date().toISOString(),
-    });
+    const key = await accountWith(store, '1000', 'acct');
     const caller = authorize(await loadCaller(store, `Bearer ${key.key}`), {
       requireCredit: true,
       topUpUrl: 'https://x',
