@@ -4,7 +4,7 @@ import { usdToNano } from '../../functions/billing/money.js';
 import { showAccount } from '../../lib/admin/operations.js';
 import { ledgerOf, settled } from '../support/settled.js';
 import { eventually } from '../support/sse.js';
-import { newAccount, startTarget, type Target } from '../support/target.js';
+import { getWithKey, newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
  * Customers see their money with their own key only (docs/compatibility.md): GET /api/v1/credits and
@@ -18,10 +18,7 @@ afterAll(async () => {
   await target?.stop();
 });
 
-async function get(path: string, key: string) {
-  const response = await fetch(`${target.baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } });
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-}
+const get = (path: string, key: string) => getWithKey(target, path, key);
 
 describe('GET /api/v1/credits', () => {
   it('equals admin account show, and moves with a charge', async () => {

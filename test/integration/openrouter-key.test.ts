@@ -5,7 +5,7 @@ import type { ChargeEntry } from '../../functions/core/store.js';
 import { addCredits, createKey, listLedger, revokeKey } from '../../lib/admin/operations.js';
 import { completeOnce } from '../support/busy-load.js';
 import { settled } from '../support/settled.js';
-import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
+import { balanceNano, getWithKey, newAccount, startTarget, type Target } from '../support/target.js';
 
 /**
  * OpenRouter's habits (docs/compatibility.md, "Customers see their money"): `GET /api/v1/key` says
@@ -20,10 +20,7 @@ afterAll(async () => {
   await target?.stop();
 });
 
-async function get(path: string, key: string) {
-  const response = await fetch(`${target.baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } });
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-}
+const get = (path: string, key: string) => getWithKey(target, path, key);
 
 /** A USD number of a reply, as the integer nano-USD it stands for. */
 const nano = (usd: unknown) => usdToNano(String(usd));

@@ -4,6 +4,7 @@ import { usdToNano } from '../../functions/billing/money.js';
 import { generateApiKey } from '../../functions/core/auth.js';
 import { newGenerationId } from '../../functions/core/ids.js';
 import type { ChargeEntry, Store } from '../../functions/core/store.js';
+import type { UpstreamTarget } from '../../functions/core/tiers.js';
 
 let counter = 0;
 
@@ -51,3 +52,15 @@ export function chargeEntry(
     ...fields,
   };
 }
+
+/**
+ * An upstream target priced in round numbers: $1 per million input tokens, $0.10 cached, $2 output
+ * (femto-USD per million tokens), so 1,000 + 500 tokens bill 2,600,000 nano-USD; it reports its cost.
+ */
+export const PRICED_TARGET: UpstreamTarget = {
+  baseUrl: 'http://127.0.0.1:9/v1',
+  model: 'upstream-model',
+  prices: { input: 10n ** 15n, cachedInput: 10n ** 14n, output: 2n * 10n ** 15n },
+  reportsCost: true,
+  extraFields: 'forward',
+};

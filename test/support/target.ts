@@ -71,3 +71,9 @@ export async function balanceNano(target: Target, accountId: string): Promise<bi
   if (!account) throw new Error(`no account ${accountId}`);
   return account.balanceNano;
 }
+
+/** A GET with a customer's key, and its status and JSON body. */
+export async function getWithKey(target: Target, path: string, key: string) {
+  const response = await fetch(`${target.baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}

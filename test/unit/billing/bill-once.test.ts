@@ -3,7 +3,7 @@ import type { Billable, Delivered } from '../../../functions/billing/bill.js';
 import { billOnce } from '../../../functions/billing/bill-once.js';
 import { settle } from '../../../functions/billing/settle.js';
 import type { Hold } from '../../../functions/core/store.js';
-import type { UpstreamTarget } from '../../../functions/core/tiers.js';
+import { PRICED_TARGET } from '../../support/fixtures.js';
 import { MemoryStore } from '../../support/memory-store.js';
 
 /**
@@ -13,14 +13,7 @@ import { MemoryStore } from '../../support/memory-store.js';
 const GENERATION = 'gen-1767225600-ONCEONCEONCEONCEONCE';
 const BALANCE = 1_000_000_000n;
 
-/** $1 per million input tokens, $2 output: 1,000 + 500 tokens bill 2,600,000 nano-USD. */
-const target: UpstreamTarget = {
-  baseUrl: 'http://127.0.0.1:9/v1',
-  model: 'upstream-model',
-  prices: { input: 10n ** 15n, cachedInput: 10n ** 14n, output: 2n * 10n ** 15n },
-  reportsCost: true,
-  extraFields: 'forward',
-};
+const target = PRICED_TARGET;
 
 const delivered: Delivered = {
   report: { usage: { promptTokens: 1_000, completionTokens: 500, cachedTokens: 0 }, raw: {}, notes: [] },

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type Billable, type Delivered, price } from '../../../functions/billing/bill.js';
 import type { UsageReport } from '../../../functions/billing/usage.js';
-import type { UpstreamTarget } from '../../../functions/core/tiers.js';
+import { PRICED_TARGET } from '../../support/fixtures.js';
 
 /**
  * The bill of one generation, priced directly (no relay, no handler): the usage decided (report or
@@ -10,14 +10,7 @@ import type { UpstreamTarget } from '../../../functions/core/tiers.js';
  */
 const STARTED_AT = Date.UTC(2026, 0, 1);
 
-/** $1 per million input tokens, $0.10 cached, $2 output (femto-USD per million tokens). */
-const target: UpstreamTarget = {
-  baseUrl: 'http://127.0.0.1:9/v1',
-  model: 'upstream-model',
-  prices: { input: 10n ** 15n, cachedInput: 10n ** 14n, output: 2n * 10n ** 15n },
-  reportsCost: true,
-  extraFields: 'forward',
-};
+const target = PRICED_TARGET;
 
 function billable(overrides: Partial<Billable> = {}): Billable {
   return {
