@@ -31,8 +31,8 @@
  *   last committed value (the isolation table there: serializable / read-committed against
  *   TransactWriteItems; Local applies a transaction atomically).
  * - Scale factor k: the rates are divided by k, and every write holds its items k times as long as it
- *   took in DynamoDB Local (its time there plus (k - 1) times that, before the answer goes back), so a
- *   machine serving 5,000/k requests a second sees the occupancy of 5,000 a second.
+ *   took in DynamoDB Local, counted up to LOCAL_WRITE_CAP_MS (its time there plus the rest, before the
+ *   answer goes back), so a machine serving 5,000/k requests a second sees the occupancy of 5,000 a second.
  */
 import { randomUUID } from 'node:crypto';
 import { Agent, createServer, type IncomingHttpHeaders, request } from 'node:http';
@@ -58,7 +58,7 @@ export interface LimitsOptions {
   port?: number;
   /** The clock (ms) the buckets refill by; tests pass their own. */
   now?: () => number;
-  /** What keeps a write's items held after DynamoDB Local answered it (default: (k - 1) x its time there). */
+  /** What keeps a write's items held after DynamoDB Local answered it (default: stretchMs). */
   hold?: (localMs: number) => Promise<void>;
 }
 
@@ -147,8 +147,17 @@ interface KeySchema {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/**
+ * The longest DynamoDB Local time a write's hold is stretched from. Local's time grows with the load on
+ * the machine that runs it (a 2-core machine serving the functions too took 50-100 ms a transaction),
+ * DynamoDB's does not: stretched k times, that would model a DynamoDB many times slower than AWS's (a
+ * TransactWriteItems completes in milliseconds; AWS publishes no figure, so 10 ms is taken as a
+ * generous one). Past it, a write is held k x 10 ms in all.
+ */
+export const LOCAL_WRITE_CAP_MS = 10;
+
 export function stretchMs(scale: number, localMs: number): number {
-  return Math.max(0, scale - 1) * localMs;
+  return Math.max(0, scale * Math.min(localMs, LOCAL_WRITE_CAP_MS) - localMs);
 }
 
 export async function startDynamoLimits(options: LimitsOptions): Promise<DynamoLimits> {
