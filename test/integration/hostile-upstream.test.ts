@@ -309,8 +309,11 @@ describe('an upstream that breaks its own HTTP framing', () => {
   });
 });
 
+// Here the function runs in this test's process, which also runs the upstream: it reads the whole burst
+// in the event-loop pass before the upstream's reset. In a process of its own, a reset discards what the
+// upstream's kernel had not yet sent past the receive window (test/integration/upstream-burst.test.ts).
 describe('an upstream that bursts its whole stream and then resets the connection', () => {
-  it('2,000 events in one write, then RST: every event is relayed and billed', async () => {
+  it('2,000 events in one write, then RST, read in the same process: every event is relayed and billed', async () => {
     const pieces = Array.from({ length: 2_000 }, (_, i) => ` e${i}`);
     behave = (_body, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
