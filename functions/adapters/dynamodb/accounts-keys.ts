@@ -90,8 +90,9 @@ export class AccountsAndKeys extends StorePart {
     slices: number,
   ): Promise<Principal | undefined> {
     if (!principal || slices === 1 || principal.balanceNano - principal.heldNano > 0n) return principal;
-    const all = await this.slices.read(principal.accountId, 0, slices);
-    let best = principal.slice ?? 0;
+    // Some slices may be left out (throttled): the drawn slice's own read stands unless one read has more.
+    const all = await this.slices.readForAdmission(principal.accountId, slices);
+    let best: number | undefined;
     let bestAvailable = principal.balanceNano - principal.heldNano;
     all.forEach((item, slice) => {
       const available = BigInt(item?.creditBalance?.N ?? '0') - BigInt(item?.heldNano?.N ?? '0');
@@ -100,7 +101,7 @@ export class AccountsAndKeys extends StorePart {
         bestAvailable = available;
       }
     });
-    return toPrincipal(keyItem, all[best], best);
+    return best === undefined ? principal : toPrincipal(keyItem, all[best], best);
   }
 
   private remember(keyHash: string, accountId: string, slices: number): void {

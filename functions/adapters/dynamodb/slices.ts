@@ -14,6 +14,12 @@ import { AccountNotFoundError, type AccountRecord, MAX_SLICES } from '../../core
 import { type Item, keyUsageAttribute, N, S, sliceKey, slicesOf, toAccount } from './items.js';
 import { cancellationReasons, MAX_ATTEMPTS, retried, retryWait, StorePart, sleep } from './store-db.js';
 
+/** DynamoDB refused the whole call for throughput. */
+const isThrottling = (error: unknown): boolean =>
+  ['ThrottlingException', 'ProvisionedThroughputExceededException', 'RequestLimitExceeded'].includes(
+    (error as { name?: string } | undefined)?.name ?? '',
+  );
+
 export class Slices extends StorePart {
   /** The account item (slice 0), read strongly consistently. */
   async head(accountId: string): Promise<Item | undefined> {
@@ -27,18 +33,44 @@ export class Slices extends StorePart {
 
   /** Slices `from` to `to - 1`, read strongly consistently in one BatchGetItem each 100; index = slice. */
   async read(accountId: string, from: number, to: number): Promise<(Item | undefined)[]> {
+    return this.readSome(accountId, from, to, 5);
+  }
+
+  /**
+   * The slices a request can be moved to when the one it drew is dry, in one BatchGetItem and no more:
+   * what DynamoDB throttles (a nearly empty account hammered by its clients reads all its slices on
+   * every request) is left out rather than waited for, and a throttled call reads none. Leaving a
+   * slice out can only make the answer a 402 where a slice read later might have admitted it; it can
+   * never admit a request on credit it did not read.
+   */
+  async readForAdmission(accountId: string, slices: number): Promise<(Item | undefined)[]> {
+    try {
+      return await this.readSome(accountId, 0, slices, 1);
+    } catch (error) {
+      if (isThrottling(error)) return [];
+      throw error;
+    }
+  }
+
+  private async readSome(
+    accountId: string,
+    from: number,
+    to: number,
+    attempts: number,
+  ): Promise<(Item | undefined)[]> {
     const found = new Map<string, Item>();
     let keys = Array.from({ length: to - from }, (_, i) => ({ accountId: S(sliceKey(accountId, from + i)) }));
-    for (let attempt = 0; keys.length > 0; attempt++) {
-      if (attempt >= 5) throw new Error('BatchGetItem left keys unprocessed after 5 attempts');
+    for (let attempt = 0; keys.length > 0 && attempt < attempts; attempt++) {
+      if (attempt > 0) await sleep(20 * 2 ** attempt);
       const out = await this.wire.call<BatchGetItemCommandOutput>('BatchGetItem', {
         RequestItems: { [this.tables.accounts]: { Keys: keys, ConsistentRead: true } },
       });
       for (const item of out.Responses?.[this.tables.accounts] ?? [])
         found.set(item.accountId?.S ?? '', item);
       keys = (out.UnprocessedKeys?.[this.tables.accounts]?.Keys ?? []) as typeof keys;
-      if (keys.length > 0) await sleep(20 * 2 ** attempt);
     }
+    if (keys.length > 0 && attempts > 1)
+      throw new Error(`BatchGetItem left keys unprocessed after ${attempts} attempts`);
     return Array.from({ length: to - from }, (_, i) => found.get(sliceKey(accountId, from + i)));
   }
 
