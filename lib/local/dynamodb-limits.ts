@@ -154,7 +154,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * TransactWriteItems completes in milliseconds; AWS publishes no figure, so 10 ms is taken as a
  * generous one). Past it, a write is held k x 10 ms in all.
  */
-export const LOCAL_WRITE_CAP_MS = 10;
+const LOCAL_WRITE_CAP_MS = 10;
 
 export function stretchMs(scale: number, localMs: number): number {
   return Math.max(0, scale * Math.min(localMs, LOCAL_WRITE_CAP_MS) - localMs);
