@@ -44,6 +44,10 @@ export class AccountsAndKeys extends StorePart {
    */
   private readonly accountOfKey = new Map<string, { accountId: string; slices: number }>();
   private static readonly CACHE_LIMIT = 10_000;
+  /** accountId -> until when (epoch ms) it counts as dry on every slice. */
+  private readonly dryUntil = new Map<string, number>();
+  /** How long an account found dry on every slice is taken as dry without reading them all again. */
+  private static readonly DRY_FOR_MS = 1_000;
   readonly slices: Slices;
 
   constructor(db: Db) {
@@ -90,6 +94,11 @@ export class AccountsAndKeys extends StorePart {
     slices: number,
   ): Promise<Principal | undefined> {
     if (!principal || slices === 1 || principal.balanceNano - principal.heldNano > 0n) return principal;
+    // An account found dry on every slice a moment ago is taken as still dry: a nearly empty account
+    // hammered by its clients would otherwise have every request read all its slices, past their
+    // read limit. Credit added since (a top-up spreads over the slices) is found on the drawn slice.
+    const dryUntil = this.dryUntil.get(principal.accountId);
+    if (dryUntil !== undefined && Date.now() < dryUntil) return principal;
     // Some slices may be left out (throttled): the drawn slice's own read stands unless one read has more.
     const all = await this.slices.readForAdmission(principal.accountId, slices);
     let best: number | undefined;
@@ -101,7 +110,14 @@ export class AccountsAndKeys extends StorePart {
         bestAvailable = available;
       }
     });
-    return best === undefined ? principal : toPrincipal(keyItem, all[best], best);
+    if (best !== undefined) return toPrincipal(keyItem, all[best], best);
+    if (all.length === slices && all.every(Boolean)) this.rememberDry(principal.accountId);
+    return principal;
+  }
+
+  private rememberDry(accountId: string): void {
+    if (this.dryUntil.size >= AccountsAndKeys.CACHE_LIMIT) this.dryUntil.clear();
+    this.dryUntil.set(accountId, Date.now() + AccountsAndKeys.DRY_FOR_MS);
   }
 
   private remember(keyHash: string, accountId: string, slices: number): void {
