@@ -191,7 +191,13 @@ export class Ledger extends StorePart {
       }
     }
     const slices = slicesOf(await this.head(accountId, 'slices'));
-    await this.slices.spread(accountId, slices, amountNano);
+    try {
+      await this.slices.spread(accountId, slices, amountNano);
+    } catch (error) {
+      // The top-up itself is written (with its ledger entry, on slice 0): say so with the fault.
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new Error(`top-up ${reference} is applied; spreading it over the slices stopped: ${reason}`);
+    }
     return true;
   }
 

@@ -207,18 +207,15 @@ export class Slices extends StorePart {
 
   /**
    * Spreads an amount just added to slice 0 (a top-up) evenly over the account's other slices, one
-   * transfer each, so that where the credit came in leaves no slice dry. A transfer that fails leaves
-   * its share on slice 0: the total is exact either way, and a request that draws a dry slice is
-   * admitted on the richest one.
+   * transfer after another (each is a transaction on slice 0: at once they would only cancel each
+   * other). A transfer refused because slice 0 no longer has its share (spent meanwhile) leaves it
+   * there: the total is exact either way, and a request that draws a dry slice is admitted on the
+   * richest one. Any other failure is thrown, so that a fault is seen rather than left uneven.
    */
   async spread(accountId: string, slices: number, amountNano: bigint): Promise<void> {
     const share = amountNano / BigInt(slices);
     if (slices === 1 || share === 0n) return;
-    await Promise.all(
-      Array.from({ length: slices - 1 }, (_, i) =>
-        this.transfer(accountId, 0, i + 1, share).catch(() => false),
-      ),
-    );
+    for (let slice = 1; slice < slices; slice++) await this.transfer(accountId, 0, slice, share);
   }
 
   /**
