@@ -10,7 +10,12 @@ import { type FakeUpstream, startFakeUpstream } from '../support/fake-upstream.j
 import { ledgerOf } from '../support/settled.js';
 import { readSse } from '../support/sse.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
-import { oneChargeItem, postCompletion, upstreamCompletion } from '../support/upstream-replies.js';
+import {
+  hostileUpstreamEnv,
+  oneChargeItem,
+  postCompletion,
+  upstreamCompletion,
+} from '../support/upstream-replies.js';
 
 /**
  * An upstream that lies or sends garbage, driven through the emulator against DynamoDB Local: every
@@ -44,12 +49,7 @@ beforeAll(async () => {
   // The functions run in this thread (inProcessLauncher): the tests read their metric counters.
   target = await startTarget({
     launcher: inProcessLauncher,
-    env: {
-      TIERS_CONFIG: JSON.stringify(tiers),
-      UPSTREAM_RETRY_BASE_MS: '20',
-      UPSTREAM_FIRST_BYTE_TIMEOUT_MS: '1000',
-      KEEPALIVE_INTERVAL_MS: '200',
-    },
+    env: hostileUpstreamEnv(tiers),
   });
 });
 afterAll(async () => {

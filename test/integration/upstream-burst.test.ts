@@ -5,7 +5,7 @@ import { SIMULATOR_PRICES } from '../../functions/core/tiers.js';
 import { type FakeUpstream, startFakeUpstream } from '../support/fake-upstream.js';
 import { readSse } from '../support/sse.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
-import { oneChargeItem, postCompletion } from '../support/upstream-replies.js';
+import { hostileUpstreamEnv, oneChargeItem, postCompletion } from '../support/upstream-replies.js';
 
 /**
  * An upstream that writes its whole event stream in one burst and then drops the connection, with
@@ -31,12 +31,7 @@ beforeAll(async () => {
     'svc-heavy': [{ baseUrl: hostile.url, model: 'liar', prices: SIMULATOR_PRICES['svc-heavy'] }],
   };
   target = await startTarget({
-    env: {
-      TIERS_CONFIG: JSON.stringify(tiers),
-      UPSTREAM_RETRY_BASE_MS: '20',
-      UPSTREAM_FIRST_BYTE_TIMEOUT_MS: '1000',
-      KEEPALIVE_INTERVAL_MS: '200',
-    },
+    env: hostileUpstreamEnv(tiers),
   });
 });
 afterAll(async () => {

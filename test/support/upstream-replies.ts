@@ -61,3 +61,14 @@ export async function oneChargeItem(target: Target, accountId: string, start: bi
   );
   return { charge, item };
 }
+
+/**
+ * The functions' environment for a test against its own upstream: its tiers, and retries, the first
+ * byte's wait and keep-alives short enough for a test.
+ */
+export const hostileUpstreamEnv = (tiers: unknown): Record<string, string> => ({
+  TIERS_CONFIG: JSON.stringify(tiers),
+  UPSTREAM_RETRY_BASE_MS: '20',
+  UPSTREAM_FIRST_BYTE_TIMEOUT_MS: '1000',
+  KEEPALIVE_INTERVAL_MS: '200',
+});
