@@ -33,6 +33,7 @@ import {
   topUpItem,
 } from './items.js';
 import { INDEX } from './schema.js';
+import { SliceCredit } from './slice-credit.js';
 import { Slices } from './slices.js';
 import { cancelledForContention, type Db, queryAll, retried, StorePart, sleep } from './store-db.js';
 
@@ -44,23 +45,21 @@ export class AccountsAndKeys extends StorePart {
    */
   private readonly accountOfKey = new Map<string, { accountId: string; slices: number }>();
   private static readonly CACHE_LIMIT = 10_000;
-  /** accountId -> until when (epoch ms) it counts as dry on every slice. */
-  private readonly dryUntil = new Map<string, number>();
-  /** How long an account found dry on every slice is taken as dry without reading them all again. */
-  private static readonly DRY_FOR_MS = 1_000;
   readonly slices: Slices;
+  private readonly sliceCredit: SliceCredit;
 
   constructor(db: Db) {
     super(db);
     this.slices = new Slices(db);
+    this.sliceCredit = new SliceCredit(this.slices);
   }
 
   /**
    * The key and one slice of its account, read strongly consistently. Warm (mapping cached): one
    * BatchGetItem of the key and a slice drawn at random. Cold: the key item first (to learn its
    * account), then the account item (slice 0, which says how many slices there are). A drawn slice
-   * with no available credit, of an account that has others, is not the account's answer: all its
-   * slices are read and the request goes to the one with the most available credit.
+   * with no available credit, of an account that has others, is not the account's answer: the
+   * request moves to a slice that has some (slice-credit.ts), read strongly before it is admitted.
    */
   async loadPrincipal(keyHash: string): Promise<Principal | undefined> {
     const cached = this.accountOfKey.get(keyHash);
@@ -69,7 +68,7 @@ export class AccountsAndKeys extends StorePart {
     const { keyItem: found, accountItem } = await this.batchRead(keyHash, sliceKey(cached.accountId, slice));
     if (!found) return undefined;
     if (slice === 0 && accountItem) cached.slices = slicesOf(accountItem);
-    return this.richestIfDry(toPrincipal(found, accountItem, slice), found, cached.slices);
+    return this.elsewhereIfDry(toPrincipal(found, accountItem, slice), found, cached.slices);
   }
 
   private async loadPrincipalCold(keyHash: string): Promise<Principal | undefined> {
@@ -85,39 +84,18 @@ export class AccountsAndKeys extends StorePart {
     const account = await this.slices.head(accountId);
     const slices = slicesOf(account);
     this.remember(keyHash, accountId, slices);
-    return this.richestIfDry(toPrincipal(key.Item, account), key.Item, slices);
+    return this.elsewhereIfDry(toPrincipal(key.Item, account), key.Item, slices);
   }
 
-  private async richestIfDry(
+  /** The principal on a slice with credit when the one it drew is dry, as slice-credit.ts chooses. */
+  private async elsewhereIfDry(
     principal: Principal | undefined,
     keyItem: Item,
     slices: number,
   ): Promise<Principal | undefined> {
     if (!principal || slices === 1 || principal.balanceNano - principal.heldNano > 0n) return principal;
-    // An account found dry on every slice a moment ago is taken as still dry: a nearly empty account
-    // hammered by its clients would otherwise have every request read all its slices, past their
-    // read limit. Credit added since (a top-up spreads over the slices) is found on the drawn slice.
-    const dryUntil = this.dryUntil.get(principal.accountId);
-    if (dryUntil !== undefined && Date.now() < dryUntil) return principal;
-    // Some slices may be left out (throttled): the drawn slice's own read stands unless one read has more.
-    const all = await this.slices.readForAdmission(principal.accountId, slices);
-    let best: number | undefined;
-    let bestAvailable = principal.balanceNano - principal.heldNano;
-    all.forEach((item, slice) => {
-      const available = BigInt(item?.creditBalance?.N ?? '0') - BigInt(item?.heldNano?.N ?? '0');
-      if (item && available > bestAvailable) {
-        best = slice;
-        bestAvailable = available;
-      }
-    });
-    if (best !== undefined) return toPrincipal(keyItem, all[best], best);
-    if (all.length === slices && all.every(Boolean)) this.rememberDry(principal.accountId);
-    return principal;
-  }
-
-  private rememberDry(accountId: string): void {
-    if (this.dryUntil.size >= AccountsAndKeys.CACHE_LIMIT) this.dryUntil.clear();
-    this.dryUntil.set(accountId, Date.now() + AccountsAndKeys.DRY_FOR_MS);
+    const moved = await this.sliceCredit.elsewhere(principal.accountId, slices, principal.slice ?? 0);
+    return moved ? toPrincipal(keyItem, moved.item, moved.slice) : principal;
   }
 
   private remember(keyHash: string, accountId: string, slices: number): void {

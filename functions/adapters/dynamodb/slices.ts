@@ -33,21 +33,35 @@ export class Slices extends StorePart {
 
   /** Slices `from` to `to - 1`, read strongly consistently in one BatchGetItem each 100; index = slice. */
   async read(accountId: string, from: number, to: number): Promise<(Item | undefined)[]> {
-    return this.readSome(accountId, from, to, 5);
+    return this.readSome(accountId, from, to, { attempts: 5, consistent: true });
   }
 
   /**
-   * The slices a request can be moved to when the one it drew is dry, in one BatchGetItem and no more:
-   * what DynamoDB throttles (a nearly empty account hammered by its clients reads all its slices on
-   * every request) is left out rather than waited for, and a throttled call reads none. Leaving a
-   * slice out can only make the answer a 402 where a slice read later might have admitted it; it can
-   * never admit a request on credit it did not read.
+   * Every slice, for a view of where the account's credit is (slice-credit.ts), in one eventually
+   * consistent BatchGetItem (half a read unit an item) and no more: what DynamoDB throttles is left
+   * out rather than waited for, and a throttled call reads none. The view only chooses which slice to
+   * read strongly; nothing is admitted on it.
    */
   async readForAdmission(accountId: string, slices: number): Promise<(Item | undefined)[]> {
     try {
-      return await this.readSome(accountId, 0, slices, 1);
+      return await this.readSome(accountId, 0, slices, { attempts: 1, consistent: false });
     } catch (error) {
       if (isThrottling(error)) return [];
+      throw error;
+    }
+  }
+
+  /** One slice, read strongly consistently in one GetItem; undefined if it is not there or DynamoDB throttles the read. */
+  async readOne(accountId: string, slice: number): Promise<Item | undefined> {
+    try {
+      const out = await this.wire.call<GetItemCommandOutput>('GetItem', {
+        TableName: this.tables.accounts,
+        Key: { accountId: S(sliceKey(accountId, slice)) },
+        ConsistentRead: true,
+      });
+      return out.Item;
+    } catch (error) {
+      if (isThrottling(error)) return undefined;
       throw error;
     }
   }
@@ -56,14 +70,14 @@ export class Slices extends StorePart {
     accountId: string,
     from: number,
     to: number,
-    attempts: number,
+    { attempts, consistent }: { attempts: number; consistent: boolean },
   ): Promise<(Item | undefined)[]> {
     const found = new Map<string, Item>();
     let keys = Array.from({ length: to - from }, (_, i) => ({ accountId: S(sliceKey(accountId, from + i)) }));
     for (let attempt = 0; keys.length > 0 && attempt < attempts; attempt++) {
       if (attempt > 0) await sleep(20 * 2 ** attempt);
       const out = await this.wire.call<BatchGetItemCommandOutput>('BatchGetItem', {
-        RequestItems: { [this.tables.accounts]: { Keys: keys, ConsistentRead: true } },
+        RequestItems: { [this.tables.accounts]: { Keys: keys, ConsistentRead: consistent } },
       });
       for (const item of out.Responses?.[this.tables.accounts] ?? [])
         found.set(item.accountId?.S ?? '', item);
