@@ -220,6 +220,20 @@ describe('a split account under load', () => {
   }, 120_000);
 });
 
+describe('function instances starting under a busy split account', () => {
+  it('each draw a slice at random for their first request, rather than all meeting on the account item', async () => {
+    const { key } = await splitAccount('8', 8);
+    const keyHash = hashKey(key);
+    const drawn: number[] = [];
+    // Each a new function instance: its first request reads the key cold.
+    for (let i = 0; i < 40; i++)
+      drawn.push((await new DynamoStore(target.client, target.tables).loadPrincipal(keyHash))?.slice ?? 0);
+    // About 5 of 40 on slice 0 by chance; all 40 if a cold read admits on the account item it read.
+    expect(drawn.filter((s) => s === 0).length).toBeLessThan(20);
+    expect(new Set(drawn).size).toBeGreaterThan(3);
+  }, 120_000);
+});
+
 describe('a nearly empty split account hammered by its clients', () => {
   /** Read units the limits layer charged each of the account's slices since its metrics were reset. */
   function readUnitsBySlice(accountId: string, slices: number): number[] {

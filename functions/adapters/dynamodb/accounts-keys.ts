@@ -57,9 +57,10 @@ export class AccountsAndKeys extends StorePart {
   /**
    * The key and one slice of its account, read strongly consistently. Warm (mapping cached): one
    * BatchGetItem of the key and a slice drawn at random. Cold: the key item first (to learn its
-   * account), then the account item (slice 0, which says how many slices there are). A drawn slice
-   * with no available credit, of an account that has others, is not the account's answer: the
-   * request moves to a slice that has some (slice-credit.ts), read strongly before it is admitted.
+   * account), then the account item (slice 0, which says how many slices there are), then the drawn
+   * slice if it is another. A drawn slice with no available credit, of an account that has others,
+   * is not the account's answer: the request moves to a slice that has some (slice-credit.ts), read
+   * strongly before it is admitted.
    */
   async loadPrincipal(keyHash: string): Promise<Principal | undefined> {
     const cached = this.accountOfKey.get(keyHash);
@@ -84,7 +85,13 @@ export class AccountsAndKeys extends StorePart {
     const account = await this.slices.head(accountId);
     const slices = slicesOf(account);
     this.remember(keyHash, accountId, slices);
-    return this.elsewhereIfDry(toPrincipal(key.Item, account), key.Item, slices);
+    // A slice drawn at random, as a warm read draws it: the instances a busy account starts at once
+    // would otherwise all admit their first request on the account item and meet there.
+    const slice = Math.floor(Math.random() * slices);
+    const item = slice === 0 || !account ? account : await this.slices.readOne(accountId, slice);
+    // A drawn slice whose read DynamoDB throttled: the account item, read already, stands in for it.
+    const [drawn, on] = item ? [item, slice] : [account, 0];
+    return this.elsewhereIfDry(toPrincipal(key.Item, drawn, on), key.Item, slices);
   }
 
   /** The principal on a slice with credit when the one it drew is dry, as slice-credit.ts chooses. */
