@@ -12,7 +12,8 @@
  * sockets and lets calls in progress finish), instead of a socket the server may have closed during
  * the freeze. An answer without a hint leaves its socket kept (up to undici's ten-minute cap).
  */
-import { Pool } from 'undici';
+import type { IncomingHttpHeaders } from 'node:http';
+import { type Dispatcher, Pool } from 'undici';
 
 /** Taken off a server's keep-alive hint: a socket is not reused in the last second the server gave. */
 const KEEP_ALIVE_MARGIN_MS = 1_000;
@@ -96,5 +97,64 @@ export function writtenOnce(text: string): { body: Iterable<Buffer>; length: num
         if (buffer) yield buffer;
       },
     },
+  };
+}
+
+/**
+ * What the caller of one exchange hears: the answer's head, the pieces of its body as they arrive,
+ * then either its end or the fault that ended it (after every piece that came before the fault), and
+ * nothing after that.
+ */
+export interface ExchangeSink {
+  head(status: number, headers: IncomingHttpHeaders): void;
+  piece(bytes: Buffer): void;
+  end(): void;
+  fail(error: Error): void;
+}
+
+/**
+ * Sends one request through undici's `dispatch`, its answer to `sink`, and returns what aborts it: the
+ * sink hears the reason at once, even while the request still waits for its socket (undici then drops
+ * it when the socket comes). Through `dispatch`, not `request` or `stream`: those add a Node stream,
+ * an AbortSignal with its listeners and an async resource to every call, and on the request path's
+ * DynamoDB read and settlement they were most of the CPU undici added (bench/billed-cpu.ts).
+ * Informational (1xx) heads are skipped, as `request` skips them.
+ */
+export function exchange(
+  dispatcher: Dispatcher,
+  options: Dispatcher.DispatchOptions,
+  sink: ExchangeSink,
+): (reason: Error) => void {
+  let controller: Dispatcher.DispatchController | undefined;
+  let abortedBy: Error | undefined;
+  let over = false;
+  const finish = () => {
+    const done = over;
+    over = true;
+    return !done;
+  };
+  dispatcher.dispatch(options, {
+    onRequestStart(started) {
+      controller = started;
+      if (abortedBy) started.abort(abortedBy);
+    },
+    onResponseStart(_controller, status, headers) {
+      if (!over && status >= 200) sink.head(status, headers);
+    },
+    onResponseData(_controller, bytes) {
+      if (!over) sink.piece(bytes);
+    },
+    onResponseEnd() {
+      if (finish()) sink.end();
+    },
+    onResponseError(_controller, error) {
+      if (finish()) sink.fail(error);
+    },
+  });
+  return (reason) => {
+    if (abortedBy) return;
+    abortedBy = reason;
+    controller?.abort(reason);
+    if (finish()) sink.fail(reason);
   };
 }

@@ -19,7 +19,7 @@
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import aws4 from 'aws4';
-import { Origin } from '../origin.js';
+import { exchange, Origin } from '../origin.js';
 import type { DynamoTimeouts } from './timeouts.js';
 
 const API_VERSION = 'DynamoDB_20120810';
@@ -216,33 +216,45 @@ export class DynamoWire {
     // bodyTimeout tick at a resolution of about a second, too coarse for a one-second bound.
     const byDeadline = left < requestTimeoutMs;
     const waitMs = Math.max(0, Math.min(requestTimeoutMs, left));
-    const limit = new AbortController();
-    const timer = setTimeout(() => limit.abort(new HeadTimeout(byDeadline)), waitMs);
-    let status: number;
-    let date: string | undefined;
-    let text: string;
-    try {
-      const answer = await endpoint.origin.pool().request({
-        path: endpoint.path,
-        method: 'POST',
-        headers: signed.headers as Record<string, string>,
-        body,
-        signal: limit.signal,
-        headersTimeout: waitMs + 1_000,
-        bodyTimeout: requestTimeoutMs,
-      });
-      clearTimeout(timer);
-      status = answer.statusCode;
-      date = headerText(answer.headers.date);
-      endpoint.origin.answered(answer.headers['keep-alive']);
-      text = await answer.body.text().catch((error: unknown) => {
-        throw wireErrorOf(error as Error, false);
-      });
-    } catch (error) {
-      clearTimeout(timer);
-      if (error instanceof DynamoWireError) throw error;
-      throw wireErrorOf(error as Error, true);
-    }
+    const pool = endpoint.origin.pool();
+    const { status, date, text } = await new Promise<{
+      status: number;
+      date: string | undefined;
+      text: string;
+    }>((resolve, reject) => {
+      let head: { status: number; date: string | undefined } | undefined;
+      const pieces: Buffer[] = [];
+      const timer = setTimeout(() => abort(new HeadTimeout(byDeadline)), waitMs);
+      const abort = exchange(
+        pool,
+        {
+          path: endpoint.path,
+          method: 'POST',
+          headers: signed.headers as Record<string, string>,
+          body,
+          headersTimeout: waitMs + 1_000,
+          bodyTimeout: requestTimeoutMs,
+        },
+        {
+          head(status, headers) {
+            clearTimeout(timer);
+            head = { status, date: headerText(headers.date) };
+            endpoint.origin.answered(headers['keep-alive']);
+          },
+          piece(bytes) {
+            pieces.push(bytes);
+          },
+          end() {
+            const answered = head ?? { status: 0, date: undefined };
+            resolve({ ...answered, text: Buffer.concat(pieces).toString('utf8') });
+          },
+          fail(error) {
+            clearTimeout(timer);
+            reject(wireErrorOf(error, head === undefined));
+          },
+        },
+      );
+    });
     if (status === 200) return text;
     const error = answerError(status, text);
     throw this.correctClock(error, date) ? retryableCopy(error) : error;
