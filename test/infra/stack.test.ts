@@ -88,7 +88,7 @@ describe('cdk-nag AwsSolutions', () => {
 describe('functions', () => {
   it('run Node.js 22 on arm64 with source maps, ESM bundles and their own log groups', () => {
     const fns = userFunctions(sandbox.template);
-    expect(fns).toHaveLength(4); // completions, models, hold sweeper, simulator
+    expect(fns).toHaveLength(5); // completions, models, hold sweeper, logged usage, simulator
     for (const [, fn] of fns) {
       const p = (fn as { Properties: Record<string, unknown> }).Properties;
       expect(p.Runtime).toBe('nodejs22.x');
@@ -174,7 +174,7 @@ describe('functions', () => {
         }),
       },
     });
-    expect(userFunctions(prod.template)).toHaveLength(3);
+    expect(userFunctions(prod.template)).toHaveLength(4); // no simulator
     prod.template.hasResourceProperties('AWS::Lambda::Function', {
       Environment: { Variables: Match.objectLike({ TIERS_CONFIG: TIERS }) },
     });
