@@ -292,6 +292,11 @@ export class ApiStack extends Stack {
         resources: [tables.accounts.tableArn],
       }),
     );
+    // A deferred settlement it completes is the settlement's transaction: its ledger entry is a Put
+    // (a transaction needs the permission of each action in it).
+    sweeper.fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [tables.ledger.tableArn] }),
+    );
     new Rule(this, 'HoldSweep', {
       description: 'Release expired holds',
       schedule: Schedule.rate(Duration.minutes(SWEEP_INTERVAL_MINUTES)),

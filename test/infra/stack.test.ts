@@ -644,11 +644,15 @@ describe('least privilege', () => {
     ]);
   });
 
-  it('gives the hold sweeper a scan and delete on the holds table and an update on accounts, on a schedule', () => {
+  it('gives the hold sweeper a scan and delete on the holds table, an update on accounts and the ledger Put of a settlement, on a schedule', () => {
     const sweeper = policies(prod.template).find((p) => p.id.startsWith('HoldSweeper'));
     const actions = new Set(sweeper?.statements.flatMap((s) => [s.Action].flat()));
+    // The deferred settlements it completes write their ledger entry (TransactWriteItems needs PutItem).
+    const onLedger = sweeper?.statements.filter((s) => JSON.stringify(s.Resource).includes('ledger'));
+    expect(onLedger?.flatMap((s) => [s.Action].flat())).toEqual(['dynamodb:PutItem']);
     expect([...actions].sort()).toEqual([
       'dynamodb:DeleteItem',
+      'dynamodb:PutItem',
       'dynamodb:Scan',
       'dynamodb:UpdateItem',
       // Its failed asynchronous invocations go to its dead-letter queue.
