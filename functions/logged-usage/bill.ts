@@ -22,7 +22,7 @@ import type { LogBatch } from './subscription-event.js';
  * functions/completions/deadlines.ts). A record with no ledger entry younger than this is read again
  * once this has passed before it is settled here, so that a slow settlement is not raced.
  */
-export const SETTLEMENT_WINDOW_MS = 10_000;
+const SETTLEMENT_WINDOW_MS = 10_000;
 
 export interface LoggedUsageStore extends Pick<Store, 'settleCharge'> {
   /** The generation ids among these that have a ledger entry (ledger-read.ts). */
