@@ -127,3 +127,21 @@ export function recordOriginRefused(): void {
   metrics.addMetric('OriginRefused', MetricUnit.Count, 1);
   metrics.publishStoredMetrics();
 }
+
+/** What the logged-usage function billed and could not read, read by tests. */
+export const loggedUsage = { billed: 0, unreadable: 0 };
+
+/**
+ * One batch of usage lines delivered by CloudWatch Logs (functions/logged-usage/): the generations it
+ * billed, each one whose function died before settling it (`LoggedGenerationsBilled`, alarmed: worth a
+ * look at that function's log), and the usage lines it could not read (`LoggedUsageUnreadable`,
+ * alarmed: a charge only an operator can recover). Nothing is written for a batch with neither.
+ */
+export function recordLoggedUsage(counts: { billed: number; unreadable: number }): void {
+  if (counts.billed === 0 && counts.unreadable === 0) return;
+  loggedUsage.billed += counts.billed;
+  loggedUsage.unreadable += counts.unreadable;
+  metrics.addMetric('LoggedGenerationsBilled', MetricUnit.Count, counts.billed);
+  metrics.addMetric('LoggedUsageUnreadable', MetricUnit.Count, counts.unreadable);
+  metrics.publishStoredMetrics();
+}

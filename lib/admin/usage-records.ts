@@ -6,45 +6,17 @@
  * finds such records and settles them, idempotently by generation id: a record already settled
  * (by the function or an earlier run) is counted as such and changes nothing.
  *
+ * The stack has CloudWatch Logs deliver each usage line to the logged-usage function, which does the
+ * same without an operator (functions/logged-usage/); this stays for lines from before that
+ * subscription, or from a log group without it.
+ *
  * Input: the function's log lines (JSON per line, as Lambda writes them, with or without the plain
  * text prefix of timestamp and request id), or the JSON of a CloudWatch Logs Insights query's
  * results (`aws logs get-query-results`), whose `@message` fields hold those lines.
  */
 
-import { GENERATION_USAGE_MESSAGE } from '../../functions/billing/usage-line.js';
-import { readUsageRecord } from '../../functions/billing/usage-record.js';
-import type { ChargeEntry, Hold, Store } from '../../functions/core/store.js';
-
-interface LoggedGeneration {
-  entry: ChargeEntry;
-  hold: Hold | undefined;
-}
-
-/** The usage records in `text`, in order, each generation once; lines that are not records are skipped. */
-function readUsageRecords(text: string): { records: LoggedGeneration[]; invalid: number } {
-  const records = new Map<string, LoggedGeneration>();
-  let invalid = 0;
-  for (const message of logMessages(text)) {
-    const start = message.indexOf('{');
-    if (start < 0) continue;
-    let line: unknown;
-    try {
-      line = JSON.parse(message.slice(start));
-    } catch {
-      continue;
-    }
-    const logged = line as { message?: unknown; record?: unknown };
-    if (logged.message !== GENERATION_USAGE_MESSAGE) continue;
-    const read = readUsageRecord(logged.record);
-    if (!read) {
-      invalid += 1;
-      continue;
-    }
-    const { entry, hold } = read;
-    records.set(entry.generationId, { entry, hold });
-  }
-  return { records: [...records.values()], invalid };
-}
+import { readUsageLines } from '../../functions/billing/usage-lines.js';
+import type { Store } from '../../functions/core/store.js';
 
 /** The log messages in `text`: a Logs Insights result document's `@message` values, or its lines. */
 function logMessages(text: string): string[] {
@@ -75,7 +47,8 @@ export async function billLoggedGenerations(
   store: Pick<Store, 'settleCharge' | 'getLedgerEntry'>,
   text: string,
 ): Promise<BillLoggedResult> {
-  const { records, invalid } = readUsageRecords(text);
+  // Read by the same reader as the logged-usage function's (functions/billing/usage-lines.ts).
+  const { records, invalid } = readUsageLines(logMessages(text));
   const result: BillLoggedResult = { settled: [], alreadySettled: [], invalid };
   for (const { entry, hold } of records) {
     // Looked up first: within DynamoDB's ten-minute idempotency window a repeated transaction with

@@ -75,6 +75,8 @@ export interface AlarmsProps {
   sweeper: IFunction;
   /** Where the sweeper's failed asynchronous invocations land. */
   sweeperFailures: IQueue;
+  /** Where the logged-usage function's failed deliveries land (after Lambda's retries). */
+  loggedUsageFailures: IQueue;
   tables: { keys: TableV2; accounts: TableV2; ledger: TableV2; holds: TableV2 };
 }
 
@@ -162,6 +164,27 @@ export class Alarms extends Construct {
       }),
       1,
       "A sweep or balance check failed after Lambda's retries: its event is in the sweeper's dead-letter queue",
+    );
+    alarm(
+      'LoggedUsageFailedEvents',
+      props.loggedUsageFailures.metricApproximateNumberOfMessagesVisible({
+        period: Duration.minutes(5),
+        statistic: 'Maximum',
+      }),
+      1,
+      "A batch of usage lines failed after Lambda's retries (in the logged-usage dead-letter queue): bill its lines with admin bill-logged",
+    );
+    alarm(
+      'LoggedGenerationsBilled',
+      serviceMetric('LoggedGenerationsBilled', 'Sum', Duration.minutes(5)),
+      1,
+      'A generation was billed from its usage line: its completions function died (or stalled) before settling it',
+    );
+    alarm(
+      'LoggedUsageUnreadable',
+      serviceMetric('LoggedUsageUnreadable', 'Sum', Duration.minutes(5)),
+      1,
+      'A usage line delivered to the logged-usage function could not be read: its generation is not billed',
     );
     alarm(
       'ExpiredHoldsReleased',

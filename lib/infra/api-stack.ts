@@ -22,7 +22,8 @@ import { Rule, RuleTargetInput, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { FunctionUrlAuthType, type IFunctionUrl, InvokeMode } from 'aws-cdk-lib/aws-lambda';
-import { RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { RetentionDays, SubscriptionFilter } from 'aws-cdk-lib/aws-logs';
+import { LambdaDestination } from 'aws-cdk-lib/aws-logs-destinations';
 import {
   BlockPublicAccess,
   Bucket,
@@ -44,7 +45,7 @@ import { edgeFunction } from './edge-function.js';
 import { DEFAULT_FUNCTION, EDGE_BEHAVIOURS, EDGE_ORIGINS, type EdgeFunction } from './edge-routes.js';
 import { edgeWebAclArn } from './edge-waf.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
-import { addGenerationMetrics } from './generation-metrics.js';
+import { addGenerationMetrics, usageLinePattern } from './generation-metrics.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
 import { ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
@@ -291,6 +292,11 @@ export class ApiStack extends Stack {
         resources: [tables.accounts.tableArn],
       }),
     );
+    // A deferred settlement it completes is the settlement's transaction: its ledger entry is a Put
+    // (a transaction needs the permission of each action in it).
+    sweeper.fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [tables.ledger.tableArn] }),
+    );
     new Rule(this, 'HoldSweep', {
       description: 'Release expired holds',
       schedule: Schedule.rate(Duration.minutes(SWEEP_INTERVAL_MINUTES)),
@@ -305,6 +311,51 @@ export class ApiStack extends Stack {
           event: RuleTargetInput.fromObject({ check: 'balances' }),
         }),
       ],
+    });
+
+    // The logged-usage function: CloudWatch Logs delivers it each `generation usage` line of the
+    // completions log (a subscription filter), and it bills those with no ledger entry, so a function
+    // killed between its reply and its settlement write is billed without an operator
+    // (functions/logged-usage/). Lambda is a destination CloudWatch Logs invokes asynchronously with
+    // the base64 of gzipped JSON; the permission for logs.amazonaws.com is LambdaDestination's.
+    // https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/SubscriptionFilters.html#LambdaFunctionExample
+    // https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_logs_destinations.LambdaDestination.html
+    // Lambda retries a failed invocation twice (throttled ones for up to 6 hours), then sends the event
+    // to the queue below, alarmed; the lines stay in the log for `admin bill-logged` either way
+    // (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async.html).
+    const loggedUsageFailures = new Queue(this, 'LoggedUsageFailures', {
+      encryption: QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      retentionPeriod: Duration.days(14),
+      removalPolicy,
+    });
+    const loggedUsage = new ServiceFunction(this, 'LoggedUsage', {
+      entry: 'functions/logged-usage/handler.ts',
+      memorySize: FUNCTION_SETTINGS.loggedUsage.memoryMb,
+      timeout: Duration.seconds(FUNCTION_SETTINGS.loggedUsage.timeoutSeconds),
+      deadLetterQueue: loggedUsageFailures,
+      logRetention,
+      removalPolicy,
+      environment: tableEnv,
+    });
+    // The settlement's transaction (a ledger Put, the slice's Update, the hold's Delete), and the
+    // eventually consistent read of the ledger entries before it.
+    loggedUsage.fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['dynamodb:BatchGetItem', 'dynamodb:PutItem'],
+        resources: [tables.ledger.tableArn],
+      }),
+    );
+    loggedUsage.fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [tables.accounts.tableArn] }),
+    );
+    loggedUsage.fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:DeleteItem'], resources: [tables.holds.tableArn] }),
+    );
+    new SubscriptionFilter(this, 'UsageLinesToLoggedUsage', {
+      logGroup: completions.logGroup,
+      filterPattern: usageLinePattern(),
+      destination: new LambdaDestination(loggedUsage.fn),
     });
 
     // Each URL's auth type, and below how CloudFront reaches it, from one table (edge-routes.ts),
@@ -423,6 +474,7 @@ export class ApiStack extends Stack {
       models: models.fn,
       sweeper: sweeper.fn,
       sweeperFailures,
+      loggedUsageFailures,
       tables,
     });
 

@@ -29,4 +29,6 @@ export const FUNCTION_SETTINGS = {
   models: { timeoutSeconds: 10, memoryMb: 256 },
   simulator: { timeoutSeconds: 120, memoryMb: 512 },
   sweeper: { timeoutSeconds: 60, memoryMb: 256 },
+  // A batch of usage lines: one read, a wait of at most the settlement window (10 s), rarely a settlement.
+  loggedUsage: { timeoutSeconds: 60, memoryMb: 256 },
 } as const satisfies Record<string, FunctionSettings>;

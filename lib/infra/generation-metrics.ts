@@ -1,5 +1,5 @@
 import { Unit } from 'aws-cdk-lib/aws-cloudwatch';
-import { FilterPattern, type ILogGroup, MetricFilter } from 'aws-cdk-lib/aws-logs';
+import { FilterPattern, type IFilterPattern, type ILogGroup, MetricFilter } from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
 
 import { GENERATION_USAGE_MESSAGE } from '../../functions/billing/usage-line.js';
@@ -25,13 +25,22 @@ export const GENERATION_METRIC_DIMENSIONS = { tier: '$.record.tier' } as const;
 /** Every tier's billed amount (CloudWatch keeps each tier's metric apart; the dashboard sums them). */
 export const BILLED_SEARCH = '{HostedModelApi,tier} MetricName="BilledMicroUsd"';
 
+/**
+ * The pattern that matches a generation's usage line and no other: its JSON `message` field. The
+ * metric filters below and the subscription that delivers the lines to the logged-usage function
+ * (lib/infra/api-stack.ts) both use it.
+ * https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/FilterAndPatternSyntax.html
+ */
+export const usageLinePattern = (): IFilterPattern =>
+  FilterPattern.stringValue('$.message', '=', GENERATION_USAGE_MESSAGE);
+
 export function addGenerationMetrics(scope: Construct, logGroup: ILogGroup, namespace: string): void {
   for (const { metricName, value } of GENERATION_METRICS) {
     new MetricFilter(scope, `${metricName}Filter`, {
       logGroup,
       metricNamespace: namespace,
       metricName,
-      filterPattern: FilterPattern.stringValue('$.message', '=', GENERATION_USAGE_MESSAGE),
+      filterPattern: usageLinePattern(),
       metricValue: value,
       dimensions: { ...GENERATION_METRIC_DIMENSIONS },
       unit: Unit.COUNT,

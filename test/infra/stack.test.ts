@@ -88,7 +88,7 @@ describe('cdk-nag AwsSolutions', () => {
 describe('functions', () => {
   it('run Node.js 22 on arm64 with source maps, ESM bundles and their own log groups', () => {
     const fns = userFunctions(sandbox.template);
-    expect(fns).toHaveLength(4); // completions, models, hold sweeper, simulator
+    expect(fns).toHaveLength(5); // completions, models, hold sweeper, logged usage, simulator
     for (const [, fn] of fns) {
       const p = (fn as { Properties: Record<string, unknown> }).Properties;
       expect(p.Runtime).toBe('nodejs22.x');
@@ -174,7 +174,7 @@ describe('functions', () => {
         }),
       },
     });
-    expect(userFunctions(prod.template)).toHaveLength(3);
+    expect(userFunctions(prod.template)).toHaveLength(4); // no simulator
     prod.template.hasResourceProperties('AWS::Lambda::Function', {
       Environment: { Variables: Match.objectLike({ TIERS_CONFIG: TIERS }) },
     });
@@ -644,11 +644,15 @@ describe('least privilege', () => {
     ]);
   });
 
-  it('gives the hold sweeper a scan and delete on the holds table and an update on accounts, on a schedule', () => {
+  it('gives the hold sweeper a scan and delete on the holds table, an update on accounts and the ledger Put of a settlement, on a schedule', () => {
     const sweeper = policies(prod.template).find((p) => p.id.startsWith('HoldSweeper'));
     const actions = new Set(sweeper?.statements.flatMap((s) => [s.Action].flat()));
+    // The deferred settlements it completes write their ledger entry (TransactWriteItems needs PutItem).
+    const onLedger = sweeper?.statements.filter((s) => JSON.stringify(s.Resource).includes('ledger'));
+    expect(onLedger?.flatMap((s) => [s.Action].flat())).toEqual(['dynamodb:PutItem']);
     expect([...actions].sort()).toEqual([
       'dynamodb:DeleteItem',
+      'dynamodb:PutItem',
       'dynamodb:Scan',
       'dynamodb:UpdateItem',
       // Its failed asynchronous invocations go to its dead-letter queue.

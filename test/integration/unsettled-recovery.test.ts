@@ -1,15 +1,20 @@
 import { readdirSync, readlinkSync } from 'node:fs';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
+import type { Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { usdToNano } from '../../functions/billing/money.js';
+import { GENERATION_USAGE_MESSAGE } from '../../functions/billing/usage-line.js';
 import { SIMULATOR_PRICES } from '../../functions/core/tiers.js';
+import { handler as loggedUsage } from '../../functions/logged-usage/handler.js';
 import { getAccount } from '../../lib/admin/operations.js';
 import { billLoggedGenerations } from '../../lib/admin/usage-records.js';
 import { REPO_ROOT } from '../../lib/infra/service-function.js';
 import { bundleFunctions, ricLauncher, runtimeInstalled } from '../../lib/local/aws-lambda-ric.js';
 import { type RunningDynamo, startDynamoLocal } from '../../lib/local/dynamodb-local.js';
+import { watchDynamoCalls } from '../support/dynamo-calls.js';
 import { type FakeUpstream, startFakeUpstream } from '../support/fake-upstream.js';
+import { linesMatching, subscriptionEvent } from '../support/logs-subscription.js';
 import { ledgerOf } from '../support/settled.js';
 import { eventually } from '../support/sse.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
@@ -17,7 +22,10 @@ import { newAccount, startTarget, type Target } from '../support/target.js';
 /**
  * No generation leaves no trace: the completions bundle, under AWS's runtime client on Node 22, is
  * killed (SIGKILL) after its reply went out and before its settlement reached the database. Its
- * logged usage record is then billed by `admin bill-logged`'s operation, once.
+ * usage line, as CloudWatch Logs delivers it through the stack's subscription filter (the lines the
+ * filter matches, packed as a subscription event), is billed once by the logged-usage function's
+ * handler, its hold released; Lambda's retry of the same event bills nothing more, nor does
+ * `admin bill-logged` after it. A generation its function settled is only read, never written.
  *
  * The functions reach DynamoDB Local through a TCP proxy the test controls: once the upstream has
  * answered, the proxy holds what the function sends, so the settlement write never arrives (a paused
@@ -30,6 +38,8 @@ let upstream: FakeUpstream;
 let target: Target | undefined;
 let bundleDir = '';
 let logs = '';
+/** Whether the proxy holds what the function sends once the upstream has answered. */
+let holdAfterUpstream = false;
 
 interface HoldingProxy {
   endpoint: string;
@@ -92,7 +102,7 @@ beforeAll(async () => {
   proxy = await holdingProxy(dynamo.endpoint);
   upstream = await startFakeUpstream((_body, res) => {
     // The auth read and the hold are done: whatever the function sends the database now is held.
-    proxy.hold();
+    if (holdAfterUpstream) proxy.hold();
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(
       JSON.stringify({
@@ -145,31 +155,86 @@ function completionsPids(): number[] {
     .map(Number);
 }
 
+/** The completions function's usage lines for `generationId`, delivered as CloudWatch Logs does. */
+function deliveryOf(generationId: string) {
+  const lines = linesMatching(logs, GENERATION_USAGE_MESSAGE).filter((l) => l.message.includes(generationId));
+  expect(lines).toHaveLength(1);
+  return subscriptionEvent(lines);
+}
+
+const CONTEXT = {
+  functionName: 'LoggedUsage',
+  functionVersion: '$LATEST',
+  invokedFunctionArn: 'arn:aws:lambda:us-east-1:123456789012:function:LoggedUsage',
+  memoryLimitInMB: '256',
+  awsRequestId: 'logged-usage-test',
+} as Context;
+
+/** The logged-usage handler on `event`, and the DynamoDB operations it called. */
+async function deliver(event: ReturnType<typeof subscriptionEvent>) {
+  const calls: string[] = [];
+  // The local stack's sweeper runs in this process too, on its timer: its scans are not the handler's.
+  const stop = watchDynamoCalls((call) => {
+    if (call !== 'dynamodb:Scan') calls.push(call);
+  });
+  try {
+    return { result: await loggedUsage(event, CONTEXT), calls };
+  } finally {
+    stop();
+  }
+}
+
+async function complete(key: string) {
+  const response = await fetch(`${target?.baseUrl}/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'svc-fast', messages: [{ role: 'user', content: 'Hello' }] }),
+  });
+  expect(response.status).toBe(200);
+  return (await response.json()) as { id: string; usage: { cost: number } };
+}
+
+describe('the usage line of a generation its function settled', () => {
+  it('is read by the logged-usage function, which writes nothing', async (context) => {
+    if (!target) return context.skip();
+    const { accountId, key } = await newAccount(target, '1');
+    const reply = await complete(key);
+    await eventually(async () => (logs.includes(reply.id) ? true : undefined));
+    expect((await ledgerOf(target, accountId)).map((e) => e.entryId)).toContain(reply.id);
+    const before = await getAccount(target.admin, accountId);
+
+    const { result, calls } = await deliver(deliveryOf(reply.id));
+    expect(result).toEqual({ billed: [], alreadySettled: [reply.id], unreadable: 0, unbillable: [] });
+    expect(calls).toEqual(['dynamodb:BatchGetItem']);
+    expect(await getAccount(target.admin, accountId)).toEqual(before);
+  }, 60_000);
+});
+
 describe('a function killed between its reply and its settlement', () => {
-  it('leaves its usage record in the log, which admin bill-logged bills once', async (context) => {
+  it('leaves its usage line, which the logged-usage function bills once; admin bill-logged finds it billed', async (context) => {
     if (!target) return context.skip();
     // Funded so that the request holds (the hold is part of the record, and released by the bill).
     const { accountId, key } = await newAccount(target, '1');
     const before = await getAccount(target.admin, accountId);
-    const response = await fetch(`${target.baseUrl}/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'svc-fast', messages: [{ role: 'user', content: 'Hello' }] }),
-    });
+    holdAfterUpstream = true;
     // The reply does not wait for the ledger: it arrives while the settlement is held.
-    expect(response.status).toBe(200);
-    const reply = (await response.json()) as { id: string; usage: { cost: number } };
+    const reply = await complete(key);
     await eventually(async () => (logs.includes(reply.id) && proxy.held() > 0 ? true : undefined));
     for (const pid of completionsPids()) process.kill(pid, 'SIGKILL');
     proxy.reset();
+    holdAfterUpstream = false;
 
     // Nothing billed, the credit still held.
     expect((await ledgerOf(target, accountId)).filter((e) => e.type === 'charge')).toHaveLength(0);
     const after = await getAccount(target.admin, accountId);
     expect(after?.balanceNano).toBe(before?.balanceNano);
+    expect(after?.heldNano).toBeGreaterThan(0n);
 
-    const first = await billLoggedGenerations(target.admin.store, logs);
-    expect(first.settled).toEqual([reply.id]);
+    // CloudWatch Logs delivers the line: billed once, the hold released with it.
+    const event = deliveryOf(reply.id);
+    const first = await deliver(event);
+    expect(first.result).toEqual({ billed: [reply.id], alreadySettled: [], unreadable: 0, unbillable: [] });
+    expect(first.calls.filter((c) => c === 'dynamodb:TransactWriteItems')).toHaveLength(1);
     const charges = (await ledgerOf(target, accountId)).filter((e) => e.type === 'charge');
     expect(charges.map((c) => [c.entryId, -c.deltaNano])).toEqual([
       [reply.id, usdToNano(String(reply.usage.cost))],
@@ -178,8 +243,16 @@ describe('a function killed between its reply and its settlement', () => {
     expect(billed?.balanceNano).toBe((before?.balanceNano ?? 0n) - usdToNano(String(reply.usage.cost)));
     expect(billed?.heldNano).toBe(0n);
 
-    const second = await billLoggedGenerations(target.admin.store, logs);
-    expect(second).toEqual({ settled: [], alreadySettled: [reply.id], invalid: 0 });
-    expect((await getAccount(target.admin, accountId))?.balanceNano).toBe(billed?.balanceNano);
+    // Lambda's retry of the same event: read, nothing written.
+    const retry = await deliver(event);
+    expect(retry.result).toEqual({ billed: [], alreadySettled: [reply.id], unreadable: 0, unbillable: [] });
+    expect(retry.calls).toEqual(['dynamodb:BatchGetItem']);
+
+    // The operator's path over the whole log finds every generation billed.
+    const operator = await billLoggedGenerations(target.admin.store, logs);
+    expect(operator.settled).toEqual([]);
+    expect(operator.alreadySettled).toContain(reply.id);
+    expect(operator.invalid).toBe(0);
+    expect(await getAccount(target.admin, accountId)).toEqual(billed);
   }, 120_000);
 });
