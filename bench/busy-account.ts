@@ -3,7 +3,7 @@
  * memory behind the limits layer, lib/local/dynamodb-limits.ts, at scale k; the simulator; the
  * emulator), and an open loop of svc-fast JSON requests at 5,000/k a second for BENCH_BUSY_SECONDS
  * (default 60) on one account split into BENCH_BUSY_SLICES slices (default 32; 1 is an account kept
- * in one item), its requests spread over BENCH_BUSY_KEYS keys (default 2: one key's item takes at
+ * in one item), its requests spread over BENCH_BUSY_KEYS keys (default 4: one key's item takes at
  * most 3,000 strongly consistent reads a second): first a funded one, then a near-empty one. Requests start on schedule
  * whether or not earlier ones have been answered. Once every request and its settlement is done,
  * prints per account: served (200), 5xx, 503, 402, other; unbilled (served, no ledger entry);
@@ -32,7 +32,7 @@ const SECONDS = Number(process.env.BENCH_BUSY_SECONDS ?? 60);
 const EMPTY_USD = process.env.BENCH_BUSY_EMPTY_USD ?? '0.01';
 const RATE = 5_000 / SCALE;
 const SLICES = Number(process.env.BENCH_BUSY_SLICES ?? 32);
-const KEYS = Number(process.env.BENCH_BUSY_KEYS ?? 2);
+const KEYS = Number(process.env.BENCH_BUSY_KEYS ?? 4);
 
 type Outcome = Served;
 
@@ -139,6 +139,10 @@ async function run(label: string, credit: string) {
   console.log(
     `    ${metrics.partitions.length} partitions; the busiest peaked at ${peakWrite.toFixed(0)} write and ${peakRead.toFixed(0)} read units in a second; ${metrics.partitions.filter((p) => p.throttled > 0).length} throttled. The five busiest:`,
   );
+  for (const p of metrics.partitions.filter((p) => p.throttled > 0))
+    console.log(
+      `    throttled: ${p.table.replace(prefix, '')} ${p.key.slice(0, 70)} ${p.throttled} times (read peak ${p.peakReadPerSecond.toFixed(0)}/s, write peak ${p.peakWritePerSecond.toFixed(0)}/s)`,
+    );
   for (const p of metrics.partitions.slice(0, 5))
     console.log(
       `    ${p.table.replace(prefix, '').padEnd(9)} ${p.key.slice(0, 44).padEnd(44)} write ${p.writeUnits.toFixed(0).padStart(6)} (${(p.writeUnits / loadSeconds).toFixed(1)}/s avg, peak ${p.peakWritePerSecond.toFixed(0)}/s)  read ${p.readUnits.toFixed(0).padStart(6)} (peak ${p.peakReadPerSecond.toFixed(0)}/s)  throttled ${p.throttled}`,
