@@ -19,6 +19,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { lambdaNodeFlags, NODE22, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
+import { floorCharge } from './bare-proxy/floor-charge.js';
 
 const numberFromEnv = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
 const ROUNDS = numberFromEnv('BILLED_ROUNDS', 5);
@@ -127,21 +128,7 @@ async function child(root: string, endpoint: string): Promise<void> {
   const billedRequest = async () => {
     const principal = await store.loadPrincipal(hashKey(key));
     if (!principal) throw new Error('no principal');
-    await store.settleCharge({
-      accountId: principal.accountId,
-      generationId: newGenerationId(),
-      keyId: principal.keyId,
-      tier: 'svc-fast',
-      upstreamModel: 'sim-fast',
-      promptTokens: 12,
-      completionTokens: 16,
-      cachedTokens: 0,
-      upstreamCostUsd: '0.0000196',
-      billedNano: 25_480n,
-      estimated: false,
-      finishReason: 'length',
-      createdAt: new Date().toISOString(),
-    });
+    await store.settleCharge(floorCharge(principal, newGenerationId()));
   };
   const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
   const measure = async (calls: number, gapMs: number) => {

@@ -7,6 +7,7 @@
 import { getStore } from '../../functions/adapters/dynamodb/client.js';
 import { hashKey } from '../../functions/core/auth.js';
 import { newGenerationId } from '../../functions/core/ids.js';
+import { floorCharge } from './floor-charge.js';
 import type { FunctionUrlEvent } from './runtime.js';
 
 export async function billed(event: FunctionUrlEvent, relay: () => Promise<void>): Promise<void> {
@@ -15,19 +16,5 @@ export async function billed(event: FunctionUrlEvent, relay: () => Promise<void>
   const principal = await store.loadPrincipal(hashKey(key));
   if (!principal) throw new Error('the billed floor needs a valid key');
   await relay();
-  await store.settleCharge({
-    accountId: principal.accountId,
-    generationId: newGenerationId(),
-    keyId: principal.keyId,
-    tier: 'svc-fast',
-    upstreamModel: 'sim-fast',
-    promptTokens: 12,
-    completionTokens: 16,
-    cachedTokens: 0,
-    upstreamCostUsd: '0.0000196',
-    billedNano: 25_480n,
-    estimated: false,
-    finishReason: 'length',
-    createdAt: new Date().toISOString(),
-  });
+  await store.settleCharge(floorCharge(principal, newGenerationId()));
 }

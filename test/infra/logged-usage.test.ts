@@ -1,6 +1,6 @@
 import { Match } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
-import { type Resource, resources, type Synthesized, synthStages } from './synth-offline.js';
+import { logicalIdOf, type Resource, resources, type Synthesized, synthStages } from './synth-offline.js';
 
 /**
  * The completions log's usage lines reach the logged-usage function: a subscription filter on that
@@ -10,13 +10,6 @@ import { type Resource, resources, type Synthesized, synthStages } from './synth
  */
 const stackOf = synthStages();
 
-const logicalIdOf = (synth: Synthesized, type: string, prefix: string): string => {
-  const id = Object.entries(resources(synth.template)).find(
-    ([logicalId, r]) => r.Type === type && logicalId.startsWith(prefix),
-  )?.[0];
-  if (!id) throw new Error(`no ${type} ${prefix}*`);
-  return id;
-};
 const ofType = (synth: Synthesized, type: string): [string, Resource][] =>
   Object.entries(resources(synth.template)).filter(([, r]) => r.Type === type);
 

@@ -2,21 +2,13 @@ import { App } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { ApiStack } from '../../lib/infra/api-stack.js';
-import { PROD_PROPS, resources, type Synthesized, synthStages } from './synth-offline.js';
+import { logicalIdOf, PROD_PROPS, resources, type Synthesized, synthStages } from './synth-offline.js';
 
 /**
  * What keeps the stack operable: the budget's permission to publish, the upstream secret as `{}`, the
  * sweeper's concurrency and failure destination, tags on every resource, and the prod backup plan.
  */
 const stackOf = synthStages();
-
-const logicalIdOf = (synth: Synthesized, type: string, prefix: string): string => {
-  const id = Object.entries(resources(synth.template)).find(
-    ([logicalId, r]) => r.Type === type && logicalId.startsWith(prefix),
-  )?.[0];
-  if (!id) throw new Error(`no ${type} ${prefix}*`);
-  return id;
-};
 
 describe('cdk-nag AwsSolutions, with the new resources', () => {
   it.each(['sandbox', 'prod'] as const)('reports nothing unacknowledged for %s', (stage) => {

@@ -62,3 +62,12 @@ export function synthStages(): (stage: 'sandbox' | 'prod') => Synthesized {
 export type Resource = { Type: string; Properties?: Record<string, unknown> };
 export const resources = (template: Template): Record<string, Resource> =>
   template.toJSON().Resources as Record<string, Resource>;
+
+/** The logical id of the first resource of `type` whose id starts with `prefix`; throws if there is none. */
+export function logicalIdOf(synth: Synthesized, type: string, prefix: string): string {
+  const id = Object.entries(resources(synth.template)).find(
+    ([logicalId, r]) => r.Type === type && logicalId.startsWith(prefix),
+  )?.[0];
+  if (!id) throw new Error(`no ${type} ${prefix}*`);
+  return id;
+}

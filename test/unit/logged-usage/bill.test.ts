@@ -3,6 +3,7 @@ import { usageRecordOf } from '../../../functions/billing/usage-record.js';
 import type { ChargeEntry, Hold } from '../../../functions/core/store.js';
 import { billLoggedUsage, type LoggedUsageStore } from '../../../functions/logged-usage/bill.js';
 import { decodeLogsEvent } from '../../../functions/logged-usage/subscription-event.js';
+import { chargeEntry } from '../../support/fixtures.js';
 import { type LoggedLine, subscriptionEvent } from '../../support/logs-subscription.js';
 import { MemoryStore } from '../../support/memory-store.js';
 
@@ -34,20 +35,10 @@ async function fixture() {
 function generation(held: boolean, accountId = 'acct'): { entry: ChargeEntry; hold: Hold | undefined } {
   counter += 1;
   const generationId = `gen-${NOW / 1000}-LOGGED${String(counter).padStart(4, '0')}`;
-  const entry: ChargeEntry = {
-    accountId,
+  const entry = chargeEntry(accountId, 'key', 1_300_000n, {
     generationId,
-    keyId: 'key',
-    tier: 'svc-fast',
-    upstreamModel: 'm',
-    promptTokens: 3,
-    completionTokens: 4,
-    cachedTokens: 0,
-    upstreamCostUsd: '0.001',
-    billedNano: 1_300_000n,
-    estimated: false,
     createdAt: new Date(NOW).toISOString(),
-  };
+  });
   const hold = held
     ? {
         accountId,
