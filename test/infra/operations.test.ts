@@ -2,7 +2,7 @@ import { App } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { ApiStack } from '../../lib/infra/api-stack.js';
-import { logicalIdOf, PROD_PROPS, resources, type Synthesized, synthStages } from './synth-offline.js';
+import { logicalIdOf, PROD_PROPS, resources, synthStages } from './synth-offline.js';
 
 /**
  * What keeps the stack operable: the budget's permission to publish, the upstream secret as `{}`, the
