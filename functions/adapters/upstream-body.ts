@@ -1,5 +1,5 @@
-import { Writable } from 'node:stream';
 import type { Dispatcher } from 'undici';
+import { exchange } from './origin.js';
 
 /**
  * An upstream response body as undici hands it over (upstream.ts): every piece received before a
@@ -144,46 +144,46 @@ export interface StreamedAnswer {
 const ABANDONED = new Error('the body was abandoned by its reader');
 
 /**
- * Sends a request through undici's `stream` and resolves at the answer's head, its body written as it
- * arrives into an UpstreamBody of at most `maxBytes` (a Writable per call, written synchronously):
- * every piece received before a fault is there before the fault, which `request`'s body stream would
- * discard as it is destroyed. A failure before the head rejects; after it, it is the body's fault.
- * Cancelling the body aborts the request. `onComplete` runs once the whole body has arrived.
+ * Sends a request through undici's `dispatch` (origin.ts `exchange`) and resolves at the answer's
+ * head, its body written as it arrives into an UpstreamBody of at most `maxBytes`: every piece
+ * received before a fault is there before the fault, which `request`'s body stream would discard as
+ * it is destroyed. Not `stream` either: it adds a Writable, an AbortSignal's listeners and an async
+ * resource to every call, CPU the request path pays for nothing. A failure before the head rejects;
+ * after it, it is the body's fault. `abort` ends the request with a reason (before the head, the
+ * answer rejects with it); cancelling the body aborts it too. `onComplete` runs once the whole body
+ * has arrived.
  */
 export function openStream(
   dispatcher: Dispatcher,
-  options: Dispatcher.RequestOptions,
+  options: Dispatcher.DispatchOptions,
   maxBytes: number,
   onComplete?: (answer: StreamedAnswer) => void,
-): Promise<StreamedAnswer> {
-  return new Promise((resolve, reject) => {
-    let answer: StreamedAnswer | undefined;
-    dispatcher
-      .stream(options, ({ statusCode, headers }) => {
-        const sink = new Writable({
-          write(piece: Buffer, _encoding, done) {
-            answer?.body.piece(piece);
-            done();
-          },
-          final(done) {
-            if (answer) {
-              onComplete?.(answer);
-              answer.body.end();
-            }
-            done();
-          },
-        });
-        answer = {
-          status: statusCode,
-          headers,
-          body: new UpstreamBody(maxBytes, () => sink.destroy(ABANDONED)),
+): { answer: Promise<StreamedAnswer>; abort: (reason: Error) => void } {
+  let abort: (reason: Error) => void = () => {};
+  const answer = new Promise<StreamedAnswer>((resolve, reject) => {
+    let answered: StreamedAnswer | undefined;
+    abort = exchange(dispatcher, options, {
+      head(status, headers) {
+        answered = {
+          status,
+          headers: headers as StreamedAnswer['headers'],
+          body: new UpstreamBody(maxBytes, () => abort(ABANDONED)),
         };
-        resolve(answer);
-        return sink;
-      })
-      .catch((error: Error) => {
-        if (answer) answer.body.fail(error);
+        resolve(answered);
+      },
+      piece(bytes) {
+        answered?.body.piece(bytes);
+      },
+      end() {
+        if (!answered) return reject(new Error('the answer ended before its head'));
+        onComplete?.(answered);
+        answered.body.end();
+      },
+      fail(error) {
+        if (answered) answered.body.fail(error);
         else reject(error);
-      });
+      },
+    });
   });
+  return { answer, abort: (reason) => abort(reason) };
 }

@@ -180,28 +180,27 @@ async function post(
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
   const sent = writtenOnce(body);
   headers['content-length'] = String(sent.length);
-  const limit = new AbortController();
-  const timer = setTimeout(() => limit.abort(new AttemptFailure('timeout', true)), Math.max(0, timeoutMs));
+  const opened = openStream(
+    origin.pool(),
+    {
+      path,
+      method: 'POST',
+      headers,
+      // An Iterable body, as undici's Dispatcher documentation lists (its declarations do not).
+      body: sent.body as unknown as Buffer,
+      // A backstop only: the timer below bounds the wait. undici's headersTimeout ticks at a
+      // resolution of about a second and can fire up to half a second early (a 1.5 s deadline's
+      // 504 at 1.2 s), as dynamodb/wire.ts notes.
+      headersTimeout: Math.max(1, timeoutMs) + 1_000,
+      bodyTimeout: 0,
+    },
+    maxBytes,
+    ({ headers: answered }) => origin.answered(answered['keep-alive']),
+  );
+  const timer = setTimeout(() => opened.abort(new AttemptFailure('timeout', true)), Math.max(0, timeoutMs));
   let answer: StreamedAnswer;
   try {
-    answer = await openStream(
-      origin.pool(),
-      {
-        path,
-        method: 'POST',
-        headers,
-        // An Iterable body, as undici's Dispatcher documentation lists (its declarations do not).
-        body: sent.body as unknown as Buffer,
-        signal: limit.signal,
-        // A backstop only: the timer above bounds the wait. undici's headersTimeout ticks at a
-        // resolution of about a second and can fire up to half a second early (a 1.5 s deadline's
-        // 504 at 1.2 s), as dynamodb/wire.ts notes.
-        headersTimeout: Math.max(1, timeoutMs) + 1_000,
-        bodyTimeout: 0,
-      },
-      maxBytes,
-      ({ headers: answered }) => origin.answered(answered['keep-alive']),
-    );
+    answer = await opened.answer;
   } catch (error) {
     if (TIMEOUT_CODES.has((error as { code?: string }).code ?? '')) throw new AttemptFailure('timeout', true);
     throw error;

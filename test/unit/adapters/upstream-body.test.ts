@@ -24,7 +24,7 @@ async function resettingServer(pieces: string[]) {
 /** A GET's body as the upstream call reads one: through undici's `stream`, into an UpstreamBody. */
 async function get(port: number, maxBytes = 10_000_000): Promise<UpstreamBody> {
   const pool = new Pool(`http://127.0.0.1:${port}`);
-  const { body } = await openStream(pool, { path: '/', method: 'GET', bodyTimeout: 0 }, maxBytes);
+  const { body } = await openStream(pool, { path: '/', method: 'GET', bodyTimeout: 0 }, maxBytes).answer;
   return body;
 }
 
