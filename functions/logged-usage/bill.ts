@@ -25,7 +25,7 @@ import type { LogBatch } from './subscription-event.js';
 const SETTLEMENT_WINDOW_MS = 10_000;
 
 export interface LoggedUsageStore extends Pick<Store, 'settleCharge'> {
-  /** The generation ids among these that have a ledger entry (ledger-read.ts). */
+  /** The generation ids among these that have a ledger entry (adapters/dynamodb/ledger.ts). */
   settledAmong(entries: readonly ChargeEntry[]): Promise<Set<string>>;
 }
 

@@ -10,19 +10,13 @@ import type { CloudWatchLogsEvent } from 'aws-lambda';
 import { getStore } from '../adapters/dynamodb/index.js';
 import { logContext, recordLoggedUsage } from '../shared/observability.js';
 import { billLoggedUsage, type LoggedUsageResult } from './bill.js';
-import { ledgerReader } from './ledger-read.js';
 import { decodeLogsEvent } from './subscription-event.js';
 
 export const handler = middy<CloudWatchLogsEvent, LoggedUsageResult>()
   .use(logContext())
   .handler(async (event) => {
     const batch = decodeLogsEvent(event);
-    const store = getStore();
-    const settledAmong = ledgerReader(store);
-    const result = await billLoggedUsage(
-      { settleCharge: (entry, options) => store.settleCharge(entry, options), settledAmong },
-      batch,
-    );
+    const result = await billLoggedUsage(getStore(), batch);
     recordLoggedUsage({ billed: result.billed.length, unreadable: result.unreadable });
     return result;
   });

@@ -53,6 +53,30 @@ export class Ledger extends StorePart {
   }
 
   /**
+   * Which of these generations have a ledger entry, read where their settlement writes it (the
+   * slice's partition, the generation id): eventually consistent, half a read unit an entry and no
+   * account item read (the account items are the hot ones under load). An entry written within the
+   * last second may be missed; a settlement that follows is conditioned on the entry, so that costs
+   * one refused write, never a second charge. Up to 100 a call, DynamoDB's limit.
+   */
+  async settledAmong(entries: readonly ChargeEntry[]): Promise<Set<string>> {
+    const found = new Set<string>();
+    for (let at = 0; at < entries.length; at += 100) {
+      const keys = entries.slice(at, at + 100).map((entry) => ({
+        accountId: S(sliceKey(entry.accountId, entry.slice ?? 0)),
+        entryId: S(entry.generationId),
+      }));
+      const items = await this.batchGet(this.tables.ledger, keys, {
+        consistent: false,
+        attempts: 5,
+        projection: 'entryId',
+      });
+      for (const item of items) if (item.entryId?.S) found.add(item.entryId.S);
+    }
+    return found;
+  }
+
+  /**
    * Records the ledger entry and deducts its cost in ONE transaction, releasing the request's hold in
    * the same transaction. The entry must not exist yet, so a retried settlement of the same generation
    * charges once; the ClientRequestToken makes a retry of a committed transaction (one whose answer was

@@ -4,7 +4,6 @@
  * of them at once, and an account split into more.
  */
 import {
-  type BatchGetItemCommandOutput,
   type GetItemCommandOutput,
   type TransactWriteItem,
   UpdateItemCommand,
@@ -72,19 +71,12 @@ export class Slices extends StorePart {
     to: number,
     { attempts, consistent }: { attempts: number; consistent: boolean },
   ): Promise<(Item | undefined)[]> {
+    const keys = Array.from({ length: to - from }, (_, i) => ({
+      accountId: S(sliceKey(accountId, from + i)),
+    }));
     const found = new Map<string, Item>();
-    let keys = Array.from({ length: to - from }, (_, i) => ({ accountId: S(sliceKey(accountId, from + i)) }));
-    for (let attempt = 0; keys.length > 0 && attempt < attempts; attempt++) {
-      if (attempt > 0) await sleep(20 * 2 ** attempt);
-      const out = await this.wire.call<BatchGetItemCommandOutput>('BatchGetItem', {
-        RequestItems: { [this.tables.accounts]: { Keys: keys, ConsistentRead: consistent } },
-      });
-      for (const item of out.Responses?.[this.tables.accounts] ?? [])
-        found.set(item.accountId?.S ?? '', item);
-      keys = (out.UnprocessedKeys?.[this.tables.accounts]?.Keys ?? []) as typeof keys;
-    }
-    if (keys.length > 0 && attempts > 1)
-      throw new Error(`BatchGetItem left keys unprocessed after ${attempts} attempts`);
+    for (const item of await this.batchGet(this.tables.accounts, keys, { attempts, consistent }))
+      found.set(item.accountId?.S ?? '', item);
     return Array.from({ length: to - from }, (_, i) => found.get(sliceKey(accountId, from + i)));
   }
 

@@ -1,6 +1,7 @@
 /** What the store's parts share: the client, the tables, the direct calls, and how writes are retried. */
 import { hash } from 'node:crypto';
 import {
+  type BatchGetItemCommandOutput,
   type DynamoDBClient,
   paginateQuery,
   type QueryCommandInput,
@@ -26,6 +27,37 @@ export abstract class StorePart {
     this.client = db.client;
     this.tables = db.tables;
     this.wire = db.wire;
+  }
+
+  /**
+   * The items of `table` under `keys` that exist, in one BatchGetItem (at most 100 keys) and again
+   * for what DynamoDB leaves unprocessed (throttling), up to `attempts` calls; with more than one
+   * attempt, keys still unprocessed after the last throw, with one, they are simply left out.
+   */
+  protected async batchGet(
+    table: string,
+    keys: Item[],
+    options: { consistent: boolean; attempts: number; projection?: string },
+  ): Promise<Item[]> {
+    const found: Item[] = [];
+    let left = keys;
+    for (let attempt = 0; left.length > 0 && attempt < options.attempts; attempt++) {
+      if (attempt > 0) await sleep(20 * 2 ** attempt);
+      const out = await this.wire.call<BatchGetItemCommandOutput>('BatchGetItem', {
+        RequestItems: {
+          [table]: {
+            Keys: left,
+            ConsistentRead: options.consistent,
+            ...(options.projection ? { ProjectionExpression: options.projection } : {}),
+          },
+        },
+      });
+      found.push(...(out.Responses?.[table] ?? []));
+      left = (out.UnprocessedKeys?.[table]?.Keys ?? []) as Item[];
+    }
+    if (left.length > 0 && options.attempts > 1)
+      throw new Error(`BatchGetItem left keys unprocessed after ${options.attempts} attempts`);
+    return found;
   }
 }
 

@@ -45,6 +45,10 @@ export class DynamoStore implements Store {
     this.holds = new Holds(db);
   }
 
+  /** The generation ids among these that have a ledger entry (an eventually consistent read). */
+  settledAmong(entries: readonly ChargeEntry[]): Promise<Set<string>> {
+    return this.ledger.settledAmong(entries);
+  }
   loadPrincipal(keyHash: string): Promise<Principal | undefined> {
     return this.accounts.loadPrincipal(keyHash);
   }
