@@ -9,6 +9,13 @@
 import { gunzipSync } from 'node:zlib';
 import type { CloudWatchLogsEvent, CloudWatchLogsLogEvent } from 'aws-lambda';
 
+/**
+ * The most a batch may inflate to. A log event is at most 256 KB and Lambda takes an asynchronous
+ * payload of at most 1 MB, so a real batch stays far below; past this it is not one of CloudWatch
+ * Logs' batches, and it is refused before it is held in memory (the function has 256 MB).
+ */
+const MAX_BATCH_BYTES = 32 * 1024 * 1024;
+
 export interface LogBatch {
   logGroup: string;
   logStream: string;
@@ -20,7 +27,15 @@ export interface LogBatch {
 export function decodeLogsEvent(event: CloudWatchLogsEvent): LogBatch {
   const data = event?.awslogs?.data;
   if (typeof data !== 'string') throw new Error('not a CloudWatch Logs subscription event: no awslogs.data');
-  const doc = JSON.parse(gunzipSync(Buffer.from(data, 'base64')).toString('utf8')) as {
+  let text: string;
+  try {
+    text = gunzipSync(Buffer.from(data, 'base64'), { maxOutputLength: MAX_BATCH_BYTES }).toString('utf8');
+  } catch (error) {
+    if ((error as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE')
+      throw new Error(`subscription event larger than ${MAX_BATCH_BYTES} bytes once inflated`);
+    throw error;
+  }
+  const doc = JSON.parse(text) as {
     messageType?: unknown;
     logGroup?: unknown;
     logStream?: unknown;

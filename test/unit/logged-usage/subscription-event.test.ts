@@ -55,6 +55,12 @@ describe('decodeLogsEvent', () => {
     expect(() => decodeLogsEvent({ awslogs: { data: other } })).toThrow(/data message/);
   });
 
+  it('refuses a payload that inflates past what CloudWatch Logs ever sends, before holding it', () => {
+    // 64 MiB of one character gzips to about 64 KB: a bomb, not a batch of log events.
+    const bomb = gzipSync(Buffer.alloc(64 * 1024 * 1024, 0x61)).toString('base64');
+    expect(() => decodeLogsEvent({ awslogs: { data: bomb } })).toThrow(/larger than/);
+  });
+
   it('reads the records of a batch mixing usage lines, other lines and a garbled record', () => {
     const second = { ...RECORD, generationId: 'gen-1700000001-ZYXWVUTSRQPONMLKJIHGFEDC' };
     const batch = decodeLogsEvent(
