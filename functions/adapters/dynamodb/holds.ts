@@ -3,12 +3,11 @@
  * by a request that ends unbilled, or by the sweeper once expired.
  */
 import {
-  ConditionalCheckFailedException,
   GetItemCommand,
   type GetItemCommandOutput,
   paginateScan,
   type TransactWriteItemsCommandInput,
-  UpdateItemCommand,
+  type UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import type { ChargeEntry, Hold, HoldOutcome } from '../../core/store.js';
 import { holdItem, holdKey, type Item, N, S, sliceKey, slicesOf, toAccount, toHold } from './items.js';
@@ -215,21 +214,25 @@ export class Holds extends StorePart {
     }
   }
 
-  /** A generation's usage record, kept on its hold for the sweeper; nothing if the hold is gone. */
+  /**
+   * A generation's usage record, kept on its hold for the sweeper; nothing if the hold is gone. Every
+   * held request writes it before its settlement, so it is sent by the direct call (wire.ts) too:
+   * through the SDK client the call took 1.9 ms of CPU, this way 0.5 ms (back to back; 2.1 and 1.0 ms
+   * 5 ms apart; Node 22 with the functions' heap flags, DynamoDB Local, medians of 5 rounds).
+   */
   async recordUsageOnHold(hold: Hold, usageRecord: string): Promise<boolean> {
+    const input: UpdateItemCommandInput = {
+      TableName: this.tables.holds,
+      Key: holdKey(hold),
+      UpdateExpression: 'SET usageRecord = :record',
+      ConditionExpression: 'attribute_exists(holdId)',
+      ExpressionAttributeValues: { ':record': S(usageRecord) },
+    };
     try {
-      await this.client.send(
-        new UpdateItemCommand({
-          TableName: this.tables.holds,
-          Key: holdKey(hold),
-          UpdateExpression: 'SET usageRecord = :record',
-          ConditionExpression: 'attribute_exists(holdId)',
-          ExpressionAttributeValues: { ':record': S(usageRecord) },
-        }),
-      );
+      await this.wire.call('UpdateItem', input);
       return true;
     } catch (error) {
-      if (error instanceof ConditionalCheckFailedException) return false;
+      if (error instanceof Error && error.name === 'ConditionalCheckFailedException') return false;
       throw error;
     }
   }

@@ -1,14 +1,14 @@
 /**
  * DynamoDB's JSON protocol spoken directly, for the calls the request path makes: the read before its
  * upstream call (BatchGetItem of key and account; GetItem of each while the key's account is not yet
- * known), a held request's hold and its release (TransactWriteItems, holds.ts) and the settlement
- * after it (TransactWriteItems of ledger entry and deduction). Same credentials, region, endpoint and
- * clock offset as the function's SDK client, signed with `aws4` (SigV4), sent over undici's kept-alive
- * connections (origin.ts), without the client's middleware stack: at small memory sizes Lambda gives
- * a function a small CPU share, and the CPU before the upstream call is added to the time to first
- * token (`npx tsx bench/dynamodb-read.ts` measures the read this way and through the SDK client).
- * Everything else (admin, the sweeper's scan, a failed settlement's record on its hold) stays on the
- * SDK client.
+ * known), a held request's hold, its usage record on the hold (UpdateItem) and its release
+ * (TransactWriteItems, holds.ts), and the settlement after it (TransactWriteItems of ledger entry and
+ * deduction). Same credentials, region, endpoint and clock offset as the function's SDK client, signed
+ * with `aws4` (SigV4), sent over undici's kept-alive connections (origin.ts), without the client's
+ * middleware stack: at small memory sizes Lambda gives a function a small CPU share, and the CPU
+ * before the upstream call is added to the time to first token (`npx tsx bench/dynamodb-read.ts`
+ * measures the read this way and through the SDK client). Everything else (admin: accounts, keys,
+ * top-ups, splits; the sweeper's listings) stays on the SDK client.
  *
  * Same bounds as the client (client.ts): `connectTimeoutMs` to connect, `requestTimeoutMs` for the
  * answer's head and of silence in its body, at most `maxAttempts` attempts, and a caller's deadline
@@ -91,7 +91,7 @@ const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 /** undici's codes for a socket that failed under an exchange. */
 const SOCKET_FAILURES = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
 
-type Operation = 'GetItem' | 'BatchGetItem' | 'TransactWriteItems';
+type Operation = 'GetItem' | 'BatchGetItem' | 'TransactWriteItems' | 'UpdateItem';
 
 export class DynamoWire {
   private endpoint: Promise<Endpoint> | undefined;
