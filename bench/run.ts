@@ -780,14 +780,23 @@ async function sideBySide(
     "The floors with billing's two DynamoDB exchanges (bench/bare-proxy/billed-json.ts and billed-stream.ts: the bare relay plus the service's store adapter reading key and account before it and settling after it, nothing else):",
   );
   say('');
-  say('| work | floor with billing | bare floor, of it | this service, of it |');
-  say('|---|---|---|---|');
+  // Each round's billed floor against that round's Portkey: what is left for the service's own work.
+  const billedVsPortkey = (key: 'json' | 'stream16') => {
+    const values = results.map(
+      (round, r) => (billed[r]?.[key] ?? Number.NaN) / (round[1]?.[key] ?? Number.NaN),
+    );
+    return `${median(values).toFixed(2)} (${Math.min(...values).toFixed(2)}-${Math.max(...values).toFixed(2)})`;
+  };
+  say(
+    '| work | floor with billing | bare floor, of it | this service, of it | floor with billing vs Portkey |',
+  );
+  say('|---|---|---|---|---|');
   for (const [label, key] of [
     ['JSON request', 'json'],
     ['16-event stream', 'stream16'],
   ] as const)
     say(
-      `| ${label} | ${median(billed.map((b) => b[key])).toFixed(3)} ms | ${ofBilled(key, 2)} | ${ofBilled(key, 0)} |`,
+      `| ${label} | ${median(billed.map((b) => b[key])).toFixed(3)} ms | ${ofBilled(key, 2)} | ${ofBilled(key, 0)} | ${billedVsPortkey(key)} |`,
     );
   identity();
 }
