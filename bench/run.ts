@@ -596,6 +596,11 @@ async function warm(system: Measured): Promise<void> {
   if (system.get) for (let i = 0; i < 50; i++) await timedRequest(system.get.url, undefined, system.headers);
 }
 
+/** Ratios over rounds as the tables print them: the median, and the range in brackets. */
+function spread(values: number[]): string {
+  return `${median(values).toFixed(2)} (${Math.min(...values).toFixed(2)}-${Math.max(...values).toFixed(2)})`;
+}
+
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
@@ -721,7 +726,7 @@ async function sideBySide(
     const values = results.map(
       (round) => (round[of]?.[key] ?? Number.NaN) / (round[to]?.[toKey] ?? Number.NaN),
     );
-    return `${median(values).toFixed(2)} (${Math.min(...values).toFixed(2)}-${Math.max(...values).toFixed(2)})`;
+    return spread(values);
   };
   const figure = (key: keyof CpuFigures, of: number) =>
     median(results.map((round) => round[of]?.[key] ?? Number.NaN));
@@ -773,7 +778,7 @@ async function sideBySide(
     const values = results.map(
       (round, r) => (round[system]?.[key] ?? Number.NaN) / (billed[r]?.[key] ?? Number.NaN),
     );
-    return `${median(values).toFixed(2)} (${Math.min(...values).toFixed(2)}-${Math.max(...values).toFixed(2)})`;
+    return spread(values);
   };
   say('');
   say(
@@ -785,7 +790,7 @@ async function sideBySide(
     const values = results.map(
       (round, r) => (billed[r]?.[key] ?? Number.NaN) / (round[1]?.[key] ?? Number.NaN),
     );
-    return `${median(values).toFixed(2)} (${Math.min(...values).toFixed(2)}-${Math.max(...values).toFixed(2)})`;
+    return spread(values);
   };
   say(
     '| work | floor with billing | bare floor, of it | this service, of it | floor with billing vs Portkey |',

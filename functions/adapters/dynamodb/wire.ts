@@ -175,9 +175,9 @@ export class DynamoWire {
    * One attempt, sent again at once (once) when its socket fails before the answer's head: a kept-alive
    * socket the server closed while it sat idle (an instance thawed after minutes, say) without this
    * process having read the close yet. The request may have reached DynamoDB; the calls sent here are
-   * safe to repeat: reads, and a settlement whose ClientRequestToken answers a repeat of a committed
-   * transaction as its success without applying it again, and whose ledger entry must not exist yet
-   * (test/integration/settlement-resend.test.ts).
+   * safe to repeat: reads; a usage record on a hold, a SET of the same value; and a settlement whose
+   * ClientRequestToken answers a repeat of a committed transaction as its success without applying it
+   * again, and whose ledger entry must not exist yet (test/integration/settlement-resend.test.ts).
    */
   private async sendOnce(operation: Operation, body: string, deadline: number): Promise<string> {
     try {
