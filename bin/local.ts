@@ -31,6 +31,8 @@ async function main(): Promise<void> {
       : { dataDir: settings.dynamoDataDir, dynamoPort: settings.port }),
     ...(env.UPSTREAM_BASE_URL ? { upstreamBaseUrl: env.UPSTREAM_BASE_URL } : {}),
     ...(env.UPSTREAM_API_KEY ? { upstreamApiKey: env.UPSTREAM_API_KEY } : {}),
+    // A call the stack's IAM policy would refuse in AWS is refused here too, and said loudly.
+    onDenial: (denial) => console.error(`IAM: AccessDenied (${denial.principal}): ${denial.message}`),
   });
   let stopping = false;
   const stop = async () => {

@@ -9,6 +9,7 @@ import {
   recordBillingFailure,
   recordSettlementContention,
   recordSettlementDeferred,
+  recordUsageRecordFailure,
 } from '../shared/observability.js';
 import type { Bill, Billable } from './bill.js';
 import { nanoToUsd } from './money.js';
@@ -47,8 +48,12 @@ export async function settle(
   });
   const recordText = JSON.stringify(record);
   // The hold already stands for this generation: with its record on it, a function that dies now
-  // still leaves the sweeper all it needs. Best effort: the log line is the fallback.
-  if (hold) await store.recordUsageOnHold(hold, recordText).catch(() => false);
+  // still leaves the sweeper all it needs. The settlement goes on without it (the log line is the
+  // fallback), but a failed write is an alarm, never silent: every held request would be exposed.
+  if (hold)
+    await store
+      .recordUsageOnHold(hold, recordText)
+      .catch((error: unknown) => recordUsageRecordFailure(entry.generationId, error));
   const deadline = deadlines.settleCallBy();
   // What is left of the time after the retries is the deferral's.
   const retryUntil = deadline - Math.min(DEFER_RESERVE_MS, Math.max(0, deadline - Date.now()) / 3);

@@ -51,6 +51,25 @@ export function recordBillingFailure(record: Record<string, unknown>, error: unk
   metrics.publishStoredMetrics();
 }
 
+/** Usage records that could not be kept on their holds, read by tests. */
+export const usageRecordFailures = { count: 0 };
+
+/**
+ * A held request's usage record that could not be written onto its hold (the write failed, not a
+ * hold already gone): should the function die before its settlement, the sweeper would release the
+ * hold unbilled and only the log line could bill it. Logged as an error and counted in the
+ * `UsageRecordFailures` metric, which has an alarm.
+ */
+export function recordUsageRecordFailure(generationId: string, error: unknown): void {
+  usageRecordFailures.count += 1;
+  logger.error('usage record not kept on its hold', {
+    generationId,
+    error: error instanceof Error ? error : String(error),
+  });
+  metrics.addMetric('UsageRecordFailures', MetricUnit.Count, 1);
+  metrics.publishStoredMetrics();
+}
+
 /** Settlement contention and deferrals, read by tests. */
 export const settlements = { conflicts: 0, retries: 0, deferred: 0, completedBySweeper: 0 };
 

@@ -41,11 +41,15 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export function localClient(endpoint: string): DynamoDBClient {
+/** A client of the local DynamoDB; by default with the operator's credentials (`local`). */
+export function localClient(
+  endpoint: string,
+  credentials = { accessKeyId: 'local', secretAccessKey: 'local' },
+): DynamoDBClient {
   return new DynamoDBClient({
     endpoint,
     region: 'local',
-    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    credentials,
     maxAttempts: 3,
   });
 }

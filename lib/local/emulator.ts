@@ -51,6 +51,8 @@ export interface EmulatedFunction {
   maxInstances?: number;
   /** Instances started with the emulator; default 1. */
   warmInstances?: number;
+  /** This function's own environment, over the emulator's (its role's credentials, as Lambda sets them). */
+  env?: Record<string, string>;
 }
 
 export interface EmulatorOptions {
@@ -181,7 +183,7 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
       name: fn.name,
       timeoutMs: fn.timeoutMs,
       memoryMb: fn.memoryMb,
-      env,
+      env: { ...env, ...fn.env },
       ...(fn.maxInstances !== undefined ? { maxInstances: fn.maxInstances } : {}),
       ...(fn.warmInstances !== undefined ? { warmInstances: fn.warmInstances } : {}),
     };

@@ -11,6 +11,8 @@ import { EDGE_ORIGINS, type EdgeFunction, edgeFunctionFor, type OriginSetup } fr
 import { FUNCTION_SETTINGS } from '../infra/function-settings.js';
 import { LOCAL_TABLE_NAMES, TABLE_ENV } from '../tables.js';
 import { type DynamoLimits, startDynamoLimits } from './dynamodb-limits.js';
+import { credentialEnv, credentialsOf, type Denial, type IamLayer, startIamLayer } from './iam.js';
+import { localPolicies, type PolicySet, type Principal } from './iam-policies.js';
 import {
   dynamoAnswers,
   ensureTables,
@@ -57,14 +59,25 @@ export interface LocalStackOptions {
   origins?: Partial<Record<EdgeFunction, OriginSetup>>;
   /** DynamoDB's limits in front of DynamoDB Local (dynamodb-limits.ts), scaled by k; off when undefined. */
   limits?: { scale: number };
+  /** Told of each call the IAM layer refuses (a grant the stack lacks). */
+  onDenial?: (denial: Denial) => void;
+  /** The policies the IAM layer holds calls to (default: as the CDK stacks synthesize them). */
+  policies?: PolicySet;
 }
 
 export interface LocalStack {
   /** `http://127.0.0.1:<port>/api/v1`: what an OpenAI client takes as its base URL. */
   baseUrl: string;
   emulator: RunningEmulator;
-  /** Where the functions and `client` reach DynamoDB: the limits layer's endpoint when it is on. */
+  /**
+   * Where the functions reach DynamoDB: the IAM layer (iam.ts), which checks each call against the
+   * caller's role as the CDK stack synthesizes it, then the limits layer when it is on.
+   */
   dynamoEndpoint: string;
+  /** The IAM layer: the refusals it answered, for tests. */
+  iam: IamLayer;
+  /** A store acting as one principal (its role's credentials), as the sweeper and logged-usage functions run. */
+  storeAs(principal: Principal): DynamoStore;
   /** The limits layer, when on: its metrics for tests and the bench. */
   limits: DynamoLimits | undefined;
   client: DynamoDBClient;
@@ -87,6 +100,8 @@ export function localTableNames(prefix = ''): TableNames {
 
 /** Each function's handler, by the name it is deployed under (the account function is "models"). */
 const HANDLER_DIRS: Record<EdgeFunction, string> = { completions: 'completions', models: 'account' };
+/** Each function's role, whose credentials Lambda gives it (and the IAM layer checks its calls against). */
+const ROLE_OF: Record<EdgeFunction, Principal> = { completions: 'completions', models: 'models' };
 
 /**
  * What the emulator's CloudFront port does with a path, as the distribution does: the function its
@@ -103,6 +118,7 @@ export function emulatedRoutes(
       module: fileURLToPath(new URL(`../../functions/${HANDLER_DIRS[fn]}/handler.ts`, import.meta.url)),
       timeoutMs: FUNCTION_SETTINGS[fn].timeoutSeconds * 1000,
       memoryMb: FUNCTION_SETTINGS[fn].memoryMb,
+      env: credentialEnv(ROLE_OF[fn]),
       ...options.functions?.[fn],
     },
   }));
@@ -141,11 +157,30 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       ? await startDynamoLimits({ target: dynamo.endpoint, scale: options.limits.scale })
       : undefined;
     if (limits) stops.push(limits.close);
-    const dynamoEndpoint = limits?.endpoint ?? dynamo.endpoint;
+    const tables = localTableNames(options.tablePrefix);
+    const iam = await startIamLayer({
+      target: limits?.endpoint ?? dynamo.endpoint,
+      policies: options.policies ?? (await localPolicies()),
+      tables,
+      ...(options.onDenial ? { onDenial: options.onDenial } : {}),
+    });
+    stops.push(iam.close);
+    const dynamoEndpoint = iam.endpoint;
+    // The operator's client (an administrator's credentials: the IAM layer does not restrict them).
     const client = localClient(dynamoEndpoint);
     stops.push(async () => client.destroy());
-    const tables = localTableNames(options.tablePrefix);
     await ensureTables(client, tables);
+    const principalStores = new Map<Principal, DynamoStore>();
+    const storeAs = (principal: Principal): DynamoStore => {
+      let store = principalStores.get(principal);
+      if (!store) {
+        const principalClient = localClient(dynamoEndpoint, credentialsOf(principal));
+        stops.push(async () => principalClient.destroy());
+        store = new DynamoStore(principalClient, tables);
+        principalStores.set(principal, store);
+      }
+      return store;
+    };
 
     let upstreamBaseUrl = options.upstreamBaseUrl;
     let simulatorUrl: string | undefined;
@@ -194,13 +229,14 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     });
     stops.push(emulator.close);
 
-    // The hold sweeper on the schedule it has in AWS (an EventBridge rule there).
+    // The hold sweeper on the schedule it has in AWS (an EventBridge rule there), with its role.
     const store = new DynamoStore(client, tables);
+    const sweeperStore = storeAs('sweeper');
     // Loaded here, after the environment is set: the sweeper's logger reads LOG_LEVEL when it loads.
     const { sweepExpiredHolds } = await import('../../functions/sweeper/sweep.js');
     const sweepTimer = setInterval(
       () => {
-        sweepExpiredHolds(store).catch((error: unknown) =>
+        sweepExpiredHolds(sweeperStore).catch((error: unknown) =>
           console.error(`hold sweep failed: ${error instanceof Error ? error.message : String(error)}`),
         );
       },
@@ -212,6 +248,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       baseUrl: `${emulator.url}/api/v1`,
       emulator,
       dynamoEndpoint,
+      iam,
+      storeAs,
       limits,
       client,
       tables,

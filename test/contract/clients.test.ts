@@ -24,7 +24,7 @@ let target: Target;
 let key: string;
 let log: ContractLog;
 beforeAll(async () => {
-  target = await startTarget();
+  target = await startTarget({ adminAs: 'ciSuite' });
   ({ key } = await newAccount(target, '50'));
 });
 afterAll(async () => {

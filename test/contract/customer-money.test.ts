@@ -12,7 +12,7 @@ import { getWithKey, newAccount, startTarget, type Target } from '../support/tar
  */
 let target: Target;
 beforeAll(async () => {
-  target = await startTarget();
+  target = await startTarget({ adminAs: 'ciSuite' });
 });
 afterAll(async () => {
   await target?.stop();

@@ -31,6 +31,7 @@ beforeAll(async () => {
     { baseUrl: url, model: `up-${tier}`, prices: SIMULATOR_PRICES[tier], extraFields },
   ];
   target = await startTarget({
+    adminAs: 'ciSuite',
     env: {
       TIERS_CONFIG: JSON.stringify({
         'svc-fast': entry('svc-fast', 'forward'),

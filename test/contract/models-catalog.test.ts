@@ -4,7 +4,7 @@ import { newAccount, startTarget, type Target } from '../support/target.js';
 /** `/models` says what a tool can plan with: each tier's context length and prices (OpenRouter's names). */
 let target: Target;
 beforeAll(async () => {
-  target = await startTarget();
+  target = await startTarget({ adminAs: 'ciSuite' });
 });
 afterAll(async () => {
   await target?.stop();

@@ -12,7 +12,7 @@ import { balanceNano, newAccount, startTarget, type Target } from '../support/ta
  */
 let target: Target;
 beforeAll(async () => {
-  target = await startTarget();
+  target = await startTarget({ adminAs: 'ciSuite' });
 });
 afterAll(async () => {
   await target?.stop();

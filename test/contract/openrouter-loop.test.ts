@@ -75,6 +75,7 @@ beforeAll(async () => {
     { baseUrl: url, model: 'openai/gpt-4o-mini', prices: SIMULATOR_PRICES[tier] },
   ];
   target = await startTarget({
+    adminAs: 'ciSuite',
     env: {
       TIERS_CONFIG: JSON.stringify({
         'svc-fast': target_('svc-fast'),

@@ -628,6 +628,7 @@ describe('least privilege', () => {
     const actions = new Set(completions?.statements.flatMap((s) => [s.Action].flat()));
     expect([...actions].sort()).toEqual([
       'dynamodb:BatchGetItem',
+      'dynamodb:ConditionCheckItem',
       'dynamodb:DeleteItem',
       'dynamodb:GetItem',
       'dynamodb:PutItem',
@@ -636,12 +637,15 @@ describe('least privilege', () => {
       'xray:PutTelemetryRecords',
       'xray:PutTraceSegments',
     ]);
-    // Holds: placed and deleted on the holds table only; the ledger only ever gets new entries.
-    const onHolds = completions?.statements.filter((s) => JSON.stringify(s.Resource).includes('holds'));
-    expect(onHolds?.flatMap((s) => [s.Action].flat()).sort()).toEqual([
-      'dynamodb:DeleteItem',
-      'dynamodb:PutItem',
-    ]);
+    // Holds: placed, given a usage record and deleted on the holds table; the ledger only ever gets
+    // new entries (and a deferral's check that one is not there yet).
+    const on = (table: string) =>
+      completions?.statements
+        .filter((s) => JSON.stringify(s.Resource).includes(table))
+        .flatMap((s) => [s.Action].flat())
+        .sort();
+    expect(on('holds')).toEqual(['dynamodb:DeleteItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem']);
+    expect(on('ledger')).toEqual(['dynamodb:ConditionCheckItem', 'dynamodb:PutItem']);
   });
 
   it('gives the hold sweeper a scan and delete on the holds table, an update on accounts and the ledger Put of a settlement, on a schedule', () => {

@@ -245,8 +245,9 @@ describe('settlement under injected faults', () => {
     expect(billingFailures.count - failuresBefore).toBe(0);
     expect(settlements.deferred - deferredBefore).toBe(2);
     // The sweeper's next run bills each once (the local stack's own sweep may come first: same outcome).
-    await sweepExpiredHolds(target.admin.store);
-    await sweepExpiredHolds(target.admin.store);
+    const sweeper = target.local?.storeAs('sweeper') ?? target.admin.store;
+    await sweepExpiredHolds(sweeper);
+    await sweepExpiredHolds(sweeper);
     expect((await ledgerOf(target, accountId)).filter((e) => e.type === 'charge')).toHaveLength(2);
     expect(await balanceNano(target, accountId)).toBe(5_000_000_000n - costs);
     expect(await target.admin.store.listHolds(accountId)).toEqual([]);

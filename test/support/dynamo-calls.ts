@@ -6,6 +6,7 @@
  * is reported as `dynamodb:<Operation>`.
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { FORWARDED_HEADER } from '../../lib/local/iam.js';
 
 const NODE_HTTP_START = 'http.client.request.start';
 const UNDICI_CREATE = 'undici:request:create';
@@ -75,6 +76,8 @@ export function watchDynamoCalls(onCall: (event: string) => void): () => void {
   const viaSdk = (message: unknown) => {
     const { request } = message as { request: { getHeader: (name: string) => unknown } };
     const target = request.getHeader('x-amz-target');
+    // The local IAM layer's forwarding of a call already counted as it left its caller.
+    if (request.getHeader(FORWARDED_HEADER) !== undefined) return;
     if (typeof target === 'string' && target.startsWith('DynamoDB_'))
       onCall(`dynamodb:${target.slice(target.indexOf('.') + 1)}`);
   };

@@ -3,6 +3,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { inject } from 'vitest';
 import { DynamoStore, type TableNames, tableNamesFromEnv } from '../../functions/adapters/dynamodb/index.js';
 import { type AdminContext, createAccount, createKey, getAccount } from '../../lib/admin/operations.js';
+import type { Principal } from '../../lib/local/iam-policies.js';
 import { type LocalStack, type LocalStackOptions, startLocalStack } from '../../lib/local/stack.js';
 import { settled } from './settled.js';
 
@@ -22,7 +23,16 @@ export interface Target {
   stop(): Promise<void>;
 }
 
-export async function startTarget(options: LocalStackOptions = {}): Promise<Target> {
+export interface TargetOptions extends LocalStackOptions {
+  /**
+   * Whose credentials the admin functions use on a local stack (default the operator's). The contract
+   * suite passes `ciSuite`: against the sandbox it runs under the CI role, whose policy the local IAM
+   * layer then holds its calls to.
+   */
+  adminAs?: Principal;
+}
+
+export async function startTarget({ adminAs, ...options }: TargetOptions = {}): Promise<Target> {
   if (process.env.SVC_BASE_URL) {
     const client = new DynamoDBClient({});
     const tables = tableNamesFromEnv();
@@ -42,11 +52,22 @@ export async function startTarget(options: LocalStackOptions = {}): Promise<Targ
   });
   return {
     baseUrl: local.baseUrl,
-    admin: { store: local.store },
+    admin: { store: adminAs ? local.storeAs(adminAs) : local.store },
     client: local.client,
     tables: local.tables,
     local,
-    stop: local.stop,
+    stop: async () => {
+      // A call refused for want of a grant fails the file that made it, even where the code under test
+      // swallows the error (as AWS would have refused it, whether or not anyone noticed).
+      const denials = local.iam.takeDenials();
+      await local.stop();
+      if (denials.length > 0)
+        throw new Error(
+          `the IAM layer refused ${denials.length} call(s) the stack's policies do not allow:\n${[
+            ...new Set(denials.map((d) => d.message)),
+          ].join('\n')}`,
+        );
+    },
   };
 }
 

@@ -10,14 +10,21 @@ import { tableNamesFromEnv } from './items.js';
 import { DynamoStore } from './store.js';
 import { type DynamoTimeouts, dynamoTimeouts } from './timeouts.js';
 
-/** Client options: `DYNAMODB_ENDPOINT` points at DynamoDB Local (with dummy credentials). */
+/**
+ * Client options: `DYNAMODB_ENDPOINT` points at the local stack's DynamoDB, signed with the role
+ * credentials the local emulator puts in the environment as Lambda does (its IAM layer checks each
+ * call against that role's policy), or the operator's `local` when none are set.
+ */
 function dynamoClientConfig(env: NodeJS.ProcessEnv = process.env): DynamoDBClientConfig {
   const endpoint = env.DYNAMODB_ENDPOINT;
   if (!endpoint) return {};
   return {
     endpoint,
     region: env.AWS_REGION ?? 'local',
-    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    credentials: {
+      accessKeyId: env.AWS_ACCESS_KEY_ID ?? 'local',
+      secretAccessKey: env.AWS_SECRET_ACCESS_KEY ?? 'local',
+    },
   };
 }
 

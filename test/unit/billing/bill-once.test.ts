@@ -3,6 +3,7 @@ import type { Billable, Delivered } from '../../../functions/billing/bill.js';
 import { billOnce } from '../../../functions/billing/bill-once.js';
 import { settle } from '../../../functions/billing/settle.js';
 import type { Hold } from '../../../functions/core/store.js';
+import { usageRecordFailures } from '../../../functions/shared/observability.js';
 import { PRICED_TARGET } from '../../support/fixtures.js';
 import { MemoryStore } from '../../support/memory-store.js';
 
@@ -91,6 +92,19 @@ describe('billOnce', () => {
       balanceNano: BALANCE - 2_600_000n,
       heldNano: 0n,
     });
+    expect(store.holds.size).toBe(0);
+  });
+
+  it('counts a usage record the hold refused (an alarm), and still settles the request', async () => {
+    const { store, bill } = await fixture(true);
+    const denied = Object.assign(new Error('not authorized to perform: dynamodb:UpdateItem'), {
+      name: 'AccessDeniedException',
+    });
+    store.recordUsageOnHold = async () => Promise.reject(denied);
+    const before = usageRecordFailures.count;
+    const priced = await bill(delivered);
+    expect(usageRecordFailures.count).toBe(before + 1);
+    expect(await charges(store)).toEqual([[GENERATION, -priced.billedNano]]);
     expect(store.holds.size).toBe(0);
   });
 
