@@ -48,7 +48,7 @@ async function main(): Promise<void> {
   const ctx = { store: stack.store };
   console.log(`hosted-model-api listening on ${stack.baseUrl}`);
   console.log(
-    `  DynamoDB:  ${stack.dynamoEndpoint}${env.DYNAMODB_ENDPOINT ? '' : ` (data in ${settings.dynamoDataDir})`}`,
+    `  DynamoDB:  ${stack.engineEndpoint}${env.DYNAMODB_ENDPOINT ? '' : ` (data in ${settings.dynamoDataDir})`}; the functions' calls held to their IAM roles at ${stack.dynamoEndpoint}`,
   );
   if (stack.limits)
     console.log(

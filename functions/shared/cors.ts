@@ -17,6 +17,21 @@ export const EXPOSED_HEADERS =
   'x-request-id, x-generation-id, x-dropped-fields, retry-after, link, x-credit-balance';
 const PREFLIGHT_MAX_AGE_SECONDS = 86_400;
 
+/**
+ * A preflight's answer headers (204, no body): which methods and headers a request may use, for the
+ * headers the browser asked for (`Access-Control-Request-Headers`), or the two every call needs. The
+ * viewer-request CloudFront Function answers a preflight with these too (lib/infra/edge-function.ts).
+ */
+export function preflightHeaders(requestedHeaders: string | undefined): Record<string, string> {
+  return {
+    'access-control-allow-origin': '*',
+    'access-control-allow-methods': 'GET, POST, OPTIONS',
+    'access-control-allow-headers': requestedHeaders ?? 'authorization, content-type',
+    'access-control-max-age': String(PREFLIGHT_MAX_AGE_SECONDS),
+    vary: 'Origin, Access-Control-Request-Headers',
+  };
+}
+
 export function cors(): MiddlewareObj<FunctionUrlEvent, FunctionUrlResult, Error, Context> {
   const addHeaders = (request: { response?: FunctionUrlResult | null | undefined }) => {
     if (!request.response) return;
@@ -32,14 +47,7 @@ export function cors(): MiddlewareObj<FunctionUrlEvent, FunctionUrlResult, Error
       // A preflight: which methods and headers a request may use. Answered without a key.
       return {
         statusCode: 204,
-        headers: {
-          'access-control-allow-origin': '*',
-          'access-control-allow-methods': 'GET, POST, OPTIONS',
-          'access-control-allow-headers':
-            header(request.event, 'access-control-request-headers') ?? 'authorization, content-type',
-          'access-control-max-age': String(PREFLIGHT_MAX_AGE_SECONDS),
-          vary: 'Origin, Access-Control-Request-Headers',
-        },
+        headers: preflightHeaders(header(request.event, 'access-control-request-headers')),
         body: '',
       };
     },

@@ -1,16 +1,30 @@
 import { type Stack, Token } from 'aws-cdk-lib';
 import { CfnWebACL } from 'aws-cdk-lib/aws-wafv2';
+import { PermissionDeniedError } from '../../functions/core/errors.js';
 import { EXPOSED_HEADERS } from '../../functions/shared/cors.js';
 
-/** Requests one IP may send in 5 minutes before WAF answers it 429 (a flood guard, not a product limit). */
+/**
+ * Requests without an `Authorization` header one IP may send in 5 minutes before WAF answers it 429
+ * (a flood guard, not a product limit: requests with a key are never counted).
+ */
 const DEFAULT_WAF_RATE_LIMIT = 6_000;
+
+/** The label namespace of AWS's IP reputation rule group, and the rules of it that block by default. */
+const IP_REPUTATION_LABELS = 'awswaf:managed:aws:amazon-ip-list:';
+const IP_REPUTATION_BLOCKING_RULES = ['AWSManagedIPReputationList', 'AWSManagedReconnaissanceList'];
+
+/** The headers on each of WAF's own answers, as on every answer of the service: a browser may read it. */
+const CORS_HEADERS = [
+  { name: 'access-control-allow-origin', value: '*' },
+  { name: 'access-control-expose-headers', value: EXPOSED_HEADERS },
+];
 
 export interface EdgeWafOptions {
   /** On by default in prod, off in the sandbox (`-c waf=false` / `-c waf=true`). */
   enabled: boolean;
   /** A CLOUDFRONT-scope web ACL created elsewhere (in us-east-1): used instead of creating one. */
   webAclArn?: string | undefined;
-  /** Requests per IP per 5 minutes (default DEFAULT_WAF_RATE_LIMIT). */
+  /** Keyless requests per IP per 5 minutes (default DEFAULT_WAF_RATE_LIMIT). */
   rateLimit?: number | undefined;
 }
 
@@ -22,9 +36,32 @@ const visibility = (metricName: string) => ({
 
 /**
  * The WAF web ACL in front of the distribution, as the ARN CloudFront takes (its `WebACLId`), or
- * undefined without one. Two rules: AWS's IP reputation list (addresses AWS threat intelligence has
- * seen in bots, reconnaissance and DDoS; blocked with WAF's 403), then a per-IP rate limit answered
- * 429 in OpenAI's error shape with the CORS headers.
+ * undefined without one. Its blocks answer in OpenAI's error shape with the CORS headers:
+ * - AWS's IP reputation list (addresses AWS threat intelligence has seen in bots, reconnaissance and
+ *   DDoS), 403 `ip_blocked`. A managed rule group's own Block answers WAF's bare 403, so its blocking
+ *   rules are overridden to Count (AWS WAF Developer Guide, "Overriding rule group actions in AWS
+ *   WAF"), which still labels a matching request, and the next rule blocks on those labels with the
+ *   custom response: the way AWS documents a custom response for a rule of a managed group (AWS
+ *   re:Post Knowledge Center, "waf-managed-rules": set the managed rule to Count, then block on its
+ *   label in a rule of your own). Only the rules that block by default are overridden and blocked on:
+ *   `AWSManagedIPDDoSList` counts in the group's own definition (AWS WAF Developer Guide, "Rate limit
+ *   the requests with specific labels") and still only counts. WAF ignores an override naming a rule
+ *   the group does not have (AWS WAF API Reference, "RuleActionOverride"), so were a rule renamed it
+ *   would block again with WAF's bare 403: still blocked;
+ * - a per-IP rate limit answered 429 `rate_limit_exceeded`, counting only requests without an
+ *   `Authorization` header (AWS WAF Developer Guide, "Rate limit the requests that are missing a
+ *   specific header"); a request with a key is neither counted nor refused, even from an address
+ *   over the limit ("Using scope-down statements in AWS WAF": "The containing rule only evaluates
+ *   the requests that first match the scope-down statement"). Customers behind one NAT share an
+ *   address, so a limit on every request from it would refuse paying requests. A limit per key
+ *   instead (custom aggregation keys on the header) would skip keyless requests altogether, since
+ *   "web requests that are missing any of the components specified in the aggregation keys are
+ *   omitted from the rate-based rule evaluation" (AWS WAF API Reference,
+ *   "RateBasedStatementCustomKey"), and would amount to a per-key rate limit, which the product does
+ *   not have. A keyless request, a preflight included, is what a flood from one address is made of:
+ *   the edge answers it without invoking a function, and this rule caps it per address. A request
+ *   with a key is refused at the edge if malformed; one with a well-formed key that is unknown or
+ *   revoked is not counted here and reaches the function, which refuses it after a key lookup.
  *
  * A web ACL of scope CLOUDFRONT exists only in us-east-1 (AWS WAF Developer Guide, "Resources that
  * you can protect": "you must use the Region US East (N. Virginia) to create your web ACL"), and
@@ -49,13 +86,19 @@ export function edgeWebAclArn(stack: Stack, options: EdgeWafOptions): string | u
       code: 'rate_limit_exceeded',
     },
   };
+  const ipBlocked = new PermissionDeniedError(
+    'Requests from this address are blocked: AWS threat intelligence lists it as a source of bots or attacks.',
+    'ip_blocked',
+  ).toBody();
   const acl = new CfnWebACL(stack, 'EdgeWaf', {
     scope: 'CLOUDFRONT',
-    description: 'hosted-model-api: IP reputation and a per-IP rate limit in front of CloudFront',
+    description:
+      'hosted-model-api: IP reputation and a per-IP rate limit on keyless requests in front of CloudFront',
     defaultAction: { allow: {} },
     visibilityConfig: visibility('HostedModelApiEdge'),
     customResponseBodies: {
       rateLimited: { contentType: 'APPLICATION_JSON', content: JSON.stringify(rateLimited) },
+      ipBlocked: { contentType: 'APPLICATION_JSON', content: JSON.stringify(ipBlocked) },
     },
     rules: [
       {
@@ -63,22 +106,47 @@ export function edgeWebAclArn(stack: Stack, options: EdgeWafOptions): string | u
         priority: 0,
         overrideAction: { none: {} },
         statement: {
-          managedRuleGroupStatement: { vendorName: 'AWS', name: 'AWSManagedRulesAmazonIpReputationList' },
+          managedRuleGroupStatement: {
+            vendorName: 'AWS',
+            name: 'AWSManagedRulesAmazonIpReputationList',
+            ruleActionOverrides: IP_REPUTATION_BLOCKING_RULES.map((name) => ({
+              name,
+              actionToUse: { count: {} },
+            })),
+          },
         },
         visibilityConfig: visibility('IpReputation'),
       },
       {
-        name: 'RatePerIp',
+        name: 'IpReputationBlocked',
         priority: 1,
+        action: {
+          block: {
+            customResponse: {
+              responseCode: 403,
+              customResponseBodyKey: 'ipBlocked',
+              responseHeaders: CORS_HEADERS,
+            },
+          },
+        },
+        statement: {
+          orStatement: {
+            statements: IP_REPUTATION_BLOCKING_RULES.map((name) => ({
+              labelMatchStatement: { scope: 'LABEL', key: `${IP_REPUTATION_LABELS}${name}` },
+            })),
+          },
+        },
+        visibilityConfig: visibility('IpReputationBlocked'),
+      },
+      {
+        name: 'RatePerIp',
+        priority: 2,
         action: {
           block: {
             customResponse: {
               responseCode: 429,
               customResponseBodyKey: 'rateLimited',
-              responseHeaders: [
-                { name: 'access-control-allow-origin', value: '*' },
-                { name: 'access-control-expose-headers', value: EXPOSED_HEADERS },
-              ],
+              responseHeaders: CORS_HEADERS,
             },
           },
         },
@@ -87,6 +155,20 @@ export function edgeWebAclArn(stack: Stack, options: EdgeWafOptions): string | u
             aggregateKeyType: 'IP',
             evaluationWindowSec: 300,
             limit: options.rateLimit ?? DEFAULT_WAF_RATE_LIMIT,
+            // Keyless: no `Authorization` header, or an empty one.
+            scopeDownStatement: {
+              notStatement: {
+                statement: {
+                  sizeConstraintStatement: {
+                    // The CDK passes `singleHeader` through as it is: CloudFormation's `Name`.
+                    fieldToMatch: { singleHeader: { Name: 'authorization' } },
+                    comparisonOperator: 'GT',
+                    size: 0,
+                    textTransformations: [{ priority: 0, type: 'NONE' }],
+                  },
+                },
+              },
+            },
           },
         },
         visibilityConfig: visibility('RatePerIp'),

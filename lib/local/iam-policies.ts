@@ -100,7 +100,8 @@ export function localPolicies(): Promise<PolicySet> {
       renameSync(temporary, file);
       // Older syntheses are of sources that changed since: dropped.
       for (const old of readdirSync(dir))
-        if (/^iam-[0-9a-f]+\.json$/.test(old) && join(dir, old) !== file) rmSync(join(dir, old), { force: true });
+        if (/^iam-[0-9a-f]+\.json$/.test(old) && join(dir, old) !== file)
+          rmSync(join(dir, old), { force: true });
       return policies;
     }
   })();
@@ -165,7 +166,9 @@ function statementsOf(template: Template, role: string): ResolvedStatement[] {
   for (const arn of (roleResource.Properties?.ManagedPolicyArns as unknown[] | undefined) ?? []) {
     const resolved = resolve(template, arn);
     if (!MANAGED_WITHOUT_DYNAMODB.some((pattern) => pattern.test(resolved)))
-      throw new Error(`${role} carries the managed policy ${resolved}, which the local IAM check cannot read`);
+      throw new Error(
+        `${role} carries the managed policy ${resolved}, which the local IAM check cannot read`,
+      );
   }
   for (const resource of Object.values(template.Resources)) {
     if (resource.Type !== 'AWS::IAM::Policy') continue;
@@ -189,7 +192,8 @@ function statementsOf(template: Template, role: string): ResolvedStatement[] {
   return statements;
 }
 
-const listOf = (value: unknown): unknown[] => (Array.isArray(value) ? value : value === undefined ? [] : [value]);
+const listOf = (value: unknown): unknown[] =>
+  Array.isArray(value) ? value : value === undefined ? [] : [value];
 
 const PSEUDO: Record<string, string> = {
   'AWS::Partition': 'aws',
@@ -221,8 +225,10 @@ function resolve(template: Template, value: unknown): string {
 
 function tableName(template: Template, logicalId: string): string | undefined {
   const resource = template.Resources[logicalId];
-  if (resource?.Type !== 'AWS::DynamoDB::GlobalTable' && resource?.Type !== 'AWS::DynamoDB::Table') return undefined;
+  if (resource?.Type !== 'AWS::DynamoDB::GlobalTable' && resource?.Type !== 'AWS::DynamoDB::Table')
+    return undefined;
   const name = resource.Properties?.TableName;
-  if (typeof name !== 'string') throw new Error(`table ${logicalId} has no fixed name in the sandbox template`);
+  if (typeof name !== 'string')
+    throw new Error(`table ${logicalId} has no fixed name in the sandbox template`);
   return name;
 }

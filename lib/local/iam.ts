@@ -22,7 +22,7 @@ import { randomUUID } from 'node:crypto';
 import { Agent, createServer, type IncomingHttpHeaders, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { crc32 } from 'node:zlib';
-import { TABLES } from '../tables.js';
+import type { TABLES } from '../tables.js';
 import type { PolicySet, Principal, ResolvedStatement } from './iam-policies.js';
 
 const OPERATOR_KEY = 'local';
@@ -75,7 +75,8 @@ export function requiredPermissions(
 ): Permission[] {
   const needed: Permission[] = [];
   const add = (action: string, resource: string) => {
-    if (!needed.some((p) => p.action === action && p.resource === resource)) needed.push({ action, resource });
+    if (!needed.some((p) => p.action === action && p.resource === resource))
+      needed.push({ action, resource });
   };
   switch (operation) {
     case 'Query':
@@ -112,7 +113,10 @@ export function requiredPermissions(
 
 /** IAM's wildcards in an action or resource: `*` any run of characters, `?` any one. */
 function matches(pattern: string, value: string, ignoreCase: boolean): boolean {
-  const source = pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.');
+  const source = pattern
+    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+    .replace(/\*/g, '.*')
+    .replace(/\?/g, '.');
   return new RegExp(`^${source}$`, ignoreCase ? 'i' : '').test(value);
 }
 
@@ -213,7 +217,10 @@ export async function startIamLayer(options: IamLayerOptions): Promise<IamLayer>
           return answer(res, 'AccessDeniedException', message);
         }
         for (const permission of needed)
-          allowed.set(`${principal} ${permission.action} ${permission.resource}`, { principal, ...permission });
+          allowed.set(`${principal} ${permission.action} ${permission.resource}`, {
+            principal,
+            ...permission,
+          });
         if (headers.authorization)
           headers.authorization = String(headers.authorization).replace(
             `Credential=${keyId}/`,

@@ -11,8 +11,6 @@ import { EDGE_ORIGINS, type EdgeFunction, edgeFunctionFor, type OriginSetup } fr
 import { FUNCTION_SETTINGS } from '../infra/function-settings.js';
 import { LOCAL_TABLE_NAMES, TABLE_ENV } from '../tables.js';
 import { type DynamoLimits, startDynamoLimits } from './dynamodb-limits.js';
-import { credentialEnv, credentialsOf, type Denial, type IamLayer, startIamLayer } from './iam.js';
-import { localPolicies, type PolicySet, type Principal } from './iam-policies.js';
 import {
   dynamoAnswers,
   ensureTables,
@@ -26,6 +24,8 @@ import {
   type RunningEmulator,
   startEmulator,
 } from './emulator.js';
+import { credentialEnv, credentialsOf, type Denial, type IamLayer, startIamLayer } from './iam.js';
+import { localPolicies, type PolicySet, type Principal } from './iam-policies.js';
 
 /**
  * The whole service on one machine: DynamoDB Local, the upstream simulator and
@@ -74,6 +74,8 @@ export interface LocalStack {
    * caller's role as the CDK stack synthesizes it, then the limits layer when it is on.
    */
   dynamoEndpoint: string;
+  /** DynamoDB Local itself (where the operator's CLI reaches it), behind the layers. */
+  engineEndpoint: string;
   /** The IAM layer: the refusals it answered, for tests. */
   iam: IamLayer;
   /** A store acting as one principal (its role's credentials), as the sweeper and logged-usage functions run. */
@@ -248,6 +250,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       baseUrl: `${emulator.url}/api/v1`,
       emulator,
       dynamoEndpoint,
+      engineEndpoint: dynamo.endpoint,
       iam,
       storeAs,
       limits,

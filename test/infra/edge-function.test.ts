@@ -120,10 +120,77 @@ describe('the viewer-request CloudFront function: the key', () => {
   it('fits CloudFront Functions\' size quota (10 KB of code: CloudFront Developer Guide, "Quotas on functions")', () => {
     expect(Buffer.byteLength(edgeFunctionCode())).toBeLessThan(10 * 1024);
   });
+});
 
-  it('lets a CORS preflight through without a key', () => {
-    const { request, result } = run({ 'access-control-request-method': { value: 'POST' } }, 'OPTIONS');
-    expect(result).toBe(request);
+describe('the viewer-request CloudFront function: a CORS preflight', () => {
+  /** What a function answers a preflight asking for these headers (its CORS middleware, before any key). */
+  async function functionPreflight(requested: string | undefined) {
+    const event = {
+      rawPath: '/api/v1/chat/completions',
+      headers: {
+        'access-control-request-method': 'POST',
+        ...(requested === undefined ? {} : { 'access-control-request-headers': requested }),
+      },
+      requestContext: { http: { method: 'OPTIONS' } },
+    } as unknown as FunctionUrlEvent;
+    return functionAnswer(event, { awsRequestId: REQUEST_ID } as Context);
+  }
+
+  /** The edge answers the preflight itself, with the function's status and exactly its headers, no body. */
+  async function expectSamePreflight(
+    requested: string | undefined,
+    others: Record<string, { value: string }> = {},
+  ) {
+    const { result } = run(
+      {
+        ...others,
+        'access-control-request-method': { value: 'POST' },
+        ...(requested === undefined ? {} : { 'access-control-request-headers': { value: requested } }),
+      },
+      'OPTIONS',
+    );
+    const local = await functionPreflight(requested);
+    const response = result as EdgeResponse;
+    expect(response.statusCode, requested).toBe(204);
+    expect(response.statusCode, requested).toBe(local.statusCode);
+    expect(flat(response), requested).toEqual(local.headers);
+    expect(response.body, requested).toBeUndefined();
+    expect(local.body).toBe('');
+  }
+
+  it.each([
+    ['the headers the OpenAI SDK asks for', 'authorization, content-type, x-stainless-os'],
+    ['no Access-Control-Request-Headers', undefined],
+    ['an empty one', ''],
+  ])('answers it itself, 204 with the headers the function gives (%s)', async (_name, requested) => {
+    await expectSamePreflight(requested);
+  });
+
+  it('answers it whatever key and body length the preflight carries', async () => {
+    for (const others of [
+      {},
+      { authorization: { value: `Bearer ${KEY}` } },
+      { authorization: { value: 'Basic dXNlcjpwYXNz' } },
+      { 'content-length': { value: String(MAX_REQUEST_BYTES + 1) } },
+    ])
+      await expectSamePreflight('authorization, content-type', others);
+  });
+
+  it('answers as the function does for any headers a browser may ask for', async () => {
+    const name = fc.constantFrom('authorization', 'content-type', 'x-stainless-os', 'X-Custom', ' ', ',');
+    await fc.assert(
+      fc.asyncProperty(
+        fc.option(
+          fc.oneof(
+            fc.array(name, { maxLength: 6 }).map((names) => names.join(', ')),
+            fc.string({ maxLength: 80 }),
+          ),
+          { nil: undefined },
+        ),
+        (requested) => expectSamePreflight(requested),
+      ),
+      { numRuns: 300 },
+    );
   });
 });
 

@@ -1,7 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { preflightHeaders } from '../../functions/shared/cors.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
 
-/** Browser clients: preflights answered without a key, CORS headers on every response, streams and errors too. */
+/**
+ * Browser clients: preflights answered at the edge without a key (no function invoked), CORS headers
+ * on every response, streams and errors too.
+ */
 let target: Target;
 beforeAll(async () => {
   target = await startTarget();
@@ -19,21 +23,32 @@ function expectCors(response: Response) {
 }
 
 describe('CORS', () => {
-  it.each(['/chat/completions', '/models'])('answers a preflight to %s without a key', async (path) => {
-    const response = await fetch(`${target.baseUrl}${path}`, {
-      method: 'OPTIONS',
-      headers: {
-        origin: ORIGIN,
-        'access-control-request-method': 'POST',
-        'access-control-request-headers': 'authorization, content-type, x-stainless-os',
-      },
-    });
-    expect(response.status).toBe(204);
-    expect(response.headers.get('access-control-allow-origin')).toBe('*');
-    expect(response.headers.get('access-control-allow-methods')).toContain('POST');
-    expect(response.headers.get('access-control-allow-headers')).toContain('authorization');
-    expect(response.headers.get('access-control-allow-headers')).toContain('x-stainless-os');
-  });
+  it.each(['/chat/completions', '/models'])(
+    "answers a preflight to %s at the edge without a key: 204, the functions' headers, no invocation",
+    async (path) => {
+      const FUNCTIONS = ['completions', 'models'];
+      const stats = () =>
+        FUNCTIONS.map((fn) => {
+          const { invocations, coldStarts } = target.local?.emulator.stats(fn) ?? {};
+          return { fn, invocations, coldStarts };
+        });
+      const before = stats();
+      const requested = 'authorization, content-type, x-stainless-os';
+      const response = await fetch(`${target.baseUrl}${path}`, {
+        method: 'OPTIONS',
+        headers: {
+          origin: ORIGIN,
+          'access-control-request-method': 'POST',
+          'access-control-request-headers': requested,
+        },
+      });
+      expect(response.status).toBe(204);
+      for (const [name, value] of Object.entries(preflightHeaders(requested)))
+        expect(response.headers.get(name), name).toBe(value);
+      expect(await response.text()).toBe('');
+      expect(stats()).toEqual(before);
+    },
+  );
 
   it('puts the headers on a stream', async () => {
     const { key } = await newAccount(target);

@@ -74,9 +74,9 @@ describe("the completions function's role", () => {
       await completions.deferSettlement(held, JSON.stringify(usageRecordOf(held, hold)), { hold, deadline }),
     ).toBe('deferred');
     const fast = chargeEntry(accountId, keyId, 2_000n);
-    expect(await completions.deferSettlement(fast, JSON.stringify(usageRecordOf(fast, undefined)), { deadline })).toBe(
-      'deferred',
-    );
+    expect(
+      await completions.deferSettlement(fast, JSON.stringify(usageRecordOf(fast, undefined)), { deadline }),
+    ).toBe('deferred');
     const swept = await sweepExpiredHolds(local().storeAs('sweeper'), Date.now() + 120_000);
     expect(swept.completed).toBeGreaterThanOrEqual(2);
     const charges = (await listLedger(target.admin, accountId)).filter((e) => e.type === 'charge');
@@ -108,7 +108,11 @@ describe("the logged-usage function's role", () => {
     } finally {
       for (const name of Object.keys(credentialEnv('loggedUsage'))) delete process.env[name];
     }
-    expect(local().iam.allowed().some((p) => p.principal === 'loggedUsage')).toBe(true);
+    expect(
+      local()
+        .iam.allowed()
+        .some((p) => p.principal === 'loggedUsage'),
+    ).toBe(true);
     expect(local().iam.denials()).toEqual([]);
   });
 });
@@ -134,9 +138,7 @@ describe('a grant removed from the synthesized policy', () => {
       expect(await complete(key, false, narrowed.baseUrl)).toBe(200);
       const refused = narrowed.iam.takeDenials();
       expect(refused.map((d) => [d.principal, d.action])).toEqual([['completions', 'dynamodb:UpdateItem']]);
-      expect(refused[0]?.resource).toBe(
-        `arn:aws:dynamodb:local:000000000000:table/${policies.tables.holds}`,
-      );
+      expect(refused[0]?.resource).toBe(`arn:aws:dynamodb:local:000000000000:table/${policies.tables.holds}`);
       expect(refused[0]?.message).toMatch(
         /^User: arn:aws:sts::000000000000:assumed-role\/CompletionsFunctionServiceRole\w+\/completions is not authorized to perform: dynamodb:UpdateItem on resource: .* because no identity-based policy allows the dynamodb:UpdateItem action$/,
       );

@@ -76,14 +76,17 @@ describe('firstDenied', () => {
 
   it('reads wildcards in actions (any case) and resources, and never lets a table grant its index', () => {
     const statements = [allow(['DynamoDB:Get*'], [`${arn('keys')}/index/*`, arn('accounts')])];
-    expect(firstDenied(statements, [{ action: 'dynamodb:GetItem', resource: arn('accounts') }])).toBeUndefined();
+    expect(
+      firstDenied(statements, [{ action: 'dynamodb:GetItem', resource: arn('accounts') }]),
+    ).toBeUndefined();
     expect(
       firstDenied(statements, [{ action: 'dynamodb:GetItem', resource: `${arn('keys')}/index/byAccount` }]),
     ).toBeUndefined();
     expect(
-      firstDenied([allow(['dynamodb:Query'], [arn('keys')])], [
-        { action: 'dynamodb:Query', resource: `${arn('keys')}/index/byAccount` },
-      ]),
+      firstDenied(
+        [allow(['dynamodb:Query'], [arn('keys')])],
+        [{ action: 'dynamodb:Query', resource: `${arn('keys')}/index/byAccount` }],
+      ),
     ).toMatchObject({ explicit: false });
   });
 
