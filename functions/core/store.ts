@@ -109,9 +109,10 @@ export interface LedgerEntry {
 }
 
 /**
- * What a settlement came to. A repeat of a settlement that committed (its answer lost) may answer
- * 'settled' again: DynamoDB answers a repeated transaction with the same ClientRequestToken, within
- * ten minutes, as its first commit. Either way the generation is charged once.
+ * What a settlement came to: 'settled' when this call's own write created the ledger entry (a
+ * commit whose answer was lost, sent again by the same call, included), 'already-settled' when
+ * another writer's did (the function, the sweeper, the logged-usage function, an earlier call).
+ * Either way the generation is charged once; 'settled' is what a caller may count as billed.
  */
 export type SettleOutcome = 'settled' | 'already-settled';
 
@@ -158,7 +159,13 @@ export interface Store {
   recordUsageOnHold(hold: Hold, usageRecord: string): Promise<boolean>;
   listHolds(accountId?: string): Promise<Hold[]>;
 
-  getAccount(accountId: string): Promise<AccountRecord | undefined>;
+  /**
+   * The account, its balance and held amount summed over its slices as of one instant: a transfer
+   * between two slices (a top-up spread, a rebalance) is in the total whole or not at all, never
+   * half. What a total is shown or reconciled from (GET /api/v1/credits, `admin reconcile`). Gives
+   * up by `deadline` when the items stay busy.
+   */
+  getAccount(accountId: string, options?: { deadline?: number }): Promise<AccountRecord | undefined>;
   listAccountIds(): Promise<string[]>;
   /** Accounts whose creditBalance is below zero (a scan: for a scheduled check, not a request). */
   countNegativeBalances(): Promise<number>;
@@ -187,8 +194,10 @@ export interface Store {
   getKey(keyHash: string): Promise<KeyRecord | undefined>;
   /**
    * What the key has spent (nano-USD): the running total its settlements add up on the slices they
-   * deduct from, summed over the account's slices, read strongly consistently. It counts the charges
-   * settled since per-key totals were kept (the ledger has every charge's key: `admin usage --by key`).
+   * deduct from, summed over the account's slices, read strongly consistently (no transaction writes
+   * it on two slices, so a sum of items each read on its own never sees one half). It counts the
+   * charges settled since per-key totals were kept (the ledger has every charge's key: `admin usage
+   * --by key`).
    */
   keyUsage(accountId: string, keyId: string): Promise<bigint>;
 

@@ -30,7 +30,12 @@ export interface LoggedUsageStore extends Pick<Store, 'settleCharge'> {
 }
 
 export interface LoggedUsageResult {
-  /** Settled here: no ledger entry existed. Each is a generation whose function did not settle it. */
+  /**
+   * Settled here: this invocation's own write created the ledger entry (the store answers 'settled'
+   * to that call alone). Each is a generation whose function did not settle it; one that another
+   * writer billed between the read and this write (the sweeper, another delivery of the same line)
+   * is among `alreadySettled`, not here.
+   */
   billed: string[];
   /** Already on the ledger (nearly all): nothing written. */
   alreadySettled: string[];

@@ -72,7 +72,11 @@ export async function sweepExpiredHolds(store: Store, now = Date.now()): Promise
 /**
  * Settles one generation from its hold's record, releasing the hold with it. Already on the ledger
  * (a late commit, or bill-logged first): the item is only released, as a settled generation holds
- * nothing. A failure is logged and left for the next sweep. True if this sweep billed it.
+ * nothing. A failure is logged and left for the next sweep. True if this sweep billed it: the store
+ * answers 'settled' only to the call whose own write created the ledger entry, so a generation the
+ * logged-usage function (or another sweep) billed after this sweep listed its hold is not counted
+ * here too (`DeferredSettlementsCompleted`), even within the ten minutes DynamoDB answers a repeated
+ * transaction as a success.
  */
 async function complete(store: Store, entry: ChargeEntry, hold: Hold): Promise<boolean> {
   try {

@@ -245,7 +245,9 @@ export interface Reconciliation {
 
 /**
  * Checks that each account's creditBalance equals its top-ups minus its charges, and that what the
- * account says is held equals its live holds (a held amount no hold explains is a difference).
+ * account says is held equals its live holds (a held amount no hold explains is a difference). The
+ * balance of a split account is its slices as of one instant (store.getAccount): a transfer between
+ * them, which moves credit without a ledger entry, is never seen half (a false difference).
  */
 export async function reconcile(ctx: AdminContext, accountId?: string): Promise<Reconciliation[]> {
   const accountIds = accountId ? [accountId] : await ctx.store.listAccountIds();

@@ -8,7 +8,8 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
-import { usdToNano } from '../../functions/billing/money.js';
+import { Slices } from '../../functions/adapters/dynamodb/slices.js';
+import { nanoToUsd, usdToNano } from '../../functions/billing/money.js';
 import { usageRecordOf } from '../../functions/billing/usage-record.js';
 import { hashKey } from '../../functions/core/auth.js';
 import { newGenerationId, sliceOfGenerationId } from '../../functions/core/ids.js';
@@ -217,6 +218,75 @@ describe('a split account under load', () => {
     const balance = await balanceNano(target, accountId);
     expect(balance >= -BigInt(slices) * worst).toBe(true);
     for (let s = 0; s < slices; s++) expect((await sliceItem(accountId, s)).balance >= -worst).toBe(true);
+  }, 120_000);
+});
+
+describe("a split account's total", () => {
+  it('is read as of one instant: transfers between its slices, interleaved with the reads, never show in it', async () => {
+    const slices = 8;
+    const { accountId, key } = await splitAccount('8', slices);
+    const total = usdToNano('8');
+    expect(await balanceNano(target, accountId)).toBe(total);
+    // Transfers as a top-up's spread and a split's rebalance make them: each one transaction that
+    // debits one slice and credits another. They move credit; the total never changes.
+    const store = new DynamoStore(target.client, target.tables);
+    const mover = new Slices({ client: target.client, tables: target.tables, wire: store.wire });
+    let moving = 0;
+    let transfers = 0;
+    let done = false;
+    // Every read of the total: the store's (what /credits and reconcile use), reconcile itself, and
+    // GET /api/v1/credits. Each notes whether a transfer was in flight when it started or ended.
+    const seen: { source: string; nano: bigint; overlapped: boolean }[] = [];
+    const overlapped = () => seen.filter((read) => read.overlapped).length;
+    // The transfers go on until many reads have met them, however slow the machine.
+    const move = async () => {
+      while (transfers < 100 || overlapped() < 60) {
+        const from = Math.floor(Math.random() * slices);
+        const to = (from + 1 + Math.floor(Math.random() * (slices - 1))) % slices;
+        moving += 1;
+        try {
+          if (await mover.transfer(accountId, from, to, BigInt(1 + Math.floor(Math.random() * 50_000_000))))
+            transfers += 1;
+        } finally {
+          moving -= 1;
+        }
+      }
+    };
+    const observe = async (source: string, read: () => Promise<bigint>) => {
+      const before = moving > 0;
+      const nano = await read();
+      seen.push({ source, nano, overlapped: before || moving > 0 });
+    };
+    const readers = Array.from({ length: 4 }, async (_, r) => {
+      for (let i = 0; !done; i++) {
+        if (r === 0 && i % 4 === 1)
+          await observe('reconcile', async () => {
+            const [report] = await reconcile(target.admin, accountId);
+            return report?.balanceNano ?? -1n;
+          });
+        else if (r === 1 && i % 4 === 2)
+          await observe('/credits', async () => {
+            const response = await fetch(`${target.baseUrl}/credits`, {
+              headers: { authorization: `Bearer ${key}` },
+            });
+            const balance = /"balance":(-?[0-9.]+)/.exec(await response.text())?.[1];
+            return balance === undefined ? -1n : usdToNano(balance);
+          });
+        else await observe('store', async () => (await store.getAccount(accountId))?.balanceNano ?? -1n);
+      }
+    });
+    await Promise.all(Array.from({ length: 4 }, move));
+    done = true;
+    await Promise.all(readers);
+    const wrong = seen.filter((read) => read.nano !== total);
+    expect(
+      wrong.map((read) => `${read.source}: $${nanoToUsd(read.nano)}`),
+      `${wrong.length} of ${seen.length} totals`,
+    ).toEqual([]);
+    expect(transfers).toBeGreaterThanOrEqual(100);
+    expect(overlapped()).toBeGreaterThanOrEqual(60);
+    expect(new Set(seen.map((read) => read.source))).toEqual(new Set(['store', 'reconcile', '/credits']));
+    expect(await balanceNano(target, accountId)).toBe(total);
   }, 120_000);
 });
 

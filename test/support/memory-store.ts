@@ -1,7 +1,9 @@
 /**
  * An in-memory implementation of the store port (functions/core/store.ts), for unit tests of the
  * request path without a database. It keeps the port's contract: conditional writes refuse or
- * succeed whole, a settlement is idempotent by generation id, a hold is released once.
+ * succeed whole, a settlement is idempotent by generation id ('settled' only for the call that wrote
+ * its entry), a hold is released once; an account's balance is one value (a split only counts its
+ * slices), so its total is always read as of one instant.
  */
 
 import type { AccountStatus, Principal } from '../../functions/core/access.js';

@@ -133,9 +133,9 @@ export class AccountsAndKeys extends StorePart {
     throw new Error('BatchGetItem left keys unprocessed after 5 attempts');
   }
 
-  /** The account, its balance and held amounts summed over its slices. */
-  getAccount(accountId: string): Promise<AccountRecord | undefined> {
-    return this.slices.account(accountId);
+  /** The account, its balance and held amounts summed over its slices as of one instant (slices.ts). */
+  getAccount(accountId: string, options: { deadline?: number } = {}): Promise<AccountRecord | undefined> {
+    return this.slices.account(accountId, options);
   }
 
   /** Accounts whose balance, summed over their slices, is below zero (a scan). */

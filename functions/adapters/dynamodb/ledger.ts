@@ -2,6 +2,7 @@
  * The ledger in DynamoDB: a charge settled in one transaction with its deduction (and its hold's
  * release), top-ups once per payment reference, and an account's entries.
  */
+import { randomUUID } from 'node:crypto';
 import {
   GetItemCommand,
   type TransactWriteItem,
@@ -79,10 +80,23 @@ export class Ledger extends StorePart {
   /**
    * Records the ledger entry and deducts its cost in ONE transaction, releasing the request's hold in
    * the same transaction. The entry must not exist yet, so a retried settlement of the same generation
-   * charges once; the ClientRequestToken makes a retry of a committed transaction (one whose answer was
-   * lost) idempotent too. A hold the sweeper already released is settled without it. Sent by the direct
-   * call (wire.ts), not the SDK client: a JSON reply waits for it, and through the client it took about
-   * 2 ms of CPU, more than a 20 ms period's quota at 160 MB.
+   * charges once. A hold the sweeper already released is settled without it. Sent by the direct call
+   * (wire.ts), not the SDK client: a JSON reply waits for it, and through the client it took about 2 ms
+   * of CPU, more than a 20 ms period's quota at 160 MB.
+   *
+   * 'settled' means this call's own transaction wrote the entry, which is what the sweeper and the
+   * logged-usage function count as billed. Its ClientRequestToken is why that holds: DynamoDB answers a
+   * TransactWriteItems repeated with the same token within ten minutes of its commit as a success
+   * without applying it again (and with IdempotentParameterMismatch when the token comes with another
+   * payload). A token derived from the generation alone would be shared by every writer of it (the
+   * function, the sweeper, the logged-usage function, `admin bill-logged`, a retried invocation): the
+   * second to arrive would be told it succeeded, for the first one's write, and both would count the
+   * generation billed. So the token is drawn once per call: only this call's own resends (after a lost
+   * answer, a conflict, or the direct call's resend on a dead socket) share it, and a commit whose answer
+   * was lost still answers 'settled' to the call that made it. Any other call is a new transaction to
+   * DynamoDB, whose ledger condition fails: 'already-settled'. (Reading the entry back after a success
+   * would not tell the writers apart: each writes the same entry, from the same usage record, and it
+   * would cost the request path a read.)
    */
   async settleCharge(
     entry: ChargeEntry,
@@ -90,10 +104,11 @@ export class Ledger extends StorePart {
   ): Promise<SettleOutcome> {
     const deadline = options.deadline ?? Number.POSITIVE_INFINITY;
     const contention = options.contention ?? { conflicts: 0, retries: 0 };
+    const call = randomUUID();
     let hold = options.hold;
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.wire.call('TransactWriteItems', this.settleInput(entry, hold), { deadline });
+        await this.wire.call('TransactWriteItems', this.settleInput(entry, hold, call), { deadline });
         return 'settled';
       } catch (error) {
         const reasons = cancellationReasons(error);
@@ -126,7 +141,11 @@ export class Ledger extends StorePart {
    * would be one more item every request of a busy key meets on). Its cost is the attribute's bytes
    * on the slice item (items.ts).
    */
-  private settleInput(entry: ChargeEntry, hold: Hold | undefined): TransactWriteItemsCommandInput {
+  private settleInput(
+    entry: ChargeEntry,
+    hold: Hold | undefined,
+    call: string,
+  ): TransactWriteItemsCommandInput {
     const keyUsage = keyUsageAttribute(entry.keyId);
     const adds = ['creditBalance :delta'];
     if (hold) adds.push('heldNano :release');
@@ -164,11 +183,11 @@ export class Ledger extends StorePart {
         },
       });
     }
-    // The token names the exact payload: the settlement without the hold is a different request, and
-    // so is one with the key's total (a retry by this version of a settlement an earlier one sent).
+    // The token names this call (settleCharge) and the exact payload: the settlement without the hold,
+    // which the call sends once the sweeper released it, is a different request.
     const kind = `${hold ? 'settle-hold' : 'settle'}${keyUsage ? '+key' : ''}`;
     return {
-      ClientRequestToken: requestToken(kind, entry.generationId),
+      ClientRequestToken: requestToken(kind, `${entry.generationId}:${call}`),
       TransactItems: items,
     };
   }

@@ -1,17 +1,26 @@
 /**
  * An account's balance slices in DynamoDB (core/store.ts, "slices"): reading them all (the account's
- * totals, or the richest slice when the one a request drew is dry), the status written to every one
- * of them at once, and an account split into more.
+ * totals as of one instant, or the richest slice when the one a request drew is dry), the status
+ * written to every one of them at once, and an account split into more.
  */
 import {
   type GetItemCommandOutput,
+  TransactGetItemsCommand,
   type TransactWriteItem,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import type { AccountStatus } from '../../core/access.js';
 import { AccountNotFoundError, type AccountRecord, MAX_SLICES } from '../../core/store.js';
 import { type Item, keyUsageAttribute, N, S, sliceKey, slicesOf, toAccount } from './items.js';
-import { cancellationReasons, MAX_ATTEMPTS, retried, retryWait, StorePart, sleep } from './store-db.js';
+import {
+  cancellationReasons,
+  isRetryableSettlementError,
+  MAX_ATTEMPTS,
+  retried,
+  retryWait,
+  StorePart,
+  sleep,
+} from './store-db.js';
 
 /** DynamoDB refused the whole call for throughput. */
 const isThrottling = (error: unknown): boolean =>
@@ -30,7 +39,10 @@ export class Slices extends StorePart {
     return out.Item;
   }
 
-  /** Slices `from` to `to - 1`, read strongly consistently in one BatchGetItem each 100; index = slice. */
+  /**
+   * Slices `from` to `to - 1`, read strongly consistently in one BatchGetItem each 100; index = slice.
+   * Each item as of its own read, not all as of one instant: a total is read by `snapshot`.
+   */
   async read(accountId: string, from: number, to: number): Promise<(Item | undefined)[]> {
     return this.readSome(accountId, from, to, { attempts: 5, consistent: true });
   }
@@ -80,15 +92,64 @@ export class Slices extends StorePart {
     return Array.from({ length: to - from }, (_, i) => found.get(sliceKey(accountId, from + i)));
   }
 
-  /** The account's record: its status, and its balance and held amounts summed over its slices. */
-  async account(accountId: string): Promise<AccountRecord | undefined> {
+  /**
+   * Every slice of the account as of one instant (index = slice; undefined if the account is not
+   * there), for a total: what a transfer between two slices moves must be seen on both or on neither.
+   * BatchGetItem does not give that: DynamoDB reads each of its items on its own (read-committed
+   * against a transaction, "Isolation levels for DynamoDB transactions"), so a transfer that commits
+   * between two of them is seen half, its amount counted twice or not at all. TransactGetItems is
+   * serializable against TransactWriteItems: all of a transaction's writes or none of them. An unsplit
+   * account is its item alone, one strongly consistent GetItem. Otherwise one TransactGetItems of the
+   * account item and every slice (MAX_SLICES, 62, is within its 100 items), through the SDK client (not
+   * the request path's). DynamoDB cancels it (`TransactionConflict`) while a write is in flight on any
+   * of the items, which on a busy account is often: sent again with the settlements' jittered backoff,
+   * until `deadline` or MAX_ATTEMPTS. A split that committed meanwhile (the account item's count is
+   * read in the same snapshot) makes it read the new slices too.
+   */
+  async snapshot(accountId: string, options: { deadline?: number } = {}): Promise<Item[] | undefined> {
+    const deadline = options.deadline ?? Number.POSITIVE_INFINITY;
     const head = await this.head(accountId);
     if (!head) return undefined;
+    let slices = slicesOf(head);
+    if (slices === 1) return [head];
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const out = await this.client.send(
+          new TransactGetItemsCommand({
+            TransactItems: Array.from({ length: slices }, (_, slice) => ({
+              Get: { TableName: this.tables.accounts, Key: { accountId: S(sliceKey(accountId, slice)) } },
+            })),
+          }),
+          Number.isFinite(deadline)
+            ? { abortSignal: AbortSignal.timeout(Math.max(1, deadline - Date.now())) }
+            : {},
+        );
+        const items = Array.from({ length: slices }, (_, slice) => out.Responses?.[slice]?.Item);
+        const [read] = items;
+        if (!read) return undefined;
+        if (slicesOf(read) === slices) return items.map((item) => item ?? {});
+        slices = slicesOf(read);
+      } catch (error) {
+        if (!isRetryableSettlementError(error) || attempt >= MAX_ATTEMPTS) throw error;
+        const wait = retryWait(attempt);
+        if (Date.now() + wait >= deadline) throw error;
+        await sleep(wait);
+      }
+    }
+  }
+
+  /**
+   * The account's record: its status, and its balance and held amounts summed over its slices, as of
+   * one instant (snapshot).
+   */
+  async account(accountId: string, options: { deadline?: number } = {}): Promise<AccountRecord | undefined> {
+    const items = await this.snapshot(accountId, options);
+    const [head, ...others] = items ?? [];
+    if (!head) return undefined;
     const record = toAccount(head);
-    if (record.slices === 1) return record;
-    for (const item of await this.read(accountId, 1, record.slices)) {
-      record.balanceNano += BigInt(item?.creditBalance?.N ?? '0');
-      record.heldNano += BigInt(item?.heldNano?.N ?? '0');
+    for (const item of others) {
+      record.balanceNano += BigInt(item.creditBalance?.N ?? '0');
+      record.heldNano += BigInt(item.heldNano?.N ?? '0');
     }
     return record;
   }
@@ -96,7 +157,11 @@ export class Slices extends StorePart {
   /**
    * What the key has spent: its running total (`usage_<keyId>`, items.ts) summed over the account's
    * slices. The account item says how many there are; the others are one strongly consistent
-   * BatchGetItem. 0 for a key id that is not one, or an account that is gone.
+   * BatchGetItem. Not a snapshot, and it need not be one: no transaction writes the total on two
+   * slices (a settlement adds to its own slice's, a transfer moves no usage), so no item read on its
+   * own can see a transaction half, and the sum lies between what the key had spent when the read
+   * began and when it ended. A snapshot would be cancelled while any slice is in a settlement, which
+   * on a split account is most of the time. 0 for a key id that is not one, or an account that is gone.
    */
   async keyUsage(accountId: string, keyId: string): Promise<bigint> {
     const attribute = keyUsageAttribute(keyId);

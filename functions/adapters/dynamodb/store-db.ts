@@ -140,7 +140,10 @@ export async function retried<T>(
 export const cancelledForContention = (error: unknown): boolean =>
   cancellationReasons(error) !== undefined && isRetryableSettlementError(error);
 
-/** A ClientRequestToken (at most 36 characters) naming one kind of write for one generation. */
+/**
+ * A ClientRequestToken (at most 36 characters) naming one kind of write of one thing: a generation's
+ * hold, one call's settlement of a generation (ledger.ts).
+ */
 export function requestToken(kind: string, id: string): string {
   return hash('sha256', `${kind}:${id}`, 'base64url').slice(0, 36);
 }

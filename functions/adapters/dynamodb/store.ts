@@ -52,8 +52,8 @@ export class DynamoStore implements Store {
   loadPrincipal(keyHash: string): Promise<Principal | undefined> {
     return this.accounts.loadPrincipal(keyHash);
   }
-  getAccount(accountId: string): Promise<AccountRecord | undefined> {
-    return this.accounts.getAccount(accountId);
+  getAccount(accountId: string, options: { deadline?: number } = {}): Promise<AccountRecord | undefined> {
+    return this.accounts.getAccount(accountId, options);
   }
   listAccountIds(): Promise<string[]> {
     return this.accounts.listAccountIds();
