@@ -26,6 +26,9 @@ const number = (name: string) => {
 new ApiStack(app, `HostedModelApi-${stage}`, {
   stage,
   ...(reserved ? { reservedConcurrency: Number(reserved) } : {}),
+  // The overdraft bound's concurrency without a reservation, and the sweeper's reservation of 1 (docs/deploy.md).
+  ...number('maxConcurrency'),
+  ...(context('reserveSweeper') ? { reserveSweeper: context('reserveSweeper') !== 'false' } : {}),
   ...(tiersConfig ? { tiersConfig } : {}),
   ...(context('topUpUrl') ? { topUpUrl: context('topUpUrl') as string } : {}),
   ...(context('alarmEmail') ? { alarmEmail: context('alarmEmail') as string } : {}),

@@ -26,8 +26,8 @@ export interface CompletionsConfig {
    */
   jsonReplyTimeoutMs: number;
   /**
-   * How many completions can run at once (the function's reserved concurrency, set by the stack;
-   * AWS's default account limit otherwise): an account whose available credit covers this many of a
+   * How many completions can run at once (set by the stack: the function's reserved concurrency, or
+   * the account's concurrency limit where nothing is reserved; AWS's default account limit otherwise): an account whose available credit covers this many of a
    * request's worst case is served without a hold.
    */
   maxConcurrency: number;

@@ -1,4 +1,5 @@
 import { Duration, Stack } from 'aws-cdk-lib';
+import type { IBackupVault } from 'aws-cdk-lib/aws-backup';
 import { CfnBudget } from 'aws-cdk-lib/aws-budgets';
 import {
   Alarm,
@@ -12,8 +13,11 @@ import {
 } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
+import { Rule } from 'aws-cdk-lib/aws-events';
+import { SnsTopic } from 'aws-cdk-lib/aws-events-targets';
 import { PolicyStatement, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
+import type { ILogGroup } from 'aws-cdk-lib/aws-logs';
 import { type ITopic, Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
@@ -70,6 +74,8 @@ export interface AlarmsProps {
   monthlyBudgetUsd?: number;
   /** The completions function's reserved concurrency: an alarm at 80% of it. */
   reservedConcurrency?: number;
+  /** The overdraft bound's concurrency when nothing is reserved (MAX_CONCURRENCY): an alarm at 80% of it. */
+  maxConcurrency?: number;
   completions: IFunction;
   models: IFunction;
   sweeper: IFunction;
@@ -77,13 +83,19 @@ export interface AlarmsProps {
   sweeperFailures: IQueue;
   /** Where the logged-usage function's failed deliveries land (after Lambda's retries). */
   loggedUsageFailures: IQueue;
+  /** The logged-usage function, and the log group whose subscription filter delivers it the usage lines. */
+  loggedUsage: IFunction;
+  usageLines: ILogGroup;
+  /** The vault of the tables' daily backups (prod only): a backup job that fails notifies the topic. */
+  backupVault?: IBackupVault;
   tables: { keys: TableV2; accounts: TableV2; ledger: TableV2; holds: TableV2 };
 }
 
 /**
- * The alarms (docs/operations.md, alarm table), the budget and the dashboard. Each alarm reads a
- * metric AWS publishes with exactly the dimensions given (test/infra/alarm-metrics.test.ts checks
- * every one against AWS's documentation), or one the service emits itself.
+ * The alarms (docs/operations.md, alarm table), the budget, the dashboard, and in prod a rule that
+ * passes AWS Backup's failed jobs on to the alarm topic. Each alarm reads a metric AWS publishes with
+ * exactly the dimensions given (test/infra/alarm-metrics.test.ts checks every one against AWS's
+ * documentation), or one the service emits itself.
  */
 export class Alarms extends Construct {
   readonly topic: ITopic;
@@ -98,6 +110,26 @@ export class Alarms extends Construct {
       : new Topic(stack, 'Alarms', { enforceSSL: true });
     if (props.alarmEmail && !props.alarmTopicArn)
       topic.addSubscription(new EmailSubscription(props.alarmEmail));
+    if (topic instanceof Topic) {
+      // enforceSSL makes CDK write the topic's policy (AWS::SNS::TopicPolicy), which replaces SNS's
+      // default one: a service publishes only with a statement of its own. CloudWatch, for the alarms'
+      // actions, scoped to this account's alarms in this region (Amazon SNS developer guide, "Amazon SNS
+      // access control case examples"; without it every alarm's notification is refused).
+      topic.addToResourcePolicy(
+        new PolicyStatement({
+          sid: 'CloudWatchAlarmsPublish',
+          principals: [new ServicePrincipal('cloudwatch.amazonaws.com')],
+          actions: ['SNS:Publish'],
+          resources: [topic.topicArn],
+          conditions: {
+            StringEquals: { 'aws:SourceAccount': stack.account },
+            ArnLike: {
+              'aws:SourceArn': `arn:${stack.partition}:cloudwatch:${stack.region}:${stack.account}:alarm:*`,
+            },
+          },
+        }),
+      );
+    }
     this.topic = topic;
     const action = new SnsAction(topic);
     const alarm = (alarmId: string, metric: IMetric, threshold: number, description: string) => {
@@ -174,6 +206,42 @@ export class Alarms extends Construct {
       1,
       "A batch of usage lines failed after Lambda's retries (in the logged-usage dead-letter queue): bill its lines with admin bill-logged",
     );
+    // CloudWatch Logs' delivery of the usage lines to the logged-usage function (the subscription filter):
+    // AWS/Logs publishes DeliveryErrors and DeliveryThrottling with LogGroupName among their dimensions
+    // (CloudWatch Logs user guide, "Monitoring with CloudWatch metrics"); the completions log group has
+    // this one subscription filter, so the log group's count is the filter's.
+    for (const [metricName, what] of [
+      ['DeliveryErrors', 'received an error from'],
+      ['DeliveryThrottling', 'was throttled by'],
+    ] as const) {
+      alarm(
+        `UsageLines${metricName}`,
+        new Metric({
+          namespace: 'AWS/Logs',
+          metricName,
+          dimensionsMap: { LogGroupName: props.usageLines.logGroupName },
+          statistic: 'Sum',
+          period: Duration.minutes(5),
+        }),
+        1,
+        `CloudWatch Logs ${what} the logged-usage function delivering usage lines: those generations are billed only by admin bill-logged`,
+      );
+    }
+    // The logged-usage function's asynchronous queue: an event dropped (too old, or out of retries) goes to
+    // its dead-letter queue, and DeadLetterErrors counts those the queue refused: lost events
+    // (Lambda developer guide, "Types of metrics for Lambda functions"; AWS/Lambda by FunctionName).
+    alarm(
+      'LoggedUsageEventsDropped',
+      props.loggedUsage.metric('AsyncEventsDropped', { period: Duration.minutes(5), statistic: 'Sum' }),
+      1,
+      "Lambda dropped a batch of usage lines without running the logged-usage function (too old, out of retries, or the function's concurrency at 0): it is in the LoggedUsageFailures queue unless LoggedUsageDeadLetterErrors fired too",
+    );
+    alarm(
+      'LoggedUsageDeadLetterErrors',
+      props.loggedUsage.metric('DeadLetterErrors', { period: Duration.minutes(5), statistic: 'Sum' }),
+      1,
+      'A failed batch of usage lines could not be sent to the LoggedUsageFailures queue: it is lost; bill its lines from the completions log with admin bill-logged',
+    );
     alarm(
       'LoggedGenerationsBilled',
       serviceMetric('LoggedGenerationsBilled', 'Sum', Duration.minutes(5)),
@@ -191,6 +259,14 @@ export class Alarms extends Construct {
       serviceMetric('ExpiredHoldsReleased', 'Sum', Duration.minutes(5)),
       1,
       'A hold expired and was released: its request was never billed (its log line names the generation)',
+    );
+    // As the completions function emits it (EMF, like BillingFailures): a held request's usage record
+    // could not be written onto its hold, so only the log line keeps it if the function dies.
+    alarm(
+      'UsageRecordFailures',
+      serviceMetric('UsageRecordFailures', 'Sum', minute),
+      1,
+      'A held request\'s usage record could not be written onto its hold: should its function die before settling, only its completions log line ("generation usage") bills it',
     );
     alarm(
       'UsageOutOfBounds',
@@ -328,14 +404,40 @@ export class Alarms extends Construct {
         ],
       });
     }
-    if (props.reservedConcurrency !== undefined) {
-      // Near the ceiling, requests start to throttle (429 from Lambda): raise it, or find who floods.
+    // The completions ceiling: its reservation (near it, requests throttle with Lambda's 429), or, with
+    // nothing reserved, the concurrency the overdraft bound counts on (MAX_CONCURRENCY: above it, the
+    // bound no longer holds). Raise it, or find who floods.
+    const ceiling = props.reservedConcurrency ?? props.maxConcurrency;
+    if (ceiling !== undefined) {
       alarm(
         'CompletionsConcurrencyNearLimit',
         completions.metric('ConcurrentExecutions', { period: minute, statistic: 'Maximum' }),
-        Math.ceil(props.reservedConcurrency * 0.8),
-        `Completions at 80% of its reserved concurrency (${props.reservedConcurrency})`,
+        Math.ceil(ceiling * 0.8),
+        props.reservedConcurrency !== undefined
+          ? `Completions at 80% of its reserved concurrency (${ceiling})`
+          : `Completions at 80% of maxConcurrency (${ceiling}), the concurrency the overdraft bound counts on`,
       );
+    }
+    if (props.backupVault) {
+      // AWS Backup's own account of a job: it sends "Backup Job State Change" events to EventBridge (AWS
+      // Backup developer guide, "Monitoring AWS Backup events using Amazon EventBridge": "you can receive
+      // an alarm when a backup job fails"). A rule on this vault's jobs that end FAILED, ABORTED or
+      // EXPIRED sends the event itself to the topic, with an execution role of its own (an SNS target takes
+      // one: EventBridge user guide, "Using resource-based policies for Amazon EventBridge"), so an existing
+      // topic (alarmTopicArn) needs no statement for EventBridge. Chosen over a CloudWatch alarm on
+      // AWS/Backup's NumberOfBackupJobsFailed, whose dimension sets that guide does not spell out.
+      new Rule(stack, 'BackupJobFailed', {
+        description: 'A backup job of the tables failed, was aborted or expired',
+        eventPattern: {
+          source: ['aws.backup'],
+          detailType: ['Backup Job State Change'],
+          detail: {
+            state: ['FAILED', 'ABORTED', 'EXPIRED'],
+            backupVaultName: [props.backupVault.backupVaultName],
+          },
+        },
+        targets: [new SnsTopic(topic, { authorizeUsingRole: true })],
+      });
     }
   }
 

@@ -55,13 +55,24 @@ export type Stage = 'sandbox' | 'prod';
 /** The status codes whose responses CloudFront caches (its error caching minimum TTL applies to these). */
 const CLOUDFRONT_CACHEABLE_ERRORS = [400, 403, 404, 405, 414, 416, 500, 501, 502, 503, 504] as const;
 
-/** AWS's default concurrent-execution limit of an account: the fast path's bound without reservedConcurrency. */
+/** AWS's default concurrent-execution limit of an account: the fast path's bound in a sandbox given neither value below. */
 const ACCOUNT_CONCURRENCY_DEFAULT = 1_000;
+
+/** What a prod synth without the overdraft bound's concurrency says: both ways to give it, and how to check the quota. */
+export const CONCURRENCY_REQUIRED =
+  "the prod stage needs the concurrency the overdraft bound counts on: -c maxConcurrency=<n> (nothing reserved; n at least the account's concurrency limit) or -c reservedConcurrency=<n> (reserves n for completions: its ceiling, and the bound's concurrency). Check the account's quota first: aws lambda get-account-settings --query AccountLimit, where ConcurrentExecutions is the limit and a reservation must leave UnreservedConcurrentExecutions at Lambda's minimum (100) or more";
 
 export interface ApiStackProps extends StackProps {
   stage: Stage;
-  /** Ceiling on concurrent completions, and so on in-flight spend (README "Billing: holds and the overdraft bound"). */
+  /**
+   * Concurrency reserved for completions: its ceiling, and so on in-flight spend, and the overdraft
+   * bound's concurrency (README "Billing: holds and the overdraft bound"). Prod needs it or maxConcurrency.
+   */
   reservedConcurrency?: number;
+  /** The overdraft bound's concurrency without a reservation (MAX_CONCURRENCY): at least the account's limit. */
+  maxConcurrency?: number;
+  /** Reserve one concurrent execution for the hold sweeper (default: none reserved). */
+  reserveSweeper?: boolean;
   /** Completions function timeout in seconds (default FUNCTION_SETTINGS.completions). */
   completionsTimeoutSeconds?: number;
   /** Tier routing (TIERS_CONFIG JSON); required in prod, where there is no simulator. */
@@ -86,7 +97,7 @@ export interface ApiStackProps extends StackProps {
   waf?: boolean;
   /** Use this CLOUDFRONT-scope web ACL (created in us-east-1) instead of creating one. */
   webAclArn?: string;
-  /** WAF's per-IP limit: requests per 5 minutes before an address is answered 429. */
+  /** WAF's per-IP limit on requests without an `Authorization` header: requests per 5 minutes before an address is answered 429. */
   wafRateLimit?: number;
 }
 
@@ -106,11 +117,23 @@ export class ApiStack extends Stack {
       );
     }
     // The overdraft bound (billing/holds.ts) counts on knowing how many completions can run at once: the
-    // reserved concurrency is that number, and the function's MAX_CONCURRENCY is derived from it.
-    if (!sandbox && props.reservedConcurrency === undefined) {
+    // function's MAX_CONCURRENCY. Either a reservation, which is that number and enforces it, or, where
+    // the account cannot spare one, maxConcurrency alone: no more can run at once than the account's
+    // concurrency limit. A reservation may not bring the account's unreserved concurrency below Lambda's
+    // minimum (AWS Lambda developer guide, "Configuring reserved concurrency for a function"), and a new
+    // account's limit can be far below the default 1,000 ("Lambda quotas"): there, reserving fails the deploy.
+    for (const name of ['reservedConcurrency', 'maxConcurrency'] as const) {
+      const value = props[name];
+      if (value !== undefined && !(Number.isInteger(value) && value >= 1))
+        throw new Error(`${name} must be a whole number from 1, got ${value}`);
+    }
+    if (props.reservedConcurrency !== undefined && props.maxConcurrency !== undefined) {
       throw new Error(
-        'the prod stage needs -c reservedConcurrency=<n>: the overdraft bound relies on how many completions can run at once',
+        'give -c reservedConcurrency=<n> or -c maxConcurrency=<n>, not both: a reservation is itself the concurrency the overdraft bound counts on',
       );
+    }
+    if (!sandbox && props.reservedConcurrency === undefined && props.maxConcurrency === undefined) {
+      throw new Error(CONCURRENCY_REQUIRED);
     }
     if (!sandbox && !props.alarmEmail && !props.alarmTopicArn) {
       throw new Error(
@@ -190,9 +213,11 @@ export class ApiStack extends Stack {
         ...upstreamEnv,
         UPSTREAM_SECRET_ARN: upstreamSecret.secretArn,
         KEEPALIVE_INTERVAL_MS: '10000',
-        // The fast path's bound (billing/holds.ts): how many completions can run at once.
-        // One value: the reserved concurrency (required in prod); the account's default in the sandbox.
-        MAX_CONCURRENCY: String(props.reservedConcurrency ?? ACCOUNT_CONCURRENCY_DEFAULT),
+        // The fast path's bound (billing/holds.ts): how many completions can run at once. The reserved
+        // concurrency, or maxConcurrency (prod needs one); the account's default in a sandbox given neither.
+        MAX_CONCURRENCY: String(
+          props.reservedConcurrency ?? props.maxConcurrency ?? ACCOUNT_CONCURRENCY_DEFAULT,
+        ),
         ...(props.topUpUrl ? { TOP_UP_URL: props.topUpUrl } : {}),
       },
     });
@@ -230,15 +255,23 @@ export class ApiStack extends Stack {
     });
     completions.fn.addToRolePolicy(readAuth);
     completions.fn.addToRolePolicy(readOriginSecret);
+    // IAM authorizes each item of a transaction by its own action, never the transaction's ("Using IAM
+    // with DynamoDB transactions"): the settlement puts its ledger entry, updates the slice and deletes
+    // a hold; a deferral checks the ledger (ConditionCheckItem) and updates the hold, or puts one; a
+    // held request's usage record is an UpdateItem on its hold. The local IAM layer holds every call of
+    // the suites to this policy (lib/local/iam.ts).
     completions.fn.addToRolePolicy(
-      new PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [tables.ledger.tableArn] }),
+      new PolicyStatement({
+        actions: ['dynamodb:PutItem', 'dynamodb:ConditionCheckItem'],
+        resources: [tables.ledger.tableArn],
+      }),
     );
     completions.fn.addToRolePolicy(
       new PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [tables.accounts.tableArn] }),
     );
     completions.fn.addToRolePolicy(
       new PolicyStatement({
-        actions: ['dynamodb:PutItem', 'dynamodb:DeleteItem'],
+        actions: ['dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'],
         resources: [tables.holds.tableArn],
       }),
     );
@@ -262,7 +295,13 @@ export class ApiStack extends Stack {
 
     // The hold sweeper: releases holds whose request died before settling, on a schedule.
     // Its scheduled (asynchronous) invocations that still fail after Lambda's retries land here, with
-    // an alarm; one sweep at a time (reserved concurrency 1): a slow sweep never overlaps the next.
+    // an alarm. It reserves one concurrent execution only with reserveSweeper (one sweep at a time, and
+    // one always free for it): a reservation fails the deploy where the account's unreserved concurrency
+    // would drop below Lambda's minimum. Without it a sweep waits for the account's unreserved
+    // concurrency like any function (a sweep throttled too long shows as SweeperStopped), and two slow
+    // sweeps may overlap, which is safe: each write of a sweep is a transaction conditioned on the hold
+    // item still being there or the generation's ledger entry not yet being there, so a hold is released
+    // or billed once (functions/sweeper/sweep.ts).
     const sweeperFailures = new Queue(this, 'HoldSweeperFailures', {
       encryption: QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
@@ -273,12 +312,17 @@ export class ApiStack extends Stack {
       entry: 'functions/sweeper/handler.ts',
       memorySize: FUNCTION_SETTINGS.sweeper.memoryMb,
       timeout: Duration.seconds(FUNCTION_SETTINGS.sweeper.timeoutSeconds),
-      reservedConcurrentExecutions: 1,
+      ...(props.reserveSweeper ? { reservedConcurrentExecutions: 1 } : {}),
       deadLetterQueue: sweeperFailures,
       logRetention,
       removalPolicy,
       environment: tableEnv,
     });
+    // A throttled scheduled invocation waits in Lambda's own asynchronous queue, up to 6 hours by
+    // default ("How Lambda handles errors and retries with asynchronous invocation"): a sweep that old
+    // is worth nothing (the next one is a minute away), so events older than two minutes are dropped
+    // into the dead-letter queue above (alarmed) instead of piling up behind a throttle.
+    sweeper.fn.configureAsyncInvoke({ maxEventAge: Duration.minutes(2) });
     sweeper.fn.addToRolePolicy(
       new PolicyStatement({
         actions: ['dynamodb:Scan', 'dynamodb:DeleteItem'],
@@ -297,10 +341,20 @@ export class ApiStack extends Stack {
     sweeper.fn.addToRolePolicy(
       new PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [tables.ledger.tableArn] }),
     );
+    // EventBridge's delivery of each scheduled event: no retry, and no event older than two minutes (the
+    // hold sweep, every minute) or than one interval (the balance check), instead of its default of 24
+    // hours (Amazon EventBridge user guide, "How EventBridge retries delivering events"). Once delivered,
+    // the event is in Lambda's asynchronous queue, whose maximum age (6 hours by default) is the
+    // function's setting, not the rule's.
     new Rule(this, 'HoldSweep', {
       description: 'Release expired holds',
       schedule: Schedule.rate(Duration.minutes(SWEEP_INTERVAL_MINUTES)),
-      targets: [new LambdaFunction(sweeper.fn, { retryAttempts: 0 })],
+      targets: [
+        new LambdaFunction(sweeper.fn, {
+          retryAttempts: 0,
+          maxEventAge: Duration.minutes(Math.max(2, SWEEP_INTERVAL_MINUTES)),
+        }),
+      ],
     });
     new Rule(this, 'BalanceCheck', {
       description: 'Count the accounts below zero (a money invariant)',
@@ -308,6 +362,7 @@ export class ApiStack extends Stack {
       targets: [
         new LambdaFunction(sweeper.fn, {
           retryAttempts: 0,
+          maxEventAge: Duration.minutes(BALANCE_CHECK_INTERVAL_MINUTES),
           event: RuleTargetInput.fromObject({ check: 'balances' }),
         }),
       ],
@@ -475,6 +530,12 @@ export class ApiStack extends Stack {
       sweeper: sweeper.fn,
       sweeperFailures,
       loggedUsageFailures,
+      loggedUsage: loggedUsage.fn,
+      usageLines: completions.logGroup,
+      // The prod backups (TableBackups, above): a failed job of their vault notifies the alarm topic.
+      ...(this.node.tryFindChild('Backups') instanceof TableBackups
+        ? { backupVault: (this.node.tryFindChild('Backups') as TableBackups).vault }
+        : {}),
       tables,
     });
 

@@ -1,4 +1,4 @@
-import { RemovalPolicy } from 'aws-cdk-lib';
+import { type CfnElement, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import { BackupPlan, BackupResource, BackupVault } from 'aws-cdk-lib/aws-backup';
 import type { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
 import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
@@ -7,11 +7,15 @@ import { Construct } from 'constructs';
 /**
  * Daily AWS Backup recovery points of the tables that hold money (accounts, ledger), kept 35 days in
  * a retained vault, beside the tables' own point-in-time recovery (35 days, to the second). The
- * restore runbook is in docs/deploy.md ("Restoring a table"). AWS Backup assumes a role of its own with
- * only what a DynamoDB backup needs, not AWS's managed service-role policy (which reaches every table
- * and every service it backs up): DescribeTable and CreateBackup as that policy grants them, and
- * StartAwsBackupJob and ListTagsOfResource for DynamoDB's advanced backups
- * (https://docs.aws.amazon.com/aws-backup/latest/devguide/advanced-ddb-backup.html).
+ * restore runbook is in docs/deploy.md ("Restoring a table"). AWS Backup assumes a role of its own, not
+ * AWS's managed service-role policy AWSBackupServiceRolePolicyForBackup (which reaches every table and
+ * every service it backs up), with that policy's DynamoDB statements narrowed to these tables:
+ * DescribeTable, CreateBackup, StartAwsBackupJob and ListTagsOfResource on each table (the last two for
+ * DynamoDB's advanced backups, https://docs.aws.amazon.com/aws-backup/latest/devguide/advanced-ddb-backup.html),
+ * DescribeBackup and DeleteBackup on the table's backups (`table/<name>/backup/*`, where a DynamoDB
+ * backup lives), and its vault statement (DescribeBackupVault, CopyIntoBackupVault) on this vault. Not
+ * its KMS statements: the tables are encrypted with the AWS managed key (service-tables.ts), whose key
+ * policy lets the account's principals use it through DynamoDB.
  */
 export class TableBackups extends Construct {
   readonly vault: BackupVault;
@@ -36,6 +40,23 @@ export class TableBackups extends Construct {
         ],
         resources: tableArns,
       }),
+    );
+    // A backup's ARN is its table's followed by /backup/<id> (the managed policy's `table/*/backup/*`).
+    role.addToPolicy(
+      new PolicyStatement({
+        actions: ['dynamodb:DescribeBackup', 'dynamodb:DeleteBackup'],
+        resources: tableArns.map((arn) => `${arn}/backup/*`),
+      }),
+    );
+    // The id at the end of a backup's ARN is DynamoDB's: `<table ARN>/backup/*` is the narrowest resource
+    // that names one table's backups. Acknowledged for exactly those resources, or cdk-nag stops the deploy.
+    const stack = Stack.of(this);
+    Validations.of(this).acknowledge(
+      ...props.tables.map((table) => ({
+        id: `AwsSolutions::AwsSolutions-IAM5[Resource::<${stack.resolve(stack.getLogicalId(table.node.defaultChild as CfnElement))}.Arn>/backup/*]`,
+        reason:
+          "DescribeBackup and DeleteBackup on one table's backups: a backup's ARN ends in an id DynamoDB assigns, so the table's ARN followed by /backup/* is the narrowest resource that names them.",
+      })),
     );
     role.addToPolicy(
       new PolicyStatement({

@@ -6,7 +6,7 @@ import {
   type StackProps,
   Validations,
 } from 'aws-cdk-lib';
-import { OpenIdConnectProvider, PolicyStatement, Role, WebIdentityPrincipal } from 'aws-cdk-lib/aws-iam';
+import { OidcProviderNative, PolicyStatement, Role, WebIdentityPrincipal } from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
 import { TABLES } from '../tables.js';
 import { fixedTableName } from './service-tables.js';
@@ -19,9 +19,12 @@ const SANDBOX_STACK_NAME = 'HostedModelApi-sandbox';
  * (test/infra/ci-role-actions.test.ts derives them from the suite and checks this list).
  */
 export const SANDBOX_SUITE_DYNAMODB_ACTIONS = [
+  // A transaction needs the action of each of its items (Put, Update, Delete, ConditionCheck), never
+  // one of its own ("Using IAM with DynamoDB transactions").
+  'dynamodb:ConditionCheckItem',
   'dynamodb:GetItem',
+  'dynamodb:PutItem',
   'dynamodb:Query',
-  'dynamodb:TransactWriteItems',
   'dynamodb:UpdateItem',
 ] as const;
 
@@ -44,16 +47,20 @@ export class CiBootstrapStack extends Stack {
     if (!/^[\w.-]+\/[\w.-]+$/.test(props.repository))
       throw new Error(`githubRepository must be owner/name, got ${JSON.stringify(props.repository)}`);
     const issuer = 'token.actions.githubusercontent.com';
+    // A native AWS::IAM::OIDCProvider, not CDK's OpenIdConnectProvider (a custom resource whose Lambda
+    // may call iam:*OpenIDConnectProvider on any provider). No thumbprint: IAM then retrieves the top
+    // intermediate CA's thumbprint of the provider's certificate itself (IAM API reference,
+    // CreateOpenIDConnectProvider), and verifies GitHub's through its own library of trusted CAs.
     const provider = props.oidcProviderArn
-      ? OpenIdConnectProvider.fromOpenIdConnectProviderArn(this, 'GitHub', props.oidcProviderArn)
-      : new OpenIdConnectProvider(this, 'GitHub', {
+      ? OidcProviderNative.fromOidcProviderArn(this, 'GitHub', props.oidcProviderArn)
+      : new OidcProviderNative(this, 'GitHub', {
           url: `https://${issuer}`,
           clientIds: ['sts.amazonaws.com'],
         });
     const role = new Role(this, 'SandboxDeploy', {
       description: `Deploys and tears down the sandbox from ${props.repository}'s main branch`,
       maxSessionDuration: Duration.hours(1),
-      assumedBy: new WebIdentityPrincipal(provider.openIdConnectProviderArn, {
+      assumedBy: new WebIdentityPrincipal(provider.oidcProviderArn, {
         StringEquals: {
           [`${issuer}:aud`]: 'sts.amazonaws.com',
           [`${issuer}:sub`]: `repo:${props.repository}:ref:refs/heads/main`,

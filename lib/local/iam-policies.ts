@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { TABLES } from '../tables.js';
 
 /** Who calls DynamoDB locally, each with a role of its own in AWS. */
-export const PRINCIPALS = ['completions', 'models', 'sweeper', 'loggedUsage', 'ciSuite'] as const;
+const PRINCIPALS = ['completions', 'models', 'sweeper', 'loggedUsage', 'ciSuite'] as const;
 export type Principal = (typeof PRINCIPALS)[number];
 type TableId = keyof typeof TABLES;
 
@@ -26,7 +26,7 @@ export interface ResolvedStatement {
   resources: string[];
 }
 
-export interface PrincipalPolicy {
+interface PrincipalPolicy {
   /** The role's logical id in its template (the role name AWS would report). */
   role: string;
   statements: ResolvedStatement[];
@@ -42,8 +42,8 @@ export interface PolicySet {
 }
 
 /** The account id and region local ARNs are written with. */
-export const LOCAL_ACCOUNT = '000000000000';
-export const LOCAL_REGION = 'local';
+const LOCAL_ACCOUNT = '000000000000';
+const LOCAL_REGION = 'local';
 
 /** The construct ids of each principal's function (ApiStack) or role (CiBootstrapStack). */
 const FUNCTION_IDS: Record<Exclude<Principal, 'ciSuite'>, string> = {
@@ -111,7 +111,7 @@ export function localPolicies(): Promise<PolicySet> {
 type Template = { Resources: Record<string, { Type: string; Properties?: Record<string, unknown> }> };
 
 /** Synthesizes both stacks (no bundling) and reads each principal's statements from the templates. */
-export async function synthesizePolicies(): Promise<PolicySet> {
+async function synthesizePolicies(): Promise<PolicySet> {
   // Loaded only here: aws-cdk-lib is large, and only a synthesis needs it.
   const { App, Stack } = await import('aws-cdk-lib');
   const { ApiStack } = await import('../infra/api-stack.js');

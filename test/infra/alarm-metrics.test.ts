@@ -13,13 +13,18 @@ import { type Resource, resources, type Synthesized, synthStages } from './synth
  * The metrics AWS publishes, by namespace, with each dimension set (sorted names) it publishes them
  * with. Sources:
  * - AWS/Lambda: https://docs.aws.amazon.com/lambda/latest/dg/monitoring-metrics-types.html (function
- *   metrics by FunctionName; ConcurrentExecutions also by FunctionName) and
+ *   metrics by FunctionName; ConcurrentExecutions also by FunctionName; the asynchronous invocation
+ *   metrics AsyncEventsDropped and DeadLetterErrors by FunctionName too) and
  *   https://docs.aws.amazon.com/lambda/latest/dg/urls-monitoring.html (Function URL metrics by FunctionName).
  * - AWS/DynamoDB: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/metrics-dimensions.html
  *   (Read/WriteThrottleEvents by TableName, and by TableName and GlobalSecondaryIndexName for an index;
  *   SystemErrors and ThrottledRequests by TableName and Operation only).
  * - AWS/SQS: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html
  *   (by QueueName).
+ * - AWS/Logs: https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/CloudWatch-Logs-Monitoring-CloudWatch-Metrics.html
+ *   (a subscription's DeliveryErrors and DeliveryThrottling: "Valid Dimensions: LogGroupName,
+ *   DestinationType, FilterName"; the page does not list the combinations, so both the log group alone
+ *   and the three together are taken here).
  * - AWS/CloudFront: https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/programming-cloudwatch-metrics.html
  *   (by DistributionId and Region, Region always "Global").
  * - AWS/WAFV2: https://docs.aws.amazon.com/waf/latest/developerguide/waf-metrics.html (a CloudFront web
@@ -33,6 +38,7 @@ const TABLE_OR_INDEX = [['TableName'], ['GlobalSecondaryIndexName', 'TableName']
 const PER_OPERATION = [['Operation', 'TableName']];
 const DISTRIBUTION = [['DistributionId', 'Region']];
 const WEB_ACL = [['Rule', 'WebACL']];
+const SUBSCRIPTION = [['LogGroupName'], ['DestinationType', 'FilterName', 'LogGroupName']];
 const PUBLISHED: Record<string, Record<string, string[][]>> = {
   'AWS/Lambda': {
     Errors: FUNCTION,
@@ -44,6 +50,8 @@ const PUBLISHED: Record<string, Record<string, string[][]>> = {
     Url4xxCount: FUNCTION,
     Url5xxCount: FUNCTION,
     UrlRequestLatency: FUNCTION,
+    AsyncEventsDropped: FUNCTION,
+    DeadLetterErrors: FUNCTION,
   },
   'AWS/DynamoDB': {
     ReadThrottleEvents: TABLE_OR_INDEX,
@@ -53,6 +61,7 @@ const PUBLISHED: Record<string, Record<string, string[][]>> = {
     SuccessfulRequestLatency: PER_OPERATION,
   },
   'AWS/SQS': { ApproximateNumberOfMessagesVisible: [['QueueName']], NumberOfMessagesSent: [['QueueName']] },
+  'AWS/Logs': { DeliveryErrors: SUBSCRIPTION, DeliveryThrottling: SUBSCRIPTION },
   'AWS/CloudFront': {
     Requests: DISTRIBUTION,
     '4xxErrorRate': DISTRIBUTION,
@@ -67,6 +76,7 @@ const DIMENSION_RESOURCE: Record<string, string> = {
   TableName: 'AWS::DynamoDB::GlobalTable',
   QueueName: 'AWS::SQS::Queue',
   DistributionId: 'AWS::CloudFront::Distribution',
+  LogGroupName: 'AWS::Logs::LogGroup',
 };
 
 interface Read {
@@ -108,6 +118,14 @@ function alarmMetrics(synth: Synthesized): Read[] {
   return reads;
 }
 
+/**
+ * The DynamoDB operation (the SystemErrors metric's Operation dimension) an IAM action is used by.
+ * ConditionCheckItem is no operation of its own: it is the permission a TransactWriteItems needs for a
+ * ConditionCheck item (DynamoDB developer guide, "Using IAM with DynamoDB transactions"), so its errors
+ * are TransactWriteItems'.
+ */
+const operationOf = (action: string) => (action === 'ConditionCheckItem' ? 'TransactWriteItems' : action);
+
 /** The logical id a dimension's value refers to ({Ref} or {Fn::GetAtt}). */
 function referenced(value: unknown): string | undefined {
   const v = value as { Ref?: string; 'Fn::GetAtt'?: [string, string] };
@@ -117,6 +135,7 @@ function referenced(value: unknown): string | undefined {
 /** Arguments for each metric-recording function of functions/shared/observability.ts. */
 const RECORD_ARGUMENTS: Record<string, unknown[]> = {
   recordBillingFailure: [{}, new Error('a test failure')],
+  recordUsageRecordFailure: ['gen-1-test', new Error('a test failure')],
   recordUsageOutOfBounds: [{}],
   recordExpiredHoldReleased: [],
   recordSweep: [],
@@ -273,7 +292,7 @@ describe.each(['sandbox', 'prod'] as const)('every alarm in %s', (stage) => {
           const table = referenced(resource);
           if (!table || all[table]?.Type !== 'AWS::DynamoDB::GlobalTable') continue;
           const set = granted.get(table) ?? new Set<string>();
-          for (const a of actions) set.add(a.slice('dynamodb:'.length));
+          for (const a of actions) set.add(operationOf(a.slice('dynamodb:'.length)));
           granted.set(table, set);
         }
       }

@@ -27,7 +27,45 @@ describe('the CI bootstrap stack', () => {
         ],
       },
     });
-    template.resourceCountIs('Custom::AWSCDKOpenIdConnectProvider', 1);
+  });
+
+  it("creates GitHub's OIDC provider as a native AWS::IAM::OIDCProvider, with no custom resource or Lambda to manage it", () => {
+    const providers = template.findResources('AWS::IAM::OIDCProvider');
+    expect(Object.values(providers)).toEqual([
+      expect.objectContaining({
+        Properties: {
+          Url: 'https://token.actions.githubusercontent.com',
+          ClientIdList: ['sts.amazonaws.com'],
+        },
+      }),
+    ]);
+    // The role trusts exactly that provider.
+    template.hasResourceProperties('AWS::IAM::Role', {
+      AssumeRolePolicyDocument: {
+        Statement: [Match.objectLike({ Principal: { Federated: { Ref: Object.keys(providers)[0] } } })],
+      },
+    });
+    const types = Object.values(template.toJSON().Resources as Record<string, { Type: string }>).map(
+      (r) => r.Type,
+    );
+    expect(types.filter((type) => type.startsWith('Custom::'))).toEqual([]);
+    expect(types).not.toContain('AWS::Lambda::Function');
+    // Nothing may call IAM's OpenIDConnectProvider actions (the custom resource's role could, on every provider).
+    expect(JSON.stringify(template.toJSON())).not.toMatch(/OpenIDConnectProvider/);
+  });
+
+  it('uses an existing provider by its ARN, creating none', () => {
+    const arn = 'arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com';
+    const existing = Template.fromStack(
+      new CiBootstrapStack(new App(), 'Existing', {
+        repository: 'acme/hosted-model-api',
+        oidcProviderArn: arn,
+      }),
+    );
+    existing.resourceCountIs('AWS::IAM::OIDCProvider', 0);
+    existing.hasResourceProperties('AWS::IAM::Role', {
+      AssumeRolePolicyDocument: { Statement: [Match.objectLike({ Principal: { Federated: arn } })] },
+    });
   });
 
   it('may only assume the CDK bootstrap roles and describe the sandbox stack', () => {

@@ -1,12 +1,14 @@
+import { readFileSync } from 'node:fs';
 import { App } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
+import { BALANCE_CHECK_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
 import { ApiStack } from '../../lib/infra/api-stack.js';
 import { logicalIdOf, PROD_PROPS, resources, synthStages } from './synth-offline.js';
 
 /**
  * What keeps the stack operable: the budget's permission to publish, the upstream secret as `{}`, the
- * sweeper's concurrency and failure destination, tags on every resource, and the prod backup plan.
+ * sweeper's failure destination and schedules, tags on every resource, and the prod backup plan.
  */
 const stackOf = synthStages();
 
@@ -74,15 +76,17 @@ describe('the upstream-credentials secret', () => {
 
 describe('the hold sweeper', () => {
   it.each(['sandbox', 'prod'] as const)(
-    'runs one at a time, and sends failed scheduled invocations to a queue with an alarm (%s)',
+    'reserves no concurrency unless asked, and sends failed scheduled invocations to a queue with an alarm (%s)',
     (stage) => {
       const synth = stackOf(stage);
       const queue = logicalIdOf(synth, 'AWS::SQS::Queue', 'HoldSweeperFailures');
       const sweeper = logicalIdOf(synth, 'AWS::Lambda::Function', 'HoldSweeper');
       expect(resources(synth.template)[sweeper]?.Properties).toMatchObject({
-        ReservedConcurrentExecutions: 1,
         DeadLetterConfig: { TargetArn: { 'Fn::GetAtt': [queue, 'Arn'] } },
       });
+      // A reservation of 1 fails a deploy on an account without unreserved concurrency to spare
+      // (test/infra/new-account.test.ts: -c reserveSweeper=true asks for it).
+      expect(resources(synth.template)[sweeper]?.Properties?.ReservedConcurrentExecutions).toBeUndefined();
       synth.template.hasResourceProperties('AWS::SQS::Queue', { SqsManagedSseEnabled: true });
       synth.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
         Namespace: 'AWS/SQS',
@@ -98,6 +102,41 @@ describe('the hold sweeper', () => {
             Match.objectLike({ Action: 'sqs:SendMessage', Resource: { 'Fn::GetAtt': [queue, 'Arn'] } }),
           ]),
         },
+      });
+    },
+  );
+});
+
+describe("the sweeper's schedules", () => {
+  it.each(['sandbox', 'prod'] as const)(
+    'keep no event for EventBridge to retry past two minutes (the sweep) or one interval (the balance check) (%s)',
+    (stage) => {
+      const synth = stackOf(stage);
+      const sweeper = logicalIdOf(synth, 'AWS::Lambda::Function', 'HoldSweeper');
+      const targets = (id: string) =>
+        resources(synth.template)[logicalIdOf(synth, 'AWS::Events::Rule', id)]?.Properties?.Targets as {
+          Arn: unknown;
+          RetryPolicy: unknown;
+        }[];
+      const expected = (seconds: number) => [
+        expect.objectContaining({
+          Arn: { 'Fn::GetAtt': [sweeper, 'Arn'] },
+          RetryPolicy: { MaximumEventAgeInSeconds: seconds, MaximumRetryAttempts: 0 },
+        }),
+      ];
+      expect(targets('HoldSweep')).toEqual(expected(2 * 60));
+      expect(targets('BalanceCheck')).toEqual(expected(BALANCE_CHECK_INTERVAL_MINUTES * 60));
+    },
+  );
+
+  it.each(['sandbox', 'prod'] as const)(
+    "keep no throttled sweep in Lambda's asynchronous queue past two minutes (not its 6-hour default) (%s)",
+    (stage) => {
+      const synth = stackOf(stage);
+      const sweeper = logicalIdOf(synth, 'AWS::Lambda::Function', 'HoldSweeper');
+      synth.template.hasResourceProperties('AWS::Lambda::EventInvokeConfig', {
+        FunctionName: { Ref: sweeper },
+        MaximumEventAgeInSeconds: 120,
       });
     },
   );
@@ -171,6 +210,98 @@ describe('backups', () => {
     // No managed policy: the role reaches only these two tables and the vault.
     const role = logicalIdOf(prod, 'AWS::IAM::Role', 'BackupsRole');
     expect(resources(prod.template)[role]?.Properties?.ManagedPolicyArns).toBeUndefined();
+  });
+
+  it("give the backup role the DynamoDB statements of AWS's AWSBackupServiceRolePolicyForBackup, on these tables and their backups only", () => {
+    const prod = stackOf('prod');
+    const role = logicalIdOf(prod, 'AWS::IAM::Role', 'BackupsRole');
+    const tables = ['Tablesaccounts', 'Tablesledger'].map((id) =>
+      logicalIdOf(prod, 'AWS::DynamoDB::GlobalTable', id),
+    );
+    const statements = Object.values(resources(prod.template))
+      .filter((r) => r.Type === 'AWS::IAM::Policy' && JSON.stringify(r.Properties?.Roles).includes(role))
+      .flatMap(
+        (r) =>
+          (
+            r.Properties?.PolicyDocument as
+              | { Statement: { Action: string | string[]; Resource: unknown }[] }
+              | undefined
+          )?.Statement ?? [],
+      );
+    const grants = (resource: unknown) =>
+      statements
+        .filter((s) => [s.Resource].flat().some((r) => JSON.stringify(r) === JSON.stringify(resource)))
+        .flatMap((s) => [s.Action].flat())
+        .sort();
+    // The managed policy's DynamoDB statements (DynamoDBPermissions, DynamodbBackupPermissions on
+    // table/*; DynamoDBBackupResourcePermissions on table/*/backup/*), narrowed to each table.
+    for (const table of tables) {
+      expect(grants({ 'Fn::GetAtt': [table, 'Arn'] })).toEqual([
+        'dynamodb:CreateBackup',
+        'dynamodb:DescribeTable',
+        'dynamodb:ListTagsOfResource',
+        'dynamodb:StartAwsBackupJob',
+      ]);
+      expect(grants({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [table, 'Arn'] }, '/backup/*']] })).toEqual([
+        'dynamodb:DeleteBackup',
+        'dynamodb:DescribeBackup',
+      ]);
+    }
+    const everything = statements.flatMap((s) => [s.Action].flat());
+    // Those six actions and no other DynamoDB action; besides them, the vault statement only.
+    expect(new Set(everything.filter((a) => a.startsWith('dynamodb:'))).size).toBe(6);
+    expect(everything.filter((a) => !a.startsWith('dynamodb:')).sort()).toEqual([
+      'backup:CopyIntoBackupVault',
+      'backup:DescribeBackupVault',
+    ]);
+    expect(JSON.stringify(statements)).not.toContain('"*"');
+  });
+
+  it('have a restore runbook that pauses every function writing a table, and every schedule invoking one', () => {
+    const prod = stackOf('prod');
+    const all = resources(prod.template);
+    const ref = (value: unknown) =>
+      (value as { Ref?: string; 'Fn::GetAtt'?: [string, string] })?.Ref ??
+      (value as { 'Fn::GetAtt'?: [string, string] })?.['Fn::GetAtt']?.[0];
+    const WRITES = ['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem'].map((a) => `dynamodb:${a}`);
+    const writerRoles = new Set(
+      Object.values(all)
+        .filter((r) => r.Type === 'AWS::IAM::Policy')
+        .filter((r) =>
+          (
+            r.Properties?.PolicyDocument as { Statement?: { Action: string | string[] }[] } | undefined
+          )?.Statement?.some((st) => [st.Action].flat().some((a) => WRITES.includes(a))),
+        )
+        .flatMap((r) => ((r.Properties?.Roles as unknown[] | undefined) ?? []).map(ref)),
+    );
+    const writers = Object.entries(all)
+      .filter(([, r]) => r.Type === 'AWS::Lambda::Function' && writerRoles.has(ref(r.Properties?.Role)))
+      .map(([id]) => id);
+    const schedules = Object.entries(all)
+      .filter(
+        ([, r]) =>
+          r.Type === 'AWS::Events::Rule' &&
+          ((r.Properties?.Targets as { Arn: unknown }[] | undefined) ?? []).some((t) =>
+            writers.includes(ref(t.Arn) ?? ''),
+          ),
+      )
+      .map(([id]) => id);
+    const name = (id: string) => id.replace(/[0-9A-F]{8}$/, '');
+    expect(writers.map(name).sort()).toEqual([
+      'CompletionsFunction',
+      'HoldSweeperFunction',
+      'LoggedUsageFunction',
+    ]);
+    expect(schedules.map(name).sort()).toEqual(['BalanceCheck', 'HoldSweep']);
+    const deploy = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8');
+    const runbook = deploy.slice(deploy.indexOf('## Restoring a table'));
+    const stop = runbook.slice(runbook.indexOf('1. Stop every writer'), runbook.indexOf('\n2. '));
+    for (const id of [...writers, ...schedules]) expect(stop, name(id)).toContain(`\`${name(id)}…\``);
+    // Concurrency 0 for the functions, the schedules disabled; both undone after the restore.
+    expect(stop).toMatch(/put-function-concurrency[\s\S]*--reserved-concurrent-executions 0/);
+    expect(stop).toMatch(/disable-rule/);
+    expect(runbook).toMatch(/enable-rule/);
+    expect(runbook).toMatch(/delete-function-concurrency/);
   });
 
   it('are not made for the disposable sandbox', () => {

@@ -8,9 +8,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 /**
  * The README's deploy commands, copied out of the README (the block after the `deploy-commands`
  * marker) and run through the real CDK CLI: each `npx cdk deploy` as `npx cdk synth --quiet` with the
- * same flags, `npm run synth` as it is, the other lines (cp) as they are; `npx cdk bootstrap` is
- * the one line skipped (it needs an account). No AWS credentials are reachable: synth must need none
- * and look nothing up.
+ * same flags, `npm run synth` as it is, the other lines (cp) as they are; `npx cdk bootstrap` and the
+ * `aws` lines (the quota check) are skipped (they need an account). No AWS credentials are reachable:
+ * synth must need none and look nothing up.
  */
 const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, '../..');
@@ -29,6 +29,10 @@ function deployCommands(markdown: string): string[] {
 
 const COMMANDS = deployCommands(README);
 const CDK = /^(npx cdk (?:deploy|synth)\b|npm run synth\b)/;
+/** The lines that need the account, skipped here: bootstrap, and the AWS CLI's quota check. */
+const NEEDS_ACCOUNT = /^(npx cdk bootstrap|aws)\b/;
+/** A `-c name=value` of a command line. */
+const contextValue = (command: string, name: string) => new RegExp(`-c ${name}=(\\S+)`).exec(command)?.[1];
 
 /** Only what the CLI needs, and nothing that finds AWS credentials (no profile, no instance metadata). */
 function offlineEnv(): NodeJS.ProcessEnv {
@@ -74,7 +78,7 @@ async function runThrough(index: number): Promise<{ out: string; stderr: string 
   const dir = checkout();
   const lines = COMMANDS.slice(0, index + 1).filter((line, i) => i === index || !CDK.test(line));
   const script = lines
-    .filter((line) => !line.startsWith('npx cdk bootstrap'))
+    .filter((line) => !NEEDS_ACCOUNT.test(line))
     .map((line) => line.replace(/^npx cdk deploy\b/, 'npx cdk synth --quiet'))
     .join('\n');
   const { stderr } = await run('bash', ['-euo', 'pipefail', '-c', script], {
@@ -101,6 +105,29 @@ describe("the README's deploy commands", () => {
     expect(COMMANDS.filter((c) => c.startsWith('npx cdk deploy -c stage=sandbox'))).toHaveLength(1);
     expect(COMMANDS.filter((c) => c.startsWith('npx cdk deploy -c stage=prod'))).toHaveLength(1);
     expect(COMMANDS).toContain('npm run synth');
+  });
+
+  it("check the account's concurrency quota before the first deploy, and reserve nothing a new account cannot spare", () => {
+    const quota = COMMANDS.findIndex((c) => /^aws lambda get-account-settings\b/.test(c));
+    const firstDeploy = COMMANDS.findIndex((c) => c.startsWith('npx cdk deploy'));
+    expect(quota).toBeGreaterThan(0);
+    expect(quota).toBeLessThan(firstDeploy);
+    // The prod line gives the overdraft bound its concurrency without a reservation.
+    const prod = COMMANDS.find((c) => c.startsWith('npx cdk deploy -c stage=prod')) ?? '';
+    expect(contextValue(prod, 'maxConcurrency')).toMatch(/^\d+$/);
+    expect(contextValue(prod, 'reservedConcurrency')).toBeUndefined();
+    expect(COMMANDS.join('\n')).not.toMatch(/reserveSweeper=true/);
+  });
+
+  it('say to confirm the alarm e-mail subscription after the deploy, and how to check it', () => {
+    const section = README.slice(
+      README.indexOf('## Deploy to AWS'),
+      README.indexOf('\n## ', README.indexOf('## Deploy to AWS') + 1),
+    );
+    expect(section).toMatch(/confirm the alarm e-mail/);
+    expect(section).toMatch(/PendingConfirmation/);
+    expect(section).toMatch(/AccountLimit\.ConcurrentExecutions/);
+    expect(section).toMatch(/AccountLimit\.UnreservedConcurrentExecutions/);
   });
 
   it('synthesize the sandbox with `npm run synth` too: the same synth as the sandbox deploy line', () => {
@@ -130,13 +157,20 @@ describe("the README's deploy commands", () => {
       expect(existsSync(join(out, `${stack}.template.json`))).toBe(true);
       if (stage === 'prod') {
         // The whole example file reached the completions function, not its first line.
-        const variables = Object.values(template(out, stack).Resources)
-          .filter((r) => r.Type === 'AWS::Lambda::Function')
-          .map((r) => (r.Properties?.Environment as { Variables?: Record<string, string> })?.Variables ?? {});
+        const functions = Object.values(template(out, stack).Resources).filter(
+          (r) => r.Type === 'AWS::Lambda::Function',
+        );
+        const variables = functions.map(
+          (r) => (r.Properties?.Environment as { Variables?: Record<string, string> })?.Variables ?? {},
+        );
         const tiers = variables.find((v) => v.TIERS_CONFIG !== undefined)?.TIERS_CONFIG;
         expect(JSON.parse(tiers ?? 'null')).toEqual(
           JSON.parse(readFileSync(join(ROOT, 'config/tiers.example.json'), 'utf8')),
         );
+        // -c maxConcurrency reached the overdraft bound (bin/app.ts), and nothing is reserved.
+        const completions = variables.find((v) => v.TIERS_CONFIG !== undefined);
+        expect(completions?.MAX_CONCURRENCY).toBe(contextValue(command, 'maxConcurrency'));
+        expect(functions.filter((r) => r.Properties?.ReservedConcurrentExecutions !== undefined)).toEqual([]);
       }
     },
     480_000,

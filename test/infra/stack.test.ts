@@ -156,7 +156,7 @@ describe('functions', () => {
       Timeout: 300,
       MemorySize: FUNCTION_SETTINGS.completions.memoryMb,
     });
-    // The hold sweeper runs one at a time in every stage (test/infra/operations.test.ts).
+    // The hold sweeper reserves one concurrent execution only when asked (test/infra/operations.test.ts).
     const reserved = userFunctions(sandbox.template).filter(
       ([id, f]) =>
         !id.startsWith('HoldSweeper') &&
@@ -476,7 +476,7 @@ describe('WAF', () => {
     };
     expect(Scope).toBe('CLOUDFRONT');
     expect(DefaultAction).toEqual({ Allow: {} });
-    expect(Rules.map((r) => r.Name)).toEqual(['IpReputation', 'RatePerIp']);
+    expect(Rules.map((r) => r.Name)).toEqual(['IpReputation', 'IpReputationBlocked', 'RatePerIp']);
     expect(Rules[0]).toMatchObject({
       Priority: 0,
       OverrideAction: { None: {} },
@@ -484,13 +484,13 @@ describe('WAF', () => {
         ManagedRuleGroupStatement: { VendorName: 'AWS', Name: 'AWSManagedRulesAmazonIpReputationList' },
       },
     });
-    expect(Rules[1]).toMatchObject({
-      Priority: 1,
+    expect(Rules[2]).toMatchObject({
+      Priority: 2,
       Statement: { RateBasedStatement: { AggregateKeyType: 'IP', EvaluationWindowSec: 300, Limit: 6_000 } },
       Action: { Block: { CustomResponse: { ResponseCode: 429, CustomResponseBodyKey: 'rateLimited' } } },
     });
     const headers = (
-      Rules[1] as {
+      Rules[2] as {
         Action: { Block: { CustomResponse: { ResponseHeaders: { Name: string; Value: string }[] } } };
       }
     ).Action.Block.CustomResponse.ResponseHeaders;

@@ -12,6 +12,7 @@ import { billLoggedGenerations } from '../../lib/admin/usage-records.js';
 import { REPO_ROOT } from '../../lib/infra/service-function.js';
 import { bundleFunctions, ricLauncher, runtimeInstalled } from '../../lib/local/aws-lambda-ric.js';
 import { type RunningDynamo, startDynamoLocal } from '../../lib/local/dynamodb-local.js';
+import { credentialEnv } from '../../lib/local/iam.js';
 import { watchDynamoCalls } from '../support/dynamo-calls.js';
 import { type FakeUpstream, startFakeUpstream } from '../support/fake-upstream.js';
 import { linesMatching, subscriptionEvent } from '../support/logs-subscription.js';
@@ -130,9 +131,13 @@ beforeAll(async () => {
     }),
     env: { TIERS_CONFIG: JSON.stringify(tiers), LOG_LEVEL: 'INFO' },
   });
+  // The logged-usage handler runs in this process, as Lambda runs it: with its role's credentials,
+  // which the local IAM layer holds its calls to (its store is made at its first invocation).
+  Object.assign(process.env, credentialEnv('loggedUsage'));
 }, 180_000);
 
 afterAll(async () => {
+  for (const name of Object.keys(credentialEnv('loggedUsage'))) delete process.env[name];
   await target?.stop();
   proxy?.reset();
   proxy?.server.close();
