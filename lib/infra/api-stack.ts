@@ -177,8 +177,9 @@ export class ApiStack extends Stack {
       [TABLE_ENV.accounts]: tables.accounts.tableName,
       [TABLE_ENV.ledger]: tables.ledger.tableName,
       [TABLE_ENV.holds]: tables.holds.tableName,
-      ORIGIN_VERIFY_SECRET_ARN: originSecret.secretArn,
     };
+    // Only the two functions behind CloudFront check its origin header (and may read its secret).
+    const originEnv = { ORIGIN_VERIFY_SECRET_ARN: originSecret.secretArn };
 
     let upstreamEnv: Record<string, string> = props.tiersConfig ? { TIERS_CONFIG: props.tiersConfig } : {};
     if (sandbox) {
@@ -210,6 +211,7 @@ export class ApiStack extends Stack {
       removalPolicy,
       environment: {
         ...tableEnv,
+        ...originEnv,
         ...upstreamEnv,
         UPSTREAM_SECRET_ARN: upstreamSecret.secretArn,
         KEEPALIVE_INTERVAL_MS: '10000',
@@ -231,6 +233,7 @@ export class ApiStack extends Stack {
       removalPolicy,
       environment: {
         ...tableEnv,
+        ...originEnv,
         // What /models states per tier (context length, prices), from the same tier configuration.
         MODELS_CATALOG: JSON.stringify(
           modelCatalog(
