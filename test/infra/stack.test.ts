@@ -375,7 +375,7 @@ describe('CloudFront', () => {
   });
 
   it('sends a pinned version of the origin secret when a rotation is rolled out', () => {
-    const rotated = new ApiStack(new App(), 'Rotated', {
+    const rotated = new ApiStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Rotated', {
       stage: 'sandbox',
       originSecretVersion: 'v-2026-11-25',
     });
@@ -407,7 +407,7 @@ describe('CloudFront', () => {
   });
 
   it('enforces TLS 1.2 when deployed with a custom domain and certificate', () => {
-    const app = new App();
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
     const stack = new ApiStack(app, 'Domain', {
       stage: 'sandbox',
       domainName: 'api.example.com',
