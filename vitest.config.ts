@@ -1,5 +1,9 @@
 import { defineConfig } from 'vitest/config';
 
+// The global setup (DynamoDB Local) runs in this process, not a worker: the SDK's notice that it will
+// want Node 22 (Lambda's runtime; the tests run on 20 too) is kept out of its output as well.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
