@@ -1,7 +1,7 @@
 /**
  * What the account function (deployed as "models") answers (a buffered Function URL behind CloudFront's default behaviour):
- * the model list and one model, and, with the caller's own key only, its credits, its key and one of
- * its generations. Which paths those are, and that every other path is 404 (the announced agent and memory
+ * the model list and one model, and, with the caller's own key only, its credits, its key (at
+ * OpenRouter's `/key` and at its older `/auth/key`) and one of its generations. Which paths those are, and that every other path is 404 (the announced agent and memory
  * endpoints included) and a known path with the wrong method 405, is the route table's (shared/routes.ts);
  * the request is routed and its caller authenticated before an answer here is asked for (handler.ts).
  */
@@ -12,7 +12,8 @@ import type { Principal } from '../core/access.js';
 import { hashKey, parseBearerKey } from '../core/auth.js';
 import { readModelCatalog } from '../core/catalog.js';
 import { AuthenticationError, BadRequestError, NotFoundError } from '../core/errors.js';
-import type { Store } from '../core/store.js';
+import type { LedgerEntry, Store } from '../core/store.js';
+import { cutToCodePoints } from '../core/strings.js';
 import { MODELS_CREATED, MODELS_OWNER, TIER_DISPLAY_NAMES, TIER_IDS } from '../core/tier-ids.js';
 import { type FunctionUrlEvent, header } from '../shared/http.js';
 import type { RouteNameOf } from '../shared/routes.js';
@@ -50,6 +51,7 @@ const ANSWERS: Record<RouteNameOf<'models'>, (context: RouteContext, rest: strin
   model: (_context, id) => modelById(id),
   credits: ({ caller, store }) => credits(caller, store),
   key: ({ event, caller, store }) => currentKey(event, caller, store),
+  authKey: ({ event, caller, store }) => currentKey(event, caller, store),
   generation: ({ event, caller, store }) => generation(event, caller, store),
 };
 
@@ -88,11 +90,13 @@ async function credits(principal: Principal, store: Pick<Store, 'getAccount' | '
 }
 
 /**
- * GET /api/v1/key: the calling key, in OpenRouter's shape (`data`), with the fields that apply here:
- * its label (the name it was created with), its usage (USD its charges have spent, exact: the running
- * total its settlements keep, store.keyUsage), no spending limit (null, as OpenRouter answers for a
- * key without one), no expiry, and when it was created. Left out (docs/compatibility.md): usage by
- * day, week and month, BYOK usage, the creator's user id and the deprecated rate_limit.
+ * GET /api/v1/key (and /api/v1/auth/key): the calling key, in OpenRouter's shape (`data`), every
+ * field its SDK requires: its label (the name it was created with), its usage (USD its charges have
+ * spent, exact: the running total its settlements keep, store.keyUsage), no spending limit (null, as
+ * OpenRouter answers for a key without one), no expiry, and when it was created. The fields nothing
+ * here keeps are answered as docs/compatibility.md says: 0 for usage by day, week and month (not
+ * kept) and for BYOK usage (none), null for the owners a key does not have, OpenRouter's own -1 in
+ * the deprecated rate_limit.
  */
 async function currentKey(
   event: FunctionUrlEvent,
@@ -117,6 +121,21 @@ async function currentKey(
       is_management_key: false,
       expires_at: null,
       created_at: key.createdAt,
+      usage_daily: 0,
+      usage_weekly: 0,
+      usage_monthly: 0,
+      byok_usage: 0,
+      byok_usage_daily: 0,
+      byok_usage_weekly: 0,
+      byok_usage_monthly: 0,
+      include_byok_in_limit: false,
+      is_provisioning_key: false,
+      creator_user_id: null,
+      organization_id: null,
+      workspace_id: null,
+      allowed_data_regions: ['global'],
+      free_model_daily_requests: { limit: 0, remaining: 0, used: 0 },
+      rate_limit: { requests: -1, interval: '10s', note: 'This field is deprecated and safe to ignore.' },
     },
   };
 }
@@ -125,7 +144,12 @@ const usd = (nano: bigint) => new JsonDecimal(nanoToUsd(nano));
 
 const GENERATION_ID = /^gen-\d{1,12}-[0-9A-Za-z]{1,40}$/;
 
-/** GET /api/v1/generation?id=<generation id>: one of this account's ledger entries, as billed. */
+/**
+ * GET /api/v1/generation?id=<generation id>: one of this account's ledger entries, as billed, in this
+ * service's fields and, in `data`, in OpenRouter's (every field its SDK requires), side by side in one
+ * body. An id that is not one of this account's generations (another account's, none, not a
+ * generation id at all) is 404, as OpenRouter answers it; a missing id is 400.
+ */
 async function generation(
   event: FunctionUrlEvent,
   principal: Principal,
@@ -133,17 +157,18 @@ async function generation(
 ) {
   const id = event.queryStringParameters?.id;
   if (!id) throw new BadRequestError("Missing required parameter: 'id'.", 'id', 'missing_required_parameter');
-  if (!GENERATION_ID.test(id))
-    throw new BadRequestError(
-      `Invalid value for 'id': expected a generation id like gen-1767225600-...`,
-      'id',
-      'invalid_value',
+  const notFound = () =>
+    new NotFoundError(
+      `No generation ${id.length > 100 ? `${cutToCodePoints(id, 100)}...` : id} on this account.`,
     );
+  // Not a generation id: no ledger entry has it, and no read is spent on finding that out.
+  if (!GENERATION_ID.test(id)) throw notFound();
   // The ledger is keyed by account: another account's generation is simply not found here.
   const entry = await store.getLedgerEntry(principal.accountId, id);
-  if (entry?.type !== 'charge') throw new NotFoundError(`No generation ${id} on this account.`);
+  if (entry?.type !== 'charge') throw notFound();
   const prompt = entry.promptTokens ?? 0;
   const completion = entry.completionTokens ?? 0;
+  const cost = new JsonDecimal(nanoToUsd(-entry.deltaNano));
   return {
     id: entry.entryId,
     object: 'generation',
@@ -156,11 +181,66 @@ async function generation(
       completion_tokens: completion,
       total_tokens: prompt + completion,
       prompt_tokens_details: { cached_tokens: entry.cachedTokens ?? 0 },
-      cost: new JsonDecimal(nanoToUsd(-entry.deltaNano)),
+      cost,
     },
     estimated: entry.estimated ?? false,
     usage_adjusted: entry.usageAdjusted ?? null,
     key_id: entry.keyId ?? null,
     user: entry.user ?? null,
+    data: openRouterGeneration(entry, cost),
+  };
+}
+
+/**
+ * A charge in OpenRouter's generation shape. Its cost (`total_cost`, and `usage`, what was taken from
+ * the credit) is the billed cost; its tokens, prompt and completion, are the billed counts, the same
+ * in `tokens_*` and `native_tokens_*` (the upstream's count, or the gateway's estimate when
+ * `estimated`). What the ledger does not keep (latency, streaming, the provider, the upstream's own
+ * finish reason and id, media and search counts) is null; no key here is a BYOK key.
+ */
+function openRouterGeneration(entry: LedgerEntry, cost: JsonDecimal) {
+  return {
+    id: entry.entryId,
+    created_at: entry.createdAt,
+    model: entry.tier ?? '',
+    api_type: 'completions',
+    total_cost: cost,
+    usage: cost,
+    is_byok: false,
+    upstream_inference_cost: null,
+    cache_discount: null,
+    tokens_prompt: entry.promptTokens ?? 0,
+    tokens_completion: entry.completionTokens ?? 0,
+    native_tokens_prompt: entry.promptTokens ?? 0,
+    native_tokens_completion: entry.completionTokens ?? 0,
+    native_tokens_cached: entry.cachedTokens ?? 0,
+    native_tokens_reasoning: null,
+    native_tokens_completion_images: null,
+    finish_reason: entry.finishReason ?? null,
+    native_finish_reason: null,
+    external_user: entry.user ?? null,
+    streamed: null,
+    cancelled: null,
+    latency: null,
+    generation_time: null,
+    moderation_latency: null,
+    provider_name: null,
+    provider_responses: null,
+    upstream_id: null,
+    router: null,
+    service_tier: null,
+    data_region: 'global',
+    origin: '',
+    http_referer: null,
+    user_agent: null,
+    app_id: null,
+    preset_id: null,
+    workspace_id: null,
+    web_search_engine: null,
+    num_fetches: null,
+    num_search_results: null,
+    num_media_prompt: null,
+    num_media_completion: null,
+    num_input_audio_prompt: null,
   };
 }

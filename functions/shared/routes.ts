@@ -38,6 +38,8 @@ export const ROUTES = {
   model: { method: 'GET', path: '/api/v1/models/', prefix: true, fn: 'models', auth: 'key' },
   credits: { method: 'GET', path: '/api/v1/credits', fn: 'models', auth: 'key' },
   key: { method: 'GET', path: '/api/v1/key', fn: 'models', auth: 'key' },
+  // OpenRouter's older path of the same answer, which its older clients still call.
+  authKey: { method: 'GET', path: '/api/v1/auth/key', fn: 'models', auth: 'key' },
   generation: { method: 'GET', path: '/api/v1/generation', fn: 'models', auth: 'key' },
 } as const satisfies Record<string, Route>;
 

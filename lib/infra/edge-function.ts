@@ -8,11 +8,24 @@ import {
   KEY_WITHOUT_SCHEME,
   SCHEME_SHOWN_CHARS,
 } from '../../functions/core/auth.js';
+import { NotFoundError } from '../../functions/core/errors.js';
 import { EXPOSED_HEADERS, preflightHeaders } from '../../functions/shared/cors.js';
+import {
+  API_BASE,
+  BASE_ONLY,
+  baseUrlHint,
+  MISPLACED_PATH,
+  ROOT_USE,
+  SHOWN_CHARS,
+  UNDER_V1,
+} from '../../functions/shared/routing.js';
 import { MAX_REQUEST_BYTES, tooLargeBody } from '../../functions/shared/too-large.js';
 
 /** Stands for the scheme in the message template (never in a header: a control character). */
 const SCHEME_MARK = '\u0001';
+/** Stand for the path and what to use instead in the base-URL hint's template (never in a path). */
+const PATH_MARK = '\u0002';
+const USE_MARK = '\u0003';
 
 const json = (value: unknown) => JSON.stringify(value);
 const regex = (pattern: RegExp) => `new RegExp(${json(pattern.source)}, ${json(pattern.flags)})`;
@@ -25,7 +38,11 @@ const regex = (pattern: RegExp) => `new RegExp(${json(pattern.source)}, ${json(p
  * from paying requests. Every other request must carry a well-formed `Authorization: Bearer
  * svc_live_...` key, by the rule the functions apply (functions/core/auth.ts, from whose patterns and
  * messages this code is generated): one without is answered 401 here, with the body the function
- * would give, so a keyless flood never reaches a function or the database. Then a body whose
+ * would give, so a keyless flood never reaches a function or the database; except at a path whose
+ * base URL is the mistake (`/`, `/chat/completions`, `/v1/models`...), answered the 404 the function
+ * gives it (functions/shared/routing.ts, from whose patterns and message this code is generated),
+ * which says the API is under /api/v1: a client set up with the wrong base URL learns that before
+ * it has a key right. Then a body whose
  * Content-Length exceeds what a Function URL takes is answered 413 (Lambda would refuse it before the
  * function runs, with a bare `{"message":"Request Entity Too Large"}`); a chunked body has no
  * Content-Length: Lambda's own answer still applies to it. Each refusal is in OpenAI's error shape
@@ -44,6 +61,10 @@ var MALFORMED = ${json(json(KEY_ERRORS.malformed().toBody()))};
 var UNSUPPORTED = ${json(KEY_ERRORS.scheme(SCHEME_MARK).toBody())};
 var TOO_LARGE = ${json(json(tooLargeBody(maxBytes)))};
 var PREFLIGHT = ${json(preflightHeaders(undefined))};
+var MISPLACED = ${regex(MISPLACED_PATH)};
+var BASE_ONLY = ${regex(BASE_ONLY)};
+var UNDER_V1 = ${regex(UNDER_V1)};
+var HINT = ${json(new NotFoundError(baseUrlHint(PATH_MARK, USE_MARK)).toBody())};
 
 function answer(event, statusCode, statusDescription, body) {
   return {
@@ -81,12 +102,33 @@ function keyRefusal(header) {
   return undefined;
 }
 
+function shown(path) {
+  return path.length > ${SHOWN_CHARS} ? path.slice(0, ${SHOWN_CHARS}) + '...' : path;
+}
+
+function hint(uri) {
+  var path = uri.replace(/\\/+$/, '');
+  var misplaced = MISPLACED.exec(path);
+  var use;
+  if (misplaced && misplaced[1] !== ${json(API_BASE)}) use = shown(${json(API_BASE)} + misplaced[2]);
+  else if (BASE_ONLY.test(path)) use = ${json(ROOT_USE)};
+  else if (UNDER_V1.test(uri)) use = shown('/api' + uri);
+  else return undefined;
+  var body = JSON.parse(JSON.stringify(HINT));
+  body.error.message = body.error.message.split(${json(PATH_MARK)}).join(shown(uri)).split(${json(USE_MARK)}).join(use);
+  return JSON.stringify(body);
+}
+
 function handler(event) {
   var request = event.request;
   if (request.method === 'OPTIONS') return preflight(request);
   var authorization = request.headers.authorization;
   var refusal = keyRefusal(authorization ? authorization.value : undefined);
-  if (refusal) return answer(event, 401, 'Unauthorized', refusal);
+  if (refusal) {
+    var notFound = hint(request.uri);
+    if (notFound) return answer(event, 404, 'Not Found', notFound);
+    return answer(event, 401, 'Unauthorized', refusal);
+  }
   var length = request.headers['content-length'];
   if (length && parseInt(length.value, 10) > ${maxBytes}) return answer(event, 413, 'Payload Too Large', TOO_LARGE);
   return request;
@@ -96,7 +138,7 @@ function handler(event) {
 export function edgeFunction(scope: Construct): CloudFrontFunction {
   return new CloudFrontFunction(scope, 'ViewerRequest', {
     comment:
-      'Answers preflights (204); refuses requests without a well-formed API key (401), oversized bodies (413)',
+      'Answers preflights (204); refuses requests without a well-formed API key (401, 404 at a wrong base URL), oversized bodies (413)',
     runtime: FunctionRuntime.JS_2_0,
     code: FunctionCode.fromInline(edgeFunctionCode()),
   });

@@ -11,8 +11,10 @@ import {
   header,
   httpErrorHandler,
 } from '../../functions/shared/http.js';
+import { routeOf } from '../../functions/shared/routing.js';
 import { MAX_REQUEST_BYTES, requestTooLarge } from '../../functions/shared/too-large.js';
 import { edgeFunctionCode } from '../../lib/infra/edge-function.js';
+import { edgeFunctionFor } from '../../lib/infra/edge-routes.js';
 
 const KEY = `svc_live_${'a1B2'.repeat(10)}xyz`;
 const REQUEST_ID = 'cf-req-1';
@@ -25,8 +27,8 @@ interface EdgeResponse {
 
 /** The CloudFront function's code, run as CloudFront runs it: a `handler(event)` in a bare context. */
 const edge = runInNewContext(`${edgeFunctionCode()}; handler`) as (event: unknown) => unknown;
-function run(headers: Record<string, { value: string }>, method = 'POST') {
-  const request = { method, uri: '/api/v1/chat/completions', querystring: {}, headers, cookies: {} };
+function run(headers: Record<string, { value: string }>, method = 'POST', uri = '/api/v1/chat/completions') {
+  const request = { method, uri, querystring: {}, headers, cookies: {} };
   return { request, result: edge({ version: '1.0', request, context: { requestId: REQUEST_ID } }) };
 }
 const flat = (response: EdgeResponse) =>
@@ -217,5 +219,111 @@ describe('the viewer-request CloudFront function: the body size', () => {
   ])('passes a request %s through unchanged', (_name, headers) => {
     const { request, result } = run(withKey(headers));
     expect(result).toBe(request);
+  });
+});
+
+describe('the viewer-request CloudFront function: a wrong base URL', () => {
+  /** What the function CloudFront sends `path` to answers, keyless: its router (before any key), CORS, errors. */
+  async function functionAt(path: string, method: string) {
+    const routed = middy<FunctionUrlEvent, FunctionUrlResult>()
+      .use(cors())
+      .use(httpErrorHandler())
+      .handler(async (event) => {
+        routeOf(event, edgeFunctionFor(path));
+        parseBearerKey(header(event, 'authorization'));
+        return { statusCode: 200, headers: {}, body: '' };
+      });
+    const event = {
+      rawPath: path,
+      headers: {},
+      requestContext: { http: { method } },
+    } as unknown as FunctionUrlEvent;
+    return routed(event, { awsRequestId: REQUEST_ID } as Context);
+  }
+
+  /**
+   * Keyless, the edge answers as the function would where its router says where the API is (its 404
+   * naming /api/v1), and the function's 401 for a missing key anywhere else (a route or a plain 404).
+   */
+  async function expectSameKeyless(path: string, method = 'GET') {
+    const response = run({}, method, path).result as EdgeResponse;
+    const routed = await functionAt(path, method);
+    const hinted = routed.statusCode === 404 && (routed.body as string).includes('served under /api/v1');
+    const local = hinted ? routed : await functionSays(undefined);
+    expect(response.statusCode, path).toBe(local.statusCode);
+    expect(JSON.parse(response.body.data), path).toEqual(JSON.parse(local.body as string));
+    expect(flat(response), path).toEqual(local.headers);
+    return response;
+  }
+
+  it.each([
+    ['/', 'GET'],
+    ['/chat/completions', 'POST'],
+    ['/api/chat/completions', 'POST'],
+    ['/v1/chat/completions', 'POST'],
+    ['/models', 'GET'],
+    ['/v1/models/svc-fast/', 'GET'],
+    ['/api', 'GET'],
+    ['/auth/key', 'GET'],
+  ])(
+    'answers %s (%s) without a key 404, with the message that names /api/v1, as the function does',
+    async (path, method) => {
+      const response = await expectSameKeyless(path, method);
+      expect(response.statusCode).toBe(404);
+      expect(JSON.parse(response.body.data).error.message).toMatch(
+        /This API is served under \/api\/v1: use .*\/api\/v1/,
+      );
+    },
+  );
+
+  it.each(['/api/v1/models', '/api/v1/auth/key', '/api/v1/models/gpt-4o', '/favicon.ico', '/v2/models'])(
+    'still answers %s without a key 401',
+    async (path) => {
+      expect((await expectSameKeyless(path)).statusCode).toBe(401);
+    },
+  );
+
+  it('passes a request with a key through, whatever its path: the function answers it', () => {
+    const { request, result } = run(
+      { authorization: { value: `Bearer ${KEY}` } },
+      'GET',
+      '/chat/completions',
+    );
+    expect(result).toBe(request);
+  });
+
+  it('decides as the function does for any path a client may send', async () => {
+    const part = fc.constantFrom(
+      '/',
+      '/api',
+      '/v1',
+      '/v2',
+      '/chat',
+      '/completions',
+      '/chat/completions',
+      '/models',
+      '/svc-fast',
+      '/key',
+      '/auth',
+      '/credits',
+      '/generation',
+      'x',
+      '%2F',
+      '.',
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          fc.array(part, { maxLength: 6 }).map((parts) => `/${parts.join('')}`.replace(/^\/\//, '/')),
+          fc.webPath().map((path) => path || '/'),
+          fc.constantFrom('/models/', '/v1/').map((base) => `${base}${'m'.repeat(300)}`),
+        ),
+        fc.constantFrom('GET', 'POST'),
+        async (path, method) => {
+          await expectSameKeyless(path, method);
+        },
+      ),
+      { numRuns: 500 },
+    );
   });
 });

@@ -90,6 +90,7 @@ describe('the route table is the one source of routing', () => {
       'GET /api/v1/models/* models key',
       'GET /api/v1/credits models key',
       'GET /api/v1/key models key',
+      'GET /api/v1/auth/key models key',
       'GET /api/v1/generation models key',
     ]);
   });

@@ -68,8 +68,26 @@ describe('GET /api/v1/key', () => {
         is_management_key: false,
         expires_at: null,
         created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+        // The rest of OpenRouter's schema, answered as docs/compatibility.md says.
+        usage_daily: 0,
+        usage_weekly: 0,
+        usage_monthly: 0,
+        byok_usage: 0,
+        byok_usage_daily: 0,
+        byok_usage_weekly: 0,
+        byok_usage_monthly: 0,
+        include_byok_in_limit: false,
+        is_provisioning_key: false,
+        creator_user_id: null,
+        organization_id: null,
+        workspace_id: null,
+        allowed_data_regions: ['global'],
+        free_model_daily_requests: { limit: 0, remaining: 0, used: 0 },
+        rate_limit: { requests: -1, interval: '10s', note: 'This field is deprecated and safe to ignore.' },
       },
     });
+    // OpenRouter's older path answers the same.
+    expect((await get('/auth/key', account.key)).body).toEqual(first.body);
     const other = await get('/key', second.key);
     expect(other.body).toMatchObject({ data: { label: 'second key' } });
     const usageOf = (reply: typeof first) => nano((reply.body.data as { usage: number }).usage);
@@ -134,7 +152,9 @@ describe('GET /api/v1/key', () => {
     const revoked = await get('/key', account.key);
     expect(revoked.status).toBe(401);
     expect(revoked.body).toMatchObject({ error: { code: 'revoked_api_key' } });
+    expect((await get('/auth/key', account.key)).status).toBe(401);
     expect((await fetch(`${target.baseUrl}/key`)).status).toBe(401);
+    expect((await fetch(`${target.baseUrl}/auth/key`)).status).toBe(401);
   });
 });
 

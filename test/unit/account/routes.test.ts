@@ -1,3 +1,5 @@
+import { generationResponseFromJSON } from '@openrouter/sdk/models';
+import { getCurrentKeyResponseFromJSON } from '@openrouter/sdk/models/operations';
 import { describe, expect, it } from 'vitest';
 import { answer } from '../../../functions/account/routes.js';
 import { stringifyJson } from '../../../functions/billing/usage.js';
@@ -68,10 +70,11 @@ const store = {
     accountId === 'acct-1' && keyId === 'key_1' ? 1_234_567_891n : 0n,
 };
 
-async function get(path: string, query?: Record<string, string>) {
+async function getText(path: string, query?: Record<string, string>) {
   const e = event(path, 'GET', query);
-  return JSON.parse(stringifyJson(await answer(routeOf(e, 'models'), { event: e, caller, store })));
+  return stringifyJson(await answer(routeOf(e, 'models'), { event: e, caller, store }));
 }
+const get = async (path: string, query?: Record<string, string>) => JSON.parse(await getText(path, query));
 
 function statusOf(run: () => unknown): number | undefined {
   try {
@@ -107,8 +110,8 @@ describe('the account function route table', () => {
     });
   });
 
-  it("answers the caller's key in OpenRouter's shape, its usage exact", async () => {
-    expect(await get('/api/v1/key')).toEqual({
+  it("answers the caller's key in OpenRouter's shape, its usage exact, at /key and at /auth/key", async () => {
+    const expected = {
       data: {
         label: 'ci runner',
         usage: 1.234567891,
@@ -119,8 +122,31 @@ describe('the account function route table', () => {
         is_management_key: false,
         expires_at: null,
         created_at: '2026-01-02T03:04:05.000Z',
+        usage_daily: 0,
+        usage_weekly: 0,
+        usage_monthly: 0,
+        byok_usage: 0,
+        byok_usage_daily: 0,
+        byok_usage_weekly: 0,
+        byok_usage_monthly: 0,
+        include_byok_in_limit: false,
+        is_provisioning_key: false,
+        creator_user_id: null,
+        organization_id: null,
+        workspace_id: null,
+        allowed_data_regions: ['global'],
+        free_model_daily_requests: { limit: 0, remaining: 0, used: 0 },
+        rate_limit: { requests: -1, interval: '10s', note: 'This field is deprecated and safe to ignore.' },
       },
-    });
+    };
+    expect(await get('/api/v1/key')).toEqual(expected);
+    expect(await get('/api/v1/auth/key/')).toEqual(expected);
+  });
+
+  it("answers the key in a body the OpenRouter SDK's own schema takes", async () => {
+    const parsed = getCurrentKeyResponseFromJSON(await getText('/api/v1/key'));
+    if (!parsed.ok) throw parsed.error;
+    expect(parsed.value.data).toMatchObject({ label: 'ci runner', usage: 1.234567891, limit: null });
   });
 
   it("answers the caller's own generation by id, with created from the generation's own time", async () => {
@@ -135,6 +161,52 @@ describe('the account function route table', () => {
       statusCode: 404,
     });
     await expect(get('/api/v1/generation')).rejects.toMatchObject({ statusCode: 400, param: 'id' });
-    await expect(get('/api/v1/generation', { id: 'nope' })).rejects.toMatchObject({ statusCode: 400 });
+  });
+
+  it.each(['nope', 'gen-nope', 'gen-1767225600-BBBB', `gen-${'9'.repeat(400)}`])(
+    "is 404 in OpenAI's shape for an id that is not one of its generations (%s), as OpenRouter answers it",
+    async (id) => {
+      const error = await get('/api/v1/generation', { id }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(HttpError);
+      expect((error as HttpError).toBody()).toEqual({
+        error: {
+          message: expect.stringMatching(/^No generation gen-|^No generation nope/),
+          type: 'invalid_request_error',
+          param: null,
+          code: 'not_found',
+        },
+      });
+      expect((error as HttpError).statusCode).toBe(404);
+      expect((error as HttpError).message.length).toBeLessThan(200);
+    },
+  );
+
+  it("answers a generation in OpenRouter's shape in data, which the OpenRouter SDK's own schema takes", async () => {
+    const text = await getText('/api/v1/generation', { id: charge.entryId });
+    const parsed = generationResponseFromJSON(text);
+    if (!parsed.ok) throw parsed.error;
+    expect(parsed.value.data).toMatchObject({
+      id: charge.entryId,
+      model: 'svc-pro',
+      createdAt: '2026-01-01T00:00:00.000Z',
+      totalCost: 0.000001234,
+      usage: 0.000001234,
+      tokensPrompt: 10,
+      tokensCompletion: 5,
+      nativeTokensPrompt: 10,
+      nativeTokensCompletion: 5,
+      nativeTokensCached: 2,
+      finishReason: 'stop',
+      isByok: false,
+      streamed: null,
+      latency: null,
+      providerName: null,
+    });
+    // The cost exactly as the ledger holds it, in both places.
+    expect(text).toContain('"total_cost":0.000001234');
+    expect(text).toContain('"cost":0.000001234');
   });
 });
