@@ -19,6 +19,12 @@ export interface Principal {
    * that slice's (store.ts, "slices"). 0, or absent, for an account kept in one item: the whole.
    */
   slice?: number;
+  /**
+   * The account's balance summed over all its slices (nano-USD), where the read found it: a split
+   * account whose slices had no available credit for the request, which a 402 then states. Absent
+   * otherwise (an account kept in one item: `balanceNano` is the whole).
+   */
+  accountBalanceNano?: bigint;
 }
 
 /**
@@ -48,11 +54,11 @@ export function refuseStatus(status: Exclude<AccountStatus, 'active'>): Permissi
 }
 
 /**
- * The one 402: no available credit at the read, or all of it held when a hold was to be placed. Says
- * whether the balance is empty or held by requests in flight.
+ * The one 402: no available credit at the read, or all of it held when a hold was to be placed. States
+ * the account's balance (over all its slices, where the read found it), and says whether it is empty
+ * or held by requests in flight.
  */
 export function refuseCredit(principal: Principal, topUpUrl: string): InsufficientCreditsError {
-  return new InsufficientCreditsError(nanoToUsd(principal.balanceNano), topUpUrl, {
-    held: principal.balanceNano > 0n,
-  });
+  const balanceNano = principal.accountBalanceNano ?? principal.balanceNano;
+  return new InsufficientCreditsError(nanoToUsd(balanceNano), topUpUrl, { held: balanceNano > 0n });
 }

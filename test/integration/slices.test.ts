@@ -221,6 +221,42 @@ describe('a split account under load', () => {
   }, 120_000);
 });
 
+describe('a split account out of credit', () => {
+  it("is refused with the account's balance over all its slices, not the balance of the slice a request drew", async () => {
+    const slices = 4;
+    const { accountId, key } = await splitAccount('1', slices);
+    // Slices left unequal by what their requests cost (set directly: this account's ledger is not audited).
+    const balances = [-3_050n, -20_000n, 0n, -58_900n];
+    for (let s = 0; s < slices; s++)
+      await target.client.send(
+        new UpdateItemCommand({
+          TableName: target.tables.accounts,
+          Key: { accountId: { S: s === 0 ? accountId : `${accountId}#${s}` } },
+          UpdateExpression: 'SET creditBalance = :balance',
+          ExpressionAttributeValues: { ':balance': { N: String(balances[s]) } },
+        }),
+      );
+    const total = balances.reduce((sum, b) => sum + b, 0n);
+    expect(nanoToUsd(total)).toBe('-0.00008195');
+    expect(await balanceNano(target, accountId)).toBe(total);
+    const credits = await fetch(`${target.baseUrl}/credits`, { headers: { authorization: `Bearer ${key}` } });
+    expect(((await credits.json()) as { balance: number }).balance).toBe(-0.00008195);
+    // Requests draw a slice at random: each is refused, stating the same balance, whichever it drew.
+    for (let i = 0; i < 12; i++) {
+      const response = await fetch(`${target.baseUrl}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'svc-fast', messages: [{ role: 'user', content: `dry ${i}` }] }),
+      });
+      expect(response.status).toBe(402);
+      expect(response.headers.get('x-credit-balance')).toBe('-0.00008195');
+      const body = (await response.json()) as { balance: number; message: string };
+      expect(body.balance).toBe(-0.00008195);
+      expect(body.message).toContain('-0.00008195 USD');
+    }
+  });
+});
+
 describe("a split account's total", () => {
   it('is read as of one instant: transfers between its slices, interleaved with the reads, never show in it', async () => {
     const slices = 8;

@@ -94,7 +94,12 @@ export class AccountsAndKeys extends StorePart {
     return this.elsewhereIfDry(toPrincipal(key.Item, drawn, on), key.Item, slices);
   }
 
-  /** The principal on a slice with credit when the one it drew is dry, as slice-credit.ts chooses. */
+  /**
+   * The principal on a slice with credit when the one it drew is dry, as slice-credit.ts chooses.
+   * When none is found, the request is refused for credit if it spends (402), and a 402 states the
+   * account's balance, not the slice's: the balance over all slices is read then, one strongly
+   * consistent BatchGetItem, on that path only (a key or account refused for its status is not).
+   */
   private async elsewhereIfDry(
     principal: Principal | undefined,
     keyItem: Item,
@@ -102,7 +107,10 @@ export class AccountsAndKeys extends StorePart {
   ): Promise<Principal | undefined> {
     if (!principal || slices === 1 || principal.balanceNano - principal.heldNano > 0n) return principal;
     const moved = await this.sliceCredit.elsewhere(principal.accountId, slices, principal.slice ?? 0);
-    return moved ? toPrincipal(keyItem, moved.item, moved.slice) : principal;
+    if (moved) return toPrincipal(keyItem, moved.item, moved.slice);
+    if (principal.keyStatus !== 'active' || principal.accountStatus !== 'active') return principal;
+    const accountBalanceNano = await this.slices.balance(principal.accountId, slices);
+    return accountBalanceNano === undefined ? principal : { ...principal, accountBalanceNano };
   }
 
   private remember(keyHash: string, accountId: string, slices: number): void {

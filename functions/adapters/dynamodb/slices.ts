@@ -155,6 +155,23 @@ export class Slices extends StorePart {
   }
 
   /**
+   * The account's balance summed over its slices, for a refusal to state (accounts-keys.ts): one
+   * strongly consistent BatchGetItem of the `slices` it is known to have, and of the others if the
+   * account item says a split made more since. Undefined if the account is gone. Each item as of its
+   * own read, not a snapshot: a settlement writes one slice, so the sum lies between the balance when
+   * the read began and when it ended, but a transfer between two slices that commits during the read
+   * (a top-up being spread, a rebalance) may be seen on one of them only. A snapshot would cost twice
+   * the read units and be cancelled while any slice is in a settlement.
+   */
+  async balance(accountId: string, slices: number): Promise<bigint | undefined> {
+    const items = await this.read(accountId, 0, slices);
+    const [head] = items;
+    if (!head) return undefined;
+    if (slicesOf(head) > slices) items.push(...(await this.read(accountId, slices, slicesOf(head))));
+    return items.reduce((sum, item) => sum + BigInt(item?.creditBalance?.N ?? '0'), 0n);
+  }
+
+  /**
    * What the key has spent: its running total (`usage_<keyId>`, items.ts) summed over the account's
    * slices. The account item says how many there are; the others are one strongly consistent
    * BatchGetItem. Not a snapshot, and it need not be one: no transaction writes the total on two
@@ -177,9 +194,16 @@ export class Slices extends StorePart {
    * The status on the account item, then on every slice, each by its own write retried through
    * conflicts: under load a transaction over all of a busy account's slices would nearly never find
    * them all free at once. Not atomic, and need not be: the operator's command returns once every
-   * slice carries the status, so every request that starts after it reads it on whichever slice it
-   * draws. The slice count is read from the account item's own update, so a slice a split created
-   * before it is included, and a split after it copies the new status.
+   * slice carries the status (or a later command's), so every request that starts after it reads it
+   * on whichever slice it draws. The slice count is read from the account item's own update, so a
+   * slice a split created before it is included, and a split after it copies the new status.
+   *
+   * Two commands at once (a suspension and a reinstatement) write the same slices in any order, so
+   * each command is numbered: the account item's update adds one to its `statusVersion` and returns
+   * it, and a slice takes a command's status only while it carries an older number. Every slice then
+   * ends with the status of the command that updated the account item last, as the account item does,
+   * whatever the order of their writes; a slice write refused for its number is one a later command
+   * made already, not a failure.
    */
   async setStatus(accountId: string, status: AccountStatus, now: string): Promise<void> {
     let head: Item | undefined;
@@ -190,10 +214,10 @@ export class Slices extends StorePart {
             new UpdateItemCommand({
               TableName: this.tables.accounts,
               Key: { accountId: S(accountId) },
-              UpdateExpression: 'SET #status = :status, statusChangedAt = :now',
+              UpdateExpression: 'SET #status = :status, statusChangedAt = :now ADD statusVersion :one',
               ConditionExpression: 'attribute_exists(accountId)',
               ExpressionAttributeNames: { '#status': 'status' },
-              ExpressionAttributeValues: { ':status': S(status), ':now': S(now) },
+              ExpressionAttributeValues: { ':status': S(status), ':now': S(now), ':one': N(1) },
               ReturnValues: 'ALL_NEW',
             }),
           ),
@@ -204,22 +228,31 @@ export class Slices extends StorePart {
         throw new AccountNotFoundError(accountId);
       throw error;
     }
+    const version = head?.statusVersion?.N ?? '1';
     const slices = slicesOf(head);
     await Promise.all(
-      Array.from({ length: slices - 1 }, (_, i) =>
-        retried(() =>
-          this.client.send(
-            new UpdateItemCommand({
-              TableName: this.tables.accounts,
-              Key: { accountId: S(sliceKey(accountId, i + 1)) },
-              UpdateExpression: 'SET #status = :status',
-              ConditionExpression: 'attribute_exists(accountId)',
-              ExpressionAttributeNames: { '#status': 'status' },
-              ExpressionAttributeValues: { ':status': S(status) },
-            }),
-          ),
-        ),
-      ),
+      Array.from({ length: slices - 1 }, async (_, i) => {
+        try {
+          await retried(() =>
+            this.client.send(
+              new UpdateItemCommand({
+                TableName: this.tables.accounts,
+                Key: { accountId: S(sliceKey(accountId, i + 1)) },
+                UpdateExpression: 'SET #status = :status, statusVersion = :version',
+                // The slice exists (a split writes its items and the account item's count in one
+                // transaction, and slices are never removed): a failure is a number as high already, a
+                // later command's (or this one's own write, sent again after its answer was lost).
+                ConditionExpression:
+                  'attribute_exists(accountId) AND (attribute_not_exists(statusVersion) OR statusVersion < :version)',
+                ExpressionAttributeNames: { '#status': 'status' },
+                ExpressionAttributeValues: { ':status': S(status), ':version': { N: version } },
+              }),
+            ),
+          );
+        } catch (error) {
+          if ((error as Error).name !== 'ConditionalCheckFailedException') throw error;
+        }
+      }),
     );
   }
 
@@ -291,10 +324,12 @@ export class Slices extends StorePart {
 
   /**
    * Splits the account into `slices` slices (never fewer than it has): the new slice items, empty and
-   * with the account's status, and the account item's new count, in one transaction conditioned on
-   * the count and status it read (a concurrent split or status change makes it read again; the
-   * balance may change meanwhile, it is not moved here). Then the available credit is rebalanced
-   * evenly over all slices by transfers. The account's total never changes.
+   * with the account's status and its number (`statusVersion`, setStatus), and the account item's new
+   * count, in one transaction conditioned on the count, status and number it read (a concurrent split
+   * or status command makes it read again: a command that updated the account item before this commit
+   * is copied, one after it counts the new slices; the balance may change meanwhile, it is not moved
+   * here). Then the available credit is rebalanced evenly over all slices by transfers. The account's
+   * total never changes.
    */
   async split(accountId: string, slices: number): Promise<number> {
     if (!Number.isInteger(slices) || slices < 1 || slices > MAX_SLICES)
@@ -304,6 +339,7 @@ export class Slices extends StorePart {
       if (!head) throw new AccountNotFoundError(accountId);
       const record = toAccount(head);
       if (slices <= record.slices) return record.slices;
+      const version = head.statusVersion;
       const items: TransactWriteItem[] = [
         {
           Update: {
@@ -312,12 +348,14 @@ export class Slices extends StorePart {
             UpdateExpression: 'SET slices = :slices',
             ConditionExpression: [
               head.status ? '#status = :status' : 'attribute_not_exists(#status)',
+              version ? 'statusVersion = :version' : 'attribute_not_exists(statusVersion)',
               record.slices === 1 ? 'attribute_not_exists(slices)' : 'slices = :was',
             ].join(' AND '),
             ExpressionAttributeNames: { '#status': 'status' },
             ExpressionAttributeValues: {
               ':slices': N(slices),
               ...(head.status ? { ':status': S(record.status) } : {}),
+              ...(version ? { ':version': version } : {}),
               ...(record.slices === 1 ? {} : { ':was': N(record.slices) }),
             },
           },
@@ -331,6 +369,7 @@ export class Slices extends StorePart {
               accountId: S(sliceKey(accountId, slice)),
               sliceOf: S(accountId),
               status: S(record.status),
+              ...(version ? { statusVersion: version } : {}),
               creditBalance: N(0),
               heldNano: N(0),
             },

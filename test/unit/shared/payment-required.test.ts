@@ -4,6 +4,7 @@ import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Principal, refuseCredit } from '../../../functions/core/access.js';
 import { InsufficientCreditsError } from '../../../functions/core/errors.js';
 import { cors } from '../../../functions/shared/cors.js';
 import {
@@ -80,5 +81,31 @@ describe('the 402', () => {
     expect(apiError.status).toBe(402);
     expect(apiError.headers?.get('x-credit-balance')).toBe('-0.000012');
     expect(apiError.headers?.get('link')).toBe(`<${TOP_UP}>; rel="payment"`);
+  });
+
+  it("states the account's balance over all its slices where the read found it, not the slice's", () => {
+    // The read drew a slice with 3,050 nano-USD less than nothing; the account's slices come to 81,950 less.
+    const principal: Principal = {
+      keyId: 'key_1',
+      accountId: 'acct',
+      keyStatus: 'active',
+      accountStatus: 'active',
+      balanceNano: -3_050n,
+      heldNano: 0n,
+      slice: 2,
+      accountBalanceNano: -81_950n,
+    };
+    const refused = refuseCredit(principal, TOP_UP);
+    expect(refused.headers['x-credit-balance']).toBe('-0.00008195');
+    expect(refused.toBody()).toMatchObject({ balance: -0.00008195 });
+    expect(refused.message).toContain('-0.00008195 USD');
+    // Where the slice shows nothing to spend but the account's balance is above zero, that balance is
+    // held by requests in flight (on the other slices): the 402 says so.
+    const held = refuseCredit({ ...principal, balanceNano: 0n, accountBalanceNano: 40_000n }, TOP_UP);
+    expect(held.headers['x-credit-balance']).toBe('0.00004');
+    expect(held.message).toContain('held by requests in flight');
+    // An account kept in one item: its balance is the whole.
+    const { accountBalanceNano: _, slice: __, ...whole } = principal;
+    expect(refuseCredit(whole, TOP_UP).headers['x-credit-balance']).toBe('-0.00000305');
   });
 });
