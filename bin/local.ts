@@ -1,6 +1,8 @@
+import { GENERATION_USAGE_MESSAGE } from '../functions/billing/usage-line.js';
 import { createAccount, createKey, getAccount } from '../lib/admin/operations.js';
 import { bundleFunctions, ricLauncher, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
 import { JavaMissingError } from '../lib/local/dynamodb-local.js';
+import { type RequestDone, workerLauncherWithOutput } from '../lib/local/emulator.js';
 import { dynamoLimitsScale, emulatorPort, localDynamoSettings } from '../lib/local/settings.js';
 import { startLocalStack } from '../lib/local/stack.js';
 
@@ -10,6 +12,9 @@ import { startLocalStack } from '../lib/local/stack.js';
  * With LOCAL_RUNTIME=aws-lambda-ric the functions run as Lambda runs them: their bundles, built at
  * start into .cache/bundles, each instance a Node 22 process under AWS's runtime client (install it
  * once with scripts/install-lambda-runtime.sh).
+ *
+ * The console shows one short line a request (RequestConsole below); LOG_FORMAT=json (or
+ * LOG_LEVEL=DEBUG) shows the functions' JSON log lines instead, as CloudWatch Logs receives them.
  */
 const DEV_ACCOUNT = 'dev';
 // Node.js 20 runs locally (Lambda runs 22): keep the SDK's multi-line notice about it out of the output.
@@ -17,6 +22,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 async function main(): Promise<void> {
   const env = process.env;
+  const shortConsole = requestConsole(env);
   const settings = localDynamoSettings(env);
   const dynamo = env.DYNAMODB_ENDPOINT
     ? { endpoint: env.DYNAMODB_ENDPOINT }
@@ -25,7 +31,7 @@ async function main(): Promise<void> {
   const stack = await startLocalStack({
     port: emulatorPort(env),
     ...(limitsScale !== undefined ? { limits: { scale: limitsScale } } : {}),
-    ...(await launcherFor(env.LOCAL_RUNTIME)),
+    ...(await launcherFor(env.LOCAL_RUNTIME, shortConsole)),
     ...(dynamo.endpoint
       ? { dynamoEndpoint: dynamo.endpoint }
       : { dataDir: settings.dynamoDataDir, dynamoPort: settings.port }),
@@ -45,6 +51,7 @@ async function main(): Promise<void> {
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
 
+  if (shortConsole) stack.emulator.onRequestDone((done) => shortConsole.requestDone(done));
   const ctx = { store: stack.store };
   console.log(`hosted-model-api listening on ${stack.baseUrl}`);
   console.log(
@@ -85,8 +92,11 @@ Or with the OpenAI SDK (npm install openai):
   console.log('Ctrl-C stops the service and DynamoDB Local.');
 }
 
-async function launcherFor(runtime: string | undefined) {
-  if (!runtime || runtime === 'worker') return {};
+async function launcherFor(runtime: string | undefined, shortConsole: RequestConsole | undefined) {
+  if (!runtime || runtime === 'worker')
+    return shortConsole
+      ? { launcher: workerLauncherWithOutput((...line) => shortConsole.functionLine(...line)) }
+      : {};
   if (runtime !== 'aws-lambda-ric')
     throw new Error(`LOCAL_RUNTIME must be "worker" (the default) or "aws-lambda-ric", not "${runtime}"`);
   if (!runtimeInstalled())
@@ -96,6 +106,141 @@ async function launcherFor(runtime: string | undefined) {
   // LAMBDA_CPU_PROF_DIR: each instance writes a V8 CPU profile there when the service stops.
   const cpuProfileDir = process.env.LAMBDA_CPU_PROF_DIR;
   return { launcher: ricLauncher(bundles, 'inherit', cpuProfileDir ? { cpuProfileDir } : {}) };
+}
+
+/**
+ * The console's short form, unless LOG_FORMAT=json or LOG_LEVEL=DEBUG asks for the functions' JSON
+ * lines (undefined then); the functions run under aws-lambda-ric keep their own output.
+ */
+function requestConsole(env: NodeJS.ProcessEnv): RequestConsole | undefined {
+  const format = env.LOG_FORMAT || 'short';
+  if (format !== 'short' && format !== 'json')
+    throw new Error(`LOG_FORMAT must be "short" (the default) or "json", not "${format}"`);
+  const level = (env.LOG_LEVEL || 'INFO').toUpperCase();
+  if (format === 'json' || level === 'DEBUG' || level === 'TRACE' || env.LOCAL_RUNTIME === 'aws-lambda-ric')
+    return undefined;
+  // Above INFO the functions log no usage line: a completion's line does not wait for one.
+  return new RequestConsole(level === 'INFO');
+}
+
+/** What a completion's line says of its bill, from its `generation usage` line. */
+interface UsageSummary {
+  tier: string;
+  tokens: string;
+  billedUsd: string;
+}
+
+/** How long a completion's line waits for its usage line (logged as its settlement starts). */
+const USAGE_WAIT_MS = 5_000;
+
+/**
+ * The console as a developer watches it: one short line a request, e.g.
+ * `POST /api/v1/chat/completions 200 svc-fast 7+30 tokens $0.00004535 63 ms gen-...` (a completion's
+ * tier, tokens and billed cost from its `generation usage` line), and a function's warning or error as
+ * one line. The JSON lines themselves (a usage line is about 1,000 characters) are what the deployed
+ * stack's log subscription and metric filters read; LOG_FORMAT=json shows them here.
+ */
+class RequestConsole {
+  /** Usage lines by generation id, until their request's line takes them. */
+  private readonly usage = new Map<string, UsageSummary>();
+  private readonly waiting = new Map<string, (usage: UsageSummary) => void>();
+
+  constructor(private readonly usageLogged: boolean) {}
+
+  /** A line a function wrote. */
+  functionLine(fn: string, stream: 'stdout' | 'stderr', line: string): void {
+    const entry = jsonObject(line);
+    if (!entry) {
+      // Not a log line (a crash's trace, a stray console.log): as it was written.
+      (stream === 'stderr' ? process.stderr : process.stdout).write(`${line}\n`);
+      return;
+    }
+    if (entry.message === GENERATION_USAGE_MESSAGE) {
+      this.usageLine(entry);
+      return;
+    }
+    const level = String(entry.level ?? '');
+    if (level === 'WARN' || level === 'ERROR' || level === 'CRITICAL') {
+      const error = entry.error as { message?: unknown } | string | undefined;
+      const why = typeof error === 'string' ? error : error?.message;
+      console.error(
+        oneLine(`${fn} ${level}: ${String(entry.message ?? '')}${why ? ` (${String(why)})` : ''}`),
+      );
+    }
+    // Any other JSON line (INFO and below, metrics): in the JSON log only.
+  }
+
+  /** A request's line, once its response is done (a completion's, with its usage line's figures). */
+  async requestDone(done: RequestDone): Promise<void> {
+    const usage =
+      done.generationId && done.status === 200 && this.usageLogged
+        ? await this.usageOf(done.generationId)
+        : undefined;
+    const bill = usage ? ` ${usage.tier} ${usage.tokens} tokens $${usage.billedUsd}` : '';
+    console.log(
+      oneLine(
+        `${done.method} ${done.path} ${done.status}${bill} ${done.ms} ms${done.generationId ? ` ${done.generationId}` : ''}`,
+      ),
+    );
+  }
+
+  private usageLine(entry: Record<string, unknown>): void {
+    const record = (entry.record ?? {}) as Record<string, unknown>;
+    const id = String(record.generationId ?? '');
+    const summary: UsageSummary = {
+      tier: String(record.tier ?? '?'),
+      tokens: `${String(record.promptTokens ?? '?')}+${String(record.completionTokens ?? '?')}${record.estimated === true ? ' (estimated)' : ''}`,
+      billedUsd: String(entry.billedUsd ?? '?'),
+    };
+    const waiter = this.waiting.get(id);
+    if (waiter) {
+      waiter(summary);
+      return;
+    }
+    this.usage.set(id, summary);
+    // A line no request takes (one made through a bare Function URL port) is not kept.
+    setTimeout(() => this.usage.delete(id), USAGE_WAIT_MS * 2).unref();
+  }
+
+  private usageOf(generationId: string): Promise<UsageSummary | undefined> {
+    const known = this.usage.get(generationId);
+    this.usage.delete(generationId);
+    if (known) return Promise.resolve(known);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.waiting.delete(generationId);
+        resolve(undefined);
+      }, USAGE_WAIT_MS);
+      this.waiting.set(generationId, (usage) => {
+        clearTimeout(timer);
+        this.waiting.delete(generationId);
+        resolve(usage);
+      });
+    });
+  }
+}
+
+/** The JSON object a log line is, or undefined. */
+function jsonObject(line: string): Record<string, unknown> | undefined {
+  if (!line.startsWith('{')) return undefined;
+  try {
+    const value: unknown = JSON.parse(line);
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A console line: control characters escaped, at most 200 characters. */
+function oneLine(text: string): string {
+  let clean = '';
+  for (const c of text) {
+    const code = c.charCodeAt(0);
+    clean += code < 0x20 || code === 0x7f ? `\\x${code.toString(16).padStart(2, '0')}` : c;
+  }
+  return clean.length > 200 ? `${clean.slice(0, 197)}...` : clean;
 }
 
 main().catch((error: unknown) => {

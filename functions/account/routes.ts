@@ -69,8 +69,9 @@ function modelById(id: string) {
 /**
  * GET /api/v1/credits: the balance (the spec's creditBalance), what requests in flight hold, and what
  * is left, of the whole account (summed over its slices: the caller's read saw one); and, in
- * OpenRouter's shape, `data`: every credit the account was given (its top-ups) and what it has spent
- * of them (top-ups minus balance, the ledger's invariant). Exact nano-USD, shown as USD.
+ * OpenRouter's shape, `data`: every credit the account was given (its top-ups less the operator's
+ * corrections) and what it has spent of them (that minus balance, the ledger's invariant). Exact
+ * nano-USD, shown as USD.
  */
 async function credits(principal: Principal, store: Pick<Store, 'getAccount' | 'totalCredits'>) {
   const [account, totalCredits] = await Promise.all([

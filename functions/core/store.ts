@@ -92,9 +92,9 @@ export interface KeyRecord {
 
 export interface LedgerEntry {
   entryId: string;
-  type: 'charge' | 'topup';
+  type: 'charge' | 'topup' | 'correction';
   createdAt: string;
-  /** Signed change to the balance in nano-USD: a top-up is positive, a charge negative. */
+  /** Signed change to the balance in nano-USD: a top-up is positive, a charge or a correction negative. */
   deltaNano: bigint;
   tier?: string;
   keyId?: string;
@@ -121,6 +121,18 @@ export type SettleOutcome = 'settled' | 'already-settled';
  * the account is no longer active (suspended or banned since the request read it: a 403, not a 402).
  */
 export type HoldOutcome = 'held' | 'refused' | Exclude<AccountStatus, 'active'>;
+
+/**
+ * What taking credit back came to: applied, already applied (the reference has its entry: nothing
+ * written), or refused (it would take the account's available credit below zero: nothing written).
+ */
+export type CorrectionOutcome = 'applied' | 'already-applied' | 'refused';
+
+/** One page of accounts (Store.listAccounts), and where the next one starts when there may be more. */
+export interface AccountPage {
+  accounts: AccountRecord[];
+  next?: string;
+}
 
 export interface Store {
   /** The key and its account, read strongly consistently (revocation, status and balance are fresh). */
@@ -182,6 +194,26 @@ export interface Store {
   setAccountStatus(accountId: string, status: AccountStatus, now: string): Promise<void>;
   /** Adds credits once per reference; false when the reference was already applied. Throws AccountNotFoundError. */
   topUp(accountId: string, reference: string, amountNano: bigint, now: string): Promise<boolean>;
+  /**
+   * Takes credit back (a refund by hand, a correction) once per reference: the ledger entry
+   * `correction#<reference>` and the deduction from slice 0 (the account item) in one transaction,
+   * as a top-up adds. Unless `force`, only while the account's available credit (balance minus held,
+   * over all its slices) covers the amount: 'refused' otherwise. Operator only. Throws
+   * AccountNotFoundError.
+   */
+  removeCredits(
+    accountId: string,
+    reference: string,
+    amountNano: bigint,
+    now: string,
+    options?: { force?: boolean },
+  ): Promise<CorrectionOutcome>;
+  /**
+   * At most `limit` accounts, in the table's own order (not sorted), after `after` (a previous page's
+   * `next`); `next` is set while there may be more. Operator only (a Scan). Each record is its account
+   * item's: a split account's balance and held amount there are slice 0's alone (getAccount sums them).
+   */
+  listAccounts(options: { limit: number; after?: string }): Promise<AccountPage>;
 
   /** Throws AccountNotFoundError. */
   createKey(key: KeyRecord): Promise<void>;
@@ -204,9 +236,10 @@ export interface Store {
   listLedger(accountId: string): Promise<LedgerEntry[]>;
   getLedgerEntry(accountId: string, entryId: string): Promise<LedgerEntry | undefined>;
   /**
-   * Every credit the account was ever given (nano-USD): the sum of its top-up entries, initial
-   * credits included. The ledger's invariant (`admin reconcile`) is balance = top-ups - charges, so
-   * what it has spent is this minus its balance.
+   * Every credit the account was ever given and kept (nano-USD): the sum of its top-up entries,
+   * initial credits included, minus its corrections (credit taken back). The ledger's invariant
+   * (`admin reconcile`) is balance = top-ups - corrections - charges, so what it has spent is this
+   * minus its balance.
    */
   totalCredits(accountId: string): Promise<bigint>;
 }
@@ -240,5 +273,9 @@ export const MAX_SLICES = 62;
 export const sliceOf = (principal: { slice?: number }): { slice?: number } =>
   principal.slice ? { slice: principal.slice } : {};
 
-/** Ledger entry ids: a charge is its generation id, a top-up `topup#<reference>`. */
+/**
+ * Ledger entry ids: a charge is its generation id, a top-up `topup#<reference>`, credit taken back
+ * `correction#<reference>`.
+ */
 export const topUpEntryId = (reference: string) => `topup#${reference}`;
+export const correctionEntryId = (reference: string) => `correction#${reference}`;

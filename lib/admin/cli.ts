@@ -9,32 +9,39 @@ import { connectDynamo, localTableNames } from '../local/stack.js';
 import { TABLE_ENV } from '../tables.js';
 import { toCsv } from './csv.js';
 import {
+  type AccountView,
   type AdminContext,
+  accountView,
   addCredits,
   checkAccountId,
   createAccount,
   createKey,
+  dollars,
+  listAccounts,
   listHolds,
   listKeys,
   listLedger,
+  MAX_AMOUNT_USD,
   reconcile,
+  removeCredits,
   revokeKey,
   setAccountStatus,
-  showAccount,
   splitAccount,
 } from './operations.js';
-import { terminalSafe as safe } from './terminal.js';
+import { columns, jsonText, printable, terminalSafe as safe } from './terminal.js';
 import { billLoggedGenerations } from './usage-records.js';
 
 const USAGE = `usage: npm run --silent admin -- <command> [--json]
 
   account create <accountId> [--credits <usd>]
   account show <accountId>
+  account list [--limit <n>] [--after <next>]   a page of accounts (100, or n up to 1000); then the next
   account suspend <accountId>
   account ban <accountId>
   account reinstate <accountId>
-  account split <accountId> --slices <n>   spread a busy account's balance over n items (1-62)
+  account split <accountId> --slices <n>   spread a busy account's balance over n items (1-62, never fewer)
   credits add <accountId> <usd> --ref <reference>
+  credits remove <accountId> <usd> --ref <reference> [--force]   take credit back (refund, correction)
   key create <accountId> --name <label>
   key revoke <keyId>
   key list <accountId>
@@ -42,6 +49,9 @@ const USAGE = `usage: npm run --silent admin -- <command> [--json]
   holds [<accountId>]
   reconcile [<accountId>]
   bill-logged <file|->   bill the generations whose logged usage record has no ledger entry
+
+Amounts are USD with at most 9 decimals, at most $${MAX_AMOUNT_USD} a command. JSON (--json, --format json)
+gives every amount as an exact decimal string ("12.5"): a JSON number would round a large one.
 
 Environment: DYNAMODB_ENDPOINT (a running DynamoDB), else DynamoDB Local on DYNAMODB_LOCAL_PORT
 (default 8000) with its data under SVC_DATA_DIR (default .data), started for the command if it is
@@ -63,6 +73,8 @@ export interface CliResult {
   /** `text` is already the requested machine format (usage --format): print it as it is. */
   raw?: boolean;
   exitCode?: number;
+  /** Said on standard error, the command still done (a key created on a suspended account). */
+  warnings?: string[];
 }
 
 interface Parsed {
@@ -76,9 +88,14 @@ interface Parsed {
     format?: string;
     by?: string;
     slices?: string;
+    force?: boolean;
+    limit?: string;
+    after?: string;
     help?: boolean;
   };
 }
+
+type Flag = Exclude<keyof Parsed['values'], 'json' | 'help'>;
 
 export function parseCommandLine(argv: string[]): Parsed {
   try {
@@ -95,6 +112,9 @@ export function parseCommandLine(argv: string[]): Parsed {
         format: { type: 'string' },
         by: { type: 'string' },
         slices: { type: 'string' },
+        force: { type: 'boolean' },
+        limit: { type: 'string' },
+        after: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -104,19 +124,36 @@ export function parseCommandLine(argv: string[]): Parsed {
   }
 }
 
+/** Refuses a flag the command does not take (--json applies to every command). */
+function onlyFlags(command: string, values: Parsed['values'], allowed: readonly Flag[]): void {
+  for (const [flag, value] of Object.entries(values)) {
+    if (value !== undefined && flag !== 'json' && flag !== 'help' && !allowed.includes(flag as Flag))
+      throw new UsageError(`--${flag} does not apply to "${command}"`);
+  }
+}
+
 function expectArgs(
   positionals: string[],
   count: number,
-  allowed: readonly string[],
+  allowed: readonly Flag[],
   values: Parsed['values'],
 ): void {
+  const command = positionals.slice(0, 2).join(' ');
   if (positionals.length !== count)
-    throw new UsageError(`expected ${count - 2} argument(s) after "${positionals.slice(0, 2).join(' ')}"`);
-  for (const [flag, value] of Object.entries(values)) {
-    if (value !== undefined && flag !== 'json' && !allowed.includes(flag))
-      throw new UsageError(`--${flag} does not apply to "${positionals.slice(0, 2).join(' ')}"`);
-  }
+    throw new UsageError(`expected ${count - 2} argument(s) after "${command}"`);
+  onlyFlags(command, values, allowed);
 }
+
+const usdOf = (nano: bigint): string => dollars(nanoToUsd(nano));
+
+const accountLine = (a: AccountView): string =>
+  `${a.accountId}  status=${a.status}  creditBalance=${dollars(a.creditBalance)}  held=${dollars(a.held)}  slices=${a.slices}`;
+
+/** An account's view as the result (`json` is the view itself, amounts exact strings). */
+const viewResult = (account: AccountView, text: string, extra: Record<string, unknown> = {}): CliResult => ({
+  json: { ...account, ...extra },
+  text,
+});
 
 export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<CliResult> {
   const { positionals: p, values } = parsed;
@@ -125,32 +162,35 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
   if (group === 'usage') return usageCommand(ctx, p, values);
   if (group === 'reconcile') return reconcileCommand(ctx, p, values);
   if (group === 'holds') return holdsCommand(ctx, p, values);
-  if (group === 'bill-logged') return billLoggedCommand(ctx, p);
+  if (group === 'bill-logged') return billLoggedCommand(ctx, p, values);
   const command = `${group ?? ''} ${verb ?? ''}`;
   switch (command) {
     case 'account create': {
       expectArgs(p, 3, ['credits'], values);
-      const account = await createAccount(ctx, arg, values.credits);
-      return {
-        json: { ...account },
-        text: `created account ${account.accountId} with $${account.creditBalance} of credits`,
-      };
+      const account = await createAccount(ctx, checkAccountId(arg), values.credits);
+      return viewResult(
+        account,
+        `created account ${account.accountId} with ${dollars(account.creditBalance)} of credits`,
+      );
     }
     case 'account show': {
       expectArgs(p, 3, [], values);
-      const account = await showAccount(ctx, arg);
-      return {
-        json: { ...account },
-        text: `${account.accountId}  status=${account.status}  creditBalance=$${account.creditBalance}`,
-      };
+      const account = await accountView(ctx, checkAccountId(arg));
+      return viewResult(account, accountLine(account));
+    }
+    case 'account list': {
+      expectArgs(p, 2, ['limit', 'after'], values);
+      return accountListCommand(ctx, values);
     }
     case 'account split': {
       expectArgs(p, 3, ['slices'], values);
-      const account = await splitAccount(ctx, checkAccountId(arg), values.slices);
-      return {
-        json: { ...account },
-        text: `account ${account.accountId} is split into ${account.slices ?? 1} slices; creditBalance=$${account.creditBalance}`,
-      };
+      const { before, ...account } = await splitAccount(ctx, checkAccountId(arg), values.slices);
+      return viewResult(
+        account,
+        before === account.slices
+          ? `account ${account.accountId} already has ${account.slices} slices; creditBalance=${dollars(account.creditBalance)}`
+          : `account ${account.accountId} is split into ${account.slices} slices (had ${before}); creditBalance=${dollars(account.creditBalance)}`,
+      );
     }
     case 'account suspend':
     case 'account ban':
@@ -158,26 +198,68 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
       expectArgs(p, 3, [], values);
       const status = verb === 'suspend' ? 'suspended' : verb === 'ban' ? 'banned' : 'active';
       const account = await setAccountStatus(ctx, checkAccountId(arg), status);
-      return { json: { ...account }, text: `account ${account.accountId} is now ${account.status}` };
+      return viewResult(account, `account ${account.accountId} is now ${account.status}`);
     }
     case 'credits add': {
       expectArgs(p, 4, ['ref'], values);
       if (!values.ref) throw new UsageError('credits add needs --ref <reference> (the payment reference)');
-      const { applied, account } = await addCredits(ctx, arg, p[3] ?? '', values.ref);
+      const { applied, amountNano, account } = await addCredits(
+        ctx,
+        checkAccountId(arg),
+        p[3] ?? '',
+        values.ref,
+      );
+      const balance = `creditBalance=${dollars(account.creditBalance)}`;
+      return viewResult(
+        account,
+        applied
+          ? `added ${usdOf(amountNano)} to ${account.accountId} (ref ${values.ref}); ${balance}`
+          : `reference ${values.ref} was already applied; nothing added; ${balance}`,
+        { applied, amount: nanoToUsd(amountNano), reference: values.ref },
+      );
+    }
+    case 'credits remove': {
+      expectArgs(p, 4, ['ref', 'force'], values);
+      if (!values.ref)
+        throw new UsageError('credits remove needs --ref <reference> (the refund or correction reference)');
+      const force = values.force === true;
+      const { applied, amountNano, account } = await removeCredits(
+        ctx,
+        checkAccountId(arg),
+        p[3] ?? '',
+        values.ref,
+        { force },
+      );
+      const balance = `creditBalance=${dollars(account.creditBalance)}`;
       return {
-        json: { ...account, applied, reference: values.ref },
-        text: applied
-          ? `added $${p[3]} to ${account.accountId} (ref ${values.ref}); creditBalance=$${account.creditBalance}`
-          : `reference ${values.ref} was already applied; nothing added; creditBalance=$${account.creditBalance}`,
+        ...viewResult(
+          account,
+          applied
+            ? `took ${usdOf(amountNano)} back from ${account.accountId} (ref ${values.ref}, ledger entry correction#${values.ref}); ${balance}`
+            : `reference ${values.ref} was already applied; nothing taken; ${balance}`,
+          { applied, amount: nanoToUsd(amountNano), reference: values.ref, forced: force },
+        ),
+        ...(applied && account.creditBalance.startsWith('-')
+          ? { warnings: [`${account.accountId}'s balance is below zero: ${dollars(account.creditBalance)}`] }
+          : {}),
       };
     }
     case 'key create': {
       expectArgs(p, 3, ['name'], values);
       if (!values.name) throw new UsageError('key create needs --name <label>');
+      const { status } = await accountView(ctx, checkAccountId(arg));
       const created = await createKey(ctx, arg, values.name);
       return {
-        json: { ...created },
+        json: { ...created, accountStatus: status },
         text: `created key ${created.keyId} ("${safe(created.name)}") for ${created.accountId}.\nThis is the only time the key is shown; store it now:\n\n  ${created.key}\n`,
+        // Created all the same: it serves once the account is reinstated.
+        ...(status !== 'active'
+          ? {
+              warnings: [
+                `account ${created.accountId} is ${status}: this key is refused (403) until the account is reinstated`,
+              ],
+            }
+          : {}),
       };
     }
     case 'key revoke': {
@@ -187,15 +269,45 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
     }
     case 'key list': {
       expectArgs(p, 3, [], values);
-      const keys = await listKeys(ctx, arg);
-      const lines = keys.map(
-        (k) => `${k.keyId}  ${k.displayPrefix}  ${k.status.padEnd(7)}  ${k.createdAt}  ${safe(k.name)}`,
-      );
-      return { json: { accountId: arg, keys }, text: lines.length ? lines.join('\n') : `no keys for ${arg}` };
+      const keys = await listKeys(ctx, checkAccountId(arg));
+      const rows = keys.map((k) => [k.keyId, safe(k.name), k.displayPrefix, k.status, k.createdAt]);
+      return {
+        json: { accountId: arg, keys },
+        text: rows.length
+          ? columns([['id', 'name', 'prefix', 'status', 'created'], ...rows])
+          : `no keys for ${arg}`,
+      };
     }
     default:
       throw new UsageError(group ? `unknown command "${p.join(' ')}"` : 'no command given');
   }
+}
+
+/** An `account list --after` value: a previous page's `next`, an account or a slice item id. */
+const PAGE_KEY = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}(#\d{1,2})?$/;
+
+/** `account list [--limit <n>] [--after <next>]`: one page of accounts, in the table's order. */
+async function accountListCommand(ctx: AdminContext, values: Parsed['values']): Promise<CliResult> {
+  const limit = values.limit === undefined ? 100 : Number(values.limit);
+  if (!/^\d+$/.test(values.limit ?? '100') || limit < 1 || limit > 1000)
+    throw new UsageError('--limit must be a whole number from 1 to 1000');
+  if (values.after !== undefined && !PAGE_KEY.test(values.after))
+    throw new UsageError(`--after takes the "next" of a previous page, not "${values.after}"`);
+  const page = await listAccounts(ctx, { limit, ...(values.after ? { after: values.after } : {}) });
+  const rows = page.accounts.map((a) => [
+    a.accountId,
+    a.status,
+    dollars(a.creditBalance),
+    dollars(a.held),
+    String(a.slices),
+    a.createdAt ?? '',
+  ]);
+  const lines = rows.length
+    ? [columns([['accountId', 'status', 'creditBalance', 'held', 'slices', 'created'], ...rows])]
+    : ['no accounts'];
+  if (page.next)
+    lines.push(`more: account list --after ${page.next}${values.limit ? ` --limit ${limit}` : ''}`);
+  return { json: { accounts: page.accounts, next: page.next ?? null }, text: lines.join('\n') };
 }
 
 const CSV_COLUMNS = [
@@ -213,60 +325,62 @@ const CSV_COLUMNS = [
   'reference',
 ] as const;
 
-/** `usage <accountId> [--since <iso>] [--format json|csv]`: the account's ledger, oldest first. */
+/**
+ * `usage <accountId> [--since <iso>] [--format json|csv]`: the account's ledger, oldest first. A field
+ * that does not apply to an entry (a top-up's tokens, a charge's reference) is null in JSON, empty in CSV.
+ */
 async function usageCommand(ctx: AdminContext, p: string[], values: Parsed['values']): Promise<CliResult> {
   if (p.length !== 2) throw new UsageError('usage takes one account id');
-  for (const flag of ['credits', 'ref', 'name'] as const)
-    if (values[flag] !== undefined) throw new UsageError(`--${flag} does not apply to "usage"`);
-  const accountId = p[1] ?? '';
+  onlyFlags('usage', values, ['since', 'format', 'by']);
   const format = values.format ?? (values.json ? 'json' : 'table');
   if (!['json', 'csv', 'table'].includes(format)) throw new UsageError('--format must be json or csv');
   let since: string | undefined;
   if (values.since !== undefined) {
     const time = new Date(values.since);
     if (Number.isNaN(time.getTime()))
-      throw new UsageError(`--since must be an ISO time, got ${JSON.stringify(values.since)}`);
+      throw new UsageError(`--since must be an ISO time, got "${values.since}"`);
     since = time.toISOString();
   }
-  await showAccount(ctx, accountId); // throws for an unknown account
+  const accountId = (await accountView(ctx, checkAccountId(p[1] ?? ''))).accountId; // throws for an unknown account
   const entries = (await listLedger(ctx, accountId)).filter(
     (entry) => since === undefined || entry.createdAt >= since,
   );
+  if (values.by !== undefined) return usageSummary(ctx, accountId, entries, values.by, format);
   const rows = entries.map((entry) => ({
     time: entry.createdAt,
     entryId: entry.entryId,
     type: entry.type,
-    tier: entry.tier ?? '',
-    keyId: entry.keyId ?? '',
-    user: entry.user ?? '',
-    promptTokens: entry.promptTokens ?? '',
-    completionTokens: entry.completionTokens ?? '',
-    cachedTokens: entry.cachedTokens ?? '',
+    tier: entry.tier ?? null,
+    keyId: entry.keyId ?? null,
+    user: entry.user ?? null,
+    promptTokens: entry.promptTokens ?? null,
+    completionTokens: entry.completionTokens ?? null,
+    cachedTokens: entry.cachedTokens ?? null,
     amountUsd: nanoToUsd(entry.deltaNano),
-    estimated: entry.type === 'charge' ? Boolean(entry.estimated) : '',
-    reference: entry.reference ?? '',
+    estimated: entry.type === 'charge' ? Boolean(entry.estimated) : null,
+    reference: entry.reference ?? null,
   }));
-  if (values.by !== undefined) return usageSummary(accountId, entries, values.by, format);
-  const json = { accountId, entries: rows.map((row) => ({ ...row, amountUsd: Number(row.amountUsd) })) };
+  const json = { accountId, entries: rows };
   if (format === 'csv') return { json, text: toCsv(CSV_COLUMNS, rows), raw: true };
-  if (format === 'json') return { json, text: JSON.stringify(json), raw: true };
+  if (format === 'json') return { json, text: jsonText(json), raw: true };
   const lines = rows.map(
     (row) =>
-      `${row.time}  ${row.type.padEnd(6)}  ${row.amountUsd.padStart(14)}  ${safe(row.entryId)}  ${safe(row.tier)} ${row.type === 'charge' ? `${row.promptTokens}+${row.completionTokens} tokens${row.estimated ? ' (estimated)' : ''}` : ''}`,
+      `${row.time}  ${row.type.padEnd(10)}  ${row.amountUsd.padStart(18)}  ${safe(row.entryId)}  ${safe(row.tier ?? '')} ${row.type === 'charge' ? `${row.promptTokens}+${row.completionTokens} tokens${row.estimated ? ' (estimated)' : ''}` : ''}`,
   );
   return { json, text: lines.length ? lines.join('\n') : `no ledger entries for ${accountId}` };
 }
 
 /**
- * `usage --by key|user|day`: the charges summed per API key, per end user (the request's `user`), or
- * per UTC day: requests, tokens and cost, exact (summed in nano-USD).
+ * `usage --by key|user|day`: the charges summed per API key (with its name), per end user (the
+ * request's `user`), or per UTC day: requests, tokens and cost, exact (summed in nano-USD).
  */
-function usageSummary(
+async function usageSummary(
+  ctx: AdminContext,
   accountId: string,
   entries: Awaited<ReturnType<typeof listLedger>>,
   by: string,
   format: string,
-): CliResult {
+): Promise<CliResult> {
   if (!['key', 'user', 'day'].includes(by)) throw new UsageError('--by must be key, user or day');
   const groups = new Map<
     string,
@@ -283,57 +397,76 @@ function usageSummary(
     sum.costNano += -entry.deltaNano;
     groups.set(group, sum);
   }
-  const rows = [...groups.entries()]
+  const names =
+    by === 'key' ? new Map((await listKeys(ctx, accountId)).map((key) => [key.keyId, key.name])) : undefined;
+  const sums = [...groups.entries()]
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([group, sum]) => ({
-      [by]: group,
-      requests: sum.requests,
-      promptTokens: sum.promptTokens,
-      completionTokens: sum.completionTokens,
+      group,
+      name: names?.get(group) ?? null,
+      ...sum,
       costUsd: nanoToUsd(sum.costNano),
     }));
-  const json = { accountId, by, groups: rows.map((row) => ({ ...row, costUsd: Number(row.costUsd) })) };
-  if (format === 'json') return { json, text: JSON.stringify(json), raw: true };
+  const rows = sums.map((sum) => ({
+    [by]: sum.group === '' ? null : sum.group,
+    ...(names ? { name: sum.name } : {}),
+    requests: sum.requests,
+    promptTokens: sum.promptTokens,
+    completionTokens: sum.completionTokens,
+    costUsd: sum.costUsd,
+  }));
+  const json = { accountId, by, groups: rows };
+  if (format === 'json') return { json, text: jsonText(json), raw: true };
   if (format === 'csv')
     return {
       json,
-      text: toCsv([by, 'requests', 'promptTokens', 'completionTokens', 'costUsd'], rows),
+      text: toCsv(
+        [by, ...(names ? ['name'] : []), 'requests', 'promptTokens', 'completionTokens', 'costUsd'],
+        rows,
+      ),
       raw: true,
     };
-  const lines = rows.map(
-    (row) =>
-      `${(safe(String(row[by])) || '(none)').padEnd(24)}  ${String(row.requests).padStart(6)} requests  ${row.promptTokens}+${row.completionTokens} tokens  $${row.costUsd}`,
+  const labels = sums.map(({ group, name }) => {
+    const label = safe(group) || '(none)';
+    return names ? `${label}  ${name === null ? '(no such key)' : safe(name)}` : label;
+  });
+  const width = Math.max(24, ...labels.map((label) => label.length));
+  const lines = sums.map(
+    (sum, i) =>
+      `${(labels[i] ?? '').padEnd(width)}  ${String(sum.requests).padStart(6)} requests  ${sum.promptTokens}+${sum.completionTokens} tokens  $${sum.costUsd}`,
   );
   return { json, text: lines.length ? lines.join('\n') : `no charges for ${accountId}` };
 }
 
-/** `reconcile [<accountId>]`: creditBalance must equal top-ups minus charges, for every account. */
+/**
+ * `reconcile [<accountId>]`: creditBalance must equal the ledger's sum (top-ups minus corrections minus
+ * charges), for every account.
+ */
 async function reconcileCommand(
   ctx: AdminContext,
   p: string[],
   values: Parsed['values'],
 ): Promise<CliResult> {
   if (p.length > 2) throw new UsageError('reconcile takes at most one account id');
-  for (const flag of ['credits', 'ref', 'name', 'since', 'format', 'by'] as const)
-    if (values[flag] !== undefined) throw new UsageError(`--${flag} does not apply to "reconcile"`);
-  const results = await reconcile(ctx, p[1]);
+  onlyFlags('reconcile', values, []);
+  const results = await reconcile(ctx, p[1] === undefined ? undefined : checkAccountId(p[1]));
   const differences = results.filter((r) => r.differenceNano !== 0n);
   const json = {
     accounts: results.length,
     differences: differences.length,
     results: results.map((r) => ({
       accountId: r.accountId,
-      creditBalance: Number(nanoToUsd(r.balanceNano)),
-      ledgerBalance: Number(nanoToUsd(r.ledgerNano)),
-      difference: Number(nanoToUsd(r.differenceNano)),
-      held: Number(nanoToUsd(r.heldNano)),
-      holds: Number(nanoToUsd(r.holdsNano)),
+      creditBalance: nanoToUsd(r.balanceNano),
+      ledgerBalance: nanoToUsd(r.ledgerNano),
+      difference: nanoToUsd(r.differenceNano),
+      held: nanoToUsd(r.heldNano),
+      holds: nanoToUsd(r.holdsNano),
       entries: r.entries,
     })),
   };
   const lines = results.map(
     (r) =>
-      `${r.differenceNano === 0n ? 'ok  ' : 'DIFF'}  ${r.accountId}  creditBalance=$${nanoToUsd(r.balanceNano)}  ledger=$${nanoToUsd(r.ledgerNano)}  held=$${nanoToUsd(r.heldNano)}  holds=$${nanoToUsd(r.holdsNano)}  difference=$${nanoToUsd(r.differenceNano)}  (${r.entries} entries)`,
+      `${r.differenceNano === 0n ? 'ok  ' : 'DIFF'}  ${safe(r.accountId)}  creditBalance=${usdOf(r.balanceNano)}  ledger=${usdOf(r.ledgerNano)}  held=${usdOf(r.heldNano)}  holds=${usdOf(r.holdsNano)}  difference=${usdOf(r.differenceNano)}  (${r.entries} entries)`,
   );
   lines.push(`${results.length} account(s) checked, ${differences.length} with a difference`);
   return { json, text: lines.join('\n'), exitCode: differences.length > 0 ? 1 : 0 };
@@ -342,14 +475,13 @@ async function reconcileCommand(
 /** `holds [<accountId>]`: live and expired (not yet swept) holds, soonest expiry first. */
 async function holdsCommand(ctx: AdminContext, p: string[], values: Parsed['values']): Promise<CliResult> {
   if (p.length > 2) throw new UsageError('holds takes at most one account id');
-  for (const flag of ['credits', 'ref', 'name', 'since', 'format', 'by'] as const)
-    if (values[flag] !== undefined) throw new UsageError(`--${flag} does not apply to "holds"`);
-  const holds = await listHolds(ctx, p[1]);
+  onlyFlags('holds', values, []);
+  const holds = await listHolds(ctx, p[1] === undefined ? undefined : checkAccountId(p[1]));
   const json = {
     holds: holds.map((h) => ({
       accountId: h.accountId,
       holdId: h.holdId,
-      amountUsd: Number(nanoToUsd(h.amountNano)),
+      amountUsd: nanoToUsd(h.amountNano),
       createdAt: h.createdAt,
       expiresAt: h.expiresAt,
       expired: h.expired,
@@ -357,7 +489,7 @@ async function holdsCommand(ctx: AdminContext, p: string[], values: Parsed['valu
   };
   const lines = holds.map(
     (h) =>
-      `${h.expired ? 'EXPIRED' : 'live   '}  ${h.accountId}  ${h.holdId}  $${nanoToUsd(h.amountNano)}  expires ${h.expiresAt}`,
+      `${h.expired ? 'EXPIRED' : 'live   '}  ${safe(h.accountId)}  ${safe(h.holdId)}  ${usdOf(h.amountNano)}  expires ${h.expiresAt}`,
   );
   return { json, text: lines.length ? lines.join('\n') : 'no holds' };
 }
@@ -401,17 +533,32 @@ export interface CliOutput {
 
 const CONSOLE: CliOutput = { out: (text) => console.log(text), err: (text) => console.error(text) };
 
+/**
+ * The one way the CLI prints: every block, on either stream, through `printable` (terminal.ts), so no
+ * control character in an argument or a stored value reaches the terminal raw. An error is one line:
+ * its message escaped whole, line breaks included (`usage $'x\ny'` cannot add a line of its own).
+ */
+function printer(output: CliOutput) {
+  return {
+    out: (text: string) => output.out(printable(text)),
+    err: (text: string) => output.err(printable(text)),
+    error: (message: string) => output.err(printable(`error: ${safe(message)}`)),
+    usage: (message: string) => output.err(printable(`${safe(message)}\n\n${USAGE}`)),
+  };
+}
+
 /** Runs the CLI; returns the exit code. */
 export async function main(
   argv: string[],
   env: NodeJS.ProcessEnv = process.env,
   output: CliOutput = CONSOLE,
 ): Promise<number> {
+  const print = printer(output);
   let parsed: Parsed;
   try {
     parsed = parseCommandLine(argv);
     if (parsed.values.help) {
-      output.out(USAGE);
+      print.out(USAGE);
       return 0;
     }
     const [group] = parsed.positionals;
@@ -419,22 +566,23 @@ export async function main(
     if (!group || (parsed.positionals.length < 2 && group !== 'reconcile' && group !== 'holds'))
       throw new UsageError('no command given');
   } catch (error) {
-    output.err(`${(error as Error).message}\n\n${USAGE}`);
+    print.usage((error as Error).message);
     return 2;
   }
   let opened: Awaited<ReturnType<typeof openContext>> | undefined;
   try {
     opened = await openContext(env);
     const result = await runCommand(opened.ctx, parsed);
-    output.out(parsed.values.json && !result.raw ? JSON.stringify(result.json) : result.text);
+    for (const warning of result.warnings ?? []) print.err(`warning: ${safe(warning)}`);
+    print.out(parsed.values.json && !result.raw ? jsonText(result.json) : result.text);
     return result.exitCode ?? 0;
   } catch (error) {
     if (error instanceof UsageError) {
-      output.err(`${error.message}\n\n${USAGE}`);
+      print.usage(error.message);
       return 2;
     }
     // An operator's mistake (an unknown account, a bad amount), a missing Java, a failure: one line.
-    output.err(`error: ${(error as Error).message}`);
+    print.error((error as Error).message);
     return 1;
   } finally {
     await opened?.close();
@@ -447,8 +595,13 @@ export async function main(
  * This bills those, once (lib/admin/usage-records.ts). The input is the functions' log lines or a
  * CloudWatch Logs Insights result document; `-` reads standard input.
  */
-async function billLoggedCommand(ctx: AdminContext, p: string[]): Promise<CliResult> {
+async function billLoggedCommand(
+  ctx: AdminContext,
+  p: string[],
+  values: Parsed['values'],
+): Promise<CliResult> {
   if (p.length !== 2) throw new UsageError('bill-logged takes one file (or - for standard input)');
+  onlyFlags('bill-logged', values, []);
   const source = p[1] ?? '';
   let text: string;
   try {
@@ -460,7 +613,7 @@ async function billLoggedCommand(ctx: AdminContext, p: string[]): Promise<CliRes
   return {
     json: { ...result },
     text: [
-      `billed ${result.settled.length} generation(s) that had no ledger entry${result.settled.length ? `: ${result.settled.join(', ')}` : ''}`,
+      `billed ${result.settled.length} generation(s) that had no ledger entry${result.settled.length ? `: ${result.settled.map(safe).join(', ')}` : ''}`,
       `${result.alreadySettled.length} already on the ledger`,
       ...(result.invalid ? [`${result.invalid} usage record(s) failed their checks and were skipped`] : []),
     ].join('\n'),

@@ -1,7 +1,9 @@
 /**
  * The operator's operations on accounts, credits, keys, the ledger and holds: validation and views
  * over the store port (core/store.ts), which alone knows the tables. Every balance change is a
- * transaction that also writes its ledger entry, so `creditBalance` always equals top-ups minus charges.
+ * transaction that also writes its ledger entry, so `creditBalance` always equals top-ups minus
+ * corrections minus charges. Amounts are exact: nano-USD bigints, or USD decimal strings in the views
+ * (a JavaScript number keeps about 16 significant digits, fewer than a large balance to the nano).
  */
 
 import { nanoToUsd, usdToNano } from '../../functions/billing/money.js';
@@ -10,6 +12,7 @@ import { generateApiKey } from '../../functions/core/auth.js';
 import {
   AccountExistsError,
   AccountNotFoundError,
+  type AccountRecord,
   type Hold,
   type KeyRecord,
   type LedgerEntry,
@@ -31,16 +34,24 @@ export interface AdminContext {
   store: Store;
 }
 
+/** An account as the CLI shows it: amounts as exact USD decimal strings. */
 export interface AccountView {
   accountId: string;
   status: AccountStatus;
-  /** USD. */
-  creditBalance: number;
-  /** USD held by requests in flight, when any. */
-  held?: number;
-  /** How many slices its balance is split into, when more than one. */
-  slices?: number;
+  /** USD, exact ("12345678.123456789"). */
+  creditBalance: string;
+  /** USD held by requests in flight, exact. */
+  held: string;
+  /** How many slices its balance is split into (1: never split). */
+  slices: number;
 }
+
+/**
+ * The most one command adds or takes back, and the most an account starts with: a typo of a few
+ * digits is refused before anything is written. A larger payment is several references.
+ */
+export const MAX_AMOUNT_USD = 1_000_000;
+const MAX_AMOUNT_NANO = usdToNano(String(MAX_AMOUNT_USD));
 
 export interface KeyView {
   keyId: string;
@@ -51,21 +62,29 @@ export interface KeyView {
   revokedAt?: string;
 }
 
+/** A USD decimal string for a person: `$12.5`, `-$3`. */
+export const dollars = (usd: string): string => (usd.startsWith('-') ? `-$${usd.slice(1)}` : `$${usd}`);
+
 const ACCOUNT_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+const KEY_ID = /^key_[0-9A-Za-z]{1,64}$/;
 
 export function checkAccountId(accountId: string): string {
   if (!ACCOUNT_ID.test(accountId))
-    throw new AdminError(
-      `invalid account id ${JSON.stringify(accountId)}: use 1-64 letters, digits, ".", "_" or "-"`,
-    );
+    throw new AdminError(`invalid account id "${accountId}": use 1-64 letters, digits, ".", "_" or "-"`);
   return accountId;
 }
 
-/** A positive USD amount (or 0, when `zero` allows it) with at most 9 decimals, as nano-USD. */
+/** A positive USD amount up to MAX_AMOUNT_USD (or 0, when `zero` allows it) with at most 9 decimals, as nano-USD. */
 function parseCredits(usd: string, zero: 'allowed' | 'refused' = 'refused'): bigint {
   if (!/^\d+(\.\d{1,9})?$/.test(usd))
-    throw new AdminError(`invalid amount ${JSON.stringify(usd)}: a positive USD amount like 5 or 12.50`);
-  const nano = usdToNano(usd);
+    throw new AdminError(`invalid amount "${usd}": a positive USD amount like 5 or 12.50`);
+  // Digits before the point are counted before any arithmetic: no number is built from a long typo.
+  const whole = (usd.split('.')[0] ?? '').replace(/^0+/, '');
+  const nano = whole.length > String(MAX_AMOUNT_USD).length ? undefined : usdToNano(usd);
+  if (nano === undefined || nano > MAX_AMOUNT_NANO)
+    throw new AdminError(
+      `amount $${usd} is above the maximum of $${MAX_AMOUNT_USD} a command; split a larger one over several references`,
+    );
   if (nano === 0n && zero === 'allowed') return nano;
   if (nano <= 0n) throw new AdminError('the amount must be greater than 0');
   return nano;
@@ -85,7 +104,7 @@ export async function createAccount(
     if (error instanceof AccountExistsError) throw new AdminError(`account ${accountId} already exists`);
     throw error;
   }
-  return { accountId, status: 'active', creditBalance: Number(nanoToUsd(credits)) };
+  return { accountId, status: 'active', creditBalance: nanoToUsd(credits), held: '0', slices: 1 };
 }
 
 export async function getAccount(
@@ -101,32 +120,72 @@ export async function getAccount(
   return { accountId, status, balanceNano, heldNano, slices };
 }
 
-export async function showAccount(ctx: AdminContext, accountId: string): Promise<AccountView> {
+const toView = (account: Omit<AccountRecord, 'createdAt'>): AccountView => ({
+  accountId: account.accountId,
+  status: account.status,
+  creditBalance: nanoToUsd(account.balanceNano),
+  held: nanoToUsd(account.heldNano),
+  slices: account.slices,
+});
+
+/** The account, its amounts exact: what the CLI prints. */
+export async function accountView(ctx: AdminContext, accountId: string): Promise<AccountView> {
   const account = await getAccount(ctx, accountId);
   if (!account) throw new AdminError(`no such account: ${accountId}`);
-  return {
-    accountId,
-    status: account.status,
-    creditBalance: Number(nanoToUsd(account.balanceNano)),
-    ...(account.heldNano !== 0n ? { held: Number(nanoToUsd(account.heldNano)) } : {}),
-    ...(account.slices > 1 ? { slices: account.slices } : {}),
-  };
+  return toView(account);
+}
+
+/**
+ * The account with its balance as a JavaScript number, as a JSON client reads GET /api/v1/credits:
+ * for comparing with that answer. Past about 16 significant digits the number is not the balance;
+ * the CLI prints accountView's exact strings.
+ */
+export async function showAccount(
+  ctx: AdminContext,
+  accountId: string,
+): Promise<{ accountId: string; status: AccountStatus; creditBalance: number }> {
+  const { status, creditBalance } = await accountView(ctx, accountId);
+  return { accountId, status, creditBalance: Number(creditBalance) };
+}
+
+/** Every account, a page at a time (a Scan, in the table's order), each with its total over its slices. */
+export async function listAccounts(
+  ctx: AdminContext,
+  options: { limit: number; after?: string },
+): Promise<{ accounts: (AccountView & { createdAt?: string })[]; next?: string }> {
+  const page = await ctx.store.listAccounts(options);
+  const accounts = [];
+  for (const item of page.accounts) {
+    // The page has each account item alone; a split account's totals are read over its slices.
+    const account = item.slices > 1 ? ((await getAccount(ctx, item.accountId)) ?? item) : item;
+    accounts.push({ ...toView(account), ...(item.createdAt ? { createdAt: item.createdAt } : {}) });
+  }
+  return { accounts, ...(page.next ? { next: page.next } : {}) };
 }
 
 /**
  * Splits a busy account's balance into `slices` slices (its requests then spread their writes over
- * that many items and partitions) and evens the credit out over them. Never fewer than it has.
+ * that many items and partitions) and evens the credit out over them. Never fewer than it has: a
+ * smaller count is refused (nothing changes).
  */
 export async function splitAccount(
   ctx: AdminContext,
   accountId: string,
   slices: string | undefined,
-): Promise<AccountView> {
+): Promise<AccountView & { before: number }> {
   const count = Number(slices);
   if (!slices || !/^\d+$/.test(slices) || count < 1 || count > MAX_SLICES)
     throw new AdminError(`--slices must be a whole number from 1 to ${MAX_SLICES}`);
-  await notFoundAsAdminError(accountId, () => ctx.store.splitAccount(accountId, count));
-  return showAccount(ctx, accountId);
+  const before = (await accountView(ctx, accountId)).slices;
+  const fewer = (has: number) =>
+    new AdminError(
+      `account ${accountId} has ${has} slices and slices never decrease: not split into ${count}`,
+    );
+  if (count < before) throw fewer(before);
+  const now = await notFoundAsAdminError(accountId, () => ctx.store.splitAccount(accountId, count));
+  // Split further by someone else meanwhile.
+  if (now > count) throw fewer(now);
+  return { ...(await accountView(ctx, accountId)), before };
 }
 
 export async function setAccountStatus(
@@ -137,7 +196,13 @@ export async function setAccountStatus(
   await notFoundAsAdminError(accountId, () =>
     ctx.store.setAccountStatus(accountId, status, new Date().toISOString()),
   );
-  return showAccount(ctx, accountId);
+  return accountView(ctx, accountId);
+}
+
+function checkReference(reference: string): string {
+  if (!/^[\x21-\x7e]{1,128}$/.test(reference))
+    throw new AdminError('the reference must be 1-128 printable characters without spaces');
+  return reference;
 }
 
 /** Adds credits once per payment reference: the same reference twice adds once. */
@@ -146,14 +211,39 @@ export async function addCredits(
   accountId: string,
   usd: string,
   reference: string,
-): Promise<{ applied: boolean; account: AccountView }> {
+): Promise<{ applied: boolean; amountNano: bigint; account: AccountView }> {
   const amount = parseCredits(usd);
-  if (!/^[\x21-\x7e]{1,128}$/.test(reference))
-    throw new AdminError('the reference must be 1-128 printable characters without spaces');
+  checkReference(reference);
   const applied = await notFoundAsAdminError(accountId, () =>
     ctx.store.topUp(accountId, reference, amount, new Date().toISOString()),
   );
-  return { applied, account: await showAccount(ctx, accountId) };
+  return { applied, amountNano: amount, account: await accountView(ctx, accountId) };
+}
+
+/**
+ * Takes credit back (a refund by hand, a correction) once per reference: the ledger entry
+ * `correction#<reference>` and the deduction in one transaction. Refused, with nothing written, when
+ * it would take the account's available credit (balance minus what requests in flight hold) below
+ * zero, unless `force`.
+ */
+export async function removeCredits(
+  ctx: AdminContext,
+  accountId: string,
+  usd: string,
+  reference: string,
+  { force = false }: { force?: boolean } = {},
+): Promise<{ applied: boolean; amountNano: bigint; account: AccountView }> {
+  const amount = parseCredits(usd);
+  checkReference(reference);
+  const outcome = await notFoundAsAdminError(accountId, () =>
+    ctx.store.removeCredits(accountId, reference, amount, new Date().toISOString(), { force }),
+  );
+  const account = await accountView(ctx, accountId);
+  if (outcome === 'refused')
+    throw new AdminError(
+      `$${nanoToUsd(amount)} is more than ${accountId}'s available credit (${dollars(account.creditBalance)} less ${dollars(account.held)} held): nothing taken; --force takes it anyway, below zero`,
+    );
+  return { applied: outcome === 'applied', amountNano: amount, account };
 }
 
 export async function createKey(
@@ -178,6 +268,7 @@ export async function createKey(
 }
 
 export async function revokeKey(ctx: AdminContext, keyId: string): Promise<KeyView> {
+  if (!KEY_ID.test(keyId)) throw new AdminError(`invalid key id "${keyId}": key_ and letters or digits`);
   const found = await ctx.store.findKeyById(keyId);
   if (!found) throw new AdminError(`no such key: ${keyId}`);
   return toKeyView(await ctx.store.revokeKey(found.keyHash, new Date().toISOString()));
@@ -234,7 +325,7 @@ export interface Reconciliation {
   accountId: string;
   /** creditBalance in nano-USD. */
   balanceNano: bigint;
-  /** Top-ups minus charges in nano-USD. */
+  /** Top-ups minus corrections minus charges in nano-USD. */
   ledgerNano: bigint;
   differenceNano: bigint;
   /** heldNano on the account, and the sum of its hold items: they must agree too. */
@@ -244,7 +335,8 @@ export interface Reconciliation {
 }
 
 /**
- * Checks that each account's creditBalance equals its top-ups minus its charges, and that what the
+ * Checks that each account's creditBalance equals the sum of its ledger (top-ups minus corrections
+ * minus charges), and that what the
  * account says is held equals its live holds (a held amount no hold explains is a difference). The
  * balance of a split account is its slices as of one instant (store.getAccount): a transfer between
  * them, which moves credit without a ledger entry, is never seen half (a false difference).

@@ -26,6 +26,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
+import type { Readable } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { MAX_REQUEST_BYTES, requestTooLarge } from '../../functions/shared/too-large.js';
@@ -75,6 +76,21 @@ export interface EmulatorOptions {
   launcher?: (fn: EmulatedFunction) => Launcher;
 }
 
+/** A request to the CloudFront port, once its response has ended (or its connection closed). */
+export interface RequestDone {
+  method: string;
+  /** The path the client asked for, without its query string. */
+  path: string;
+  status: number;
+  /** From the request's arrival to the end of its response. */
+  ms: number;
+  /** The response's `x-generation-id` (a completion's). */
+  generationId: string | undefined;
+}
+
+/** One line a function instance wrote (without its newline), and to which of its streams. */
+export type FunctionOutput = (fn: string, stream: 'stdout' | 'stderr', line: string) => void;
+
 export interface RunningEmulator {
   /** The CloudFront stand-in. */
   url: string;
@@ -86,6 +102,8 @@ export interface RunningEmulator {
   stats(name: string): FunctionStats;
   /** Resolves once no function has an invocation running or queued (work after a reply included). */
   quiescent(): Promise<void>;
+  /** Calls `listener` for every request to the CloudFront port once it is done (`npm start`'s console). */
+  onRequestDone(listener: (done: RequestDone) => void): void;
   close(): Promise<void>;
 }
 
@@ -101,13 +119,17 @@ const { workerData } = require('node:worker_threads');
 import(workerData.tsx).then((tsx) => { tsx.register(); return import(workerData.runtime); });
 `;
 
-/** An instance as a worker thread: own module state, heap capped at the function's memory size. */
-function workerLauncher(fn: EmulatedFunction): Launcher {
+/**
+ * An instance as a worker thread: own module state, heap capped at the function's memory size. Its
+ * output is this process's own, or with `output`, handed over a line at a time.
+ */
+function workerLauncher(fn: EmulatedFunction, output?: FunctionOutput): Launcher {
   return (runtimeApi, env) => {
     const worker = new Worker(BOOT, {
       eval: true,
       env: { ...env, AWS_LAMBDA_RUNTIME_API: runtimeApi },
       execArgv: [],
+      ...(output ? { stdout: true, stderr: true } : {}),
       workerData: {
         lambdaRuntime: true,
         tsx: TSX_API,
@@ -117,6 +139,10 @@ function workerLauncher(fn: EmulatedFunction): Launcher {
       },
       resourceLimits: { maxOldGenerationSizeMb: fn.memoryMb },
     });
+    if (output) {
+      byLine(worker.stdout, (line) => output(fn.name, 'stdout', line));
+      byLine(worker.stderr, (line) => output(fn.name, 'stderr', line));
+    }
     const exited = new Promise((resolve) => {
       worker.on('exit', resolve);
       worker.on('error', (error) => {
@@ -125,6 +151,26 @@ function workerLauncher(fn: EmulatedFunction): Launcher {
     });
     return { exited, kill: () => void worker.terminate() };
   };
+}
+
+/** Worker-thread instances (the default launcher) whose output goes to `output`, a line at a time. */
+export function workerLauncherWithOutput(output: FunctionOutput): (fn: EmulatedFunction) => Launcher {
+  return (fn) => workerLauncher(fn, output);
+}
+
+/** Hands `readable`'s text over a line at a time (a last line without a newline at its end). */
+function byLine(readable: Readable, line: (text: string) => void): void {
+  let partial = '';
+  readable.setEncoding('utf8');
+  readable.on('data', (text: string) => {
+    const lines = (partial + text).split('\n');
+    partial = lines.pop() ?? '';
+    for (const whole of lines) line(whole);
+  });
+  readable.on('end', () => {
+    if (partial) line(partial);
+    partial = '';
+  });
 }
 
 /**
@@ -246,8 +292,10 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
   }
 
   const viewerRequest = options.viewerRequest ? viewerRequestFunction(options.viewerRequest) : undefined;
+  const requestListeners: ((done: RequestDone) => void)[] = [];
   const server = createServer(
     guard(async (req, res) => {
+      if (requestListeners.length > 0) observe(req, res, requestListeners);
       // Read first (and an oversized body drained) so that an early answer leaves the connection usable.
       const body = await readBody(req, maxBody);
       const viewerUrl = new URL(req.url ?? '/', 'http://localhost');
@@ -305,6 +353,9 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     quiescent: async () => {
       await Promise.all([...pools.values()].map((pool) => pool.quiescent()));
     },
+    onRequestDone: (listener) => {
+      requestListeners.push(listener);
+    },
     close: async () => {
       await Promise.all([...pools.values()].map((p) => p.close()));
       await Promise.all(
@@ -318,6 +369,43 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
       );
     },
   };
+}
+
+/**
+ * Tells `listeners` of the request once its response has ended: its status, and the generation id its
+ * head carried (read as the head is written: a head given whole to writeHead is not kept by Node).
+ */
+function observe(req: IncomingMessage, res: ServerResponse, listeners: ((done: RequestDone) => void)[]) {
+  const started = performance.now();
+  let generationId: string | undefined;
+  const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => ServerResponse;
+  (res as unknown as { writeHead: (...args: unknown[]) => ServerResponse }).writeHead = (...args) => {
+    generationId = headerIn(args.at(-1), 'x-generation-id');
+    return writeHead(...args);
+  };
+  res.once('close', () => {
+    const done: RequestDone = {
+      method: req.method ?? 'GET',
+      path: new URL(req.url ?? '/', 'http://localhost').pathname,
+      status: res.statusCode,
+      ms: Math.round(performance.now() - started),
+      generationId,
+    };
+    for (const listener of listeners) listener(done);
+  });
+}
+
+/** A header's value among writeHead's headers (an object, or a flat array of names and values). */
+function headerIn(headers: unknown, name: string): string | undefined {
+  if (Array.isArray(headers)) {
+    for (let i = 0; i + 1 < headers.length; i += 2)
+      if (String(headers[i]).toLowerCase() === name) return String(headers[i + 1]);
+    return undefined;
+  }
+  if (typeof headers !== 'object' || headers === null) return undefined;
+  for (const [key, value] of Object.entries(headers))
+    if (key.toLowerCase() === name) return Array.isArray(value) ? String(value[0]) : String(value);
+  return undefined;
 }
 
 /**

@@ -71,9 +71,9 @@ describe('the operator CLI beside a running npm start', () => {
 
       const shown = await admin('account', 'show', 'dev', '--json');
       expect(shown.code, shown.stderr).toBe(0);
-      expect(JSON.parse(shown.stdout)).toMatchObject({ accountId: 'dev', creditBalance: 5 });
+      expect(JSON.parse(shown.stdout)).toMatchObject({ accountId: 'dev', creditBalance: '5' });
       const added = await admin('credits', 'add', 'dev', '1', '--ref', 'beside-1', '--json');
-      expect(JSON.parse(added.stdout)).toMatchObject({ applied: true, creditBalance: 6 });
+      expect(JSON.parse(added.stdout)).toMatchObject({ applied: true, creditBalance: '6' });
 
       // The engine stops answering (paused) while it still holds the files: one line, exit 1.
       process.kill(engine.enginePid, 'SIGSTOP');

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dynamoTimeouts } from '../../functions/adapters/dynamodb/timeouts.js';
 import { usdToNano } from '../../functions/billing/money.js';
 import { ORIGIN_READ_TIMEOUT_SECONDS } from '../../functions/shared/limits.js';
 import { billingFailures } from '../../functions/shared/observability.js';
@@ -13,12 +14,15 @@ import { balanceNano, newAccount, startTarget, type Target } from '../support/ta
  * A database that stops answering (DynamoDB Local paused with SIGSTOP: connections open, nothing
  * answered, as a stalled network path looks). This file starts its own DynamoDB Local so pausing it
  * cannot disturb other test files. The functions run with the deployed default timeouts: 1 s per
- * attempt, 3 attempts, so a stalled read is known in about 3.3 s.
+ * attempt, 3 attempts, and a read before the upstream call gives up after its 3 s budget.
+ * (database-stall-local.test.ts: the same with DynamoDB Local's defaults, as `npm start` runs.)
  */
 let dynamo: RunningDynamo;
 let target: Target;
-const STATED_BOUND_MS = 5_000;
-/** The account function's timeout here (10 s deployed), shorter than a stalled read's 3.3 s: its budget must fit inside it. */
+const DEPLOYED = dynamoTimeouts({});
+/** The stated bound (the read budget), and room for a loaded machine. */
+const STATED_BOUND_MS = (DEPLOYED.readBudgetMs ?? Number.POSITIVE_INFINITY) + 2_000;
+/** The account function's timeout here (10 s deployed), no longer than a stalled read's 3 s: its own budget must answer first. */
 const ACCOUNT_TIMEOUT_MS = 3_000;
 
 beforeAll(async () => {
@@ -33,8 +37,10 @@ beforeAll(async () => {
     env: {
       SETTLE_RESERVE_MS: '4000',
       KEEPALIVE_INTERVAL_MS: '500',
-      DYNAMODB_REQUEST_TIMEOUT_MS: '1000',
-      DYNAMODB_CONNECT_TIMEOUT_MS: '1000',
+      DYNAMODB_REQUEST_TIMEOUT_MS: String(DEPLOYED.requestTimeoutMs),
+      DYNAMODB_CONNECT_TIMEOUT_MS: String(DEPLOYED.connectTimeoutMs),
+      DYNAMODB_MAX_ATTEMPTS: String(DEPLOYED.maxAttempts),
+      DYNAMODB_READ_BUDGET_MS: String(DEPLOYED.readBudgetMs),
     },
   });
 });

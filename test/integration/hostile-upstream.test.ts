@@ -11,6 +11,15 @@ import { ledgerOf } from '../support/settled.js';
 import { readSse } from '../support/sse.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 import {
+  awkwardPieces,
+  TWO_FINISH_BILLED_NANO,
+  TWO_FINISH_COST,
+  TWO_FINISH_TOKENS,
+  twoFinishJson,
+  twoFinishStream,
+  writeInPieces,
+} from '../support/two-finish-stream.js';
+import {
   hostileUpstreamEnv,
   oneChargeItem,
   postCompletion,
@@ -93,7 +102,7 @@ async function clientUsage(response: Response, stream: boolean) {
 /** The account's one charge (the balance down by exactly it) and the adjustment its ledger item records. */
 async function oneCharge(accountId: string) {
   const { charge, item } = await oneChargeItem(target, accountId, START);
-  return { charge, adjusted: item?.usageAdjusted?.S };
+  return { charge, item, adjusted: item?.usageAdjusted?.S };
 }
 
 async function noCharge(accountId: string) {
@@ -171,6 +180,52 @@ describe('usage an upstream misreports is billed within its bound, flagged and c
     const { adjusted } = await oneCharge(accountId);
     expect(adjusted).toBeUndefined();
   });
+});
+
+describe('a cost reported on the second of two finish chunks (CRLF, comments, cut at awkward bytes)', () => {
+  const behaviour: Behaviour = (body, res) => {
+    if (!body.stream) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return void res.end(twoFinishJson(REPLY));
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    void writeInPieces(res, awkwardPieces(twoFinishStream(REPLY)));
+  };
+
+  it.each([false, true])(
+    'is billed 1.3x the reported cost, as its JSON reply is (stream %s)',
+    async (stream) => {
+      behave = behaviour;
+      const { accountId, key } = await newAccount(target);
+      // svc-heavy's table prices these tokens at about $0.000055: the reported $0.000123456 is plausible.
+      const response = await call(key, 'svc-heavy', stream);
+      expect(response.status).toBe(200);
+      const usage = await clientUsage(response, stream);
+      expect([usage.prompt_tokens, usage.completion_tokens]).toEqual([
+        TWO_FINISH_TOKENS.prompt,
+        TWO_FINISH_TOKENS.completion,
+      ]);
+      expect(usdToNano(String(usage.cost))).toBe(TWO_FINISH_BILLED_NANO);
+      const { charge, item, adjusted } = await oneCharge(accountId);
+      expect(-charge.deltaNano).toBe(TWO_FINISH_BILLED_NANO);
+      expect(item?.upstreamCostUsd?.S).toBe(TWO_FINISH_COST);
+      expect(adjusted).toBeUndefined();
+    },
+  );
+
+  it.each([false, true])(
+    "above 3x the tier's table it is not believed, stream and JSON alike: both billed by the table (stream %s)",
+    async (stream) => {
+      behave = behaviour;
+      const { accountId, key } = await newAccount(target);
+      // svc-fast's table prices these tokens at $0.0000243538: $0.000123456 is over 3x that + $0.00001.
+      const usage = await clientUsage(await call(key, 'svc-fast', stream), stream);
+      expect(usdToNano(String(usage.cost))).toBe(31_660n);
+      const { charge, adjusted } = await oneCharge(accountId);
+      expect(-charge.deltaNano).toBe(31_660n);
+      expect(adjusted).toBe(`cost ${TWO_FINISH_COST} > 3x the price table`);
+    },
+  );
 });
 
 describe('usage details', () => {

@@ -45,7 +45,7 @@ describe('README operator commands', () => {
       const { stdout } = await run('npm', ['run', '--silent', 'admin', '--', ...argsOf(tip)], { env });
       expect(stdout, tip).not.toBe('');
     }
-    expect((await admin(['account', 'show', 'dev', '--json'])).stdout).toContain('"creditBalance":105');
+    expect((await admin(['account', 'show', 'dev', '--json'])).stdout).toContain('"creditBalance":"105"');
   }, 120_000);
 
   it('the Operator CLI examples run as written, in order (the key id and the log file are the only stand-ins)', async () => {

@@ -10,8 +10,11 @@ import type { AccountStatus, Principal } from '../../functions/core/access.js';
 import {
   AccountExistsError,
   AccountNotFoundError,
+  type AccountPage,
   type AccountRecord,
   type ChargeEntry,
+  type CorrectionOutcome,
+  correctionEntryId,
   type Hold,
   type HoldOutcome,
   type KeyRecord,
@@ -208,6 +211,36 @@ export class MemoryStore implements Store {
     return true;
   }
 
+  async removeCredits(
+    accountId: string,
+    reference: string,
+    amountNano: bigint,
+    now: string,
+    options: { force?: boolean } = {},
+  ): Promise<CorrectionOutcome> {
+    const account = this.accounts.get(accountId);
+    if (!account) throw new AccountNotFoundError(accountId);
+    const entries = this.ledger.get(accountId) ?? [];
+    const entryId = correctionEntryId(reference);
+    if (entries.some((e) => e.entryId === entryId)) return 'already-applied';
+    if (!options.force && account.balanceNano - account.heldNano < amountNano) return 'refused';
+    entries.push({ entryId, type: 'correction', createdAt: now, deltaNano: -amountNano, reference });
+    this.ledger.set(accountId, entries);
+    account.balanceNano -= amountNano;
+    return 'applied';
+  }
+
+  /** Pages in account id order (the DynamoDB table's is its own). */
+  async listAccounts({ limit, after }: { limit: number; after?: string }): Promise<AccountPage> {
+    const ids = [...this.accounts.keys()].sort().filter((id) => after === undefined || id > after);
+    const accounts = ids.slice(0, limit).flatMap((id) => {
+      const account = this.accounts.get(id);
+      return account ? [{ ...account }] : [];
+    });
+    const last = accounts.at(-1);
+    return ids.length > limit && last ? { accounts, next: last.accountId } : { accounts };
+  }
+
   async createKey(key: KeyRecord): Promise<void> {
     if (!this.accounts.has(key.accountId)) throw new AccountNotFoundError(key.accountId);
     this.keys.set(key.keyHash, { ...key });
@@ -241,9 +274,10 @@ export class MemoryStore implements Store {
       .reduce((sum, e) => sum - e.deltaNano, 0n);
   }
 
+  /** Top-ups minus corrections. */
   async totalCredits(accountId: string): Promise<bigint> {
     return (this.ledger.get(accountId) ?? [])
-      .filter((e) => e.type === 'topup')
+      .filter((e) => e.type === 'topup' || e.type === 'correction')
       .reduce((sum, e) => sum + e.deltaNano, 0n);
   }
 

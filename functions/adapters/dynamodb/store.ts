@@ -1,6 +1,7 @@
 /**
  * The DynamoDB implementation of the store port (core/store.ts), by what each part owns: accounts and
- * keys (accounts-keys.ts), the ledger (ledger.ts), holds (holds.ts). The request path costs one
+ * keys (accounts-keys.ts), the ledger (ledger.ts), holds (holds.ts), and what only the operator does
+ * beside (corrections.ts: credit taken back, accounts a page at a time). The request path costs one
  * strongly consistent read before the upstream call and one transactional write after the reply; an
  * account that could overdraw adds one conditional hold write before it. SDK exceptions become domain
  * outcomes there (a failed condition is 'refused', 'already-settled', AccountNotFoundError...);
@@ -9,9 +10,11 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { AccountStatus, Principal } from '../../core/access.js';
 import type {
+  AccountPage,
   AccountRecord,
   ChargeEntry,
   Contention,
+  CorrectionOutcome,
   Hold,
   HoldOutcome,
   KeyRecord,
@@ -20,6 +23,7 @@ import type {
   Store,
 } from '../../core/store.js';
 import { AccountsAndKeys } from './accounts-keys.js';
+import { asCorrection, Corrections } from './corrections.js';
 import { Holds } from './holds.js';
 import type { TableNames } from './items.js';
 import { Ledger } from './ledger.js';
@@ -32,6 +36,7 @@ export class DynamoStore implements Store {
   private readonly accounts: AccountsAndKeys;
   private readonly ledger: Ledger;
   private readonly holds: Holds;
+  private readonly corrections: Corrections;
 
   constructor(
     readonly client: DynamoDBClient,
@@ -43,6 +48,7 @@ export class DynamoStore implements Store {
     this.accounts = new AccountsAndKeys(db);
     this.ledger = new Ledger(db, this.accounts.slices);
     this.holds = new Holds(db);
+    this.corrections = new Corrections(db, this.accounts.slices);
   }
 
   /** The generation ids among these that have a ledger entry (an eventually consistent read). */
@@ -105,14 +111,31 @@ export class DynamoStore implements Store {
   topUp(accountId: string, reference: string, amountNano: bigint, now: string): Promise<boolean> {
     return this.ledger.topUp(accountId, reference, amountNano, now);
   }
-  listLedger(accountId: string): Promise<LedgerEntry[]> {
-    return this.ledger.listLedger(accountId);
+  removeCredits(
+    accountId: string,
+    reference: string,
+    amountNano: bigint,
+    now: string,
+    options: { force?: boolean } = {},
+  ): Promise<CorrectionOutcome> {
+    return this.corrections.remove(accountId, reference, amountNano, now, options);
   }
-  getLedgerEntry(accountId: string, entryId: string): Promise<LedgerEntry | undefined> {
-    return this.ledger.getLedgerEntry(accountId, entryId);
+  listAccounts(options: { limit: number; after?: string }): Promise<AccountPage> {
+    return this.corrections.listAccounts(options);
   }
-  totalCredits(accountId: string): Promise<bigint> {
-    return this.ledger.totalCredits(accountId);
+  async listLedger(accountId: string): Promise<LedgerEntry[]> {
+    return (await this.ledger.listLedger(accountId)).map(asCorrection);
+  }
+  async getLedgerEntry(accountId: string, entryId: string): Promise<LedgerEntry | undefined> {
+    const entry = await this.ledger.getLedgerEntry(accountId, entryId);
+    return entry && asCorrection(entry);
+  }
+  async totalCredits(accountId: string): Promise<bigint> {
+    const [topUps, corrections] = await Promise.all([
+      this.ledger.totalCredits(accountId),
+      this.corrections.total(accountId),
+    ]);
+    return topUps - corrections;
   }
 
   placeHold(hold: Hold, options: { deadline?: number } = {}): Promise<HoldOutcome> {

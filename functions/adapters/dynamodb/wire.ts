@@ -12,7 +12,9 @@
  *
  * Same bounds as the client (client.ts): `connectTimeoutMs` to connect, `requestTimeoutMs` for the
  * answer's head and of silence in its body, at most `maxAttempts` attempts, and a caller's deadline
- * over all of them (an attempt's wait for its head included); like the SDK's standard retry mode it
+ * over all of them (an attempt's wait for its head included); a read without a caller's deadline (the
+ * key and account read before the upstream call, the account function's) has `readBudgetMs` from its
+ * start as its deadline (timeouts.ts says why that bound); like the SDK's standard retry mode it
  * retries network failures, 5xx and throttling with full-jitter backoff, and nothing else, and like
  * the SDK it corrects its clock from an answer that says the signature's time is off (aws4 signs
  * with the time it is given, and knows no offset).
@@ -92,6 +94,8 @@ const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 const SOCKET_FAILURES = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
 
 type Operation = 'GetItem' | 'BatchGetItem' | 'TransactWriteItems' | 'UpdateItem';
+/** The operations that only read: bounded by the read budget when the caller sets no deadline. */
+const READS: ReadonlySet<Operation> = new Set(['GetItem', 'BatchGetItem']);
 
 export class DynamoWire {
   private endpoint: Promise<Endpoint> | undefined;
@@ -104,7 +108,12 @@ export class DynamoWire {
   /** One operation's JSON output; retried within the bounds above, else a DynamoWireError. */
   async call<Output>(operation: Operation, input: object, options: CallOptions = {}): Promise<Output> {
     const body = JSON.stringify(input);
-    const deadline = options.deadline ?? Number.POSITIVE_INFINITY;
+    const { readBudgetMs } = this.timeouts;
+    const deadline =
+      options.deadline ??
+      (readBudgetMs !== undefined && READS.has(operation)
+        ? Date.now() + readBudgetMs
+        : Number.POSITIVE_INFINITY);
     for (let attempt = 1; ; attempt++) {
       try {
         const left = deadline - Date.now();

@@ -209,6 +209,33 @@ describe('the direct DynamoDB read', () => {
     expect(took).toBeLessThan(3 * FAST.requestTimeoutMs + 150 + 500);
   });
 
+  it("bounds a read without a caller's deadline by the read budget, whatever attempts are left; writes and a caller's own deadline are not", async () => {
+    const fake = await fakeDynamo(() => {
+      // Reads the request, never answers (a stalled DynamoDB).
+    });
+    const timeouts = { connectTimeoutMs: 500, requestTimeoutMs: 200, maxAttempts: 5, readBudgetMs: 500 };
+    const wire = new DynamoWire(client(fake.endpoint), timeouts);
+    const timed = async (call: () => Promise<unknown>) => {
+      const started = Date.now();
+      const failure = await call().catch((error: unknown) => error);
+      return { failure, took: Date.now() - started };
+    };
+    // A read: two full attempts, and a third with what is left of the budget if a backoff leaves any,
+    // then a TimeoutError.
+    const read = await timed(() => wire.call('BatchGetItem', INPUT));
+    expect(read.failure).toMatchObject({ name: 'TimeoutError' });
+    expect(read.took).toBeGreaterThanOrEqual(2 * timeouts.requestTimeoutMs - 50);
+    expect(read.took).toBeLessThan(timeouts.readBudgetMs + 300);
+    // A write (a settlement, a hold) keeps every attempt: its deadline is its caller's.
+    const write = await timed(() => wire.call('TransactWriteItems', { TransactItems: [] }));
+    expect(write.failure).toMatchObject({ name: 'TimeoutError' });
+    expect(write.took).toBeGreaterThanOrEqual(timeouts.maxAttempts * timeouts.requestTimeoutMs - 50);
+    // A read with a deadline of its own keeps it, past the budget.
+    const own = await timed(() => wire.call('GetItem', INPUT, { deadline: Date.now() + 5_000 }));
+    expect(own.took).toBeGreaterThanOrEqual(timeouts.maxAttempts * timeouts.requestTimeoutMs - 50);
+    expect(fake.seen.filter((s) => s.target?.endsWith('.BatchGetItem')).length).toBeLessThanOrEqual(3);
+  });
+
   it('reports a refused connection as a networking error after its attempts', async () => {
     const fake = await fakeDynamo(() => {});
     const endpoint = fake.endpoint;

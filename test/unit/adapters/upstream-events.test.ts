@@ -1,7 +1,8 @@
 import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { UpstreamEvents } from '../../../functions/adapters/upstream-events.js';
-import { upstreamBodyOver } from '../../support/upstream-events.js';
+import { TWO_FINISH_COST, twoFinishStream } from '../../support/two-finish-stream.js';
+import { upstreamBodyOver, upstreamEventsFrom } from '../../support/upstream-events.js';
 
 // A parser fault of the reader's own, on demand: the real parse for every other event.
 vi.mock('../../../functions/core/upstream-reply.js', async (importOriginal) => {
@@ -119,6 +120,38 @@ describe('UpstreamEvents', () => {
     expect(contentOf(await events.next(0))).toBe('late');
     incoming.end();
     expect(await events.next(5_000)).toEqual({ kind: 'end' });
+  });
+
+  it('reads a usage with its cost on the second of two finish chunks, CRLF-separated with comments, however the bytes are cut', async () => {
+    const bytes = Buffer.from(twoFinishStream('Hello there'));
+    /** Each event as the relay sees it: its kind, finish reason and usage's cost. */
+    const read = async (pieces: Buffer[]) => {
+      const events = upstreamEventsFrom(pieces);
+      const seen: unknown[] = [];
+      for (let event = await events.next(5_000); ; event = await events.next(5_000)) {
+        if (event === 'timeout' || event.kind === 'end' || event.kind === 'lost') break;
+        if (event.kind !== 'chunk') seen.push(event.kind);
+        else {
+          const usage = event.usage && 'usage' in event.usage ? event.usage.usage : undefined;
+          seen.push([
+            event.chunk.choices[0]?.finish_reason,
+            usage && [usage.promptTokens, usage.completionTokens, usage.reportedCostUsd],
+          ]);
+        }
+      }
+      return seen;
+    };
+    const expected = [
+      [null, undefined],
+      [null, undefined],
+      ['stop', undefined],
+      ['stop', [21, 17, TWO_FINISH_COST]],
+      'done',
+    ];
+    // Cut in two at every byte, and one byte a piece.
+    for (let cut = 1; cut < bytes.length; cut++)
+      expect(await read([bytes.subarray(0, cut), bytes.subarray(cut)]), `cut at ${cut}`).toEqual(expected);
+    expect(await read([...bytes].map((byte) => Buffer.from([byte])))).toEqual(expected);
   });
 
   it('discards an event cut off by the end of the body', async () => {

@@ -65,8 +65,9 @@ describe('admin table output', () => {
     );
     expect(created.text.split('\n')[0]).not.toMatch(CONTROL);
     const listed = await runCommand(ctx, parseCommandLine(['key', 'list', 'acct']));
-    expect(listed.text.split('\n')).toHaveLength(1);
-    expect(listed.text).not.toMatch(CONTROL);
+    const lines = listed.text.split('\n');
+    expect(lines).toHaveLength(2); // the header and the key
+    for (const line of lines) expect(line).not.toMatch(CONTROL);
     expect(listed.text).toContain('ci\\x1b[2J\\nforged');
   });
 

@@ -9,11 +9,18 @@ import type { FunctionUrlEvent } from '../../../functions/shared/http.js';
 import { loadCaller } from '../../../functions/shared/principal.js';
 import { accountWith } from '../../support/fixtures.js';
 import { MemoryStore } from '../../support/memory-store.js';
+import {
+  awkwardPieces,
+  twoFinishJson,
+  twoFinishStream,
+  writeInPieces,
+} from '../../support/two-finish-stream.js';
 
 /**
  * An upstream that reports its own cost (`usage.cost`, as OpenRouter does) is billed 1.3x that cost,
  * whether the usage comes on a usage-only last chunk, on the last chunk that still has choices (some
- * providers behind OpenRouter send it so), or in a JSON body.
+ * providers behind OpenRouter send it so, also as the second of two finish chunks, between CRLF
+ * separators and comments, cut at awkward bytes: test/support/two-finish-stream.ts), or in a JSON body.
  */
 const COST = '0.000123456';
 const BILLED_NANO = 160_493n; // 0.000123456 x 1.3 = 0.0001604928 USD, rounded up to the nano-USD
@@ -22,7 +29,9 @@ type Shape =
   | 'usage-only chunk'
   | 'chunk with choices'
   | 'chunk with choices, then a usage-only chunk without cost'
-  | 'json';
+  | 'second of two finish chunks, CRLF and comments, cut at awkward bytes'
+  | 'json'
+  | 'json with the same usage as the two finish chunks';
 
 let server: ReturnType<typeof createServer>;
 let url: string;
@@ -31,6 +40,14 @@ beforeAll(async () => {
   server = createServer((req, res) => {
     req.resume();
     req.on('end', () => {
+      if (shape === 'json with the same usage as the two finish chunks') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return void res.end(twoFinishJson('Hi there'));
+      }
+      if (shape === 'second of two finish chunks, CRLF and comments, cut at awkward bytes') {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        return void writeInPieces(res, awkwardPieces(twoFinishStream('Hi there')));
+      }
       const envelope = { id: 'u', created: 1, model: 'm' };
       // The cost as OpenRouter writes it: a bare JSON number with its exact digits.
       const counts = '"prompt_tokens":10,"completion_tokens":2,"total_tokens":12';
@@ -76,7 +93,7 @@ async function billedFor(which: Shape) {
   const body = {
     model: 'svc-fast',
     messages: [{ role: 'user', content: 'hello' }],
-    stream: which !== 'json',
+    stream: !which.startsWith('json'),
   };
   const event = {
     headers: { authorization: `Bearer ${key}` },
@@ -107,6 +124,8 @@ describe("an upstream's reported cost", () => {
     'usage-only chunk',
     'chunk with choices',
     'chunk with choices, then a usage-only chunk without cost',
+    'second of two finish chunks, CRLF and comments, cut at awkward bytes',
+    'json with the same usage as the two finish chunks',
   ])('is billed at 1.3x when it comes in a %s', async (which) => {
     const { charge, text } = await billedFor(which);
     expect(charge?.deltaNano).toBe(-BILLED_NANO);
