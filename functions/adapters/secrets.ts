@@ -81,15 +81,47 @@ export function clearSecretCache(): void {
  */
 export async function originVerifyValues(env: NodeJS.ProcessEnv = process.env): Promise<string[]> {
   const arn = env.ORIGIN_VERIFY_SECRET_ARN;
-  if (arn) {
-    const [current, previous] = await Promise.all([
-      getSecretString(arn, 5 * 60_000),
-      // No previous version until the first rotation.
-      getSecretString(arn, 5 * 60_000, Date.now(), 'AWSPREVIOUS').catch(() => undefined),
-    ]);
-    return previous && previous !== current ? [current, previous] : [current];
-  }
+  if (arn) return currentAndPrevious(arn);
   return [env.ORIGIN_VERIFY_VALUE, env.ORIGIN_VERIFY_PREVIOUS_VALUE].filter((v): v is string => Boolean(v));
+}
+
+/** A secret's current version and, during a rotation, its previous one, each read every `ttlMs` (5 minutes). */
+async function currentAndPrevious(arn: string, ttlMs = 5 * 60_000): Promise<string[]> {
+  const [current, previous] = await Promise.all([
+    getSecretString(arn, ttlMs),
+    // No previous version until the first rotation.
+    getSecretString(arn, ttlMs, Date.now(), 'AWSPREVIOUS').catch(() => undefined),
+  ]);
+  return previous && previous !== current ? [current, previous] : [current];
+}
+
+/**
+ * The key that signs each usage line (functions/billing/settle.ts, usage-record.ts): only the
+ * completions function, which writes the lines, and the readers that bill from them may read it. In
+ * Lambda: the usage-signing secret's current version (USAGE_SIGNING_SECRET_ARN), read at the first
+ * settlement of an instance and every 5 minutes after, the last good value kept when a refresh fails.
+ * Locally: USAGE_SIGNING_KEY, which the local stack sets. Undefined where neither is set.
+ */
+export async function usageSigningKey(env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
+  const arn = env.USAGE_SIGNING_SECRET_ARN;
+  if (arn) return getSecretString(arn, 5 * 60_000);
+  return env.USAGE_SIGNING_KEY || undefined;
+}
+
+/**
+ * The keys a usage line's signature is checked against: the secret's current version and, during a
+ * rotation, its previous one, so that a line signed just before a rotation is still billed (the
+ * logged-usage function, `admin bill-logged` with the operator's credentials). Read every 5 minutes,
+ * or now with `fresh` (a line signed with a key newer than the copy held). Locally USAGE_SIGNING_KEY
+ * and USAGE_SIGNING_PREVIOUS_KEY. Empty where none is set.
+ */
+export async function usageVerifyingKeys(
+  env: NodeJS.ProcessEnv = process.env,
+  { fresh = false }: { fresh?: boolean } = {},
+): Promise<string[]> {
+  const arn = env.USAGE_SIGNING_SECRET_ARN;
+  if (arn) return currentAndPrevious(arn, fresh ? 0 : 5 * 60_000);
+  return [env.USAGE_SIGNING_KEY, env.USAGE_SIGNING_PREVIOUS_KEY].filter((v): v is string => Boolean(v));
 }
 
 /**

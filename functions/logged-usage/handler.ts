@@ -1,7 +1,8 @@
 /**
  * The logged-usage function: CloudWatch Logs delivers it the completions function's `generation usage`
  * lines (a subscription filter, lib/infra/api-stack.ts), and it bills those whose generation has no
- * ledger entry (bill.ts). Delivery is an asynchronous invocation: a failed one is retried twice by
+ * ledger entry (bill.ts), if signed with the usage-signing key and within what their generation could
+ * have cost. Delivery is an asynchronous invocation: a failed one is retried twice by
  * Lambda, then lands in the dead-letter queue (alarmed); the line stays in the log for
  * `admin bill-logged` either way. https://docs.aws.amazon.com/lambda/latest/dg/invocation-async.html
  */
@@ -17,6 +18,8 @@ export const handler = middy<CloudWatchLogsEvent, LoggedUsageResult>()
   .handler(async (event) => {
     const batch = decodeLogsEvent(event);
     const result = await billLoggedUsage(getStore(), batch);
-    recordLoggedUsage({ billed: result.billed.length, unreadable: result.unreadable });
+    // A refused line is counted with the unreadable ones (`LoggedUsageUnreadable`, alarmed): a line
+    // only an operator can look at, and perhaps a charge someone tried to make.
+    recordLoggedUsage({ billed: result.billed.length, unreadable: result.unreadable + result.refused });
     return result;
   });

@@ -58,7 +58,10 @@ export async function sweepExpiredHolds(store: Store, now = Date.now()): Promise
         createdAt: hold.createdAt,
         expiresAt: new Date(hold.expiresAt).toISOString(),
       });
-      // A record that is not one (written by hand?) is logged as it is, for the operator.
+      // A record that is not one (written by hand?) is logged as it is, for the operator. Unsigned on
+      // purpose (the sweeper holds no usage-signing key): it is a record the sweeper would not bill,
+      // so `admin bill-logged` refuses it too unless the operator, having checked it, accepts
+      // unsigned lines (docs/operations.md).
       if (hold.usageRecord !== undefined)
         logger.warn(GENERATION_USAGE_MESSAGE, {
           record: parseJson(hold.usageRecord),

@@ -172,6 +172,21 @@ export class ApiStack extends Stack {
       generateSecretString: { excludePunctuation: true, passwordLength: 48 },
       removalPolicy,
     });
+    // The key that signs each generation's usage line (functions/billing/usage-record.ts): only a
+    // signed line is billed from the log, so no one who can write to a log group can charge an account.
+    // Read by the completions function, which writes the lines, and the logged-usage function, which
+    // bills them (and by an operator running `admin bill-logged`, with their own credentials).
+    const usageSigningSecret = new Secret(this, 'UsageSigning', {
+      description:
+        "Key of the usage lines' signature (HMAC-SHA256): only signed lines are billed from the log",
+      generateSecretString: { excludePunctuation: true, passwordLength: 48 },
+      removalPolicy,
+    });
+    const usageSigningEnv = { USAGE_SIGNING_SECRET_ARN: usageSigningSecret.secretArn };
+    const readUsageSigningSecret = new PolicyStatement({
+      actions: ['secretsmanager:GetSecretValue'],
+      resources: [usageSigningSecret.secretArn],
+    });
     const tableEnv = {
       [TABLE_ENV.keys]: tables.keys.tableName,
       [TABLE_ENV.accounts]: tables.accounts.tableName,
@@ -212,6 +227,7 @@ export class ApiStack extends Stack {
       environment: {
         ...tableEnv,
         ...originEnv,
+        ...usageSigningEnv,
         ...upstreamEnv,
         UPSTREAM_SECRET_ARN: upstreamSecret.secretArn,
         KEEPALIVE_INTERVAL_MS: '10000',
@@ -258,6 +274,7 @@ export class ApiStack extends Stack {
     });
     completions.fn.addToRolePolicy(readAuth);
     completions.fn.addToRolePolicy(readOriginSecret);
+    completions.fn.addToRolePolicy(readUsageSigningSecret);
     // IAM authorizes each item of a transaction by its own action, never the transaction's ("Using IAM
     // with DynamoDB transactions"): the settlement puts its ledger entry, updates the slice and deletes
     // a hold; a deferral checks the ledger (ConditionCheckItem) and updates the hold, or puts one; a
@@ -287,7 +304,7 @@ export class ApiStack extends Stack {
     models.fn.addToRolePolicy(readAuth);
     models.fn.addToRolePolicy(readOriginSecret);
     // GET /api/v1/generation reads one ledger entry of the caller's own account; GET /api/v1/credits
-    // sums its top-ups (a Query of its own partition). GET /api/v1/key reads the caller's key item and
+    // sums its top-ups and corrections (Queries of its own partition). GET /api/v1/key reads the caller's key item and
     // the account's slice items (GetItem, BatchGetItem: readAuth above).
     models.fn.addToRolePolicy(
       new PolicyStatement({
@@ -394,8 +411,16 @@ export class ApiStack extends Stack {
       deadLetterQueue: loggedUsageFailures,
       logRetention,
       removalPolicy,
-      environment: tableEnv,
+      environment: {
+        ...tableEnv,
+        ...usageSigningEnv,
+        // The tiers the completions function prices by: what a usage line may bill at most. The
+        // sandbox's simulator is priced as singleUpstreamConfig prices it, whatever its URL.
+        TIERS_CONFIG:
+          props.tiersConfig ?? JSON.stringify(singleUpstreamConfig('https://simulator.invalid/v1')),
+      },
     });
+    loggedUsage.fn.addToRolePolicy(readUsageSigningSecret);
     // The settlement's transaction (a ledger Put, the slice's Update, the hold's Delete), and the
     // eventually consistent read of the ledger entries before it.
     loggedUsage.fn.addToRolePolicy(
@@ -555,6 +580,10 @@ export class ApiStack extends Stack {
     new CfnOutput(this, 'LedgerTableName', { value: tables.ledger.tableName });
     new CfnOutput(this, 'HoldsTableName', { value: tables.holds.tableName });
     new CfnOutput(this, 'UpstreamSecretArn', { value: upstreamSecret.secretArn });
+    new CfnOutput(this, 'UsageSigningSecretArn', {
+      value: usageSigningSecret.secretArn,
+      description: "The usage lines' signing key: admin bill-logged reads it (USAGE_SIGNING_SECRET_ARN)",
+    });
     new CfnOutput(this, 'OriginSecretArn', {
       value: originSecret.secretArn,
       description:

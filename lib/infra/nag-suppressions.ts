@@ -23,7 +23,7 @@ export const ACKNOWLEDGED = [
   {
     id: 'AwsSolutions::AwsSolutions-SMG4',
     reason:
-      'The upstream credentials are API keys issued by external providers (no rotation Lambda can mint them); the origin-verify value is shared with CloudFront and rotated by a redeploy.',
+      'The upstream credentials are API keys issued by external providers (no rotation Lambda can mint them); the origin-verify value is shared with CloudFront and rotated by a redeploy; the usage-signing key is rotated by putting a new value (its previous version still verifies lines logged before).',
   },
   {
     id: 'AwsSolutions::AwsSolutions-CFR1',

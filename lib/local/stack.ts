@@ -220,6 +220,11 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const originVerifyValue =
       options.env?.ORIGIN_VERIFY_VALUE ?? process.env.ORIGIN_VERIFY_VALUE ?? randomBytes(16).toString('hex');
     process.env.ORIGIN_VERIFY_VALUE = originVerifyValue;
+    // The usage lines' signing key (a secret the completions and logged-usage functions read in AWS):
+    // the one given (options.env, or the environment: `USAGE_SIGNING_KEY=... npm start`), else a
+    // random one, in the environment the functions and this process's log readers share.
+    process.env.USAGE_SIGNING_KEY =
+      options.env?.USAGE_SIGNING_KEY ?? process.env.USAGE_SIGNING_KEY ?? randomBytes(32).toString('hex');
     // The distribution as the stack builds it: its behaviours, each origin's setup, its viewer-request code.
     const emulator = await startEmulator({
       port: options.port ?? 0,

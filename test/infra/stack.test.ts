@@ -5,7 +5,7 @@ import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { modelCatalog } from '../../functions/core/catalog.js';
-import { parseTierConfig } from '../../functions/core/tiers.js';
+import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tiers.js';
 import { ApiStack, type ApiStackProps } from '../../lib/infra/api-stack.js';
 import { edgeFunctionCode } from '../../lib/infra/edge-function.js';
 import { EDGE_ORIGINS } from '../../lib/infra/edge-routes.js';
@@ -646,6 +646,62 @@ describe('least privilege', () => {
         .sort();
     expect(on('holds')).toEqual(['dynamodb:DeleteItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem']);
     expect(on('ledger')).toEqual(['dynamodb:ConditionCheckItem', 'dynamodb:PutItem']);
+  });
+
+  it("gives the usage lines' signing key to exactly the completions function, which signs, and the logged-usage function, which checks", () => {
+    for (const { template } of [sandbox, prod]) {
+      const secrets = Object.entries(template.findResources('AWS::SecretsManager::Secret')).filter(([id]) =>
+        id.startsWith('UsageSigning'),
+      );
+      expect(secrets).toHaveLength(1);
+      const [secretId, secret] = secrets[0] ?? [];
+      expect(
+        (secret as { Properties: Record<string, unknown> }).Properties.GenerateSecretString,
+      ).toMatchObject({
+        PasswordLength: 48,
+      });
+      // Named in the environment of these two functions and no other...
+      const named = userFunctions(template)
+        .filter(
+          ([, fn]) =>
+            JSON.stringify(
+              (fn as { Properties: { Environment: { Variables: Record<string, unknown> } } }).Properties
+                .Environment.Variables.USAGE_SIGNING_SECRET_ARN,
+            ) === JSON.stringify({ Ref: secretId }),
+        )
+        .map(([id]) => id.replace(/Function.*$/, ''))
+        .sort();
+      expect(named).toEqual(['Completions', 'LoggedUsage']);
+      // ...and read (GetSecretValue on it alone) by their roles and no other.
+      const readers = policies(template)
+        .filter(({ statements }) =>
+          statements.some((s) => JSON.stringify(s.Resource).includes(`"Ref":"${secretId}"`)),
+        )
+        .map(({ id, statements }) => {
+          const onKey = statements.filter((s) => JSON.stringify(s.Resource).includes(`"Ref":"${secretId}"`));
+          expect(onKey.map((s) => [[s.Action].flat(), s.Resource])).toEqual([
+            [['secretsmanager:GetSecretValue'], { Ref: secretId }],
+          ]);
+          return id.replace(/Function.*$/, '');
+        })
+        .sort();
+      expect(readers).toEqual(['Completions', 'LoggedUsage']);
+      expect(Object.keys(template.findOutputs('UsageSigningSecretArn'))).toEqual(['UsageSigningSecretArn']);
+    }
+  });
+
+  it('gives the logged-usage function the tier configuration the completions function prices by', () => {
+    const tiersOf = (template: Template, name: string) => {
+      const fn = userFunctions(template).find(([id]) => id.startsWith(name));
+      return (fn?.[1] as { Properties: { Environment: { Variables: Record<string, string> } } } | undefined)
+        ?.Properties.Environment.Variables.TIERS_CONFIG;
+    };
+    expect(tiersOf(prod.template, 'LoggedUsage')).toBe(TIERS);
+    expect(tiersOf(prod.template, 'LoggedUsage')).toBe(tiersOf(prod.template, 'Completions'));
+    // The sandbox's completions function reaches the simulator by URL: priced as singleUpstreamConfig prices it.
+    expect(parseTierConfig(JSON.parse(tiersOf(sandbox.template, 'LoggedUsage') ?? '{}'))).toEqual(
+      parseTierConfig(singleUpstreamConfig('https://simulator.invalid/v1')),
+    );
   });
 
   it('gives the hold sweeper a scan and delete on the holds table, an update on accounts and the ledger Put of a settlement, on a schedule', () => {

@@ -10,6 +10,7 @@ import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
 import { freePort, localClient } from '../../lib/local/dynamodb-local.js';
 import { runAdmin } from '../support/admin-cli.js';
 import { cliTables } from '../support/cli-tables.js';
+import { TEST_SIGNING_KEY, usageLineOf } from '../support/usage-lines.js';
 
 const run = promisify(execFile);
 const prefix = `cli${randomBytes(3).toString('hex')}-`;
@@ -36,13 +37,42 @@ const json = async (...args: string[]) => {
   return JSON.parse(result.stdout) as Record<string, unknown>;
 };
 
+/** A usage record as the completions function logs it: $0.0000082 upstream for 10 + 5 svc-fast tokens. */
+const loggedRecord = (accountId: string, generationId: string) => ({
+  accountId,
+  generationId,
+  keyId: 'key_0123456789abcdef',
+  tier: 'svc-fast',
+  upstreamModel: 'sim-fast',
+  promptTokens: 10,
+  completionTokens: 5,
+  cachedTokens: 0,
+  upstreamCostUsd: '0.0000082',
+  billedNano: '10660',
+  estimated: false,
+  finishReason: 'stop',
+  createdAt: '2026-01-01T00:00:00.000Z',
+});
+
+/** Runs `work` with the usage-signing key (and `more`) in the environment bill-logged reads, as an operator sets it. */
+async function withSigningKey<T>(work: () => Promise<T>, more: Record<string, string> = {}): Promise<T> {
+  const set = { USAGE_SIGNING_KEY: TEST_SIGNING_KEY, ...more };
+  Object.assign(process.env, set);
+  try {
+    return await work();
+  } finally {
+    for (const name of Object.keys(set)) delete process.env[name];
+  }
+}
+
 describe('operator CLI', () => {
   it('splits an account into slices, keeping its balance, and refuses a count outside 1-62', async () => {
     await json('account', 'create', 'split-me', '--credits', '8');
     expect(await json('account', 'split', 'split-me', '--slices', '4')).toEqual({
       accountId: 'split-me',
       status: 'active',
-      creditBalance: 8,
+      creditBalance: '8',
+      held: '0',
       slices: 4,
     });
     for (const bad of ['0', '63', 'two', '1.5']) {
@@ -58,18 +88,20 @@ describe('operator CLI', () => {
     expect(await json('account', 'create', 'acme', '--credits', '20.5')).toMatchObject({
       accountId: 'acme',
       status: 'active',
-      creditBalance: 20.5,
+      creditBalance: '20.5',
     });
     expect(await json('account', 'show', 'acme')).toEqual({
       accountId: 'acme',
       status: 'active',
-      creditBalance: 20.5,
+      creditBalance: '20.5',
+      held: '0',
+      slices: 1,
     });
   });
 
   it('--credits 0 makes the same $0 account as no --credits, with no ledger entry', async () => {
-    expect(await json('account', 'create', 'nought', '--credits', '0')).toMatchObject({ creditBalance: 0 });
-    expect(await json('account', 'show', 'nought')).toMatchObject({ status: 'active', creditBalance: 0 });
+    expect(await json('account', 'create', 'nought', '--credits', '0')).toMatchObject({ creditBalance: '0' });
+    expect(await json('account', 'show', 'nought')).toMatchObject({ status: 'active', creditBalance: '0' });
     expect(await json('usage', 'nought')).toMatchObject({ entries: [] });
     expect((await admin('account', 'create', 'negative', '--credits', '-1')).code).toBe(2);
   });
@@ -78,10 +110,10 @@ describe('operator CLI', () => {
     await json('account', 'create', 'payer');
     const first = await json('credits', 'add', 'payer', '10', '--ref', 'pay_1');
     const again = await json('credits', 'add', 'payer', '10', '--ref', 'pay_1');
-    expect(first).toMatchObject({ applied: true, creditBalance: 10 });
-    expect(again).toMatchObject({ applied: false, creditBalance: 10 });
+    expect(first).toMatchObject({ applied: true, creditBalance: '10' });
+    expect(again).toMatchObject({ applied: false, creditBalance: '10' });
     expect(await json('credits', 'add', 'payer', '0.25', '--ref', 'pay_2')).toMatchObject({
-      creditBalance: 10.25,
+      creditBalance: '10.25',
     });
   });
 
@@ -111,10 +143,10 @@ describe('operator CLI', () => {
     await json('account', 'create', 'ledgered', '--credits', '3');
     await json('credits', 'add', 'ledgered', '2', '--ref', 'pay_L1');
     const listed = await json('usage', 'ledgered');
-    const entries = listed.entries as { type: string; amountUsd: number; reference: string }[];
+    const entries = listed.entries as { type: string; amountUsd: string; reference: string }[];
     expect(entries.map((e) => [e.type, e.amountUsd, e.reference])).toEqual([
-      ['topup', 3, 'initial-credits'],
-      ['topup', 2, 'pay_L1'],
+      ['topup', '3', 'initial-credits'],
+      ['topup', '2', 'pay_L1'],
     ]);
     const csv = await admin('usage', 'ledgered', '--format', 'csv');
     const lines = csv.stdout.trim().split('\n');
@@ -154,14 +186,14 @@ describe('operator CLI', () => {
     client.destroy();
     const byUser = await json('usage', 'split', '--by', 'user');
     expect(byUser.groups).toEqual([
-      { user: '', requests: 1, promptTokens: 40, completionTokens: 4, costUsd: 0.000000003 },
-      { user: 'alice', requests: 2, promptTokens: 40, completionTokens: 4, costUsd: 0.000000101 },
-      { user: 'bob', requests: 1, promptTokens: 20, completionTokens: 2, costUsd: 0.00000025 },
+      { user: null, requests: 1, promptTokens: 40, completionTokens: 4, costUsd: '0.000000003' },
+      { user: 'alice', requests: 2, promptTokens: 40, completionTokens: 4, costUsd: '0.000000101' },
+      { user: 'bob', requests: 1, promptTokens: 20, completionTokens: 2, costUsd: '0.00000025' },
     ]);
     const byKey = await json('usage', 'split', '--by', 'key');
-    expect((byKey.groups as { key: string; costUsd: number }[]).map((g) => [g.key, g.costUsd])).toEqual([
-      ['key_a', 0.00000035],
-      ['key_b', 0.000000004],
+    expect((byKey.groups as { key: string; costUsd: string }[]).map((g) => [g.key, g.costUsd])).toEqual([
+      ['key_a', '0.00000035'],
+      ['key_b', '0.000000004'],
     ]);
     const byDay = await admin('usage', 'split', '--by', 'day', '--format', 'csv');
     expect(byDay.stdout.trim().split('\n')).toEqual([
@@ -193,10 +225,10 @@ describe('operator CLI', () => {
     expect(bad.code).toBe(1);
     const report = JSON.parse(bad.stdout) as {
       differences: number;
-      results: { accountId: string; difference: number }[];
+      results: { accountId: string; difference: string }[];
     };
     expect(report.differences).toBe(1);
-    expect(report.results.find((r) => r.accountId === 'balanced')?.difference).toBe(0.000000007);
+    expect(report.results.find((r) => r.accountId === 'balanced')?.difference).toBe('0.000000007');
   });
 
   it('exits 2 with usage for bad arguments', async () => {
@@ -229,14 +261,256 @@ describe('operator CLI', () => {
   });
 });
 
+/** A control character a terminal acts on: any but the line feed that ends what is printed. */
+const RAW_CONTROL = /\p{Cc}/u;
+const hasRawControl = (text: string) => [...text].some((char) => char !== '\n' && RAW_CONTROL.test(char));
+const oneLine = (stderr: string) => {
+  const lines = stderr.replace(/\n$/, '').split('\n');
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).not.toMatch(RAW_CONTROL);
+  return lines[0] ?? '';
+};
+
+describe('operator CLI: what it echoes', () => {
+  it('escapes control characters of an argument in an error line, which stays one line', async () => {
+    const title = await admin('account', 'show', 'ghost\x1b]0;pwned\x07\x1b[2J');
+    expect(title.code).toBe(1);
+    expect(oneLine(title.stderr)).toBe(
+      'error: invalid account id "ghost\\x1b]0;pwned\\x07\\x1b[2J": use 1-64 letters, digits, ".", "_" or "-"',
+    );
+    const injected = await admin('usage', 'ghost\x1b[2J\ninjected line');
+    expect(injected.code).toBe(1);
+    expect(oneLine(injected.stderr)).toContain('ghost\\x1b[2J\\ninjected line');
+    const key = await admin('key', 'revoke', 'key_\x1b[2J');
+    expect(key.code).toBe(1);
+    expect(oneLine(key.stderr)).toContain('key_\\x1b[2J');
+    const c1 = await admin('key', 'revoke', 'key_\x9b2J\x7f');
+    expect(oneLine(c1.stderr)).toContain('key_\\x9b2J\\x7f');
+  });
+
+  it('escapes them in a usage error too (an unknown option), before the usage text', async () => {
+    const result = await admin('account', 'show', 'x', '--\x1b[2J');
+    expect(result.code).toBe(2);
+    expect(result.stderr.split('\n')[0]).toContain('\\x1b[2J');
+    expect(hasRawControl(result.stderr)).toBe(false);
+  });
+
+  it('--json leaves no control character raw (C1 and DEL as \\u escapes) and reads back the same', async () => {
+    await json('account', 'create', 'echoed');
+    const name = 'ci\x9b31m\x7f\x1b[2J';
+    const created = await admin('key', 'create', 'echoed', '--name', name, '--json');
+    expect(hasRawControl(created.stdout)).toBe(false);
+    expect(created.stdout).toContain('\\u009b31m\\u007f\\u001b[2J');
+    expect(JSON.parse(created.stdout)).toMatchObject({ name });
+  });
+});
+
+describe('operator CLI: exact money and its maximum', () => {
+  it('shows $12,345,678.123456789 to the nano: account show, --json, reconcile --json, usage --format json', async () => {
+    const client = localClient(inject('dynamoEndpoint'));
+    await new DynamoStore(client, tables).createAccount(
+      'rich',
+      12_345_678_123_456_789n,
+      new Date().toISOString(),
+    );
+    client.destroy();
+    const shown = await admin('account', 'show', 'rich');
+    expect(shown.stdout.trim()).toBe(
+      'rich  status=active  creditBalance=$12345678.123456789  held=$0  slices=1',
+    );
+    expect(await json('account', 'show', 'rich')).toMatchObject({ creditBalance: '12345678.123456789' });
+    expect((await admin('account', 'show', 'rich', '--json')).stdout).toContain(
+      '"creditBalance":"12345678.123456789"',
+    );
+    const reconciled = (await json('reconcile', 'rich')) as { results: Record<string, unknown>[] };
+    expect(reconciled.results[0]).toMatchObject({
+      creditBalance: '12345678.123456789',
+      ledgerBalance: '12345678.123456789',
+      difference: '0',
+    });
+    const usage = await admin('usage', 'rich', '--format', 'json');
+    expect(JSON.parse(usage.stdout).entries[0]).toMatchObject({ amountUsd: '12345678.123456789' });
+  });
+
+  it('refuses more than $1,000,000 in one command, exit 1 and one line, before anything is written', async () => {
+    await json('account', 'create', 'capped', '--credits', '1');
+    for (const amount of ['9999999999999999999999999999', '1000000.000000001']) {
+      const added = await admin('credits', 'add', 'capped', amount, '--ref', 'too-much');
+      expect(added.code).toBe(1);
+      expect(oneLine(added.stderr)).toBe(
+        `error: amount $${amount} is above the maximum of $1000000 a command; split a larger one over several references`,
+      );
+    }
+    expect((await admin('account', 'create', 'capped-2', '--credits', '1000001')).code).toBe(1);
+    expect((await admin('account', 'show', 'capped-2')).code).toBe(1);
+    expect((await json('usage', 'capped')).entries).toHaveLength(1);
+    expect(await json('credits', 'add', 'capped', '1000000', '--ref', 'max')).toMatchObject({
+      applied: true,
+      creditBalance: '1000001',
+    });
+  });
+});
+
+describe('operator CLI: as the README says', () => {
+  it('account split to fewer slices than the account has: exit 1, saying so; show prints the slice count', async () => {
+    await json('account', 'create', 'sixteen', '--credits', '16');
+    expect(await json('account', 'split', 'sixteen', '--slices', '16')).toMatchObject({ slices: 16 });
+    const fewer = await admin('account', 'split', 'sixteen', '--slices', '4');
+    expect(fewer.code).toBe(1);
+    expect(oneLine(fewer.stderr)).toBe(
+      'error: account sixteen has 16 slices and slices never decrease: not split into 4',
+    );
+    expect((await admin('account', 'show', 'sixteen')).stdout.trim()).toBe(
+      'sixteen  status=active  creditBalance=$16  held=$0  slices=16',
+    );
+  });
+
+  it('key create on a suspended account: created, exit 0, a warning on stderr, one JSON object on stdout', async () => {
+    await json('account', 'create', 'resting');
+    await json('account', 'suspend', 'resting');
+    const created = await admin('key', 'create', 'resting', '--name', 'early', '--json');
+    expect(created.code).toBe(0);
+    expect(JSON.parse(created.stdout)).toMatchObject({ accountId: 'resting', accountStatus: 'suspended' });
+    expect(oneLine(created.stderr)).toBe(
+      'warning: account resting is suspended: this key is refused (403) until the account is reinstated',
+    );
+  });
+
+  it('account list pages through every account (a Scan), slices left out, a split account at its total', async () => {
+    await json('account', 'create', 'listed-a', '--credits', '1');
+    await json('account', 'create', 'listed-b', '--credits', '8');
+    await json('account', 'split', 'listed-b', '--slices', '4');
+    const seen: { accountId: string; creditBalance: string; slices: number }[] = [];
+    let after: string | undefined;
+    let pages = 0;
+    do {
+      const page = (await json('account', 'list', '--limit', '3', ...(after ? ['--after', after] : []))) as {
+        accounts: typeof seen;
+        next: string | null;
+      };
+      expect(page.accounts.length).toBeLessThanOrEqual(3);
+      seen.push(...page.accounts);
+      after = page.next ?? undefined;
+      pages += 1;
+    } while (after && pages < 100);
+    const ids = seen.map((a) => a.accountId);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids.some((id) => id.includes('#'))).toBe(false);
+    expect(ids).toEqual(expect.arrayContaining(['listed-a', 'listed-b']));
+    expect(seen.find((a) => a.accountId === 'listed-b')).toMatchObject({ creditBalance: '8', slices: 4 });
+    expect(pages).toBeGreaterThan(1);
+    const text = await admin('account', 'list', '--limit', '1');
+    expect(text.stdout.split('\n')[0]).toMatch(/^accountId +status +creditBalance +held +slices +created$/);
+    expect(text.stdout).toMatch(/\nmore: account list --after \S+ --limit 1\n$/);
+  });
+});
+
+describe('operator CLI: credits remove', () => {
+  it('takes credit back once per reference: a correction entry in usage, reconcile clean, total credits lower', async () => {
+    await json('account', 'create', 'refunded', '--credits', '10');
+    expect(await json('credits', 'remove', 'refunded', '2.5', '--ref', 'refund-1')).toMatchObject({
+      applied: true,
+      amount: '2.5',
+      creditBalance: '7.5',
+    });
+    expect(await json('credits', 'remove', 'refunded', '2.5', '--ref', 'refund-1')).toMatchObject({
+      applied: false,
+      creditBalance: '7.5',
+    });
+    const entries = (await json('usage', 'refunded')).entries as Record<string, unknown>[];
+    expect(entries.map((e) => [e.entryId, e.type, e.amountUsd, e.reference])).toEqual([
+      ['topup#initial-credits', 'topup', '10', 'initial-credits'],
+      ['correction#refund-1', 'correction', '-2.5', 'refund-1'],
+    ]);
+    expect((await admin('usage', 'refunded', '--format', 'csv')).stdout).toContain(
+      ',correction#refund-1,correction,,,,,,,-2.5,,refund-1',
+    );
+    const reconciled = await admin('reconcile', 'refunded');
+    expect(reconciled.code, reconciled.stdout).toBe(0);
+    const client = localClient(inject('dynamoEndpoint'));
+    const store = new DynamoStore(client, tables);
+    expect(await store.totalCredits('refunded')).toBe(7_500_000_000n);
+    expect(await store.getLedgerEntry('refunded', 'correction#refund-1')).toMatchObject({
+      type: 'correction',
+      deltaNano: -2_500_000_000n,
+      reference: 'refund-1',
+    });
+    client.destroy();
+  });
+
+  it('refuses to go below zero (exit 1, nothing written) unless --force; the correction reconciles either way', async () => {
+    await json('account', 'create', 'nearly-empty', '--credits', '1');
+    const refused = await admin('credits', 'remove', 'nearly-empty', '3', '--ref', 'chargeback-1');
+    expect(refused.code).toBe(1);
+    expect(oneLine(refused.stderr)).toBe(
+      "error: $3 is more than nearly-empty's available credit ($1 less $0 held): nothing taken; --force takes it anyway, below zero",
+    );
+    expect((await json('usage', 'nearly-empty')).entries).toHaveLength(1);
+    expect(await json('account', 'show', 'nearly-empty')).toMatchObject({ creditBalance: '1' });
+    const forced = await admin('credits', 'remove', 'nearly-empty', '3', '--ref', 'chargeback-1', '--force');
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(forced.stdout).toContain('creditBalance=-$2');
+    expect(oneLine(forced.stderr)).toBe("warning: nearly-empty's balance is below zero: -$2");
+    expect((await admin('reconcile', 'nearly-empty')).code).toBe(0);
+  });
+
+  it('counts what requests in flight hold against it, and applies a reference once when two race', async () => {
+    await json('account', 'create', 'in-flight', '--credits', '5');
+    const client = localClient(inject('dynamoEndpoint'));
+    const store = new DynamoStore(client, tables);
+    const hold = {
+      accountId: 'in-flight',
+      holdId: 'gen-1767225600-INFLIGHTINFLIGHT01',
+      amountNano: 2_000_000_000n,
+      expiresAt: Date.now() + 600_000,
+      createdAt: new Date().toISOString(),
+    };
+    expect(await store.placeHold(hold)).toBe('held');
+    const refused = await admin('credits', 'remove', 'in-flight', '4', '--ref', 'held-back');
+    expect(oneLine(refused.stderr)).toBe(
+      "error: $4 is more than in-flight's available credit ($5 less $2 held): nothing taken; --force takes it anyway, below zero",
+    );
+    const now = new Date().toISOString();
+    const outcomes = await Promise.all(
+      [1, 2, 3].map(() => store.removeCredits('in-flight', 'race-1', 1_000_000_000n, now)),
+    );
+    expect(outcomes.filter((o) => o === 'applied')).toHaveLength(1);
+    expect(outcomes.filter((o) => o === 'already-applied')).toHaveLength(2);
+    expect((await store.getAccount('in-flight'))?.balanceNano).toBe(4_000_000_000n);
+    expect(await store.releaseHold(hold)).toBe(true);
+    client.destroy();
+    expect((await admin('reconcile', 'in-flight')).code).toBe(0);
+  });
+
+  it('on a split account: gathers what slice 0 lacks from the other slices, then evens them out', async () => {
+    await json('account', 'create', 'spread', '--credits', '8');
+    await json('account', 'split', 'spread', '--slices', '4');
+    expect(await json('credits', 'remove', 'spread', '7', '--ref', 'refund-split')).toMatchObject({
+      applied: true,
+      creditBalance: '1',
+      slices: 4,
+    });
+    const refused = await admin('credits', 'remove', 'spread', '1.5', '--ref', 'refund-split-2');
+    expect(refused.code).toBe(1);
+    expect((await admin('reconcile', 'spread')).code).toBe(0);
+    const client = localClient(inject('dynamoEndpoint'));
+    const store = new DynamoStore(client, tables);
+    expect((await store.getAccount('spread'))?.balanceNano).toBe(1_000_000_000n);
+    client.destroy();
+  });
+});
+
 describe('bin/admin.ts, as a process', () => {
   it('prints one JSON line, exits 1 with one line for an unknown account, 2 with usage for bad arguments', async () => {
     const created = await adminProcess(env, 'account', 'create', 'proc', '--json');
     expect(created.code, created.stderr).toBe(0);
     expect(created.stdout.trim().split('\n')).toHaveLength(1);
-    expect(JSON.parse(created.stdout)).toMatchObject({ accountId: 'proc', creditBalance: 0 });
+    expect(JSON.parse(created.stdout)).toMatchObject({ accountId: 'proc', creditBalance: '0' });
     const bad = await adminProcess(env, 'account', 'show', 'ghost');
     expect([bad.code, bad.stderr.trim().split('\n')]).toEqual([1, ['error: no such account: ghost']]);
+    const hostile = await adminProcess(env, 'account', 'show', 'ghost\x1b]0;pwned\x07\x1b[2J');
+    expect(hostile.code).toBe(1);
+    expect(oneLine(hostile.stderr)).toContain('"ghost\\x1b]0;pwned\\x07\\x1b[2J"');
     const usage = await adminProcess(env, 'account', 'fly', 'x');
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain('usage:');
@@ -258,8 +532,8 @@ describe('operator CLI without a running service', () => {
       return result;
     };
     await cli('account', 'create', 'offline', '--credits', '2');
-    const shown = JSON.parse((await cli('account', 'show', 'offline')).stdout) as { creditBalance: number };
-    expect(shown.creditBalance).toBe(2);
+    const shown = JSON.parse((await cli('account', 'show', 'offline')).stdout) as { creditBalance: string };
+    expect(shown.creditBalance).toBe('2');
   }, 120_000);
 });
 
@@ -270,7 +544,7 @@ describe('operator CLI: holds and bill-logged', () => {
     expect(usage.code, usage.stderr).toBe(0);
     expect(JSON.parse(usage.stdout)).toMatchObject({
       accountId: 'forms',
-      entries: [{ type: 'topup', amountUsd: 2 }],
+      entries: [{ type: 'topup', amountUsd: '2' }],
     });
     expect(await json('holds', 'forms')).toEqual({ holds: [] });
     const reconciled = await admin('reconcile', 'forms');
@@ -283,37 +557,63 @@ describe('operator CLI: holds and bill-logged', () => {
     expect(await json('holds')).toHaveProperty('holds');
   });
 
-  it('bill-logged bills a logged generation once, from log lines or a Logs Insights result', async () => {
+  it('bill-logged bills a signed logged generation once, from log lines or a Logs Insights result', async () => {
     await json('account', 'create', 'logged', '--credits', '1');
-    const record = {
-      accountId: 'logged',
-      generationId: 'gen-1767225600-LOGGEDLOGGEDLOGGED01',
-      keyId: 'key_0123456789abcdef',
-      tier: 'svc-fast',
-      upstreamModel: 'sim-fast',
-      promptTokens: 10,
-      completionTokens: 5,
-      cachedTokens: 0,
-      upstreamCostUsd: '0.0000082',
-      billedNano: '10660',
-      estimated: false,
-      finishReason: 'stop',
-      createdAt: '2026-01-01T00:00:00.000Z',
-    };
-    const line = JSON.stringify({ level: 'INFO', message: 'generation usage', record });
+    const record = loggedRecord('logged', 'gen-1767225600-0OGGEDLOGGEDLOGGED01');
+    const line = usageLineOf(record, TEST_SIGNING_KEY);
     const dir = mkdtempSync(join(tmpdir(), 'bill-logged-'));
     const lines = join(dir, 'lines.log');
     writeFileSync(lines, `2026-01-01T00:00:00.000Z\treq-1\tINFO\t${line}\nnot a record\n`);
-    expect(await json('bill-logged', lines)).toMatchObject({
+    expect(await withSigningKey(() => json('bill-logged', lines))).toMatchObject({
       settled: [record.generationId],
       alreadySettled: [],
     });
     const insights = join(dir, 'insights.json');
     writeFileSync(insights, JSON.stringify({ results: [[{ field: '@message', value: line }]] }));
-    expect(await json('bill-logged', insights)).toMatchObject({
+    expect(await withSigningKey(() => json('bill-logged', insights))).toMatchObject({
       settled: [],
       alreadySettled: [record.generationId],
     });
-    expect(await json('account', 'show', 'logged')).toMatchObject({ creditBalance: 0.99998934 });
+    expect(await json('account', 'show', 'logged')).toMatchObject({ creditBalance: '0.99998934' });
+  });
+
+  it('bill-logged refuses a forged line: unsigned, wrongly signed or beyond its bounds; an unsigned one only when asked', async () => {
+    await json('account', 'create', 'forged', '--credits', '1');
+    const dir = mkdtempSync(join(tmpdir(), 'bill-logged-'));
+    const file = (name: string, ...lines: string[]) => {
+      writeFileSync(join(dir, name), `${lines.join('\n')}\n`);
+      return join(dir, name);
+    };
+    const unsigned = loggedRecord('forged', 'gen-1767225600-0ORGEDFORGEDFORGED01');
+    // A bill of $1,000,000 on a new id, signed with a key that is not the stack's.
+    const huge = {
+      ...loggedRecord('forged', 'gen-1767225600-0ORGEDFORGEDFORGED02'),
+      billedNano: '1000000000000000',
+    };
+    const forged = file('forged.log', usageLineOf(unsigned, null), usageLineOf(huge, 'not-the-key'));
+    expect(await withSigningKey(() => json('bill-logged', forged))).toMatchObject({
+      settled: [],
+      alreadySettled: [],
+      invalid: 2,
+      refused: [
+        { generationId: unsigned.generationId, accountId: 'forged', reason: 'unsigned' },
+        { generationId: huge.generationId, accountId: 'forged', reason: 'signature does not match' },
+      ],
+    });
+    // Without the key a signature cannot be checked: one line saying which variable to set.
+    const keyless = await admin('bill-logged', forged);
+    expect([keyless.code, keyless.stderr]).toEqual([
+      1,
+      expect.stringMatching(/^error: .*USAGE_SIGNING_SECRET_ARN/),
+    ]);
+    // The operator vouches for unsigned lines (logged before lines were signed): still held to their bounds.
+    const vouched = file('vouched.log', usageLineOf(unsigned, null), usageLineOf(huge, null));
+    expect(
+      await withSigningKey(() => json('bill-logged', vouched), { BILL_LOGGED_ACCEPT_UNSIGNED: '1' }),
+    ).toMatchObject({
+      settled: [unsigned.generationId],
+      refused: [{ generationId: huge.generationId, reason: expect.stringMatching(/^out of bounds: /) }],
+    });
+    expect(await json('account', 'show', 'forged')).toMatchObject({ creditBalance: '0.99998934' });
   });
 });

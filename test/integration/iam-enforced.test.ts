@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { GENERATION_USAGE_MESSAGE } from '../../functions/billing/usage-line.js';
 import { usageRecordOf } from '../../functions/billing/usage-record.js';
 import type { Hold } from '../../functions/core/store.js';
 import { sweepExpiredHolds } from '../../functions/sweeper/sweep.js';
@@ -11,6 +10,7 @@ import { chargeEntry } from '../support/fixtures.js';
 import { subscriptionEvent } from '../support/logs-subscription.js';
 import { readSse } from '../support/sse.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
+import { usageLineOf } from '../support/usage-lines.js';
 
 /**
  * IAM as AWS enforces it, on the local stack: every DynamoDB call of a function is held to that
@@ -88,13 +88,11 @@ describe("the completions function's role", () => {
 describe("the logged-usage function's role", () => {
   it("bills a killed function's usage line: the ledger read, then the settlement", async () => {
     const { accountId, keyId } = await newAccount(target, '1');
-    const entry = chargeEntry(accountId, keyId, 3_000n);
+    // Billed at its upstream cost ($0.000001) x 1.3, signed with the key the local stack gave the functions.
+    const entry = chargeEntry(accountId, keyId, 1_300n);
     const loggedAt = Date.now() - 15 * 60_000;
-    const line = JSON.stringify({
-      level: 'INFO',
-      message: GENERATION_USAGE_MESSAGE,
+    const line = usageLineOf(usageRecordOf(entry, undefined), process.env.USAGE_SIGNING_KEY ?? null, {
       timestamp: new Date(loggedAt).toISOString(),
-      record: usageRecordOf(entry, undefined),
     });
     // As Lambda runs it: its role's credentials in the environment before its store is made.
     Object.assign(process.env, credentialEnv('loggedUsage'));

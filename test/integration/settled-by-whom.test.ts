@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { TransactWriteItemsCommand, type TransactWriteItemsCommandInput } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
-import { GENERATION_USAGE_MESSAGE } from '../../functions/billing/usage-line.js';
 import { usageRecordOf } from '../../functions/billing/usage-record.js';
 import { newGenerationId } from '../../functions/core/ids.js';
 import type { ChargeEntry, Hold, Store } from '../../functions/core/store.js';
@@ -14,6 +13,7 @@ import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';
 import { accountWith, chargeEntry } from '../support/fixtures.js';
 import { subscriptionEvent } from '../support/logs-subscription.js';
+import { signedUsageLine, TEST_CHECKS } from '../support/usage-lines.js';
 
 /**
  * A generation settled by two writers within the ten minutes DynamoDB answers a repeated
@@ -33,11 +33,7 @@ const deliveryOf = (entry: ChargeEntry, hold: Hold | undefined) =>
   decodeLogsEvent(
     subscriptionEvent([
       {
-        message: JSON.stringify({
-          level: 'INFO',
-          message: GENERATION_USAGE_MESSAGE,
-          record: usageRecordOf(entry, hold),
-        }),
+        message: signedUsageLine(entry, hold),
         timestamp: Date.now() - 60_000,
       },
     ]),
@@ -80,7 +76,7 @@ describe('DynamoDB Local', () => {
 describe('a generation two writers settle', () => {
   it('two deliveries of its usage line, each read before either wrote: billed by one, already settled for the other', async () => {
     const { accountId, keyId } = await accountWith(store, '1');
-    const entry = chargeEntry(accountId, keyId, 1_300n, { generationId: newGenerationId() });
+    const entry = chargeEntry(accountId, keyId, 1_300n, { generationId: newGenerationId(Date.now(), 0) });
     const before = await charged(accountId);
     // Both invocations read that it has no ledger entry before either settles it.
     let reads = 0;
@@ -98,7 +94,10 @@ describe('a generation two writers settle', () => {
       },
     };
     const batch = deliveryOf(entry, undefined);
-    const [first, second] = await Promise.all([billLoggedUsage(port, batch), billLoggedUsage(port, batch)]);
+    const [first, second] = await Promise.all([
+      billLoggedUsage(port, batch, { checks: TEST_CHECKS }),
+      billLoggedUsage(port, batch, { checks: TEST_CHECKS }),
+    ]);
     expect([...(first?.billed ?? []), ...(second?.billed ?? [])]).toEqual([entry.generationId]);
     expect([...(first?.alreadySettled ?? []), ...(second?.alreadySettled ?? [])]).toEqual([
       entry.generationId,
@@ -110,7 +109,7 @@ describe('a generation two writers settle', () => {
 
   it('the sweeper, which listed its hold before the logged-usage function billed it: counted by the logged-usage function only', async () => {
     const { accountId, keyId } = await accountWith(store, '1');
-    const generationId = newGenerationId();
+    const generationId = newGenerationId(Date.now(), 0);
     const createdAt = new Date().toISOString();
     const hold: Hold = {
       accountId,
@@ -128,7 +127,7 @@ describe('a generation two writers settle', () => {
     const listed = await store.listHolds(accountId);
     expect(listed.map((h) => h.holdId)).toEqual([generationId]);
     // ...the logged-usage function bills the line, releasing the hold...
-    const logged = await billLoggedUsage(store, deliveryOf(entry, hold));
+    const logged = await billLoggedUsage(store, deliveryOf(entry, hold), { checks: TEST_CHECKS });
     expect(logged.billed).toEqual([generationId]);
     // ...and the sweep settles what it listed: the same transaction, within the token's ten minutes.
     const sweeping = Object.assign(Object.create(store) as Store, { listHolds: async () => listed });
@@ -145,7 +144,7 @@ describe('a generation two writers settle', () => {
 
   it('is still billed by a call whose commit it sent again (its answer lost), and by no later call', async () => {
     const { accountId, keyId } = await accountWith(store, '1');
-    const entry = chargeEntry(accountId, keyId, 1_300n, { generationId: newGenerationId() });
+    const entry = chargeEntry(accountId, keyId, 1_300n, { generationId: newGenerationId(Date.now(), 0) });
     // The first send commits and its answer is lost: the call sends the same transaction again.
     const lossy = new DynamoStore(client, tables);
     const send = lossy.wire.call.bind(lossy.wire);

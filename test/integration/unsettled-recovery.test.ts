@@ -209,7 +209,13 @@ describe('the usage line of a generation its function settled', () => {
     const before = await getAccount(target.admin, accountId);
 
     const { result, calls } = await deliver(deliveryOf(reply.id));
-    expect(result).toEqual({ billed: [], alreadySettled: [reply.id], unreadable: 0, unbillable: [] });
+    expect(result).toEqual({
+      billed: [],
+      alreadySettled: [reply.id],
+      unreadable: 0,
+      refused: 0,
+      unbillable: [],
+    });
     expect(calls).toEqual(['dynamodb:BatchGetItem']);
     expect(await getAccount(target.admin, accountId)).toEqual(before);
   }, 60_000);
@@ -235,10 +241,52 @@ describe('a function killed between its reply and its settlement', () => {
     expect(after?.balanceNano).toBe(before?.balanceNano);
     expect(after?.heldNano).toBeGreaterThan(0n);
 
+    // Its line is signed. Copies someone else wrote into the log group bill nothing: the record's
+    // bill raised under its own signature, and the record re-addressed to another account.
+    const [genuine] = linesMatching(logs, GENERATION_USAGE_MESSAGE).filter((l) =>
+      l.message.includes(reply.id),
+    );
+    const logged = JSON.parse(genuine?.message ?? '{}') as {
+      record: Record<string, unknown>;
+      signature?: string;
+    };
+    expect(logged.signature).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    const other = await newAccount(target, '1');
+    const otherBefore = await getAccount(target.admin, other.accountId);
+    const forged = [
+      { ...logged, record: { ...logged.record, billedNano: '1000000000000000' } },
+      {
+        ...logged,
+        record: {
+          ...logged.record,
+          accountId: other.accountId,
+          hold: { ...(logged.record.hold as object), accountId: other.accountId },
+        },
+        signature: undefined,
+      },
+    ].map((line) => ({ message: JSON.stringify(line), timestamp: Date.now() - 60_000 }));
+    const refused = await deliver(subscriptionEvent(forged));
+    expect(refused.result).toEqual({
+      billed: [],
+      alreadySettled: [],
+      unreadable: 0,
+      refused: 2,
+      unbillable: [],
+    });
+    expect(refused.calls.filter((c) => c === 'dynamodb:TransactWriteItems')).toEqual([]);
+    expect(await getAccount(target.admin, other.accountId)).toEqual(otherBefore);
+    expect((await ledgerOf(target, other.accountId)).filter((e) => e.type === 'charge')).toEqual([]);
+
     // CloudWatch Logs delivers the line: billed once, the hold released with it.
     const event = deliveryOf(reply.id);
     const first = await deliver(event);
-    expect(first.result).toEqual({ billed: [reply.id], alreadySettled: [], unreadable: 0, unbillable: [] });
+    expect(first.result).toEqual({
+      billed: [reply.id],
+      alreadySettled: [],
+      unreadable: 0,
+      refused: 0,
+      unbillable: [],
+    });
     expect(first.calls.filter((c) => c === 'dynamodb:TransactWriteItems')).toHaveLength(1);
     const charges = (await ledgerOf(target, accountId)).filter((e) => e.type === 'charge');
     expect(charges.map((c) => [c.entryId, -c.deltaNano])).toEqual([
@@ -250,7 +298,13 @@ describe('a function killed between its reply and its settlement', () => {
 
     // Lambda's retry of the same event: read, nothing written.
     const retry = await deliver(event);
-    expect(retry.result).toEqual({ billed: [], alreadySettled: [reply.id], unreadable: 0, unbillable: [] });
+    expect(retry.result).toEqual({
+      billed: [],
+      alreadySettled: [reply.id],
+      unreadable: 0,
+      refused: 0,
+      unbillable: [],
+    });
     expect(retry.calls).toEqual(['dynamodb:BatchGetItem']);
 
     // The operator's path over the whole log finds every generation billed.

@@ -38,7 +38,8 @@ export function chargeEntry(
 ): ChargeEntry {
   return {
     accountId,
-    generationId: newGenerationId(),
+    // On slice 0, as an unsplit account's generations are (a generation id names its slice).
+    generationId: newGenerationId(Date.now(), 0),
     keyId,
     tier: 'svc-fast',
     upstreamModel: 'sim-fast',

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { readUsageLines } from '../../../functions/billing/usage-lines.js';
 import { decodeLogsEvent } from '../../../functions/logged-usage/subscription-event.js';
 import { subscriptionEvent } from '../../support/logs-subscription.js';
+import { TEST_CHECKS } from '../../support/usage-lines.js';
 
 /**
  * The subscription event as CloudWatch Logs sends it (gzip, then base64, under awslogs.data): a
@@ -78,10 +79,10 @@ describe('decodeLogsEvent', () => {
         { message: usageLine(RECORD) },
       ]),
     );
-    const { records, invalid } = readUsageLines(batch.logEvents.map((e) => e.message));
+    const { records, unreadable } = readUsageLines(batch.logEvents, TEST_CHECKS);
     expect(records.map((r) => r.entry.generationId)).toEqual([RECORD.generationId, second.generationId]);
     expect(records[0]?.entry.billedNano).toBe(130_000n);
     expect(records[0]?.hold).toBeUndefined();
-    expect(invalid).toBe(2);
+    expect(unreadable).toHaveLength(2);
   });
 });
