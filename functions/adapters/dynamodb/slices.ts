@@ -1,22 +1,21 @@
 /**
  * An account's balance slices in DynamoDB (core/store.ts, "slices"): reading them all (the account's
- * totals as of one instant, or the richest slice when the one a request drew is dry), the status
- * written to every one of them at once, and an account split into more.
+ * totals as of one instant, or the richest slice when the one a request drew is dry), credit moved
+ * between them, and an account split into more; the status on every one is slice-status.ts.
  */
 import {
   type GetItemCommandOutput,
   TransactGetItemsCommand,
   type TransactWriteItem,
-  UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import type { AccountStatus } from '../../core/access.js';
 import { AccountNotFoundError, type AccountRecord, MAX_SLICES } from '../../core/store.js';
 import { type Item, keyUsageAttribute, N, S, sliceKey, slicesOf, toAccount } from './items.js';
+import { setSliceStatus } from './slice-status.js';
 import {
   cancellationReasons,
   isRetryableSettlementError,
   MAX_ATTEMPTS,
-  retried,
   retryWait,
   StorePart,
   sleep,
@@ -190,70 +189,9 @@ export class Slices extends StorePart {
     return items.reduce((sum, item) => sum + BigInt(item?.[attribute]?.N ?? '0'), 0n);
   }
 
-  /**
-   * The status on the account item, then on every slice, each by its own write retried through
-   * conflicts: under load a transaction over all of a busy account's slices would nearly never find
-   * them all free at once. Not atomic, and need not be: the operator's command returns once every
-   * slice carries the status (or a later command's), so every request that starts after it reads it
-   * on whichever slice it draws. The slice count is read from the account item's own update, so a
-   * slice a split created before it is included, and a split after it copies the new status.
-   *
-   * Two commands at once (a suspension and a reinstatement) write the same slices in any order, so
-   * each command is numbered: the account item's update adds one to its `statusVersion` and returns
-   * it, and a slice takes a command's status only while it carries an older number. Every slice then
-   * ends with the status of the command that updated the account item last, as the account item does,
-   * whatever the order of their writes; a slice write refused for its number is one a later command
-   * made already, not a failure.
-   */
-  async setStatus(accountId: string, status: AccountStatus, now: string): Promise<void> {
-    let head: Item | undefined;
-    try {
-      head = (
-        await retried(() =>
-          this.client.send(
-            new UpdateItemCommand({
-              TableName: this.tables.accounts,
-              Key: { accountId: S(accountId) },
-              UpdateExpression: 'SET #status = :status, statusChangedAt = :now ADD statusVersion :one',
-              ConditionExpression: 'attribute_exists(accountId)',
-              ExpressionAttributeNames: { '#status': 'status' },
-              ExpressionAttributeValues: { ':status': S(status), ':now': S(now), ':one': N(1) },
-              ReturnValues: 'ALL_NEW',
-            }),
-          ),
-        )
-      ).Attributes;
-    } catch (error) {
-      if ((error as Error).name === 'ConditionalCheckFailedException')
-        throw new AccountNotFoundError(accountId);
-      throw error;
-    }
-    const version = head?.statusVersion?.N ?? '1';
-    const slices = slicesOf(head);
-    await Promise.all(
-      Array.from({ length: slices - 1 }, async (_, i) => {
-        try {
-          await retried(() =>
-            this.client.send(
-              new UpdateItemCommand({
-                TableName: this.tables.accounts,
-                Key: { accountId: S(sliceKey(accountId, i + 1)) },
-                UpdateExpression: 'SET #status = :status, statusVersion = :version',
-                // The slice exists (a split writes its items and the account item's count in one
-                // transaction, and slices are never removed): a failure is a number as high already, a
-                // later command's (or this one's own write, sent again after its answer was lost).
-                ConditionExpression:
-                  'attribute_exists(accountId) AND (attribute_not_exists(statusVersion) OR statusVersion < :version)',
-                ExpressionAttributeNames: { '#status': 'status' },
-                ExpressionAttributeValues: { ':status': S(status), ':version': { N: version } },
-              }),
-            ),
-          );
-        } catch (error) {
-          if ((error as Error).name !== 'ConditionalCheckFailedException') throw error;
-        }
-      }),
-    );
+  /** The status on the account item and every slice, converging whatever runs at once (slice-status.ts). */
+  setStatus(accountId: string, status: AccountStatus, now: string): Promise<void> {
+    return setSliceStatus(this.client, this.tables, accountId, status, now);
   }
 
   /**
