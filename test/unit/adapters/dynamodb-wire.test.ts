@@ -2,7 +2,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { BatchGetItemCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DynamoWire, DynamoWireError } from '../../../functions/adapters/dynamodb/wire.js';
 
 /**
@@ -203,6 +203,9 @@ describe('the direct DynamoDB read', () => {
     const failure = await failureOf(fake.endpoint);
     const took = Date.now() - started;
     expect(failure).toMatchObject({ name: 'TimeoutError', retryable: true });
+    // The fake reads each request in this same process: on a loaded machine the client's timeout
+    // (a timer) can run before the fake has read the last attempt (I/O), so wait for it to be read.
+    await vi.waitFor(() => expect(fake.seen.length).toBeGreaterThanOrEqual(3), { timeout: 2_000 });
     expect(fake.seen).toHaveLength(3);
     // Three attempts of 300 ms plus jittered backoff of at most 50 + 100 ms.
     expect(took).toBeGreaterThanOrEqual(3 * FAST.requestTimeoutMs - 50);
