@@ -10,7 +10,7 @@
  */
 
 import type { ChargeEntry, Hold } from '../core/store.js';
-import { parseTierConfig, singleUpstreamConfig, type TierConfig } from '../core/tiers.js';
+import { type TierConfig, tiersFromEnv } from '../core/tiers.js';
 import { GENERATION_USAGE_MESSAGE } from './usage-line.js';
 import { readUsageRecord, usageRecordOutOfBounds, usageRecordSigned } from './usage-record.js';
 
@@ -103,17 +103,7 @@ export function signedWithAnotherKey(messages: Iterable<string>, keys: readonly 
  * simulator is (UPSTREAM_BASE_URL, as `npm start` runs). Undefined when neither is set.
  */
 export function usageTiersFromEnv(env: NodeJS.ProcessEnv = process.env): TierConfig | undefined {
-  if (env.TIERS_CONFIG) {
-    let json: unknown;
-    try {
-      json = JSON.parse(env.TIERS_CONFIG);
-    } catch {
-      throw new Error('TIERS_CONFIG is not valid JSON');
-    }
-    return parseTierConfig(json);
-  }
-  if (env.UPSTREAM_BASE_URL) return parseTierConfig(singleUpstreamConfig(env.UPSTREAM_BASE_URL));
-  return undefined;
+  return tiersFromEnv(env);
 }
 
 /** A generation as charged: its id on its account (a line naming another account is another charge). */

@@ -1,5 +1,5 @@
 import type { RetryPolicy } from '../adapters/upstream.js';
-import { parseTierConfig, singleUpstreamConfig, type TierConfig } from '../core/tiers.js';
+import { type TierConfig, tiersFromEnv } from '../core/tiers.js';
 import { positiveIntFromEnv } from '../shared/env.js';
 
 /** Everything the completions function reads from its environment, checked once at cold start. */
@@ -40,26 +40,8 @@ export interface CompletionsConfig {
 const DEFAULT_TOP_UP_URL = 'https://dashboard.example.com/settings/billing';
 
 export function loadCompletionsConfig(env: NodeJS.ProcessEnv = process.env): CompletionsConfig {
-  let tiers: TierConfig;
-  if (env.TIERS_CONFIG) {
-    let json: unknown;
-    try {
-      json = JSON.parse(env.TIERS_CONFIG);
-    } catch {
-      throw new Error('TIERS_CONFIG is not valid JSON');
-    }
-    tiers = parseTierConfig(json);
-  } else if (env.UPSTREAM_BASE_URL) {
-    tiers = parseTierConfig(
-      singleUpstreamConfig(
-        env.UPSTREAM_BASE_URL,
-        env.UPSTREAM_API_KEY ? 'UPSTREAM_API_KEY' : undefined,
-        env.UPSTREAM_MODELS,
-      ),
-    );
-  } else {
-    throw new Error('no upstream configured: set TIERS_CONFIG or UPSTREAM_BASE_URL');
-  }
+  const tiers = tiersFromEnv(env);
+  if (!tiers) throw new Error('no upstream configured: set TIERS_CONFIG or UPSTREAM_BASE_URL');
   return {
     tiers,
     topUpUrl: env.TOP_UP_URL || DEFAULT_TOP_UP_URL,

@@ -155,3 +155,29 @@ export function singleUpstreamConfig(baseUrl: string, credential?: string, model
     'svc-heavy': [target('svc-heavy')],
   };
 }
+
+/**
+ * The tier routing from the environment, as the completions function reads it at its cold start:
+ * TIERS_CONFIG (JSON), else every tier at one base URL (UPSTREAM_BASE_URL, with UPSTREAM_API_KEY's
+ * credential name and UPSTREAM_MODELS when set, as `npm start` runs). Undefined when neither is set.
+ */
+export function tiersFromEnv(env: NodeJS.ProcessEnv = process.env): TierConfig | undefined {
+  if (env.TIERS_CONFIG) {
+    let json: unknown;
+    try {
+      json = JSON.parse(env.TIERS_CONFIG);
+    } catch {
+      throw new Error('TIERS_CONFIG is not valid JSON');
+    }
+    return parseTierConfig(json);
+  }
+  if (env.UPSTREAM_BASE_URL)
+    return parseTierConfig(
+      singleUpstreamConfig(
+        env.UPSTREAM_BASE_URL,
+        env.UPSTREAM_API_KEY ? 'UPSTREAM_API_KEY' : undefined,
+        env.UPSTREAM_MODELS,
+      ),
+    );
+  return undefined;
+}
