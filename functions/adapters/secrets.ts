@@ -71,6 +71,7 @@ async function fetchSecret(
 
 export function clearSecretCache(): void {
   cache.clear();
+  noPrevious.clear();
 }
 
 /**
@@ -87,12 +88,29 @@ export async function originVerifyValues(env: NodeJS.ProcessEnv = process.env): 
 
 /** A secret's current version and, during a rotation, its previous one, each read every `ttlMs` (5 minutes). */
 async function currentAndPrevious(arn: string, ttlMs = 5 * 60_000): Promise<string[]> {
-  const [current, previous] = await Promise.all([
-    getSecretString(arn, ttlMs),
-    // No previous version until the first rotation.
-    getSecretString(arn, ttlMs, Date.now(), 'AWSPREVIOUS').catch(() => undefined),
-  ]);
+  const [current, previous] = await Promise.all([getSecretString(arn, ttlMs), previousVersion(arn, ttlMs)]);
   return previous && previous !== current ? [current, previous] : [current];
+}
+
+/** When each secret was last found to have no previous version (or it could not be read). */
+const noPrevious = new Map<string, number>();
+
+/**
+ * A secret's previous version, or undefined: a secret never rotated has none (Secrets Manager answers
+ * ResourceNotFoundException), and that answer is kept as long as a value would be, so it is asked
+ * again every `ttlMs`, not on every request.
+ */
+async function previousVersion(arn: string, ttlMs: number): Promise<string | undefined> {
+  const missingSince = noPrevious.get(arn);
+  if (missingSince !== undefined && Date.now() - missingSince < ttlMs) return undefined;
+  try {
+    const previous = await getSecretString(arn, ttlMs, Date.now(), 'AWSPREVIOUS');
+    noPrevious.delete(arn);
+    return previous;
+  } catch {
+    noPrevious.set(arn, Date.now());
+    return undefined;
+  }
 }
 
 /**

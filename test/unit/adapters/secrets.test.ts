@@ -107,6 +107,25 @@ describe('the origin-verify value', () => {
     expect(await originVerifyValues({} as NodeJS.ProcessEnv)).toEqual([]);
   });
 
+  it('asks for a previous version that is not there once per interval, not on every request', async () => {
+    // A secret never rotated has no AWSPREVIOUS version: Secrets Manager answers ResourceNotFoundException.
+    secrets
+      .on(GetSecretValueCommand, { SecretId: 'arn:fresh', VersionStage: 'AWSCURRENT' })
+      .resolves({ SecretString: 'only-value' })
+      .on(GetSecretValueCommand, { SecretId: 'arn:fresh', VersionStage: 'AWSPREVIOUS' })
+      .rejects(
+        Object.assign(new Error("Secrets Manager can't find the specified secret value"), {
+          name: 'ResourceNotFoundException',
+        }),
+      );
+    const env = { ORIGIN_VERIFY_SECRET_ARN: 'arn:fresh' } as NodeJS.ProcessEnv;
+    for (let i = 0; i < 5; i++) expect(await originVerifyValues(env)).toEqual(['only-value']);
+    const previousAsks = secrets
+      .commandCalls(GetSecretValueCommand)
+      .filter((call) => call.args[0].input.VersionStage === 'AWSPREVIOUS');
+    expect(previousAsks).toHaveLength(1);
+  });
+
   it("accepts the secret's current and previous versions during a rotation", async () => {
     secrets
       .on(GetSecretValueCommand, { SecretId: 'arn:rotated', VersionStage: 'AWSCURRENT' })
