@@ -18,7 +18,6 @@ import {
   type AccountRecord,
   type CorrectionOutcome,
   correctionEntryId,
-  type LedgerEntry,
 } from '../../core/store.js';
 import { type Item, N, S, slicesOf, toAccount } from './items.js';
 import type { Slices } from './slices.js';
@@ -38,21 +37,6 @@ const PREFIX = correctionEntryId('');
 /** A slice item's available credit: its balance minus what it holds. */
 const availableOf = (item: Item | undefined): bigint =>
   BigInt(item?.creditBalance?.N ?? '0') - BigInt(item?.heldNano?.N ?? '0');
-
-/**
- * A ledger entry as the ledger reads it (ledger.ts, items.ts), with a correction named as one: the
- * reader takes every entry that is not a top-up for a charge. Its amount is a deduction either way.
- */
-export function asCorrection(entry: LedgerEntry): LedgerEntry {
-  if (!entry.entryId.startsWith(PREFIX)) return entry;
-  return {
-    entryId: entry.entryId,
-    type: 'correction',
-    createdAt: entry.createdAt,
-    deltaNano: entry.deltaNano < 0n ? entry.deltaNano : -entry.deltaNano,
-    reference: entry.entryId.slice(PREFIX.length),
-  };
-}
 
 export class Corrections extends StorePart {
   constructor(

@@ -187,6 +187,16 @@ export function toLedgerEntry(item: Item): LedgerEntry {
       ...(item.reference?.S ? { reference: item.reference.S } : {}),
     };
   }
+  // An operator's correction (corrections.ts): credit taken back, under its reference.
+  if (item.type?.S === 'correction') {
+    return {
+      entryId: item.entryId?.S ?? '',
+      type: 'correction',
+      createdAt: item.createdAt?.S ?? '',
+      deltaNano: -amount,
+      reference: item.reference?.S ?? '',
+    };
+  }
   const entry: LedgerEntry = {
     entryId: item.entryId?.S ?? '',
     type: 'charge',

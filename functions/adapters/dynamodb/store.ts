@@ -23,7 +23,7 @@ import type {
   Store,
 } from '../../core/store.js';
 import { AccountsAndKeys } from './accounts-keys.js';
-import { asCorrection, Corrections } from './corrections.js';
+import { Corrections } from './corrections.js';
 import { Holds } from './holds.js';
 import type { TableNames } from './items.js';
 import { Ledger } from './ledger.js';
@@ -123,12 +123,11 @@ export class DynamoStore implements Store {
   listAccounts(options: { limit: number; after?: string }): Promise<AccountPage> {
     return this.corrections.listAccounts(options);
   }
-  async listLedger(accountId: string): Promise<LedgerEntry[]> {
-    return (await this.ledger.listLedger(accountId)).map(asCorrection);
+  listLedger(accountId: string): Promise<LedgerEntry[]> {
+    return this.ledger.listLedger(accountId);
   }
-  async getLedgerEntry(accountId: string, entryId: string): Promise<LedgerEntry | undefined> {
-    const entry = await this.ledger.getLedgerEntry(accountId, entryId);
-    return entry && asCorrection(entry);
+  getLedgerEntry(accountId: string, entryId: string): Promise<LedgerEntry | undefined> {
+    return this.ledger.getLedgerEntry(accountId, entryId);
   }
   async totalCredits(accountId: string): Promise<bigint> {
     const [topUps, corrections] = await Promise.all([
