@@ -36,11 +36,17 @@ export function worstCaseBilledNano(
   return billedNanoFromUpstreamCost(worst);
 }
 
-/** True when the account's available credit does not cover `maxConcurrency` requests like this one. */
+/**
+ * True when the account's available credit does not cover `maxConcurrency` requests like this one.
+ * Credit marked to move to another slice (outgoing, core/store.ts Transfer) is left out: a request
+ * admitted without a hold now may bill after the credit has moved, and the slice it moved to spends
+ * it too. A held request may use it (its hold is counted when the transfer moves what is left).
+ */
 export function needsHold(
-  account: { balanceNano: bigint; heldNano: bigint },
+  account: { balanceNano: bigint; heldNano: bigint; outgoingNano?: bigint },
   worstCaseNano: bigint,
   maxConcurrency: number,
 ): boolean {
-  return account.balanceNano - account.heldNano < BigInt(maxConcurrency) * worstCaseNano;
+  const unmarked = account.balanceNano - account.heldNano - (account.outgoingNano ?? 0n);
+  return unmarked < BigInt(maxConcurrency) * worstCaseNano;
 }

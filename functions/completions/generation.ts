@@ -3,7 +3,7 @@ import type { Bill, Billable, Delivered } from '../billing/bill.js';
 import { billOnce } from '../billing/bill-once.js';
 import { needsHold, worstCaseBilledNano } from '../billing/holds.js';
 import { promptBound } from '../billing/usage-bounds.js';
-import { type Principal, refuseCredit, refuseStatus } from '../core/access.js';
+import { type Principal, refuseCredit, refuseStatus, withAccountBalance } from '../core/access.js';
 import { GatewayTimeoutError, ServiceUnavailableError, UpstreamError } from '../core/errors.js';
 import { type ForwardedBody, toUpstreamBody } from '../core/forwarding.js';
 import { newGenerationId } from '../core/ids.js';
@@ -114,7 +114,8 @@ export class Generation {
       );
       throw new ServiceUnavailableError({ cause: error });
     }
-    if (placed === 'refused') throw refuseCredit(this.caller, this.ports.config.topUpUrl);
+    if (placed === 'refused')
+      throw refuseCredit(await withAccountBalance(this.caller, this.ports.store), this.ports.config.topUpUrl);
     // Suspended or banned since the request's read: the hold's condition checks status and credit together.
     if (placed !== 'held') throw refuseStatus(placed);
     this.hold = hold;

@@ -1,5 +1,6 @@
 import { nanoToUsd } from '../billing/money.js';
 import { AuthenticationError, InsufficientCreditsError, PermissionDeniedError } from './errors.js';
+import type { Store } from './store.js';
 
 export type KeyStatus = 'active' | 'revoked';
 export type AccountStatus = 'active' | 'suspended' | 'banned';
@@ -14,6 +15,11 @@ export interface Principal {
   balanceNano: bigint;
   /** What the account's requests in flight hold (nano-USD); available credit is balance - held. */
   heldNano: bigint;
+  /**
+   * Credit of this slice marked to move to another (store.ts, Transfer), nano-USD; absent: none. It is
+   * still available to a held request, not to one admitted without a hold (billing/holds.ts).
+   */
+  outgoingNano?: bigint;
   /**
    * Which slice of the account's balance the read saw, and the balance and held amounts above are
    * that slice's (store.ts, "slices"). 0, or absent, for an account kept in one item: the whole.
@@ -61,4 +67,21 @@ export function refuseStatus(status: Exclude<AccountStatus, 'active'>): Permissi
 export function refuseCredit(principal: Principal, topUpUrl: string): InsufficientCreditsError {
   const balanceNano = principal.accountBalanceNano ?? principal.balanceNano;
   return new InsufficientCreditsError(nanoToUsd(balanceNano), topUpUrl, { held: balanceNano > 0n });
+}
+
+/**
+ * The principal with its account's balance over all slices, for a 402 to state (the slice a request
+ * drew is not the account): one read of the account's slices, made on a refused request only. Where
+ * the read fails or finds nothing, the principal as it was read.
+ */
+export async function withAccountBalance(
+  principal: Principal,
+  store: Pick<Store, 'accountBalance'>,
+): Promise<Principal> {
+  try {
+    const accountBalanceNano = await store.accountBalance(principal.accountId);
+    return accountBalanceNano === undefined ? principal : { ...principal, accountBalanceNano };
+  } catch {
+    return principal;
+  }
 }

@@ -60,6 +60,39 @@ export interface Hold {
   deferred?: boolean;
 }
 
+/**
+ * How long credit moved between two slices of an account waits on its source before it moves: the
+ * completions function's timeout (300 s) and the hold expiry margin (60 s). A request admitted
+ * without a hold (the fast path) was admitted on the credit its slice had then, and bills that slice
+ * when it ends, up to the function's timeout later. Credit moved away at once would be spent twice:
+ * by those requests on the source and by new ones on the destination (an account 4.1 requests' worst
+ * case, four requests in flight, split into 2: 2.8 bills below zero where the bound is 2). So a
+ * transfer is scheduled: the amount is marked on the source (`outgoingNano`), where no new request is
+ * admitted on the fast path against it (a held request may still use it: its hold is counted), and
+ * after this delay, when every request admitted before the mark has ended and billed, the sweeper
+ * moves what the source still has of it. A test (test/infra/function-settings.test.ts) keeps it at
+ * least the completions timeout plus the margin.
+ */
+export const TRANSFER_DELAY_MS = 360_000;
+
+/**
+ * Credit on its way from one slice of an account to another (TRANSFER_DELAY_MS): marked on the source
+ * as outgoing, moved by the sweeper once due, as much of it as the source still has available then.
+ */
+export interface Transfer {
+  accountId: string;
+  transferId: string;
+  from: number;
+  to: number;
+  amountNano: bigint;
+  /** Epoch ms from which the sweeper moves it. */
+  dueAt: number;
+  createdAt: string;
+}
+
+/** What moving a due transfer came to: the amount moved (0n: the source had spent it), or not due / gone. */
+export type TransferOutcome = { moved: bigint } | 'not-due' | 'gone';
+
 /** What one settlement met on its way: counted by the caller for the contention metrics. */
 export interface Contention {
   /** Attempts cancelled because another transaction held an item (TransactionConflict). */
@@ -74,6 +107,8 @@ export interface AccountRecord {
   balanceNano: bigint;
   /** The sum of the account's live holds. */
   heldNano: bigint;
+  /** Credit marked on its slices to move to others (Transfer); absent: none. */
+  outgoingNano?: bigint;
   createdAt?: string;
   /** How many slices its balance is split into (1: the account item alone). */
   slices: number;
@@ -169,7 +204,21 @@ export interface Store {
   releaseHold(hold: Hold, options?: { onlyIfExpiredAt?: number; deadline?: number }): Promise<boolean>;
   /** Keeps a generation's usage record on its hold, if the hold is still there. True if it was. */
   recordUsageOnHold(hold: Hold, usageRecord: string): Promise<boolean>;
+  /** The account's live holds (or every account's), soonest expiry first; transfers are not holds. */
   listHolds(accountId?: string): Promise<Hold[]>;
+  /** The transfers between slices still to move (of one account, or of all), soonest due first. */
+  listTransfers(accountId?: string): Promise<Transfer[]>;
+  /**
+   * Moves a due transfer (dueAt <= now): what the source still has available of it (its balance
+   * minus what it holds and its other outgoing credit; at most the amount, at least 0) from the
+   * source to the destination, the marks cleared and the transfer item deleted, in one transaction.
+   */
+  completeTransfer(transfer: Transfer, now: number): Promise<TransferOutcome>;
+  /**
+   * The account's balance over all its slices, read strongly consistently (each slice as of its own
+   * read), for a refusal to state; undefined if the account is gone.
+   */
+  accountBalance(accountId: string): Promise<bigint | undefined>;
 
   /**
    * The account, its balance and held amount summed over its slices as of one instant: a transfer
@@ -185,21 +234,26 @@ export interface Store {
   createAccount(accountId: string, initialCreditsNano: bigint, now: string): Promise<void>;
   /**
    * Splits the account's balance into `slices` slices (never fewer than it has): the new ones are
-   * created with an even share of the account item's available credit, in one transaction that
-   * checks the account item did not change since it was read. Returns the slice count now.
-   * Throws AccountNotFoundError.
+   * created empty, in one transaction that checks the account item did not change since it was read,
+   * and transfers are scheduled to even the available credit out (Transfer: it moves after
+   * TRANSFER_DELAY_MS). Returns the slice count now. Throws AccountNotFoundError.
    */
   splitAccount(accountId: string, slices: number): Promise<number>;
   /** Throws AccountNotFoundError. */
   setAccountStatus(accountId: string, status: AccountStatus, now: string): Promise<void>;
-  /** Adds credits once per reference; false when the reference was already applied. Throws AccountNotFoundError. */
+  /**
+   * Adds credits once per reference (on slice 0, with its ledger entry; a split account's share of
+   * the other slices is scheduled to move to them, Transfer); false when the reference was already
+   * applied. Throws AccountNotFoundError.
+   */
   topUp(accountId: string, reference: string, amountNano: bigint, now: string): Promise<boolean>;
   /**
    * Takes credit back (a refund by hand, a correction) once per reference: the ledger entry
-   * `correction#<reference>` and the deduction from slice 0 (the account item) in one transaction,
-   * as a top-up adds. Unless `force`, only while the account's available credit (balance minus held,
-   * over all its slices) covers the amount: 'refused' otherwise. Operator only. Throws
-   * AccountNotFoundError.
+   * `correction#<reference>` and the deduction in one transaction, as a top-up adds; on a split
+   * account the deduction is taken from the slices that have it, slice 0 first, in that same
+   * transaction. Unless `force`, only while the account's available credit (balance minus held,
+   * over all its slices) covers the amount: 'refused' otherwise. Forced, what no slice has is taken
+   * from slice 0, below zero. Operator only. Throws AccountNotFoundError.
    */
   removeCredits(
     accountId: string,

@@ -1,12 +1,12 @@
 /**
  * The hold sweeper: run by EventBridge schedules (lib/infra), and by `npm start` on the same schedule.
- * Every run releases expired holds and publishes its heartbeat; a run with `{"check": "balances"}`
+ * Every run releases expired holds, moves due transfers between slices, and publishes its heartbeat; a run with `{"check": "balances"}`
  * (every 15 minutes) counts the accounts below zero instead.
  */
 import middy from '@middy/core';
 import { getStore } from '../adapters/dynamodb/index.js';
 import { logContext, logger, recordNegativeBalances, recordSweep } from '../shared/observability.js';
-import { type SweepResult, sweepExpiredHolds } from './sweep.js';
+import { type SweepResult, sweep } from './sweep.js';
 
 type SweeperEvent = { check?: 'balances' } | undefined;
 
@@ -19,7 +19,7 @@ export const handler = middy<SweeperEvent, SweepResult | { negativeBalances: num
       if (negativeBalances > 0) logger.warn('accounts below zero', { negativeBalances });
       return { negativeBalances };
     }
-    const result = await sweepExpiredHolds(getStore());
+    const result = await sweep(getStore());
     recordSweep();
     return result;
   });

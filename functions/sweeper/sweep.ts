@@ -1,5 +1,5 @@
 /**
- * Completes deferred settlements and releases expired holds.
+ * Completes deferred settlements, releases expired holds and moves due transfers between slices.
  *
  * A hold item carrying a usage record is a generation the function did not finish billing: deferred
  * (the function gave up on its settlement within its time and said so), or expired with the record
@@ -31,6 +31,44 @@ export interface SweepResult {
   released: number;
   /** Settlements completed from a hold's usage record. */
   completed: number;
+}
+
+/** One run of the sweeper: the holds, then the transfers between slices that are due. */
+export async function sweep(store: Store, now = Date.now()): Promise<SweepResult & { transferred: number }> {
+  const holds = await sweepExpiredHolds(store, now);
+  return { ...holds, transferred: await moveDueTransfers(store, now) };
+}
+
+/**
+ * Moves every transfer between two slices that is due (core/store.ts, Transfer): each in its own
+ * transaction, which moves what the source still has of it and deletes the item, so a transfer moves
+ * once however many sweeps meet on it. A failure is logged and left for the next sweep. Returns how
+ * many moved.
+ */
+export async function moveDueTransfers(store: Store, now = Date.now()): Promise<number> {
+  let moved = 0;
+  for (const transfer of await store.listTransfers()) {
+    if (transfer.dueAt > now) continue;
+    try {
+      const outcome = await store.completeTransfer(transfer, now);
+      if (typeof outcome !== 'object') continue;
+      moved += 1;
+      logger.info('transfer between slices moved', {
+        accountId: transfer.accountId,
+        from: transfer.from,
+        to: transfer.to,
+        scheduledUsd: nanoToUsd(transfer.amountNano),
+        movedUsd: nanoToUsd(outcome.moved),
+      });
+    } catch (error) {
+      logger.error('transfer between slices not moved; the next sweep tries again', {
+        accountId: transfer.accountId,
+        transferId: transfer.transferId,
+        error: error instanceof Error ? error : String(error),
+      });
+    }
+  }
+  return moved;
 }
 
 export async function sweepExpiredHolds(store: Store, now = Date.now()): Promise<SweepResult> {

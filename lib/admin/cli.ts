@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoStore, tableNamesFromEnv } from '../../functions/adapters/dynamodb/index.js';
 import { nanoToUsd } from '../../functions/billing/money.js';
+import { TRANSFER_DELAY_MS } from '../../functions/core/store.js';
 import { ensureTables, localClient } from '../local/dynamodb-local.js';
 import { localDynamoSettings } from '../local/settings.js';
 import { connectDynamo, localTableNames } from '../local/stack.js';
@@ -189,7 +190,9 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
         account,
         before === account.slices
           ? `account ${account.accountId} already has ${account.slices} slices; creditBalance=${dollars(account.creditBalance)}`
-          : `account ${account.accountId} is split into ${account.slices} slices (had ${before}); creditBalance=${dollars(account.creditBalance)}`,
+          : `account ${account.accountId} is split into ${account.slices} slices (had ${before}); creditBalance=${dollars(account.creditBalance)}; ` +
+              `its credit moves to the new slices from ${new Date(Date.now() + TRANSFER_DELAY_MS).toISOString()} ` +
+              '(once every request admitted before the split has ended; the sweeper moves it)',
       );
     }
     case 'account suspend':

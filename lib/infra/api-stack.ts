@@ -351,8 +351,9 @@ export class ApiStack extends Stack {
     );
     sweeper.fn.addToRolePolicy(
       new PolicyStatement({
-        // UpdateItem releases a hold's amount; Scan counts the accounts below zero (the balance check).
-        actions: ['dynamodb:UpdateItem', 'dynamodb:Scan'],
+        // UpdateItem releases a hold's amount and moves a due transfer between two slices (GetItem
+        // reads its source first); Scan counts the accounts below zero (the balance check).
+        actions: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:Scan'],
         resources: [tables.accounts.tableArn],
       }),
     );

@@ -240,10 +240,10 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const store = new DynamoStore(client, tables);
     const sweeperStore = storeAs('sweeper');
     // Loaded here, after the environment is set: the sweeper's logger reads LOG_LEVEL when it loads.
-    const { sweepExpiredHolds } = await import('../../functions/sweeper/sweep.js');
+    const { sweep } = await import('../../functions/sweeper/sweep.js');
     const sweepTimer = setInterval(
       () => {
-        sweepExpiredHolds(sweeperStore).catch((error: unknown) =>
+        sweep(sweeperStore).catch((error: unknown) =>
           console.error(`hold sweep failed: ${error instanceof Error ? error.message : String(error)}`),
         );
       },

@@ -704,7 +704,7 @@ describe('least privilege', () => {
     );
   });
 
-  it('gives the hold sweeper a scan and delete on the holds table, an update on accounts and the ledger Put of a settlement, on a schedule', () => {
+  it('gives the hold sweeper a scan and delete on the holds table, a read and update on accounts and the ledger Put of a settlement, on a schedule', () => {
     const sweeper = policies(prod.template).find((p) => p.id.startsWith('HoldSweeper'));
     const actions = new Set(sweeper?.statements.flatMap((s) => [s.Action].flat()));
     // The deferred settlements it completes write their ledger entry (TransactWriteItems needs PutItem).
@@ -712,6 +712,8 @@ describe('least privilege', () => {
     expect(onLedger?.flatMap((s) => [s.Action].flat())).toEqual(['dynamodb:PutItem']);
     expect([...actions].sort()).toEqual([
       'dynamodb:DeleteItem',
+      // It reads the source slice of a transfer between slices before moving it.
+      'dynamodb:GetItem',
       'dynamodb:PutItem',
       'dynamodb:Scan',
       'dynamodb:UpdateItem',

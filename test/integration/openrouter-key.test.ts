@@ -5,7 +5,14 @@ import type { ChargeEntry } from '../../functions/core/store.js';
 import { addCredits, createKey, listLedger, revokeKey } from '../../lib/admin/operations.js';
 import { completeOnce } from '../support/busy-load.js';
 import { settled } from '../support/settled.js';
-import { balanceNano, getWithKey, newAccount, startTarget, type Target } from '../support/target.js';
+import {
+  balanceNano,
+  getWithKey,
+  landTransfers,
+  newAccount,
+  startTarget,
+  type Target,
+} from '../support/target.js';
 
 /**
  * OpenRouter's habits (docs/compatibility.md, "Customers see their money"): `GET /api/v1/key` says
@@ -100,6 +107,7 @@ describe('GET /api/v1/key', () => {
   it('sums the usage over the slices of a split account', async () => {
     const account = await newAccount(target, '10');
     await target.admin.store.splitAccount(account.accountId, 4);
+    await landTransfers(target);
     const second = await spendWithTwoKeys(account, 12);
     const { byKey, total } = await chargesByKey(account.accountId);
     // The charges went to more than one slice.
@@ -179,6 +187,7 @@ describe("GET /api/v1/credits in OpenRouter's shape too", () => {
   it("answers a split account's totals, not the slice the request read", async () => {
     const account = await newAccount(target, '4');
     await target.admin.store.splitAccount(account.accountId, 4);
+    await landTransfers(target);
     await spendWithTwoKeys(account, 4);
     const { total } = await chargesByKey(account.accountId);
     const { body } = await get('/credits', account.key);

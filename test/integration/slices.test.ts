@@ -9,11 +9,13 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
 import { Slices } from '../../functions/adapters/dynamodb/slices.js';
+import { Transfers } from '../../functions/adapters/dynamodb/transfers.js';
+import { needsHold } from '../../functions/billing/holds.js';
 import { nanoToUsd, usdToNano } from '../../functions/billing/money.js';
 import { usageRecordOf } from '../../functions/billing/usage-record.js';
 import { hashKey } from '../../functions/core/auth.js';
 import { newGenerationId, sliceOfGenerationId } from '../../functions/core/ids.js';
-import type { Hold } from '../../functions/core/store.js';
+import type { Hold, Transfer } from '../../functions/core/store.js';
 import { sweepExpiredHolds } from '../../functions/sweeper/sweep.js';
 import {
   addCredits,
@@ -26,7 +28,7 @@ import { auditBilling, completeOnce, type Served } from '../support/busy-load.js
 import { chargeEntry } from '../support/fixtures.js';
 import { limitsOf, startLimitedTarget } from '../support/limits.js';
 import { settled } from '../support/settled.js';
-import { balanceNano, newAccount, type Target } from '../support/target.js';
+import { balanceNano, landTransfers, newAccount, type Target } from '../support/target.js';
 
 /**
  * An account whose balance is split into slices, with DynamoDB's limits in front of DynamoDB Local
@@ -46,9 +48,11 @@ afterAll(async () => {
 
 const complete = (key: string, i: number, startedAfter = false) => completeOnce(target, key, i, startedAfter);
 
+/** A new account split into `slices`, its credit evened out over them (the rebalance's transfers landed). */
 async function splitAccount(credits: string, slices: number) {
   const account = await newAccount(target, credits);
   await target.admin.store.splitAccount(account.accountId, slices);
+  await landTransfers(target);
   return account;
 }
 
@@ -77,6 +81,10 @@ describe('splitting an account', () => {
     expect(await target.admin.store.splitAccount(accountId, 8)).toBe(8);
     // Never fewer than it has.
     expect(await target.admin.store.splitAccount(accountId, 4)).toBe(8);
+    expect(await balanceNano(target, accountId)).toBe(balanceBefore);
+    // The credit moves once the transfers are due (when every request admitted before has ended).
+    expect((await sliceItem(accountId, 1)).balance).toBe(0n);
+    expect(await landTransfers(target)).toBe(7);
     expect(await balanceNano(target, accountId)).toBe(balanceBefore);
     const slices = await Promise.all(Array.from({ length: 8 }, (_, s) => sliceItem(accountId, s)));
     const share = balanceBefore / 8n;
@@ -116,6 +124,7 @@ describe('splitting an account', () => {
   it('spreads a top-up over the slices', async () => {
     const { accountId } = await splitAccount('0', 4);
     expect((await addCredits(target.admin, accountId, '4', 'pay-1')).applied).toBe(true);
+    expect(await landTransfers(target)).toBe(3);
     const slices = await Promise.all(Array.from({ length: 4 }, (_, s) => sliceItem(accountId, s)));
     expect(slices.map((s) => s.balance)).toEqual(Array(4).fill(usdToNano('1')));
     // Once per reference.
@@ -221,6 +230,98 @@ describe('a split account under load', () => {
   }, 120_000);
 });
 
+describe('a split while requests admitted without a hold are in flight', () => {
+  /**
+   * The completions function's admission, step by step through the store, with at most four requests
+   * able to run at once (MAX_CONCURRENCY 4) and every request's worst case and bill `worst`: on the
+   * fast path while the slice's available credit, less what is marked to move, covers four worst
+   * cases; else a hold, placed only while the slice has available credit.
+   */
+  const CONCURRENCY = 4;
+  const worst = usdToNano('0.001');
+  async function admit(store: DynamoStore, keyHash: string) {
+    const principal = await store.loadPrincipal(keyHash);
+    if (!principal || principal.balanceNano - principal.heldNano <= 0n) return undefined;
+    const slice = principal.slice ?? 0;
+    const generationId = newGenerationId(Date.now(), slice);
+    if (!needsHold(principal, worst, CONCURRENCY)) return { principal, generationId, hold: undefined };
+    const hold: Hold = {
+      accountId: principal.accountId,
+      holdId: generationId,
+      slice,
+      amountNano: worst,
+      expiresAt: Date.now() + 60_000,
+      createdAt: new Date().toISOString(),
+    };
+    return (await store.placeHold(hold)) === 'held' ? { principal, generationId, hold } : undefined;
+  }
+  type Admitted = NonNullable<Awaited<ReturnType<typeof admit>>>;
+  const settle = (store: DynamoStore, { principal, generationId, hold }: Admitted) =>
+    store.settleCharge(
+      chargeEntry(principal.accountId, principal.keyId, worst, { generationId, slice: principal.slice ?? 0 }),
+      hold ? { hold } : {},
+    );
+
+  it('keeps the overdraft bound: what they bill on their slice is not also spent on another', async () => {
+    // 4.1 worst cases: four requests are admitted on the fast path, then the account is split in two.
+    const { accountId, key } = await newAccount(target, '0.0041');
+    const store = new DynamoStore(target.client, target.tables);
+    const keyHash = hashKey(key);
+    const inFlight = await Promise.all(Array.from({ length: CONCURRENCY }, () => admit(store, keyHash)));
+    expect(inFlight.map((a) => a?.hold)).toEqual([undefined, undefined, undefined, undefined]);
+    expect(await target.admin.store.splitAccount(accountId, 2)).toBe(2);
+    // They end, each billing slice 0, the one they were admitted on.
+    for (const admitted of inFlight) if (admitted) await settle(store, admitted);
+    // Then the account is spent, one request at a time, before and after the transfers are due.
+    const spend = async () => {
+      for (let i = 0; i < 8; i++) {
+        const admitted = await admit(store, keyHash);
+        if (admitted) await settle(store, admitted);
+      }
+    };
+    await spend();
+    await landTransfers(target);
+    await spend();
+    const balance = await balanceNano(target, accountId);
+    // One request's bill per slice at most: two.
+    expect(balance >= -2n * worst, `balance ${nanoToUsd(balance)} USD, bound ${nanoToUsd(-2n * worst)}`).toBe(
+      true,
+    );
+    const [report] = await reconcile(target.admin, accountId);
+    expect(report?.differenceNano).toBe(0n);
+    expect(await store.listTransfers(accountId)).toEqual([]);
+  }, 60_000);
+
+  it('admits no request on the fast path against credit marked to move, and moves only what is left of it', async () => {
+    // Six worst cases: the fast path (four would do) until the split marks half of it to move.
+    const { accountId, key } = await newAccount(target, '0.006');
+    const store = new DynamoStore(target.client, target.tables);
+    const keyHash = hashKey(key);
+    const before = await admit(store, keyHash);
+    expect(before?.hold).toBeUndefined();
+    if (before) await settle(store, before);
+    expect(await target.admin.store.splitAccount(accountId, 2)).toBe(2);
+    const [transfer] = await store.listTransfers(accountId);
+    expect(transfer).toMatchObject({ from: 0, to: 1, amountNano: usdToNano('0.0025') });
+    expect((await sliceItem(accountId, 1)).balance).toBe(0n);
+    // $0.0025 unmarked on slice 0, under four worst cases: each request is held, on slice 0 (slice 1 has nothing yet).
+    for (let i = 0; i < 4; i++) {
+      const admitted = await admit(store, keyHash);
+      expect(admitted?.principal.slice).toBeUndefined();
+      expect(admitted?.hold?.amountNano).toBe(worst);
+      if (admitted) await settle(store, admitted);
+    }
+    // Not due yet: nothing moves.
+    expect(await store.completeTransfer(transfer as Transfer, Date.now())).toBe('not-due');
+    expect(await landTransfers(target)).toBe(1);
+    // Moved once, and only what slice 0 still had of it ($0.001 of $0.0025); the marks cleared.
+    expect(await store.completeTransfer(transfer as Transfer, Number.MAX_SAFE_INTEGER)).toBe('gone');
+    expect((await sliceItem(accountId, 0)).balance).toBe(0n);
+    expect((await sliceItem(accountId, 1)).balance).toBe(usdToNano('0.001'));
+    expect(await balanceNano(target, accountId)).toBe(usdToNano('0.001'));
+  }, 60_000);
+});
+
 describe('a split account out of credit', () => {
   it("is refused with the account's balance over all its slices, not the balance of the slice a request drew", async () => {
     const slices = 4;
@@ -266,7 +367,8 @@ describe("a split account's total", () => {
     // Transfers as a top-up's spread and a split's rebalance make them: each one transaction that
     // debits one slice and credits another. They move credit; the total never changes.
     const store = new DynamoStore(target.client, target.tables);
-    const mover = new Slices({ client: target.client, tables: target.tables, wire: store.wire });
+    const db = { client: target.client, tables: target.tables, wire: store.wire };
+    const mover = new Transfers(db, new Slices(db));
     let moving = 0;
     let transfers = 0;
     let done = false;
@@ -281,7 +383,16 @@ describe("a split account's total", () => {
         const to = (from + 1 + Math.floor(Math.random() * (slices - 1))) % slices;
         moving += 1;
         try {
-          if (await mover.transfer(accountId, from, to, BigInt(1 + Math.floor(Math.random() * 50_000_000))))
+          const scheduled = await mover.scheduleTransfer(
+            accountId,
+            from,
+            to,
+            BigInt(1 + Math.floor(Math.random() * 50_000_000)),
+          );
+          if (
+            scheduled &&
+            typeof (await mover.completeTransfer(scheduled, Number.MAX_SAFE_INTEGER)) === 'object'
+          )
             transfers += 1;
         } finally {
           moving -= 1;

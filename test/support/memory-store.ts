@@ -21,6 +21,8 @@ import {
   type LedgerEntry,
   type SettleOutcome,
   type Store,
+  type Transfer,
+  type TransferOutcome,
   topUpEntryId,
 } from '../../functions/core/store.js';
 
@@ -139,6 +141,19 @@ export class MemoryStore implements Store {
     return [...this.holds.values()]
       .filter((h) => accountId === undefined || h.accountId === accountId)
       .sort((a, b) => a.expiresAt - b.expiresAt);
+  }
+
+  /** An account kept whole has no slices to move credit between. */
+  async listTransfers(): Promise<Transfer[]> {
+    return [];
+  }
+
+  async completeTransfer(): Promise<TransferOutcome> {
+    return 'gone';
+  }
+
+  async accountBalance(accountId: string): Promise<bigint | undefined> {
+    return this.accounts.get(accountId)?.balanceNano;
   }
 
   async getAccount(accountId: string): Promise<AccountRecord | undefined> {

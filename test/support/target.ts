@@ -3,6 +3,8 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { inject } from 'vitest';
 import { DynamoStore, type TableNames, tableNamesFromEnv } from '../../functions/adapters/dynamodb/index.js';
 import { type AdminContext, createAccount, createKey, getAccount } from '../../lib/admin/operations.js';
+import { TRANSFER_DELAY_MS } from '../../functions/core/store.js';
+import { moveDueTransfers } from '../../functions/sweeper/sweep.js';
 import type { Principal } from '../../lib/local/iam-policies.js';
 import { type LocalStack, type LocalStackOptions, startLocalStack } from '../../lib/local/stack.js';
 import { settled } from './settled.js';
@@ -91,6 +93,16 @@ export async function balanceNano(target: Target, accountId: string): Promise<bi
   const account = await getAccount(target.admin, accountId);
   if (!account) throw new Error(`no account ${accountId}`);
   return account.balanceNano;
+}
+
+/**
+ * Moves every scheduled transfer between slices now, as the sweeper does once they are due (a split's
+ * rebalance and a top-up's spread wait TRANSFER_DELAY_MS, six minutes, on AWS), acting as the
+ * sweeper. Returns how many moved. Local stacks only.
+ */
+export async function landTransfers(target: Target): Promise<number> {
+  if (!target.local) throw new Error('transfers are landed early on a local stack only');
+  return moveDueTransfers(target.local.storeAs('sweeper'), Date.now() + TRANSFER_DELAY_MS);
 }
 
 /** A GET with a customer's key, and its status and JSON body. */

@@ -19,7 +19,7 @@ import {
   type CorrectionOutcome,
   correctionEntryId,
 } from '../../core/store.js';
-import { type Item, N, S, slicesOf, toAccount } from './items.js';
+import { type Item, N, S, sliceKey, slicesOf, toAccount } from './items.js';
 import type { Slices } from './slices.js';
 import {
   cancellationReasons,
@@ -31,6 +31,7 @@ import {
   StorePart,
   sleep,
 } from './store-db.js';
+import type { Transfers } from './transfers.js';
 
 const PREFIX = correctionEntryId('');
 
@@ -38,21 +39,57 @@ const PREFIX = correctionEntryId('');
 const availableOf = (item: Item | undefined): bigint =>
   BigInt(item?.creditBalance?.N ?? '0') - BigInt(item?.heldNano?.N ?? '0');
 
+/** What a correction takes from one slice, and whether that slice is conditioned on what it was read with. */
+interface Take {
+  slice: number;
+  amountNano: bigint;
+  held: bigint;
+  checked: boolean;
+}
+
+/**
+ * Where `amountNano` is taken from: each slice's available credit, slice 0 first; undefined (refused)
+ * when they have not that much together, unless `force`, which takes the rest from slice 0.
+ */
+function planDeduction(items: (Item | undefined)[], amountNano: bigint, force: boolean): Take[] | undefined {
+  const takes: Take[] = [];
+  let left = amountNano;
+  items.forEach((item, slice) => {
+    const available = availableOf(item);
+    if (!item || left <= 0n || available <= 0n) return;
+    // biome-ignore lint/complexity/useMathMinMax: bigints (Math.min takes numbers)
+    const amount = available < left ? available : left;
+    takes.push({ slice, amountNano: amount, held: BigInt(item.heldNano?.N ?? '0'), checked: true });
+    left -= amount;
+  });
+  if (left === 0n) return takes;
+  if (!force) return undefined;
+  const first = takes[0];
+  if (first?.slice === 0) {
+    first.amountNano += left;
+    first.checked = false;
+  } else takes.unshift({ slice: 0, amountNano: left, held: 0n, checked: false });
+  return takes;
+}
+
 export class Corrections extends StorePart {
   constructor(
     db: Db,
     private readonly slices: Slices,
+    private readonly transfers: Transfers,
   ) {
     super(db);
   }
 
   /**
    * The entry and the deduction in one transaction, the entry conditioned on not existing (so a
-   * reference is applied once) and, unless `force`, the account item on still having the credit it
-   * was read with: its balance covers the amount plus what it held then, and it holds no more now
-   * (DynamoDB's conditions have no arithmetic; a charge or a new hold meanwhile makes it read again).
-   * A split account's credit is spread over its slices: what slice 0 lacks is moved to it from the
-   * others first, and the slices are evened out again after.
+   * reference is applied once). The deduction is taken from the slices' available credit (balance
+   * minus held), slice 0 first; unless `force`, each slice it takes from is conditioned on still
+   * having what it was read with: its balance covers what is taken plus what it held then, and it
+   * holds no more now (DynamoDB's conditions have no arithmetic; a charge or a new hold meanwhile
+   * makes it read again). Forced, what the slices have not is taken from slice 0, below zero. Credit
+   * is not moved between slices first: moved credit may still be spent where it was by requests in
+   * flight (core/store.ts, TRANSFER_DELAY_MS). The slices are evened out after, by scheduled transfers.
    */
   async remove(
     accountId: string,
@@ -64,99 +101,63 @@ export class Corrections extends StorePart {
     const entryId = correctionEntryId(reference);
     // Looked up first: a reference applied before is 'already-applied', whatever the balance is now.
     if (await this.exists(accountId, entryId)) return 'already-applied';
-    let slices = 1;
-    let outcome: CorrectionOutcome = 'refused';
     for (let attempt = 1; ; attempt++) {
-      let head = await this.slices.head(accountId);
+      const head = await this.slices.head(accountId);
       if (!head) throw new AccountNotFoundError(accountId);
-      slices = slicesOf(head);
-      if (!force && slices > 1 && availableOf(head) < amountNano) {
-        const account = await this.slices.account(accountId);
-        if (!account || account.balanceNano - account.heldNano < amountNano) return 'refused';
-        await this.gather(accountId, slices, amountNano);
-        head = (await this.slices.head(accountId)) ?? head;
-      }
-      // Spent meanwhile (on a split account, what could be moved to slice 0 was not enough).
-      if (!force && availableOf(head) < amountNano) break;
+      const slices = slicesOf(head);
+      const items = slices === 1 ? [head] : [head, ...(await this.slices.read(accountId, 1, slices))];
+      const takes = planDeduction(items, amountNano, force);
+      if (!takes) return 'refused';
       try {
         await this.client.send(
-          new TransactWriteItemsCommand(
-            this.input(accountId, entryId, reference, amountNano, now, head, force),
-          ),
+          new TransactWriteItemsCommand({
+            TransactItems: [
+              {
+                Put: {
+                  TableName: this.tables.ledger,
+                  Item: {
+                    accountId: S(accountId),
+                    entryId: S(entryId),
+                    type: S('correction'),
+                    reference: S(reference),
+                    amountNanoUsd: N(amountNano),
+                    createdAt: S(now),
+                  },
+                  ConditionExpression: 'attribute_not_exists(entryId)',
+                },
+              },
+              ...takes.map((take) => ({
+                Update: {
+                  TableName: this.tables.accounts,
+                  Key: { accountId: S(sliceKey(accountId, take.slice)) },
+                  UpdateExpression: 'ADD creditBalance :amount',
+                  ConditionExpression: take.checked
+                    ? 'creditBalance >= :needed AND (attribute_not_exists(heldNano) OR heldNano <= :held)'
+                    : 'attribute_exists(accountId)',
+                  ExpressionAttributeValues: {
+                    ':amount': N(-take.amountNano),
+                    ...(take.checked
+                      ? { ':needed': N(take.amountNano + take.held), ':held': N(take.held) }
+                      : {}),
+                  },
+                },
+              })),
+            ],
+          }),
         );
-        outcome = 'applied';
         break;
       } catch (error) {
         const reasons = cancellationReasons(error);
-        const [ledger, account] = reasons ?? [];
-        if (ledger?.Code === 'ConditionalCheckFailed') return 'already-applied';
-        // The account item changed since it was read (a charge, a hold), or a conflict: read it again.
-        const changed = account?.Code === 'ConditionalCheckFailed';
+        if (reasons?.[0]?.Code === 'ConditionalCheckFailed') return 'already-applied';
+        // A slice changed since it was read (a charge, a hold), or a conflict: read them again.
+        const changed = reasons?.some((reason) => reason.Code === 'ConditionalCheckFailed') === true;
         if (!reasons || (!changed && !isRetryableSettlementError(error)) || attempt >= MAX_ATTEMPTS)
           throw error;
         await sleep(retryWait(attempt));
       }
     }
-    // Even again: what was moved to slice 0, and what a forced correction took below zero there.
-    if (slices > 1) await this.slices.rebalance(accountId);
-    return outcome;
-  }
-
-  private input(
-    accountId: string,
-    entryId: string,
-    reference: string,
-    amountNano: bigint,
-    now: string,
-    head: Item,
-    force: boolean,
-  ) {
-    const held = BigInt(head.heldNano?.N ?? '0');
-    return {
-      TransactItems: [
-        {
-          Put: {
-            TableName: this.tables.ledger,
-            Item: {
-              accountId: S(accountId),
-              entryId: S(entryId),
-              type: S('correction'),
-              reference: S(reference),
-              amountNanoUsd: N(amountNano),
-              createdAt: S(now),
-            },
-            ConditionExpression: 'attribute_not_exists(entryId)',
-          },
-        },
-        {
-          Update: {
-            TableName: this.tables.accounts,
-            Key: { accountId: S(accountId) },
-            UpdateExpression: 'ADD creditBalance :amount',
-            ConditionExpression: force
-              ? 'attribute_exists(accountId)'
-              : 'creditBalance >= :needed AND (attribute_not_exists(heldNano) OR heldNano <= :held)',
-            ExpressionAttributeValues: {
-              ':amount': N(-amountNano),
-              ...(force ? {} : { ':needed': N(amountNano + held), ':held': N(held) }),
-            },
-          },
-        },
-      ],
-    };
-  }
-
-  /** Moves credit from the other slices to slice 0 until it has `amountNano` available, or they have none. */
-  private async gather(accountId: string, slices: number, amountNano: bigint): Promise<void> {
-    const items = await this.slices.read(accountId, 0, slices);
-    let lacking = amountNano - availableOf(items[0]);
-    for (let slice = 1; slice < slices && lacking > 0n; slice++) {
-      const spare = availableOf(items[slice]);
-      if (spare <= 0n) continue;
-      // biome-ignore lint/complexity/useMathMinMax: bigints (Math.min takes numbers)
-      const amount = spare < lacking ? spare : lacking;
-      if (await this.slices.transfer(accountId, slice, 0, amount)) lacking -= amount;
-    }
+    if (slicesOf(await this.slices.head(accountId)) > 1) await this.transfers.rebalance(accountId);
+    return 'applied';
   }
 
   private async exists(accountId: string, entryId: string): Promise<boolean> {

@@ -5,12 +5,22 @@
 import {
   GetItemCommand,
   type GetItemCommandOutput,
-  paginateScan,
   type TransactWriteItemsCommandInput,
   type UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import type { ChargeEntry, Hold, HoldOutcome } from '../../core/store.js';
-import { holdItem, holdKey, type Item, N, S, sliceKey, slicesOf, toAccount, toHold } from './items.js';
+import {
+  holdItem,
+  holdKey,
+  type Item,
+  isTransferItem,
+  N,
+  S,
+  sliceKey,
+  slicesOf,
+  toAccount,
+  toHold,
+} from './items.js';
 import {
   cancellationReasons,
   isRetryableSettlementError,
@@ -19,6 +29,7 @@ import {
   requestToken,
   retryWait,
   StorePart,
+  scanAll,
   sleep,
 } from './store-db.js';
 
@@ -260,13 +271,13 @@ export class Holds extends StorePart {
       );
       items.push(...pages.flat());
     } else {
-      // The holds table holds only live holds (at most one per request in flight): a scan is small.
-      for await (const page of paginateScan(
-        { client: this.client },
-        { TableName: this.tables.holds, ConsistentRead: true },
-      ))
-        items.push(...(page.Items ?? []));
+      // The holds table holds only live holds (at most one per request in flight) and transfers on their way: a scan is small.
+      items.push(...(await scanAll(this.client, { TableName: this.tables.holds, ConsistentRead: true })));
     }
-    return items.map(toHold).sort((a, b) => a.expiresAt - b.expiresAt);
+    // Transfers between slices are kept in the same table (items.ts), and are not holds.
+    return items
+      .filter((item) => !isTransferItem(item))
+      .map(toHold)
+      .sort((a, b) => a.expiresAt - b.expiresAt);
   }
 }

@@ -23,10 +23,15 @@
  *   written before this format carry `billedNanoUsd` instead, and are read as such.
  * - hold: `amountNano` (N), `expiresAt` (N, epoch ms), `createdAt`; `usageRecord` (S, JSON) and
  *   `deferred` (BOOL) once its generation's settlement is left to the sweeper.
+ * - transfer (credit on its way between two slices, core/store.ts Transfer): an item of the holds
+ *   table in the source slice's partition, `holdId` `transfer#<to>#<random>`, with `transferTo` (N),
+ *   `amountNano`, `expiresAt` (when it is due) and `createdAt`; its amount is in the source slice's
+ *   `outgoingNano` and the destination's `incomingNano` (N, absent = 0) until it moves. It is not a
+ *   hold: not in `heldNano`, not listed with the holds.
  */
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import type { AccountStatus, KeyStatus, Principal } from '../../core/access.js';
-import type { AccountRecord, ChargeEntry, Hold, KeyRecord, LedgerEntry } from '../../core/store.js';
+import type { AccountRecord, ChargeEntry, Hold, KeyRecord, LedgerEntry, Transfer } from '../../core/store.js';
 import { LOCAL_TABLE_NAMES, TABLE_ENV } from './schema.js';
 
 export interface TableNames {
@@ -93,6 +98,7 @@ export function toAccount(item: Item): AccountRecord {
     status: accountStatusOf(item),
     balanceNano: big(item.creditBalance),
     heldNano: big(item.heldNano),
+    ...(item.outgoingNano?.N && item.outgoingNano.N !== '0' ? { outgoingNano: big(item.outgoingNano) } : {}),
     ...(item.createdAt?.S ? { createdAt: item.createdAt.S } : {}),
     slices: slicesOf(item),
   };
@@ -108,6 +114,9 @@ export function toPrincipal(keyItem: Item, accountItem: Item | undefined, slice 
     accountStatus: accountItem ? accountStatusOf(accountItem) : 'banned',
     balanceNano: big(accountItem?.creditBalance),
     heldNano: big(accountItem?.heldNano),
+    ...(accountItem?.outgoingNano?.N && accountItem.outgoingNano.N !== '0'
+      ? { outgoingNano: big(accountItem.outgoingNano) }
+      : {}),
     ...(slice !== 0 ? { slice } : {}),
   };
 }
@@ -245,5 +254,33 @@ export function toHold(item: Item): Hold {
     ...(item.usageRecord?.S !== undefined ? { usageRecord: item.usageRecord.S } : {}),
     ...(item.deferred?.BOOL === true ? { deferred: true } : {}),
     ...(slice !== 0 ? { slice } : {}),
+  };
+}
+
+/** The prefix of a transfer's `holdId` in the holds table: what tells it from a hold. */
+export const TRANSFER_PREFIX = 'transfer#';
+
+export const isTransferItem = (item: Item): boolean => (item.holdId?.S ?? '').startsWith(TRANSFER_PREFIX);
+
+export function transferItem(transfer: Transfer): Item {
+  return {
+    accountId: S(sliceKey(transfer.accountId, transfer.from)),
+    holdId: S(transfer.transferId),
+    transferTo: N(transfer.to),
+    amountNano: N(transfer.amountNano),
+    expiresAt: N(transfer.dueAt),
+    createdAt: S(transfer.createdAt),
+  };
+}
+
+export function toTransfer(item: Item): Transfer {
+  return {
+    accountId: accountOfItem(item),
+    transferId: item.holdId?.S ?? '',
+    from: sliceOfKey(item.accountId?.S ?? ''),
+    to: num(item.transferTo) ?? 0,
+    amountNano: big(item.amountNano),
+    dueAt: num(item.expiresAt) ?? 0,
+    createdAt: item.createdAt?.S ?? '',
   };
 }

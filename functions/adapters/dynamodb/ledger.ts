@@ -31,7 +31,6 @@ import {
   toLedgerEntry,
   topUpItem,
 } from './items.js';
-import type { Slices } from './slices.js';
 import {
   cancellationReasons,
   type Db,
@@ -44,11 +43,12 @@ import {
   StorePart,
   sleep,
 } from './store-db.js';
+import type { Transfers } from './transfers.js';
 
 export class Ledger extends StorePart {
   constructor(
     db: Db,
-    private readonly slices: Slices,
+    private readonly transfers: Transfers,
   ) {
     super(db);
   }
@@ -196,7 +196,7 @@ export class Ledger extends StorePart {
    * A top-up: its ledger entry and its amount on slice 0 (the account item) in one transaction, once
    * per reference; sent again only when DynamoDB cancelled it (a conflict or throttling: nothing was
    * written), so a second run with the same reference still answers false. Then, for an account split into slices, the
-   * amount is spread evenly over them by transfers (slices.ts): one transaction over every slice of a
+   * amount is spread evenly over them by transfers (transfers.ts): one transaction over every slice of a
    * busy account would nearly never find them all free at once.
    */
   async topUp(accountId: string, reference: string, amountNano: bigint, now: string): Promise<boolean> {
@@ -235,7 +235,7 @@ export class Ledger extends StorePart {
     }
     const slices = slicesOf(await this.head(accountId, 'slices'));
     try {
-      await this.slices.spread(accountId, slices, amountNano);
+      await this.transfers.spread(accountId, slices, amountNano);
     } catch (error) {
       // The top-up itself is written (with its ledger entry, on slice 0): say so with the fault.
       const reason = error instanceof Error ? error.message : String(error);

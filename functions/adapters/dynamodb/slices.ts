@@ -3,21 +3,43 @@
  * totals as of one instant, or the richest slice when the one a request drew is dry), credit moved
  * between them, and an account split into more; the status on every one is slice-status.ts.
  */
+
+import { randomUUID } from 'node:crypto';
 import {
   type GetItemCommandOutput,
   TransactGetItemsCommand,
   type TransactWriteItem,
 } from '@aws-sdk/client-dynamodb';
 import type { AccountStatus } from '../../core/access.js';
-import { AccountNotFoundError, type AccountRecord, MAX_SLICES } from '../../core/store.js';
-import { type Item, keyUsageAttribute, N, S, sliceKey, slicesOf, toAccount } from './items.js';
+import {
+  AccountNotFoundError,
+  type AccountRecord,
+  MAX_SLICES,
+  TRANSFER_DELAY_MS,
+  type Transfer,
+  type TransferOutcome,
+} from '../../core/store.js';
+import {
+  type Item,
+  keyUsageAttribute,
+  N,
+  S,
+  sliceKey,
+  slicesOf,
+  TRANSFER_PREFIX,
+  toAccount,
+  toTransfer,
+  transferItem,
+} from './items.js';
 import { setSliceStatus } from './slice-status.js';
 import {
   cancellationReasons,
   isRetryableSettlementError,
   MAX_ATTEMPTS,
+  queryAll,
   retryWait,
   StorePart,
+  scanAll,
   sleep,
 } from './store-db.js';
 
@@ -195,79 +217,12 @@ export class Slices extends StorePart {
   }
 
   /**
-   * Moves credit from one slice to another in one transaction, only while the source has that much
-   * available (balance minus held): the account's total is unchanged, so no ledger entry. DynamoDB's
-   * conditions have no arithmetic, so the source is read first and the condition is that its balance
-   * still covers the amount plus what it held then, and that it holds no more now (a settlement
-   * lowers both; a new hold makes it read again). Retried through conflicts; false when the source
-   * has not that much available.
-   */
-  async transfer(accountId: string, from: number, to: number, amountNano: bigint): Promise<boolean> {
-    for (let attempt = 1; ; attempt++) {
-      const [source] = await this.read(accountId, from, from + 1);
-      if (!source) return false;
-      const held = BigInt(source.heldNano?.N ?? '0');
-      if (BigInt(source.creditBalance?.N ?? '0') - held < amountNano) return false;
-      try {
-        await this.wire.call('TransactWriteItems', {
-          TransactItems: [
-            {
-              Update: {
-                TableName: this.tables.accounts,
-                Key: { accountId: S(sliceKey(accountId, from)) },
-                UpdateExpression: 'ADD creditBalance :out',
-                ConditionExpression:
-                  'creditBalance >= :needed AND (attribute_not_exists(heldNano) OR heldNano <= :held)',
-                ExpressionAttributeValues: {
-                  ':out': N(-amountNano),
-                  ':needed': N(amountNano + held),
-                  ':held': N(held),
-                },
-              },
-            },
-            {
-              Update: {
-                TableName: this.tables.accounts,
-                Key: { accountId: S(sliceKey(accountId, to)) },
-                UpdateExpression: 'ADD creditBalance :in',
-                ConditionExpression: 'attribute_exists(accountId)',
-                ExpressionAttributeValues: { ':in': N(amountNano) },
-              },
-            },
-          ],
-        });
-        return true;
-      } catch (error) {
-        const reasons = cancellationReasons(error);
-        if (reasons?.[1]?.Code === 'ConditionalCheckFailed') return false;
-        // The source changed since it was read (or a conflict, or throttling): read it again.
-        if (!reasons || attempt >= MAX_ATTEMPTS) throw error;
-        await sleep(retryWait(attempt));
-      }
-    }
-  }
-
-  /**
-   * Spreads an amount just added to slice 0 (a top-up) evenly over the account's other slices, one
-   * transfer after another (each is a transaction on slice 0: at once they would only cancel each
-   * other). A transfer refused because slice 0 no longer has its share (spent meanwhile) leaves it
-   * there: the total is exact either way, and a request that draws a dry slice is admitted on the
-   * richest one. Any other failure is thrown, so that a fault is seen rather than left uneven.
-   */
-  async spread(accountId: string, slices: number, amountNano: bigint): Promise<void> {
-    const share = amountNano / BigInt(slices);
-    if (slices === 1 || share === 0n) return;
-    for (let slice = 1; slice < slices; slice++) await this.transfer(accountId, 0, slice, share);
-  }
-
-  /**
    * Splits the account into `slices` slices (never fewer than it has): the new slice items, empty and
    * with the account's status and its number (`statusVersion`, setStatus), and the account item's new
    * count, in one transaction conditioned on the count, status and number it read (a concurrent split
    * or status command makes it read again: a command that updated the account item before this commit
    * is copied, one after it counts the new slices; the balance may change meanwhile, it is not moved
-   * here). Then the available credit is rebalanced evenly over all slices by transfers. The account's
-   * total never changes.
+   * here). The account's total never changes; the store then evens the credit out (transfers.ts).
    */
   async split(accountId: string, slices: number): Promise<number> {
     if (!Number.isInteger(slices) || slices < 1 || slices > MAX_SLICES)
@@ -316,42 +271,7 @@ export class Slices extends StorePart {
         });
       if (await this.transact(items, attempt)) break;
     }
-    await this.rebalance(accountId);
     return slices;
-  }
-
-  /**
-   * Evens out the available credit (balance minus held) of the account's slices: each slice below the
-   * mean takes what it lacks from the richest, by transfers, each conditioned on the source still
-   * having it. Requests keep running meanwhile; what they spend meanwhile makes the result uneven,
-   * never wrong.
-   */
-  async rebalance(accountId: string): Promise<void> {
-    const head = await this.head(accountId);
-    const slices = slicesOf(head);
-    if (slices === 1) return;
-    const items = await this.read(accountId, 0, slices);
-    const available = items.map((item) =>
-      item ? BigInt(item.creditBalance?.N ?? '0') - BigInt(item.heldNano?.N ?? '0') : 0n,
-    );
-    const total = available.reduce((sum, a) => sum + (a > 0n ? a : 0n), 0n);
-    const mean = total / BigInt(slices);
-    for (let poor = 0; poor < slices; poor++) {
-      let lacking = mean - (available[poor] ?? 0n);
-      while (lacking > 0n) {
-        let rich = 0;
-        available.forEach((a, i) => {
-          if (a > (available[rich] ?? 0n)) rich = i;
-        });
-        const spare = (available[rich] ?? 0n) - mean;
-        if (rich === poor || spare <= 0n) break;
-        const amount = spare < lacking ? spare : lacking;
-        if (!(await this.transfer(accountId, rich, poor, amount))) break;
-        available[rich] = (available[rich] ?? 0n) - amount;
-        available[poor] = (available[poor] ?? 0n) + amount;
-        lacking -= amount;
-      }
-    }
   }
 
   /** True if committed; false to read again (a condition failed or a conflict); throws past the attempts. */

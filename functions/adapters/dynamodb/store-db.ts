@@ -4,7 +4,9 @@ import {
   type BatchGetItemCommandOutput,
   type DynamoDBClient,
   paginateQuery,
+  paginateScan,
   type QueryCommandInput,
+  type ScanCommandInput,
   TransactionCanceledException,
 } from '@aws-sdk/client-dynamodb';
 import type { Item, TableNames } from './items.js';
@@ -65,6 +67,13 @@ export abstract class StorePart {
 export async function queryAll(client: DynamoDBClient, input: QueryCommandInput): Promise<Item[]> {
   const items: Item[] = [];
   for await (const page of paginateQuery({ client }, input)) items.push(...(page.Items ?? []));
+  return items;
+}
+
+/** Every item a scan returns, through the SDK's own paginator. */
+export async function scanAll(client: DynamoDBClient, input: ScanCommandInput): Promise<Item[]> {
+  const items: Item[] = [];
+  for await (const page of paginateScan({ client }, input)) items.push(...(page.Items ?? []));
   return items;
 }
 

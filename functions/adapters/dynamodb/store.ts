@@ -1,6 +1,6 @@
 /**
  * The DynamoDB implementation of the store port (core/store.ts), by what each part owns: accounts and
- * keys (accounts-keys.ts), the ledger (ledger.ts), holds (holds.ts), and what only the operator does
+ * keys (accounts-keys.ts), the ledger (ledger.ts), holds (holds.ts), credit moved between slices (transfers.ts), and what only the operator does
  * beside (corrections.ts: credit taken back, accounts a page at a time). The request path costs one
  * strongly consistent read before the upstream call and one transactional write after the reply; an
  * account that could overdraw adds one conditional hold write before it. SDK exceptions become domain
@@ -21,13 +21,16 @@ import type {
   LedgerEntry,
   SettleOutcome,
   Store,
+  Transfer,
+  TransferOutcome,
 } from '../../core/store.js';
 import { AccountsAndKeys } from './accounts-keys.js';
 import { Corrections } from './corrections.js';
 import { Holds } from './holds.js';
-import type { TableNames } from './items.js';
+import { slicesOf, type TableNames } from './items.js';
 import { Ledger } from './ledger.js';
 import { type DynamoTimeouts, dynamoTimeouts } from './timeouts.js';
+import { Transfers } from './transfers.js';
 import { DynamoWire } from './wire.js';
 
 export class DynamoStore implements Store {
@@ -37,6 +40,7 @@ export class DynamoStore implements Store {
   private readonly ledger: Ledger;
   private readonly holds: Holds;
   private readonly corrections: Corrections;
+  private readonly transfers: Transfers;
 
   constructor(
     readonly client: DynamoDBClient,
@@ -46,9 +50,10 @@ export class DynamoStore implements Store {
     this.wire = new DynamoWire(client, timeouts);
     const db = { client, tables, wire: this.wire };
     this.accounts = new AccountsAndKeys(db);
-    this.ledger = new Ledger(db, this.accounts.slices);
+    this.transfers = new Transfers(db, this.accounts.slices);
+    this.ledger = new Ledger(db, this.transfers);
     this.holds = new Holds(db);
-    this.corrections = new Corrections(db, this.accounts.slices);
+    this.corrections = new Corrections(db, this.accounts.slices, this.transfers);
   }
 
   /** The generation ids among these that have a ledger entry (an eventually consistent read). */
@@ -70,8 +75,12 @@ export class DynamoStore implements Store {
   createAccount(accountId: string, initialCreditsNano: bigint, now: string): Promise<void> {
     return this.accounts.createAccount(accountId, initialCreditsNano, now);
   }
-  splitAccount(accountId: string, slices: number): Promise<number> {
-    return this.accounts.slices.split(accountId, slices);
+  async splitAccount(accountId: string, slices: number): Promise<number> {
+    const had = slicesOf(await this.accounts.slices.head(accountId));
+    const now = await this.accounts.slices.split(accountId, slices);
+    // Split by this call (or one meanwhile): the credit is evened out over the new slices.
+    if (now > had) await this.transfers.rebalance(accountId);
+    return now;
   }
   setAccountStatus(accountId: string, status: AccountStatus, now: string): Promise<void> {
     return this.accounts.setAccountStatus(accountId, status, now);
@@ -148,5 +157,16 @@ export class DynamoStore implements Store {
   }
   listHolds(accountId?: string): Promise<Hold[]> {
     return this.holds.listHolds(accountId);
+  }
+  listTransfers(accountId?: string): Promise<Transfer[]> {
+    return this.transfers.listTransfers(accountId);
+  }
+  completeTransfer(transfer: Transfer, now: number): Promise<TransferOutcome> {
+    return this.transfers.completeTransfer(transfer, now);
+  }
+  async accountBalance(accountId: string): Promise<bigint | undefined> {
+    const head = await this.accounts.slices.head(accountId);
+    if (!head) return undefined;
+    return this.accounts.slices.balance(accountId, slicesOf(head));
   }
 }

@@ -68,3 +68,41 @@ describe('a hold refused because the account changed under the request', () => {
     },
   );
 });
+
+describe('a hold refused for credit', () => {
+  it("states the account's balance over all its slices, not the balance of the slice the request drew", async () => {
+    const store = new MemoryStore();
+    await store.createAccount('acct', usdToNano('100'), new Date().toISOString());
+    store.keys.set('hash', {
+      keyHash: 'hash',
+      keyId: 'key',
+      accountId: 'acct',
+      name: 'n',
+      displayPrefix: 'p',
+      status: 'active',
+      createdAt: '',
+    });
+    // The request drew a slice with $0.001 available; the account's slices together are below zero,
+    // and the slice's credit is all held by the time the hold is placed.
+    const read = await store.loadPrincipal('hash');
+    const caller = authorize(read && { ...read, balanceNano: usdToNano('0.001'), slice: 3 }, {
+      requireCredit: true,
+      topUpUrl: 'https://t',
+    });
+    const refusing = Object.assign(Object.create(store) as MemoryStore, {
+      placeHold: async () => 'refused' as const,
+      accountBalance: async () => -81_950n,
+    });
+    const body = JSON.stringify({
+      model: 'svc-heavy',
+      messages: [{ role: 'user', content: `${'word '.repeat(20_000)}[[sim:tokens=5]]` }],
+    });
+    const refused = await complete(
+      { request: parseChatRequest(body), bodyBytes: body.length },
+      { caller, requestId: 'r', remainingMs: 300_000, afterReply: () => {} },
+      { store: refusing, config, credential: async () => undefined },
+    ).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ statusCode: 402 });
+    expect((refused as Error).message).toContain('-0.00008195 USD');
+  });
+});
