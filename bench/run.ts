@@ -23,7 +23,9 @@ import { ensureTables, freePort, localClient, startDynamoLocal } from '../lib/lo
 import { localTableNames } from '../lib/local/stack.js';
 import { TABLE_ENV } from '../lib/tables.js';
 import { startBareProxies } from './bare-proxy.js';
+import { bundleWeights, sayBundleWeights } from './bundle-weights.js';
 import { startCapacityProxy } from './capacity-proxy.js';
+import { coldBurst } from './cold-burst.js';
 import { type MeasuredRequest, percent, requestCost, usd } from './cost.js';
 import { available as cgroupAvailable, cpuShare, limitCpu, PERIOD_US, pinToCore } from './cpu-limit.js';
 import { pacedRate } from './paced-rate.js';
@@ -820,7 +822,15 @@ async function main() {
   }
   // BENCH_ONLY=bundles: the bundle table alone (seconds, not minutes), to iterate on cold starts.
   if (process.env.BENCH_ONLY === 'bundles') {
+    sayBundleWeights(say, await bundleWeights());
     sayBundleFacts(say, await bundleFacts());
+    process.exit(0);
+  }
+  // BENCH_ONLY=coldburst: the cold-burst table alone (bench/cold-burst.ts, about a minute; BENCH_BURST sets its size).
+  if (process.env.BENCH_ONLY === 'coldburst') {
+    const dynamo = await startDynamoLocal();
+    await coldBurst(say, dynamo.endpoint);
+    await dynamo.stop();
     process.exit(0);
   }
   // BENCH_ONLY=rate: the paced event rate at 160 MB's CPU share alone. This process and all it
@@ -1268,10 +1278,13 @@ async function main() {
     `| after the whole bench (${capacity.totals().calls} DynamoDB calls, load at up to 64 clients; ${end.completions.instances} + ${end.models.instances} instances) | ${mib(end.completions.rss)} | ${mib(end.completions.peak)} | ${mib(end.models.rss)} | ${mib(end.models.peak)} |`,
   );
 
+  sayBundleWeights(say, await bundleWeights());
   sayBundleFacts(say, await bundleFacts());
 
   gateway.child.kill('SIGTERM');
   sim.child.kill('SIGTERM');
+  // The cold burst last: it pins this process to core 0 and holds 100 instances on core 1.
+  await coldBurst(say, dynamo.endpoint);
   client.destroy();
   await capacity.close();
   await dynamo.stop();

@@ -1,8 +1,7 @@
-import type { Dispatcher } from 'undici';
-import { exchange } from './origin.js';
+import type { ExchangeRequest, Origin } from './origin.js';
 
 /**
- * An upstream response body as undici hands it over (upstream.ts): every piece received before a
+ * An upstream response body as the connection hands it over (upstream.ts): every piece received before a
  * fault is given to the reader, then the fault. (A web stream made with `Readable.toWeb` discards what
  * it has queued when the socket errors: an upstream that burst 2,000 events and reset the connection
  * lost up to three quarters of them, and the bill counted only what survived.)
@@ -144,25 +143,23 @@ export interface StreamedAnswer {
 const ABANDONED = new Error('the body was abandoned by its reader');
 
 /**
- * Sends a request through undici's `dispatch` (origin.ts `exchange`) and resolves at the answer's
- * head, its body written as it arrives into an UpstreamBody of at most `maxBytes`: every piece
- * received before a fault is there before the fault, which `request`'s body stream would discard as
- * it is destroyed. Not `stream` either: it adds a Writable, an AbortSignal's listeners and an async
- * resource to every call, CPU the request path pays for nothing. A failure before the head rejects;
+ * Sends a request (origin.ts `exchange`) and resolves at the answer's head, its body written as it
+ * arrives into an UpstreamBody of at most `maxBytes`: every piece received before a fault is there
+ * before the fault, which a body stream would discard as it is destroyed. A failure before the head rejects;
  * after it, it is the body's fault. `abort` ends the request with a reason (before the head, the
  * answer rejects with it); cancelling the body aborts it too. `onComplete` runs once the whole body
  * has arrived.
  */
 export function openStream(
-  dispatcher: Dispatcher,
-  options: Dispatcher.DispatchOptions,
+  origin: Origin,
+  request: ExchangeRequest,
   maxBytes: number,
   onComplete?: (answer: StreamedAnswer) => void,
 ): { answer: Promise<StreamedAnswer>; abort: (reason: Error) => void } {
   let abort: (reason: Error) => void = () => {};
   const answer = new Promise<StreamedAnswer>((resolve, reject) => {
     let answered: StreamedAnswer | undefined;
-    abort = exchange(dispatcher, options, {
+    abort = origin.exchange(request, {
       head(status, headers) {
         answered = {
           status,

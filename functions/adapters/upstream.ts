@@ -1,11 +1,11 @@
 import { BadRequestError, UpstreamError } from '../core/errors.js';
 import type { UpstreamTarget } from '../core/tiers.js';
-import { Origin, writtenOnce } from './origin.js';
+import { CONNECT_TIMEOUT, Origin } from './origin.js';
 import { openStream, type StreamedAnswer, type UpstreamBody } from './upstream-body.js';
 import { UpstreamEvents } from './upstream-events.js';
 
 /**
- * Calls OpenAI-compatible upstreams over undici (origin.ts), one pool of kept-alive sockets per
+ * Calls OpenAI-compatible upstreams over Node's HTTP client (origin.ts), kept-alive sockets per
  * upstream origin at module scope, so connections live across warm invocations. The body is handed
  * on as it arrives, in an UpstreamBody, so that nothing received before a fault is lost. An upstream's response is untrusted input (OWASP API10):
  * redirects are never followed, bodies are bounded by the caller, and upstream error text never
@@ -125,7 +125,7 @@ const CONNECT_TIMEOUT_MS = 10_000;
  * of a JSON request's CPU in a V8 profile of the completions function), with the connections to its
  * origin. Kept for every base URL the calls name, which are the tier configuration's (read once at
  * cold start), so one entry per configured target; a target left out of the map would get a new
- * pool, and new sockets left open, on every call.
+ * agent, and new sockets left open, on every call.
  */
 interface RequestTarget {
   origin: Origin;
@@ -149,12 +149,9 @@ function requestTarget(baseUrl: string): RequestTarget {
 
 /**
  * A credential as a header carries it: visible ASCII and spaces only. A secret with a line break
- * (pasted with its newline, say) would otherwise split the request's head (undici refuses it too).
+ * (pasted with its newline, say) would otherwise split the request's head (Node refuses it too).
  */
 const HEADER_VALUE = /^[\x20-\x7e]*$/;
-
-/** undici's names for a wait that ran out (connect, head). */
-const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT']);
 
 /**
  * POSTs a JSON body; resolves when the response status and headers arrive, within `timeoutMs`
@@ -178,22 +175,12 @@ async function post(
     accept: stream ? 'text/event-stream' : 'application/json',
   };
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
-  const sent = writtenOnce(body);
+  const sent = Buffer.from(body);
   headers['content-length'] = String(sent.length);
   const opened = openStream(
-    origin.pool(),
-    {
-      path,
-      method: 'POST',
-      headers,
-      // An Iterable body, as undici's Dispatcher documentation lists (its declarations do not).
-      body: sent.body as unknown as Buffer,
-      // A backstop only: the timer below bounds the wait. undici's headersTimeout ticks at a
-      // resolution of about a second and can fire up to half a second early (a 1.5 s deadline's
-      // 504 at 1.2 s), as dynamodb/wire.ts notes.
-      headersTimeout: Math.max(1, timeoutMs) + 1_000,
-      bodyTimeout: 0,
-    },
+    origin,
+    // Written whole and let go of: a 6 MB prompt's JSON is not kept while a stream is relayed.
+    { path, method: 'POST', headers, body: sent },
     maxBytes,
     ({ headers: answered }) => origin.answered(answered['keep-alive']),
   );
@@ -202,7 +189,7 @@ async function post(
   try {
     answer = await opened.answer;
   } catch (error) {
-    if (TIMEOUT_CODES.has((error as { code?: string }).code ?? '')) throw new AttemptFailure('timeout', true);
+    if ((error as { code?: string }).code === CONNECT_TIMEOUT) throw new AttemptFailure('timeout', true);
     throw error;
   } finally {
     clearTimeout(timer);
@@ -246,7 +233,7 @@ async function attemptOnce(
   } catch (error) {
     if (error instanceof AttemptFailure) throw error;
     // What failed, for the operator's log line: a refused certificate, a reset, an answer that is not
-    // HTTP/1.1 as undici reads it (undici's code and words, bounded).
+    // HTTP/1.1 as Node reads it (Node's code and words, bounded).
     const code = (error as { code?: unknown })?.code;
     const why = `${typeof code === 'string' ? `${code}: ` : ''}${(error as Error)?.message ?? String(error)}`;
     throw new AttemptFailure(`connection failed (${why.slice(0, 200)})`, true);

@@ -36,9 +36,9 @@ export function authenticate<C extends CallerContext = CallerContext>(options: {
       if (options.whileReading) {
         // Handled now, thrown below: a read that fails during the wait is not an unhandled rejection.
         reading.catch(() => {});
-        // The read is on the wire once its signing (microtasks) and its socket write have run: undici
-        // writes on a kept-alive socket from an immediate of its own (it first lets a close or stray
-        // bytes already waiting on the socket be read), queued after this one; the second runs after it.
+        // The read is on the wire once its signing (microtasks) and its socket write have run: Node's
+        // client writes on a kept-alive socket a tick after the request is made (a close or stray bytes
+        // already waiting on the socket are read first); two immediates leave room for both.
         await new Promise((resolve) => setImmediate(resolve));
         await new Promise((resolve) => setImmediate(resolve));
         options.whileReading(request);

@@ -101,7 +101,7 @@ const eventWith = (authorization: string) =>
     requestContext: { http: { method: 'POST' } },
   }) as unknown as FunctionUrlEvent;
 
-/** The direct DynamoDB calls this process makes (wire.ts over undici), and what each has done. */
+/** The direct DynamoDB calls this process makes (wire.ts over node:http), and what each has done. */
 function watchReads() {
   const reads: OutboundCall[] = [];
   const stop = watchOutbound((call) => {
@@ -122,7 +122,7 @@ describe('authenticate', () => {
       const handler = handlerWith(seen, reads.last);
       // The first read of a key is cold (the key, then its account, two direct reads); the next ones are
       // one batch read. The first use of the direct client's connection waits for its TCP handshake,
-      // which the work overlaps instead; after that, the request is on the wire. (undici takes a socket
+      // which the work overlaps instead; after that, the request is on the wire. (the agent takes a socket
       // again a loop turn after its answer, as requests a function instance serves are apart.)
       for (let i = 0; i < 5; i++) {
         closeGate();

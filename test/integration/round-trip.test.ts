@@ -35,7 +35,7 @@ beforeAll(async () => {
   ({ key: nearEmptyKey } = await newAccount(target, '0.05'));
   // Record the order of DynamoDB calls (as they go out on the wire) and upstream calls made by the function.
   watchDynamoCalls((call) => events.push(call));
-  // Upstream calls, seen on undici's channels (a request to the simulator).
+  // Upstream calls, seen on Node's http client channels (a request to the simulator).
   const simulator = new URL(target.local?.simulatorUrl ?? 'http://invalid');
   watchOutbound((call) => {
     if (call.host === simulator.host) events.push('upstream');

@@ -93,7 +93,7 @@ describe('a settlement whose answer is lost on a kept-alive socket', () => {
     // A first call leaves a kept-alive socket behind (an unknown key's read).
     expect(await proxied.loadPrincipal('0'.repeat(64))).toBeUndefined();
     expect(proxy.connections).toBe(1);
-    // undici takes a socket again a loop turn after its answer (a settlement follows a generation).
+    // The agent takes a socket again a loop turn after its answer (a settlement follows a generation).
     await new Promise((ready) => setImmediate(ready));
 
     proxy.loseNextSettlementAnswer = true;

@@ -4,7 +4,7 @@
  * known), a held request's hold, its usage record on the hold (UpdateItem) and its release
  * (TransactWriteItems, holds.ts), and the settlement after it (TransactWriteItems of ledger entry and
  * deduction). Same credentials, region, endpoint and clock offset as the function's SDK client, signed
- * with `aws4` (SigV4), sent over undici's kept-alive connections (origin.ts), without the client's
+ * with `aws4` (SigV4), sent over Node's kept-alive connections (origin.ts), without the client's
  * middleware stack: at small memory sizes Lambda gives a function a small CPU share, and the CPU
  * before the upstream call is added to the time to first token (`npx tsx bench/dynamodb-read.ts`
  * measures the read this way and through the SDK client). Everything else (admin: accounts, keys,
@@ -21,7 +21,7 @@
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import aws4 from 'aws4';
-import { exchange, Origin } from '../origin.js';
+import { CONNECT_TIMEOUT, Origin } from '../origin.js';
 import type { DynamoTimeouts } from './timeouts.js';
 
 const API_VERSION = 'DynamoDB_20120810';
@@ -90,8 +90,8 @@ interface Endpoint {
 
 /** The largest answer read (DynamoDB's largest, a 16 MB BatchGetItem): past it, a failed attempt. */
 const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
-/** undici's codes for a socket that failed under an exchange. */
-const SOCKET_FAILURES = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
+/** Node's codes for a socket that failed under an exchange. */
+const SOCKET_FAILURES = new Set(['ECONNRESET', 'EPIPE']);
 
 type Operation = 'GetItem' | 'BatchGetItem' | 'TransactWriteItems' | 'UpdateItem';
 /** The operations that only read: bounded by the read budget when the caller sets no deadline. */
@@ -221,11 +221,10 @@ export class DynamoWire {
     const { requestTimeoutMs } = this.timeouts;
     const left = deadline - Date.now();
     // The head's wait: requestTimeoutMs, or what is left of the deadline (then the wait is not
-    // retried: no time is left for it). A timer of this call's own: undici's headersTimeout and
-    // bodyTimeout tick at a resolution of about a second, too coarse for a one-second bound.
+    // retried: no time is left for it). Then the same timer bounds the body's silence: requestTimeoutMs
+    // from the head and from each piece (refreshed, not set again: one timer per attempt).
     const byDeadline = left < requestTimeoutMs;
     const waitMs = Math.max(0, Math.min(requestTimeoutMs, left));
-    const pool = endpoint.origin.pool();
     const { status, date, text } = await new Promise<{
       status: number;
       date: string | undefined;
@@ -233,27 +232,31 @@ export class DynamoWire {
     }>((resolve, reject) => {
       let head: { status: number; date: string | undefined } | undefined;
       const pieces: Buffer[] = [];
-      const timer = setTimeout(() => abort(new HeadTimeout(byDeadline)), waitMs);
-      const abort = exchange(
-        pool,
+      const onTimer = () => abort(head ? new BodySilence() : new HeadTimeout(byDeadline));
+      let timer = setTimeout(onTimer, waitMs);
+      const abort = endpoint.origin.exchange(
         {
           path: endpoint.path,
           method: 'POST',
           headers: signed.headers as Record<string, string>,
           body,
-          headersTimeout: waitMs + 1_000,
-          bodyTimeout: requestTimeoutMs,
         },
         {
           head(status, headers) {
-            clearTimeout(timer);
             head = { status, date: headerText(headers.date) };
+            if (waitMs === requestTimeoutMs) timer.refresh();
+            else {
+              clearTimeout(timer);
+              timer = setTimeout(onTimer, requestTimeoutMs);
+            }
             endpoint.origin.answered(headers['keep-alive']);
           },
           piece(bytes) {
+            timer.refresh();
             pieces.push(bytes);
           },
           end() {
+            clearTimeout(timer);
             const answered = head ?? { status: 0, date: undefined };
             resolve({ ...answered, text: Buffer.concat(pieces).toString('utf8') });
           },
@@ -308,6 +311,13 @@ class HeadTimeout extends Error {
   }
 }
 
+/** An answer's body fell silent for requestTimeoutMs. */
+class BodySilence extends Error {
+  constructor() {
+    super('no answer in time');
+  }
+}
+
 /**
  * A failed exchange as the SDK names it: timeouts and network failures are retried, the caller's
  * deadline is not; `beforeHead`: no answer had begun.
@@ -315,13 +325,12 @@ class HeadTimeout extends Error {
 function wireErrorOf(error: Error, beforeHead: boolean): DynamoWireError {
   if (error instanceof HeadTimeout)
     return new DynamoWireError('TimeoutError', error.message, undefined, !error.byDeadline, { cause: error });
+  if (error instanceof BodySilence)
+    return new DynamoWireError('TimeoutError', error.message, undefined, true, { cause: error });
   const code = (error as { code?: unknown }).code;
   switch (code) {
-    case 'UND_ERR_CONNECT_TIMEOUT':
+    case CONNECT_TIMEOUT:
       return new DynamoWireError('TimeoutError', 'connection timed out', undefined, true, { cause: error });
-    case 'UND_ERR_HEADERS_TIMEOUT':
-    case 'UND_ERR_BODY_TIMEOUT':
-      return new DynamoWireError('TimeoutError', 'no answer in time', undefined, true, { cause: error });
     default:
       return new DynamoWireError('NetworkingError', error.message, undefined, true, {
         cause: error,
@@ -330,7 +339,7 @@ function wireErrorOf(error: Error, beforeHead: boolean): DynamoWireError {
   }
 }
 
-/** A header's value as one string (undici gives a repeated one as an array). */
+/** A header's value as one string (Node gives a repeated one, set-cookie only, as an array). */
 function headerText(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }

@@ -10,10 +10,10 @@ import type { UpstreamTarget } from '../../../functions/core/tiers.js';
 import { selfSignedCertificate } from '../../support/certificate.js';
 
 /**
- * The outbound calls (the upstream call and the direct DynamoDB calls, over undici) against raw TCP
+ * The outbound calls (the upstream call and the direct DynamoDB calls, origin.ts) against raw TCP
  * and TLS servers on loopback that write exactly the bytes a hostile or broken peer would: a head
  * past its bound, a body whose framing breaks, bytes nobody asked for, a socket closed while idle, a
- * certificate for another name. What is pinned is what the adapters do, not how undici does it.
+ * certificate for another name. What is pinned is what the adapters do, not how the HTTP client does it.
  */
 const servers: { server: Server; sockets: Socket[] }[] = [];
 afterEach(async () => {
@@ -84,7 +84,7 @@ async function drain(body: UpstreamBody): Promise<{ text: string; ending: string
   }
 }
 
-/** A loop turn: undici takes a socket again only a turn after its answer. */
+/** A loop turn: the socket is back in the pool once its answer has ended. */
 const turn = () => new Promise((ready) => setImmediate(ready));
 
 describe('an upstream that breaks HTTP/1.1', () => {
@@ -175,10 +175,12 @@ describe('TLS', () => {
     const server = await fake((socket) => socket.write(OK('{}')), tls);
     const origin = new Origin(`https://127.0.0.1:${server.port}`, { connectTimeoutMs: 2_000, ca: tls.cert });
     try {
-      const failure = await origin
-        .pool()
-        .request({ path: '/', method: 'POST', body: '{}' })
-        .catch((error: unknown) => error);
+      const failure = await new Promise((resolve) =>
+        origin.exchange(
+          { path: '/', method: 'POST', body: '{}' },
+          { head: () => {}, piece: () => {}, end: () => resolve(undefined), fail: resolve },
+        ),
+      );
       expect((failure as { code?: string }).code).toBe('ERR_TLS_CERT_ALTNAME_INVALID');
       expect(server.requests()).toBe(0);
     } finally {

@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Pool } from 'undici';
 import { describe, expect, it, vi } from 'vitest';
+import { Origin } from '../../../functions/adapters/origin.js';
 import {
   BodyTooLargeError,
   openStream,
@@ -21,10 +21,10 @@ async function resettingServer(pieces: string[]) {
   return { server, port: (server.address() as AddressInfo).port };
 }
 
-/** A GET's body as the upstream call reads one: through undici's `stream`, into an UpstreamBody. */
+/** A GET's body as the upstream call reads one: through the origin's exchange, into an UpstreamBody. */
 async function get(port: number, maxBytes = 10_000_000): Promise<UpstreamBody> {
-  const pool = new Pool(`http://127.0.0.1:${port}`);
-  const { body } = await openStream(pool, { path: '/', method: 'GET', bodyTimeout: 0 }, maxBytes).answer;
+  const origin = new Origin(`http://127.0.0.1:${port}`, { connectTimeoutMs: 2_000 });
+  const { body } = await openStream(origin, { path: '/', method: 'GET' }, maxBytes).answer;
   return body;
 }
 

@@ -13,7 +13,7 @@ import type { UpstreamTarget } from '../../../functions/core/tiers.js';
 import { selfSignedCertificate } from '../../support/certificate.js';
 
 /**
- * The upstream call as it goes out on the wire (over undici, functions/adapters/origin.ts),
+ * The upstream call as it goes out on the wire (Node's HTTP client, functions/adapters/origin.ts),
  * against a raw TCP server on loopback that records the bytes it is sent.
  */
 const servers: { server: Server; sockets: Socket[] }[] = [];
@@ -82,7 +82,7 @@ describe('the upstream call on the wire', () => {
         'content-type: application/json\r\naccept: application/json\r\nauthorization: Bearer sk-test\r\n' +
         `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
     );
-    // A second call goes on the same kept-alive socket (undici takes it again a loop turn after the answer).
+    // A second call goes on the same kept-alive socket.
     await new Promise((ready) => setImmediate(ready));
     const again = await call(`http://127.0.0.1:${server.port}/api/v1`, 'sk-test');
     if (!again.stream) await readBody(again.body);
@@ -126,9 +126,9 @@ describe('a failed attempt', () => {
     [
       'an answer that is not HTTP/1.1 as Node reads it',
       'HTTP/1.1 200 OK\r\ncontent-length : 2\r\n\r\n{}',
-      'Response does not match the HTTP/1.1 protocol (Invalid header field char)',
+      'HPE_INVALID_HEADER_TOKEN: Parse Error: Invalid header field char',
     ],
-    ['a connection ended unanswered', (socket: Socket) => socket.end(), 'UND_ERR_SOCKET: other side closed'],
+    ['a connection ended unanswered', (socket: Socket) => socket.end(), 'ECONNRESET: socket hang up'],
   ])('says why in its reason, for the log line: %s', async (_case, reply, why) => {
     const server = await recording(reply);
     const failures: string[] = [];
