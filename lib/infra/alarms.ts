@@ -79,6 +79,8 @@ export interface AlarmsProps {
   completions: IFunction;
   models: IFunction;
   sweeper: IFunction;
+  /** Stripe's webhook (payments.ts). */
+  payments: IFunction;
   /** Where the sweeper's failed asynchronous invocations land. */
   sweeperFailures: IQueue;
   /** Where the logged-usage function's failed deliveries land (after Lambda's retries). */
@@ -176,6 +178,39 @@ export class Alarms extends Construct {
         `${name}: more than 5% of requests answered 5xx`,
       );
     }
+    // Stripe's webhook (functions/payments/metrics.ts names the metrics): a failed event is sent again by
+    // Stripe for three days, but only a fix makes it land; a dispute or a payment naming no account is
+    // for an operator to act on; many bad signatures are a misconfigured secret or someone probing.
+    alarm(
+      'PaymentsErrors',
+      props.payments.metricErrors({ period: minute, statistic: 'Sum' }),
+      1,
+      'Payments (Stripe webhook) function errors',
+    );
+    alarm(
+      'PaymentsWebhookFailures',
+      serviceMetric('PaymentsWebhookFailures', 'Sum', minute),
+      1,
+      'A Stripe event could not be applied (answered 500; Stripe sends it again): the payments log says why',
+    );
+    alarm(
+      'PaymentsSignatureFailures',
+      serviceMetric('PaymentsSignatureFailures'),
+      5,
+      'Requests to the Stripe webhook without a valid signature: the webhook secret, or someone probing',
+    );
+    alarm(
+      'PaymentsUnknownAccounts',
+      serviceMetric('PaymentsUnknownAccounts', 'Sum', minute),
+      1,
+      'A Stripe payment named no account of ours (or another currency): nothing was credited; the payments log names it',
+    );
+    alarm(
+      'PaymentsDisputes',
+      serviceMetric('PaymentsDisputes', 'Sum', minute),
+      1,
+      'A payment is disputed: its amount was taken back and the account suspended until an operator acts',
+    );
     alarm(
       'BillingFailures',
       serviceMetric('BillingFailures', 'Sum', minute),

@@ -8,6 +8,7 @@ import {
   FunctionEventType,
   FunctionUrlOriginAccessControl,
   HttpVersion,
+  type IOrigin,
   OriginRequestPolicy,
   PriceClass,
   ResponseHeadersPolicy,
@@ -42,11 +43,18 @@ import { TABLE_ENV } from '../tables.js';
 import { Alarms } from './alarms.js';
 import { TableBackups } from './backup.js';
 import { edgeFunction } from './edge-function.js';
-import { DEFAULT_FUNCTION, EDGE_BEHAVIOURS, EDGE_ORIGINS, type EdgeFunction } from './edge-routes.js';
+import {
+  DEFAULT_FUNCTION,
+  EDGE_BEHAVIOURS,
+  EDGE_ORIGINS,
+  type EdgeFunction,
+  KEY_CHECKED,
+} from './edge-routes.js';
 import { edgeWebAclArn } from './edge-waf.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
 import { addGenerationMetrics, usageLinePattern } from './generation-metrics.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
+import { Payments } from './payments.js';
 import { ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
 
@@ -453,6 +461,9 @@ export class ApiStack extends Stack {
       invokeMode: InvokeMode.BUFFERED,
     });
 
+    // Stripe's webhook (payments.ts), behind the distribution with the API.
+    const payments = new Payments(this, 'Stripe', { tables, tableEnv, logRetention, removalPolicy });
+
     const logBucket = new Bucket(this, 'AccessLogs', {
       // CloudFront standard logs are delivered with ACLs.
       objectOwnership: ObjectOwnership.OBJECT_WRITER,
@@ -494,6 +505,8 @@ export class ApiStack extends Stack {
       viewerProtocolPolicy: ViewerProtocolPolicy.HTTPS_ONLY,
       compress: false,
     };
+    const { functionAssociations: _keyCheck, ...keyless } = behaviour;
+    const siteBehaviour = (origin: IOrigin) => ({ ...keyless, origin });
     // CloudFront caches an origin's error response (10 s by default) whatever the cache policy: one
     // account's 403 or a passing 5xx would then be served to other callers. A TTL of 0 for every
     // status CloudFront can cache means each error is the origin's answer to that request. Only the
@@ -529,6 +542,7 @@ export class ApiStack extends Stack {
         keepaliveTimeout: Duration.seconds(60),
       }),
       models: originOf('models', modelsUrl),
+      payments: originOf('payments', payments.url),
     };
     const webAclId = edgeWebAclArn(this, {
       enabled: props.waf ?? !sandbox,
@@ -548,7 +562,11 @@ export class ApiStack extends Stack {
       errorResponses,
       defaultBehavior: { ...behaviour, origin: origins[DEFAULT_FUNCTION] },
       additionalBehaviors: Object.fromEntries(
-        EDGE_BEHAVIOURS.map(({ pathPattern, fn }) => [pathPattern, { ...behaviour, origin: origins[fn] }]),
+        EDGE_BEHAVIOURS.map(({ pathPattern, fn }) => [
+          pathPattern,
+          // The API key check is the API's: a site behaviour has no viewer-request function.
+          KEY_CHECKED[fn] ? { ...behaviour, origin: origins[fn] } : siteBehaviour(origins[fn]),
+        ]),
       ),
     });
 
@@ -557,6 +575,7 @@ export class ApiStack extends Stack {
       completions: completions.fn,
       models: models.fn,
       sweeper: sweeper.fn,
+      payments: payments.function.fn,
       sweeperFailures,
       loggedUsageFailures,
       loggedUsage: loggedUsage.fn,
@@ -584,6 +603,15 @@ export class ApiStack extends Stack {
     new CfnOutput(this, 'UsageSigningSecretArn', {
       value: usageSigningSecret.secretArn,
       description: "The usage lines' signing key: admin bill-logged reads it (USAGE_SIGNING_SECRET_ARN)",
+    });
+    new CfnOutput(this, 'StripeWebhookUrl', {
+      value: baseUrl.replace(/\/api\/v1$/, '/stripe/webhook'),
+      description: 'The endpoint URL to give Stripe\'s webhook (docs/deploy.md, "Connecting Stripe")',
+    });
+    new CfnOutput(this, 'StripeSecretArn', {
+      value: payments.secret.secretArn,
+      description:
+        'Where the Stripe API key and webhook signing secret go (docs/deploy.md, "Connecting Stripe")',
     });
     new CfnOutput(this, 'OriginSecretArn', {
       value: originSecret.secretArn,

@@ -10,7 +10,25 @@
  */
 import { type ApiFunction, ROUTES, type Route } from '../../functions/shared/routes.js';
 
-export type EdgeFunction = ApiFunction;
+/**
+ * The functions behind the distribution: the API's (its route table), and the site's beside it: the
+ * payments function, Stripe's webhook. The API key check at the edge (edge-function.ts) is the API's:
+ * the site's behaviours have no viewer-request function (KEY_CHECKED).
+ */
+export type EdgeFunction = ApiFunction | 'payments';
+
+/** The site's paths (not API routes): each its function, matched after the API's. */
+const SITE_BEHAVIOURS: readonly { pathPattern: string; fn: Exclude<EdgeFunction, ApiFunction> }[] = [
+  // Stripe posts its events here (docs/deploy.md, "Connecting Stripe"); the signature authenticates them.
+  { pathPattern: '/stripe/webhook', fn: 'payments' },
+];
+
+/** Whether the viewer-request function (the API key check, the 413) runs on a function's behaviours. */
+export const KEY_CHECKED: Readonly<Record<EdgeFunction, boolean>> = {
+  completions: true,
+  models: true,
+  payments: false,
+};
 
 export interface OriginSetup {
   /**
@@ -39,6 +57,9 @@ export interface OriginSetup {
 export const EDGE_ORIGINS: Readonly<Record<EdgeFunction, OriginSetup>> = {
   completions: { urlAuthType: 'NONE', originHeader: true },
   models: { urlAuthType: 'NONE', originHeader: true },
+  // Stripe's signature on each event is what the webhook trusts (functions/payments/webhook.ts): a
+  // request straight to its URL, without CloudFront's header, is refused the same way (400).
+  payments: { urlAuthType: 'NONE', originHeader: false },
 };
 
 /** The function of CloudFront's default behaviour: every path no other behaviour matches (its 404 too). */
@@ -49,7 +70,7 @@ const pathPatterns = (route: Route) => (route.prefix ? [`${route.path}*`] : [rou
 
 /**
  * The distribution's path behaviours, in the route table's order: one for each path of a route that
- * another function than the default serves.
+ * another function than the default serves; then the site's.
  */
 export const EDGE_BEHAVIOURS: readonly { pathPattern: string; fn: EdgeFunction }[] = [
   ...new Map(
@@ -57,7 +78,9 @@ export const EDGE_BEHAVIOURS: readonly { pathPattern: string; fn: EdgeFunction }
       .filter((route) => route.fn !== DEFAULT_FUNCTION)
       .flatMap((route) => pathPatterns(route).map((pathPattern) => [pathPattern, route.fn] as const)),
   ),
-].map(([pathPattern, fn]) => ({ pathPattern, fn }));
+]
+  .map(([pathPattern, fn]): { pathPattern: string; fn: EdgeFunction } => ({ pathPattern, fn }))
+  .concat(SITE_BEHAVIOURS);
 
 /**
  * CloudFront's path pattern match (Developer Guide, "Path pattern" of a cache behavior): the whole

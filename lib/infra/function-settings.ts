@@ -31,4 +31,6 @@ export const FUNCTION_SETTINGS = {
   sweeper: { timeoutSeconds: 60, memoryMb: 256 },
   // A batch of usage lines: one read, a wait of at most the settlement window (10 s), rarely a settlement.
   loggedUsage: { timeoutSeconds: 60, memoryMb: 256 },
+  // Stripe's webhook: a PaymentIntent read, a refund list, a few ledger writes; Stripe waits for it.
+  payments: { timeoutSeconds: 30, memoryMb: 256 },
 } as const satisfies Record<string, FunctionSettings>;

@@ -42,6 +42,30 @@ export const BUNDLE_SETTINGS = {
 } as const;
 
 /**
+ * The most each function's bundle may weigh: its minified `index.mjs` in KiB, the source map beside it and
+ * the lazily loaded tokenizer package apart. Every cold start parses, compiles and runs what its bundle
+ * holds before the first request is even read, and on Lambda every concurrent request of a burst is a
+ * cold start of its own (the move to undici had doubled the bundles, completions 446 -> 1,004 KiB,
+ * models 284 -> 826 KiB, their import +90 and +74 ms over bare Node 22). test/infra/bundle-size.test.ts
+ * builds each deployed entry with BUNDLE_SETTINGS and fails past its bound (and for an entry without
+ * one), so a dependency that adds weight is a decision, not an accident. Each bound is the size last
+ * measured (the outbound calls on Node's own HTTP client, functions/adapters/origin.ts: completions 484,
+ * models 308, sweeper 373, logged-usage 394, simulator 11.5) with a few KiB for small edits. The
+ * targets are lower still, completions 350 and models 200: the AWS SDK's clients are most of the way
+ * there (about 210 KiB of each bundle), docs/performance.md.
+ */
+export const BUNDLE_BOUNDS_KIB: Readonly<Record<string, number>> = {
+  'functions/completions/handler.ts': 490,
+  'functions/account/handler.ts': 312,
+  'functions/sweeper/handler.ts': 380,
+  'functions/logged-usage/handler.ts': 400,
+  'functions/simulator/handler.ts': 12,
+  // Stripe's webhook (functions/payments/): the stripe SDK is most of it (541.8 KiB measured). Never on
+  // an API request's path; Stripe waits for its answer and retries a slow one.
+  'functions/payments/handler.ts': 550,
+};
+
+/**
  * The functions run without NODE_OPTIONS=--enable-source-maps. It cost 19-26 ms of every cold start and
  * 11-16 MiB of RSS per instance (npm run bench, import table), and it makes every stack trace that is
  * formatted (each error logged) map its positions. Stack traces in the logs name positions in the

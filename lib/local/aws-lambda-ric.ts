@@ -51,13 +51,16 @@ export async function bundle(entry: string, outDir: string): Promise<string> {
 }
 
 /** The function bundles as the stack builds them, into `outDir/<name>` (relative to the repository). */
-export async function bundleFunctions(outDir: string): Promise<Record<'completions' | 'models', string>> {
+export async function bundleFunctions(
+  outDir: string,
+): Promise<Record<'completions' | 'models' | 'payments', string>> {
   const root = resolve(REPO_ROOT, outDir);
-  const [completions, models] = await Promise.all([
+  const [completions, models, payments] = await Promise.all([
     bundle('functions/completions/handler.ts', join(root, 'completions')),
     bundle('functions/account/handler.ts', join(root, 'models')),
+    bundle('functions/payments/handler.ts', join(root, 'payments')),
   ]);
-  return { completions, models };
+  return { completions, models, payments };
 }
 
 /**

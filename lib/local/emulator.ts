@@ -63,7 +63,13 @@ export interface EmulatorOptions {
    * CloudFront's behaviours: the first route whose path matches wins; the last should be a catch-all.
    * `origin`: how CloudFront reaches the function and its URL's auth type (default PLAIN_ORIGIN).
    */
-  routes: { match: (path: string) => boolean; fn: EmulatedFunction; origin?: OriginSetup }[];
+  routes: {
+    match: (path: string) => boolean;
+    fn: EmulatedFunction;
+    origin?: OriginSetup;
+    /** Whether the viewer-request function runs on this behaviour (default true). */
+    viewerRequest?: boolean;
+  }[];
   /** Added as `x-origin-verify` on the CloudFront port to an origin with `originHeader`, as CloudFront does. */
   originVerifyValue?: string;
   /** The viewer-request CloudFront Function's code, run on every request to the CloudFront port. */
@@ -300,7 +306,8 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
       const body = await readBody(req, maxBody);
       const viewerUrl = new URL(req.url ?? '/', 'http://localhost');
       let headers = headersOf(req);
-      if (viewerRequest) {
+      const route = options.routes.find((r) => r.match(viewerUrl.pathname));
+      if (viewerRequest && route?.viewerRequest !== false) {
         const method = req.method ?? 'GET';
         const edge = viewerRequest({ method, url: viewerUrl, headers, requestId: randomUUID() });
         if ('response' in edge) {
@@ -313,7 +320,6 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
       }
       // Too large without a Content-Length the viewer-request function could see (a chunked body).
       if (body === undefined) return answerTooLarge(res);
-      const route = options.routes.find((r) => r.match(viewerUrl.pathname));
       if (!route) {
         res.writeHead(404, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ message: 'Not Found' }));

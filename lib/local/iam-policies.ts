@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { TABLES } from '../tables.js';
 
 /** Who calls DynamoDB locally, each with a role of its own in AWS. */
-const PRINCIPALS = ['completions', 'models', 'sweeper', 'loggedUsage', 'ciSuite'] as const;
+const PRINCIPALS = ['completions', 'models', 'sweeper', 'loggedUsage', 'payments', 'ciSuite'] as const;
 export type Principal = (typeof PRINCIPALS)[number];
 type TableId = keyof typeof TABLES;
 
@@ -51,6 +51,7 @@ const FUNCTION_IDS: Record<Exclude<Principal, 'ciSuite'>, string> = {
   models: 'Models',
   sweeper: 'HoldSweeper',
   loggedUsage: 'LoggedUsage',
+  payments: 'Payments',
 };
 const CI_ROLE_ID = 'SandboxDeploy';
 /** AWS managed policies a role may carry that grant nothing on DynamoDB (logs and traces only). */

@@ -7,7 +7,13 @@ import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tier
 import { startSimulator } from '../../functions/simulator/server.js';
 import { SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
 import { edgeFunctionCode } from '../infra/edge-function.js';
-import { EDGE_ORIGINS, type EdgeFunction, edgeFunctionFor, type OriginSetup } from '../infra/edge-routes.js';
+import {
+  EDGE_ORIGINS,
+  type EdgeFunction,
+  edgeFunctionFor,
+  KEY_CHECKED,
+  type OriginSetup,
+} from '../infra/edge-routes.js';
 import { FUNCTION_SETTINGS } from '../infra/function-settings.js';
 import { LOCAL_TABLE_NAMES, TABLE_ENV } from '../tables.js';
 import { type DynamoLimits, startDynamoLimits } from './dynamodb-limits.js';
@@ -26,6 +32,7 @@ import {
 } from './emulator.js';
 import { credentialEnv, credentialsOf, type Denial, type IamLayer, startIamLayer } from './iam.js';
 import { localPolicies, type PolicySet, type Principal } from './iam-policies.js';
+import { type RunningStripeStandIn, startStripeStandIn } from './stripe/index.js';
 
 /**
  * The whole service on one machine: DynamoDB Local, the upstream simulator and
@@ -88,6 +95,11 @@ export interface LocalStack {
   store: DynamoStore;
   /** The simulator's base URL when it runs. */
   simulatorUrl: string | undefined;
+  /**
+   * The Stripe stand-in (stripe/index.ts) the payments function and the dashboard call, whose checkout
+   * page's Pay button sends its signed events to this stack's `/stripe/webhook`.
+   */
+  stripe: RunningStripeStandIn;
   stop(): Promise<void>;
 }
 
@@ -101,9 +113,17 @@ export function localTableNames(prefix = ''): TableNames {
 }
 
 /** Each function's handler, by the name it is deployed under (the account function is "models"). */
-const HANDLER_DIRS: Record<EdgeFunction, string> = { completions: 'completions', models: 'account' };
+const HANDLER_DIRS: Record<EdgeFunction, string> = {
+  completions: 'completions',
+  models: 'account',
+  payments: 'payments',
+};
 /** Each function's role, whose credentials Lambda gives it (and the IAM layer checks its calls against). */
-const ROLE_OF: Record<EdgeFunction, Principal> = { completions: 'completions', models: 'models' };
+const ROLE_OF: Record<EdgeFunction, Principal> = {
+  completions: 'completions',
+  models: 'models',
+  payments: 'payments',
+};
 
 /**
  * What the emulator's CloudFront port does with a path, as the distribution does: the function its
@@ -115,6 +135,7 @@ export function emulatedRoutes(
   return (Object.keys(HANDLER_DIRS) as EdgeFunction[]).map((fn) => ({
     match: (path: string) => edgeFunctionFor(path) === fn,
     origin: options.origins?.[fn] ?? EDGE_ORIGINS[fn],
+    viewerRequest: KEY_CHECKED[fn],
     fn: {
       name: fn,
       module: fileURLToPath(new URL(`../../functions/${HANDLER_DIRS[fn]}/handler.ts`, import.meta.url)),
@@ -193,6 +214,10 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       upstreamBaseUrl = simulator.url;
     }
 
+    // Stripe, as the payments function and the dashboard reach it: the stand-in, through the real SDK.
+    const stripe = await startStripeStandIn();
+    stops.push(stripe.close);
+
     // The functions read their configuration from the environment at cold start, as in Lambda.
     Object.assign(process.env, {
       DYNAMODB_ENDPOINT: dynamoEndpoint,
@@ -201,6 +226,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       [TABLE_ENV.ledger]: tables.ledger,
       [TABLE_ENV.holds]: tables.holds,
       UPSTREAM_BASE_URL: upstreamBaseUrl,
+      STRIPE_API_KEY: stripe.apiKey,
+      STRIPE_WEBHOOK_SECRET: stripe.webhookSecret,
+      STRIPE_API_BASE: stripe.url,
       ...(options.upstreamApiKey ? { UPSTREAM_API_KEY: options.upstreamApiKey } : {}),
       ...options.env,
     });
@@ -235,6 +263,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       routes: emulatedRoutes(options),
     });
     stops.push(emulator.close);
+    stripe.setWebhookUrl(`${emulator.url}/stripe/webhook`);
 
     // The hold sweeper on the schedule it has in AWS (an EventBridge rule there), with its role.
     const store = new DynamoStore(client, tables);
@@ -263,6 +292,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       tables,
       store,
       simulatorUrl,
+      stripe,
       stop: stopAll,
     };
   } catch (error) {

@@ -183,6 +183,10 @@ async function emitted(
       if (!args) throw new Error(`give ${name} its arguments in RECORD_ARGUMENTS`);
       (fn as (...a: unknown[]) => void)(...args);
     }
+    // And the payments webhook's, recorded by its own module (functions/payments/metrics.ts).
+    const payments = await import('../../functions/payments/metrics.js');
+    for (const metric of Object.keys(payments.PAYMENT_METRICS) as (keyof typeof payments.PAYMENT_METRICS)[])
+      payments.recordPayment(metric, 'a test event', {});
   } finally {
     write.mockRestore();
     log.mockRestore();

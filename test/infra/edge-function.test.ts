@@ -11,10 +11,11 @@ import {
   header,
   httpErrorHandler,
 } from '../../functions/shared/http.js';
+import type { ApiFunction } from '../../functions/shared/routes.js';
 import { routeOf } from '../../functions/shared/routing.js';
 import { MAX_REQUEST_BYTES, requestTooLarge } from '../../functions/shared/too-large.js';
 import { edgeFunctionCode } from '../../lib/infra/edge-function.js';
-import { edgeFunctionFor } from '../../lib/infra/edge-routes.js';
+import { edgeFunctionFor, KEY_CHECKED } from '../../lib/infra/edge-routes.js';
 
 const KEY = `svc_live_${'a1B2'.repeat(10)}xyz`;
 const REQUEST_ID = 'cf-req-1';
@@ -229,7 +230,9 @@ describe('the viewer-request CloudFront function: a wrong base URL', () => {
       .use(cors())
       .use(httpErrorHandler())
       .handler(async (event) => {
-        routeOf(event, edgeFunctionFor(path));
+        const fn = edgeFunctionFor(path);
+        if (!KEY_CHECKED[fn]) throw new Error(`${path} is the site's, not the API's`);
+        routeOf(event, fn as ApiFunction);
         parseBearerKey(header(event, 'authorization'));
         return { statusCode: 200, headers: {}, body: '' };
       });

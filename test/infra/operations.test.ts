@@ -291,6 +291,7 @@ describe('backups', () => {
       'CompletionsFunction',
       'HoldSweeperFunction',
       'LoggedUsageFunction',
+      'PaymentsFunction',
     ]);
     expect(schedules.map(name).sort()).toEqual(['BalanceCheck', 'HoldSweep']);
     const deploy = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8');

@@ -88,7 +88,7 @@ describe('cdk-nag AwsSolutions', () => {
 describe('functions', () => {
   it('run Node.js 22 on arm64 with source maps, ESM bundles and their own log groups', () => {
     const fns = userFunctions(sandbox.template);
-    expect(fns).toHaveLength(5); // completions, models, hold sweeper, logged usage, simulator
+    expect(fns).toHaveLength(6); // completions, models, hold sweeper, logged usage, payments, simulator
     for (const [, fn] of fns) {
       const p = (fn as { Properties: Record<string, unknown> }).Properties;
       expect(p.Runtime).toBe('nodejs22.x');
@@ -103,8 +103,9 @@ describe('functions', () => {
   });
 
   it('put completions behind a RESPONSE_STREAM URL and models behind a BUFFERED one, both authenticating themselves', () => {
-    sandbox.template.resourceCountIs('AWS::Lambda::Url', 3);
-    prod.template.resourceCountIs('AWS::Lambda::Url', 2);
+    // And the payments function's (Stripe's webhook), and in the sandbox the simulator's.
+    sandbox.template.resourceCountIs('AWS::Lambda::Url', 4);
+    prod.template.resourceCountIs('AWS::Lambda::Url', 3);
     prod.template.hasResourceProperties('AWS::Lambda::Url', {
       InvokeMode: 'RESPONSE_STREAM',
       AuthType: 'NONE',
@@ -116,6 +117,8 @@ describe('functions', () => {
     expect(EDGE_ORIGINS).toEqual({
       completions: { urlAuthType: 'NONE', originHeader: true },
       models: { urlAuthType: 'NONE', originHeader: true },
+      // Stripe's signature authenticates the webhook (functions/payments/webhook.ts).
+      payments: { urlAuthType: 'NONE', originHeader: false },
     });
     prod.template.resourceCountIs('AWS::CloudFront::OriginAccessControl', 0);
     expect(
@@ -174,7 +177,7 @@ describe('functions', () => {
         }),
       },
     });
-    expect(userFunctions(prod.template)).toHaveLength(4); // no simulator
+    expect(userFunctions(prod.template)).toHaveLength(5); // no simulator
     prod.template.hasResourceProperties('AWS::Lambda::Function', {
       Environment: { Variables: Match.objectLike({ TIERS_CONFIG: TIERS }) },
     });
@@ -292,24 +295,28 @@ describe('CloudFront', () => {
           ViewerProtocolPolicy: 'https-only',
           AllowedMethods: Match.arrayWith(['GET', 'POST']),
         }),
-        CacheBehaviors: ['/api/v1/chat/completions', '/api/v1/chat/completions/'].map((PathPattern) =>
-          Match.objectLike({
-            PathPattern,
-            CachePolicyId: '4135ea2d-6df8-44a3-9df3-4b5a84be39ad',
-            ViewerProtocolPolicy: 'https-only',
-          }),
+        CacheBehaviors: ['/api/v1/chat/completions', '/api/v1/chat/completions/', '/stripe/webhook'].map(
+          (PathPattern) =>
+            Match.objectLike({
+              PathPattern,
+              CachePolicyId: '4135ea2d-6df8-44a3-9df3-4b5a84be39ad',
+              ViewerProtocolPolicy: 'https-only',
+            }),
         ),
       }),
     });
   });
 
-  it('sends the secret origin header to both origins, and waits 60 s for the completions origin', () => {
+  it("sends the secret origin header to the API's origins, and waits 60 s for the completions origin", () => {
     const [distribution] = Object.values(prod.template.findResources('AWS::CloudFront::Distribution'));
     const origins = (
       distribution as { Properties: { DistributionConfig: { Origins: Record<string, unknown>[] } } }
     ).Properties.DistributionConfig.Origins;
-    expect(origins).toHaveLength(2);
-    for (const origin of origins) {
+    expect(origins).toHaveLength(3);
+    // The API's two; the payments origin (Stripe's webhook) trusts Stripe's signature instead.
+    const withHeader = origins.filter((o) => o.OriginCustomHeaders !== undefined);
+    expect(withHeader).toHaveLength(2);
+    for (const origin of withHeader) {
       const headers = origin.OriginCustomHeaders as { HeaderName: string; HeaderValue: unknown }[];
       expect(headers.map((h) => h.HeaderName)).toEqual(['x-origin-verify']);
       expect(JSON.stringify(headers[0]?.HeaderValue)).toContain('resolve:secretsmanager');
@@ -353,7 +360,7 @@ describe('CloudFront', () => {
     },
   );
 
-  it('answers oversized bodies with its viewer-request function on every behaviour', () => {
+  it("answers oversized bodies with its viewer-request function on every behaviour of the API's", () => {
     const { template } = prod;
     template.resourceCountIs('AWS::CloudFront::Function', 1);
     const fn = Object.values(template.findResources('AWS::CloudFront::Function'))[0] as {
@@ -368,7 +375,11 @@ describe('CloudFront', () => {
       config.Properties.DistributionConfig.DefaultCacheBehavior,
       ...config.Properties.DistributionConfig.CacheBehaviors,
     ];
-    for (const behaviour of behaviours)
+    // The site's behaviour (Stripe's webhook) has none: the key check is the API's, and Stripe sends no key.
+    const site = behaviours.filter((b) => (b as { PathPattern?: string }).PathPattern === '/stripe/webhook');
+    expect(site).toHaveLength(1);
+    expect(site[0]).not.toHaveProperty('FunctionAssociations');
+    for (const behaviour of behaviours.filter((b) => !site.includes(b)))
       expect(behaviour).toMatchObject({
         FunctionAssociations: [{ EventType: 'viewer-request', FunctionARN: expect.anything() }],
       });
@@ -814,7 +825,14 @@ describe('alarms and outputs', () => {
       Properties: Record<string, unknown>;
     }[];
     const names = alarms.map((a) => JSON.stringify(a.Properties));
-    expect(alarms.filter((a) => a.Properties.MetricName === 'Errors')).toHaveLength(3);
+    expect(alarms.filter((a) => a.Properties.MetricName === 'Errors')).toHaveLength(4);
+    for (const metric of [
+      'PaymentsWebhookFailures',
+      'PaymentsSignatureFailures',
+      'PaymentsUnknownAccounts',
+      'PaymentsDisputes',
+    ])
+      expect(alarms.filter((a) => a.Properties.MetricName === metric)).toHaveLength(1);
     expect(alarms.filter((a) => a.Properties.MetricName === 'ExpiredHoldsReleased')).toHaveLength(1);
     expect(alarms.filter((a) => a.Properties.MetricName === 'Throttles')).toHaveLength(2);
     expect(alarms.filter((a) => a.Properties.MetricName === 'BillingFailures')).toHaveLength(1);

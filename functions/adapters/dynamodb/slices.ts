@@ -4,42 +4,21 @@
  * between them, and an account split into more; the status on every one is slice-status.ts.
  */
 
-import { randomUUID } from 'node:crypto';
 import {
   type GetItemCommandOutput,
   TransactGetItemsCommand,
   type TransactWriteItem,
 } from '@aws-sdk/client-dynamodb';
 import type { AccountStatus } from '../../core/access.js';
-import {
-  AccountNotFoundError,
-  type AccountRecord,
-  MAX_SLICES,
-  TRANSFER_DELAY_MS,
-  type Transfer,
-  type TransferOutcome,
-} from '../../core/store.js';
-import {
-  type Item,
-  keyUsageAttribute,
-  N,
-  S,
-  sliceKey,
-  slicesOf,
-  TRANSFER_PREFIX,
-  toAccount,
-  toTransfer,
-  transferItem,
-} from './items.js';
+import { AccountNotFoundError, type AccountRecord, MAX_SLICES } from '../../core/store.js';
+import { type Item, keyUsageAttribute, N, S, sliceKey, slicesOf, toAccount } from './items.js';
 import { setSliceStatus } from './slice-status.js';
 import {
   cancellationReasons,
   isRetryableSettlementError,
   MAX_ATTEMPTS,
-  queryAll,
   retryWait,
   StorePart,
-  scanAll,
   sleep,
 } from './store-db.js';
 

@@ -1,0 +1,43 @@
+/**
+ * A purchase of credits: a Stripe Checkout Session in `payment` mode for a whole number of cents
+ * within the bounds (amounts.ts), checked before any call to Stripe. The account id goes in the
+ * session's `client_reference_id` and in its PaymentIntent's metadata, which is where the webhook
+ * reads it back (events.ts): the charge, refund and dispute events carry the PaymentIntent, not the
+ * session. Nothing is credited here or on the success page: only the webhook credits.
+ */
+import { CURRENCY, purchaseCents } from './amounts.js';
+import { ACCOUNT_METADATA_KEY } from './events.js';
+import type { CheckoutSessionView, StripeApi } from './stripe-api.js';
+
+export interface CheckoutRequest {
+  accountId: string;
+  /** Cents, as the customer chose them (a fixed amount, or the custom one as typed). */
+  amountCents: unknown;
+  /** Where Stripe sends the customer after paying; `{CHECKOUT_SESSION_ID}` is replaced by Stripe. */
+  successUrl: string;
+  cancelUrl: string;
+}
+
+/** Throws InvalidPurchaseAmountError (a message for the customer) before any Stripe call. */
+export async function createCheckout(
+  stripe: StripeApi,
+  request: CheckoutRequest,
+): Promise<CheckoutSessionView> {
+  const cents = purchaseCents(request.amountCents);
+  if (!request.accountId) throw new Error('createCheckout needs the account id');
+  const metadata = { [ACCOUNT_METADATA_KEY]: request.accountId };
+  return stripe.createCheckoutSession({
+    mode: 'payment',
+    client_reference_id: request.accountId,
+    line_items: [
+      {
+        quantity: 1,
+        price_data: { currency: CURRENCY, unit_amount: cents, product_data: { name: 'API credits' } },
+      },
+    ],
+    metadata,
+    payment_intent_data: { metadata },
+    success_url: request.successUrl,
+    cancel_url: request.cancelUrl,
+  });
+}

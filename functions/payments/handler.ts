@@ -1,0 +1,44 @@
+/**
+ * The payments function: Stripe's webhook (a buffered Function URL). Its Stripe credentials come from
+ * Secrets Manager (config.ts), the ledger writes go through the same store port as the API's; the
+ * signature is the request's authentication, checked first (webhook.ts), so no origin header is needed.
+ */
+import middy from '@middy/core';
+import type { Context } from 'aws-lambda';
+import type Stripe from 'stripe';
+import { getStore } from '../adapters/dynamodb/index.js';
+import type { FunctionUrlEvent, FunctionUrlResult } from '../shared/http.js';
+import { logContext } from '../shared/observability.js';
+import { stripeSettings } from './config.js';
+import { recordPayment } from './metrics.js';
+import { stripeApi, stripeClient } from './stripe-api.js';
+import { handleWebhook } from './webhook.js';
+
+/** One SDK client per instance, rebuilt only when the key changes (a rotation). */
+let client: { apiKey: string; apiBase: string | undefined; sdk: Stripe } | undefined;
+
+async function webhook(event: FunctionUrlEvent): Promise<FunctionUrlResult> {
+  let settings: Awaited<ReturnType<typeof stripeSettings>>;
+  try {
+    settings = await stripeSettings();
+  } catch (error) {
+    recordPayment('failures', 'stripe webhook: no Stripe credentials', { error });
+    return {
+      statusCode: 500,
+      headers: { 'content-type': 'application/json' },
+      body: '{"error":"not configured"}',
+    };
+  }
+  if (client?.apiKey !== settings.apiKey || client.apiBase !== settings.apiBase)
+    client = { apiKey: settings.apiKey, apiBase: settings.apiBase, sdk: stripeClient(settings) };
+  return handleWebhook(event, {
+    store: getStore(),
+    stripe: stripeApi(client.sdk),
+    webhookSecret: settings.webhookSecret,
+    now: () => new Date().toISOString(),
+  });
+}
+
+export const handler = middy<FunctionUrlEvent, FunctionUrlResult, Error, Context>()
+  .use(logContext())
+  .handler(webhook);

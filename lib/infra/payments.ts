@@ -1,0 +1,77 @@
+/**
+ * The payments function: Stripe's webhook, behind the distribution at `/stripe/webhook`
+ * (edge-routes.ts), crediting accounts through the same tables as the operator's top-ups. Its Stripe
+ * credentials are a secret the operator puts after the first deploy (docs/deploy.md, "Connecting
+ * Stripe"): created as `{}`, so a webhook before then answers 500 and Stripe keeps it for later.
+ */
+import { Duration, type RemovalPolicy } from 'aws-cdk-lib';
+import type { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
+import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
+import { type FunctionUrl, FunctionUrlAuthType, InvokeMode } from 'aws-cdk-lib/aws-lambda';
+import type { RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
+import { Construct } from 'constructs';
+import { EDGE_ORIGINS } from './edge-routes.js';
+import { FUNCTION_SETTINGS } from './function-settings.js';
+import { ServiceFunction } from './service-function.js';
+
+export interface PaymentsProps {
+  tables: { keys: TableV2; accounts: TableV2; ledger: TableV2; holds: TableV2 };
+  /** The table names, as every function gets them. */
+  tableEnv: Record<string, string>;
+  logRetention: RetentionDays;
+  removalPolicy: RemovalPolicy;
+}
+
+export class Payments extends Construct {
+  readonly function: ServiceFunction;
+  readonly url: FunctionUrl;
+  readonly secret: Secret;
+
+  constructor(scope: Construct, id: string, props: PaymentsProps) {
+    super(scope, id);
+    const { tables } = props;
+    this.secret = new Secret(scope, 'StripeCredentials', {
+      description:
+        'Stripe: {"apiKey": "sk_...", "webhookSecret": "whsec_..."} (docs/deploy.md, "Connecting Stripe")',
+      secretObjectValue: {},
+      removalPolicy: props.removalPolicy,
+    });
+    this.function = new ServiceFunction(scope, 'Payments', {
+      entry: 'functions/payments/handler.ts',
+      memorySize: FUNCTION_SETTINGS.payments.memoryMb,
+      timeout: Duration.seconds(FUNCTION_SETTINGS.payments.timeoutSeconds),
+      logRetention: props.logRetention,
+      removalPolicy: props.removalPolicy,
+      environment: { ...props.tableEnv, STRIPE_SECRET_ARN: this.secret.secretArn },
+    });
+    const fn = this.function.fn;
+    fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [this.secret.secretArn] }),
+    );
+    // What the store does for it (each item of a transaction is authorized by its own action): a
+    // top-up puts its ledger entry and updates the account item, then reads it and, on a split
+    // account, schedules transfers (a transfer item in the holds table, both slices updated); a refund
+    // or dispute reads its reference's entry and the slices, puts its correction entry and updates
+    // them; a dispute's suspension updates every slice.
+    fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['dynamodb:GetItem', 'dynamodb:PutItem'],
+        resources: [tables.ledger.tableArn],
+      }),
+    );
+    fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:UpdateItem'],
+        resources: [tables.accounts.tableArn],
+      }),
+    );
+    fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [tables.holds.tableArn] }),
+    );
+    this.url = fn.addFunctionUrl({
+      authType: FunctionUrlAuthType[EDGE_ORIGINS.payments.urlAuthType],
+      invokeMode: InvokeMode.BUFFERED,
+    });
+  }
+}

@@ -1,0 +1,292 @@
+/**
+ * The Stripe stand-in: a small HTTP server on 127.0.0.1 for the few Stripe API calls the service makes
+ * (functions/payments/stripe-api.ts), reached through the real `stripe` SDK's `host`/`port`/`protocol`
+ * options, with Stripe's request encoding (form-encoded, bracketed keys), JSON shapes and error shape;
+ * a hosted checkout page whose Pay button pays the session and sends the signed webhook; and test
+ * controls (state.ts), as methods and as `POST /_stand-in/...` endpoints.
+ *
+ * API (each needs `Authorization: Bearer <apiKey>`, as Stripe does):
+ *   POST /v1/checkout/sessions          GET /v1/checkout/sessions/:id
+ *   GET  /v1/payment_intents/:id        GET /v1/charges/:id
+ *   GET  /v1/refunds?charge=&payment_intent=&limit=&starting_after=     POST /v1/refunds
+ * Pages: GET /checkout/:id (plain HTML, no script), POST /checkout/:id/pay (method=card|async).
+ * Controls (JSON bodies): /_stand-in/resend {eventId}, /hold, /release {order}, /delay {ms},
+ *   /refund {charge, amount?}, /dispute {charge, amount?}, /settle {session, outcome}.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { type FormObject, formList, formMetadata, formObject, formText, parseForm } from './form.js';
+import { newId, type StandInState, StripeApiError, type StripeObject, StripeObjects } from './state.js';
+
+export interface StripeStandInOptions {
+  /** The secret key the SDK must send (default `sk_test_local`). */
+  apiKey?: string;
+  /** The webhook endpoint's signing secret (default a fresh `whsec_...`). */
+  webhookSecret?: string;
+  /** Where events are POSTed; may be set later (setWebhookUrl). */
+  webhookUrl?: string;
+  port?: number;
+}
+
+export interface RunningStripeStandIn {
+  /** `http://127.0.0.1:<port>`: STRIPE_API_BASE for the payments code. */
+  url: string;
+  apiKey: string;
+  webhookSecret: string;
+  /** The `stripe` SDK's options that reach the stand-in. */
+  sdkOptions: { host: string; port: number; protocol: 'http' };
+  /** Its objects, events and test controls. */
+  stripe: StripeObjects;
+  setWebhookUrl(url: string | undefined): void;
+  close(): Promise<void>;
+}
+
+const MAX_BODY = 1024 * 1024;
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY) throw new StripeApiError(413, 'Request body too large');
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json', 'request-id': newId('req', 14) });
+  res.end(JSON.stringify(body));
+}
+
+function list(url: string, items: StripeObject[], query: FormObject): unknown {
+  const limit = Math.min(Math.max(Number(formText(query.limit) ?? 10) || 10, 1), 100);
+  const after = formText(query.starting_after);
+  const start = after ? items.findIndex((item) => item.id === after) + 1 : 0;
+  const data = items.slice(start, start + limit);
+  return { object: 'list', data, has_more: start + limit < items.length, url };
+}
+
+function checkoutPage(session: StripeObject): string {
+  const amount = `$${(Number(session.amount_total) / 100).toFixed(2)}`;
+  const id = escapeHtml(session.id);
+  const open = session.status === 'open';
+  const body = open
+    ? `<p>Pay <strong>${amount}</strong> (${escapeHtml(String(session.currency).toUpperCase())}) for API credits.</p>
+<form method="post" action="/checkout/${id}/pay"><input type="hidden" name="method" value="card">
+<button type="submit">Pay ${amount}</button></form>
+<form method="post" action="/checkout/${id}/pay"><input type="hidden" name="method" value="async">
+<button type="submit">Pay ${amount} by bank debit (settles later)</button></form>
+${session.cancel_url ? `<p><a href="${escapeHtml(String(session.cancel_url))}">Cancel</a></p>` : ''}`
+    : `<p>This checkout session is ${escapeHtml(String(session.status))}.</p>`;
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Checkout (Stripe stand-in)</title></head>
+<body><h1>Stripe stand-in checkout</h1>${body}</body></html>`;
+}
+
+export async function startStripeStandIn(options: StripeStandInOptions = {}): Promise<RunningStripeStandIn> {
+  const settings: StandInState = {
+    apiKey: options.apiKey ?? 'sk_test_local',
+    webhookSecret: options.webhookSecret ?? `whsec_${newId('local', 32).slice(6)}`,
+    webhookUrl: options.webhookUrl,
+  };
+  const stripe = new StripeObjects(settings);
+  let baseUrl = '';
+
+  const api = async (req: IncomingMessage, res: ServerResponse, path: string[], query: FormObject) => {
+    if (req.headers.authorization !== `Bearer ${settings.apiKey}`)
+      throw new StripeApiError(401, 'Invalid API Key provided: a key the stand-in was not started with');
+    const form = req.method === 'POST' ? parseForm(await readBody(req)) : query;
+    const [resource = '', second, third] = path;
+    const id = resource === 'checkout' ? (third ?? '') : (second ?? '');
+    const nested = resource === 'checkout' ? `checkout/${second ?? ''}` : resource;
+    const route = `${req.method} /${nested}${id ? '/:id' : ''}`;
+    switch (route) {
+      case 'POST /checkout/sessions':
+        return sendJson(res, 200, createSession(form));
+      case 'GET /checkout/sessions/:id':
+        return sendJson(res, 200, stripe.session(id));
+      case 'GET /payment_intents/:id':
+        return sendJson(res, 200, stripe.retrieve(stripe.paymentIntents, 'payment_intent', id));
+      case 'GET /charges/:id':
+        return sendJson(res, 200, stripe.retrieve(stripe.charges, 'charge', id));
+      case 'GET /refunds/:id':
+        return sendJson(res, 200, stripe.retrieve(stripe.refunds, 'refund', id));
+      case 'GET /refunds':
+        return sendJson(
+          res,
+          200,
+          list(
+            '/v1/refunds',
+            stripe.listRefunds({
+              charge: formText(form.charge),
+              paymentIntent: formText(form.payment_intent),
+            }),
+            form,
+          ),
+        );
+      case 'POST /refunds': {
+        const target = formText(form.charge) ?? formText(form.payment_intent);
+        if (!target)
+          throw new StripeApiError(400, 'One of charge or payment_intent is required', { param: 'charge' });
+        const amount = formText(form.amount);
+        return sendJson(
+          res,
+          200,
+          await stripe.refund(target, amount === undefined ? undefined : Number(amount)),
+        );
+      }
+      default:
+        throw new StripeApiError(404, `Unrecognized request URL (${req.method}: /v1/${path.join('/')}).`);
+    }
+  };
+
+  const createSession = (form: FormObject): StripeObject => {
+    if (formText(form.mode) !== 'payment')
+      throw new StripeApiError(400, 'The stand-in supports mode=payment only', { param: 'mode' });
+    const items = formList(form.line_items).map(formObject);
+    if (items.length === 0)
+      throw new StripeApiError(400, 'Missing required param: line_items.', { param: 'line_items' });
+    let amount = 0;
+    let currency: string | undefined;
+    for (const [i, item] of items.entries()) {
+      const price = formObject(item.price_data);
+      const unit = Number(formText(price.unit_amount));
+      const quantity = Number(formText(item.quantity) ?? 1);
+      if (!Number.isSafeInteger(unit) || unit < 0 || !Number.isSafeInteger(quantity) || quantity < 1)
+        throw new StripeApiError(400, 'Invalid integer', {
+          param: `line_items[${i}][price_data][unit_amount]`,
+        });
+      currency ??= formText(price.currency);
+      amount += unit * quantity;
+    }
+    if (!currency)
+      throw new StripeApiError(400, 'Missing required param: currency.', {
+        param: 'line_items[0][price_data][currency]',
+      });
+    if (currency === 'usd' && amount < 50)
+      throw new StripeApiError(
+        400,
+        "The Checkout Session's total amount due must add up to at least $0.50 usd",
+        {
+          param: 'line_items',
+        },
+      );
+    const successUrl = formText(form.success_url);
+    if (!successUrl)
+      throw new StripeApiError(400, 'Missing required param: success_url.', { param: 'success_url' });
+    return stripe.createSession({
+      amount,
+      currency,
+      clientReferenceId: formText(form.client_reference_id),
+      metadata: formMetadata(form.metadata),
+      intentMetadata: formMetadata(formObject(form.payment_intent_data).metadata),
+      successUrl,
+      cancelUrl: formText(form.cancel_url),
+      baseUrl,
+    });
+  };
+
+  const pages = async (req: IncomingMessage, res: ServerResponse, path: string[]) => {
+    const session = stripe.session(path[1] ?? '');
+    const headers = {
+      'content-type': 'text/html; charset=utf-8',
+      'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
+    };
+    if (req.method === 'GET' && path.length === 2) {
+      res.writeHead(200, headers);
+      return res.end(checkoutPage(session));
+    }
+    if (req.method === 'POST' && path[2] === 'pay') {
+      const method = formText(parseForm(await readBody(req)).method) === 'async' ? 'async' : 'card';
+      // Stripe redirects at once; the webhook follows on its own schedule.
+      stripe.background(stripe.pay(session.id, method));
+      const target = String(session.success_url).replaceAll('{CHECKOUT_SESSION_ID}', session.id);
+      res.writeHead(303, { location: target });
+      return res.end();
+    }
+    throw new StripeApiError(404, 'Not found');
+  };
+
+  const controls = async (req: IncomingMessage, res: ServerResponse, action: string) => {
+    const text = await readBody(req);
+    const body = (text ? JSON.parse(text) : {}) as Record<string, unknown>;
+    const str = (key: string) => String(body[key] ?? '');
+    const amount = typeof body.amount === 'number' ? body.amount : undefined;
+    switch (action) {
+      case 'resend':
+        return sendJson(res, 200, await stripe.resend(str('eventId')));
+      case 'hold':
+        stripe.hold();
+        return sendJson(res, 200, { holding: true });
+      case 'release': {
+        const order = Array.isArray(body.order)
+          ? body.order.map(String)
+          : body.order === 'reverse'
+            ? 'reverse'
+            : 'made';
+        return sendJson(res, 200, await stripe.release(order));
+      }
+      case 'delay':
+        stripe.delayMs = Number(body.ms) || 0;
+        return sendJson(res, 200, { delayMs: stripe.delayMs });
+      case 'refund':
+        return sendJson(res, 200, await stripe.refund(str('charge'), amount));
+      case 'dispute':
+        return sendJson(res, 200, await stripe.dispute(str('charge'), amount));
+      case 'settle':
+        return sendJson(
+          res,
+          200,
+          await stripe.settleAsync(str('session'), body.outcome === 'failed' ? 'failed' : 'succeeded'),
+        );
+      case 'events':
+        return sendJson(res, 200, { events: stripe.events, deliveries: stripe.deliveries });
+      default:
+        throw new StripeApiError(404, `no control ${action}`);
+    }
+  };
+
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+    const path = url.pathname.split('/').filter(Boolean);
+    const query = parseForm(url.search.slice(1));
+    const served =
+      path[0] === 'v1'
+        ? api(req, res, path.slice(1), query)
+        : path[0] === 'checkout'
+          ? pages(req, res, path)
+          : path[0] === '_stand-in' && req.method === 'POST'
+            ? controls(req, res, path[1] ?? '')
+            : Promise.reject(new StripeApiError(404, 'Not found'));
+    served.catch((error: unknown) => {
+      const failure =
+        error instanceof StripeApiError
+          ? error
+          : new StripeApiError(500, error instanceof Error ? error.message : String(error), {
+              type: 'api_error',
+            });
+      if (!res.headersSent) sendJson(res, failure.statusCode, failure.toBody());
+      else res.end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  baseUrl = `http://127.0.0.1:${port}`;
+  return {
+    url: baseUrl,
+    apiKey: settings.apiKey,
+    webhookSecret: settings.webhookSecret,
+    sdkOptions: { host: '127.0.0.1', port, protocol: 'http' },
+    stripe,
+    setWebhookUrl(url) {
+      settings.webhookUrl = url;
+    },
+    async close() {
+      await stripe.idle();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

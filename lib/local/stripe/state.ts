@@ -1,0 +1,400 @@
+/**
+ * The Stripe stand-in's objects and what happens to them: Checkout Sessions, PaymentIntents, Charges,
+ * Refunds and Disputes in Stripe's JSON shapes (the fields the service reads, and the ones that
+ * identify an object), and the events they produce, each signed with the SDK's own
+ * `webhooks.generateTestHeaderString` and POSTed to the webhook URL as Stripe does. Each event carries
+ * a snapshot of its object as of that moment, so that an event delivered late says what it said
+ * when it was made (a first refund's `amount_refunded`, say), as Stripe's do.
+ *
+ * Test controls: send an event again, hold events and release them in another order, delay each
+ * delivery, refund (partly or wholly), dispute, and settle an asynchronous payment later.
+ */
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import Stripe from 'stripe';
+
+export type StripeObject = Record<string, unknown> & { id: string; object: string };
+
+/** An error as Stripe answers it: `{error: {type, message, param?, code?}}` with its HTTP status. */
+export class StripeApiError extends Error {
+  constructor(
+    readonly statusCode: number,
+    message: string,
+    readonly details: { type?: string; param?: string; code?: string } = {},
+  ) {
+    super(message);
+    this.name = 'StripeApiError';
+  }
+
+  toBody() {
+    return {
+      error: { type: this.details.type ?? 'invalid_request_error', message: this.message, ...this.details },
+    };
+  }
+}
+
+export const newId = (prefix: string, length = 24) =>
+  `${prefix}_${randomBytes(length)
+    .toString('base64')
+    .replace(/[^A-Za-z0-9]/g, '')
+    .slice(0, length)}`;
+
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+const snapshot = <T>(object: T): T => structuredClone(object);
+
+export interface SentEvent {
+  id: string;
+  type: string;
+  /** The event as sent (its object's snapshot). */
+  event: StripeObject;
+}
+
+export interface Delivery {
+  eventId: string;
+  type: string;
+  /** The webhook's HTTP status; 0 when it could not be reached or no URL is set. */
+  status: number;
+  body: string;
+}
+
+export interface StandInState {
+  apiKey: string;
+  webhookSecret: string;
+  webhookUrl: string | undefined;
+}
+
+export class StripeObjects {
+  readonly sessions = new Map<string, StripeObject>();
+  readonly paymentIntents = new Map<string, StripeObject>();
+  readonly charges = new Map<string, StripeObject>();
+  readonly refunds = new Map<string, StripeObject>();
+  readonly disputes = new Map<string, StripeObject>();
+  /** Every event made, in order. */
+  readonly events: SentEvent[] = [];
+  /** Every delivery attempt, in order. */
+  readonly deliveries: Delivery[] = [];
+  /** Each delivery waits this long first (ms). */
+  delayMs = 0;
+  private held: SentEvent[] | undefined;
+  /** Each session's `payment_intent_data.metadata`, which its PaymentIntent gets when it is created. */
+  private readonly intentMetadata = new Map<string, Record<string, string>>();
+  private readonly inFlight = new Set<Promise<unknown>>();
+
+  constructor(private readonly settings: StandInState) {}
+
+  // --- objects ------------------------------------------------------------------------------------
+
+  session(id: string): StripeObject {
+    const session = this.sessions.get(id);
+    if (!session)
+      throw new StripeApiError(404, `No such checkout.session: '${id}'`, {
+        code: 'resource_missing',
+        param: 'session',
+      });
+    return session;
+  }
+
+  retrieve(map: Map<string, StripeObject>, kind: string, id: string): StripeObject {
+    const object = map.get(id);
+    if (!object)
+      throw new StripeApiError(404, `No such ${kind}: '${id}'`, { code: 'resource_missing', param: 'id' });
+    return object;
+  }
+
+  /** A charge by its id or its PaymentIntent's. */
+  chargeOf(id: string): StripeObject {
+    const viaIntent = this.paymentIntents.get(id)?.latest_charge;
+    const charge = this.charges.get(typeof viaIntent === 'string' ? viaIntent : id);
+    if (!charge)
+      throw new StripeApiError(404, `No such charge: '${id}'`, { code: 'resource_missing', param: 'charge' });
+    return charge;
+  }
+
+  createSession(fields: {
+    amount: number;
+    currency: string;
+    clientReferenceId: string | undefined;
+    metadata: Record<string, string>;
+    intentMetadata: Record<string, string>;
+    successUrl: string;
+    cancelUrl: string | undefined;
+    baseUrl: string;
+  }): StripeObject {
+    const id = newId('cs_test', 58);
+    const created = nowSeconds();
+    const session: StripeObject = {
+      id,
+      object: 'checkout.session',
+      amount_subtotal: fields.amount,
+      amount_total: fields.amount,
+      cancel_url: fields.cancelUrl ?? null,
+      client_reference_id: fields.clientReferenceId ?? null,
+      created,
+      currency: fields.currency,
+      customer: null,
+      expires_at: created + 24 * 3600,
+      livemode: false,
+      metadata: fields.metadata,
+      mode: 'payment',
+      // Created when the customer pays (Stripe creates a session's PaymentIntent lazily).
+      payment_intent: null,
+      payment_status: 'unpaid',
+      status: 'open',
+      success_url: fields.successUrl,
+      url: `${fields.baseUrl}/checkout/${id}`,
+    };
+    this.sessions.set(id, session);
+    this.intentMetadata.set(id, fields.intentMetadata);
+    return session;
+  }
+
+  /**
+   * The customer pays the session: by card (paid at once), or by an asynchronous method (a bank
+   * debit: the session completes unpaid, and settleAsync decides later). Returns once the events are
+   * delivered (or held).
+   */
+  async pay(sessionId: string, method: 'card' | 'async' = 'card'): Promise<StripeObject> {
+    const session = this.session(sessionId);
+    if (session.status !== 'open')
+      throw new StripeApiError(400, `Checkout session ${sessionId} is ${String(session.status)}`, {
+        code: 'checkout_session_not_open',
+      });
+    const intent: StripeObject = {
+      id: newId('pi'),
+      object: 'payment_intent',
+      amount: session.amount_total,
+      amount_received: 0,
+      currency: session.currency,
+      created: nowSeconds(),
+      latest_charge: null,
+      livemode: false,
+      metadata: { ...this.intentMetadata.get(sessionId) },
+      status: 'processing',
+    };
+    this.paymentIntents.set(intent.id, intent);
+    Object.assign(session, { status: 'complete', payment_intent: intent.id });
+    if (method === 'card') {
+      this.succeed(session, intent);
+      await this.emit('checkout.session.completed', session);
+    } else {
+      await this.emit('checkout.session.completed', session);
+    }
+    return session;
+  }
+
+  /** The asynchronous payment of a completed, unpaid session succeeds or fails. */
+  async settleAsync(sessionId: string, outcome: 'succeeded' | 'failed'): Promise<StripeObject> {
+    const session = this.session(sessionId);
+    const intent = this.retrieve(this.paymentIntents, 'payment_intent', String(session.payment_intent));
+    if (session.payment_status !== 'unpaid' || intent.status !== 'processing')
+      throw new StripeApiError(400, `session ${sessionId} has no payment awaiting its outcome`);
+    if (outcome === 'succeeded') {
+      this.succeed(session, intent);
+      await this.emit('checkout.session.async_payment_succeeded', session);
+    } else {
+      intent.status = 'requires_payment_method';
+      await this.emit('checkout.session.async_payment_failed', session);
+    }
+    return session;
+  }
+
+  private succeed(session: StripeObject, intent: StripeObject): void {
+    const charge: StripeObject = {
+      id: newId('ch'),
+      object: 'charge',
+      amount: intent.amount,
+      amount_captured: intent.amount,
+      amount_refunded: 0,
+      captured: true,
+      created: nowSeconds(),
+      currency: intent.currency,
+      disputed: false,
+      livemode: false,
+      // Left empty: the webhook must find the account through the PaymentIntent, whatever Stripe copies.
+      metadata: {},
+      paid: true,
+      payment_intent: intent.id,
+      refunded: false,
+      status: 'succeeded',
+    };
+    this.charges.set(charge.id, charge);
+    Object.assign(intent, { status: 'succeeded', amount_received: intent.amount, latest_charge: charge.id });
+    session.payment_status = 'paid';
+  }
+
+  /** Refunds `cents` (default: all that remains) of a charge (by its id or its PaymentIntent's): `charge.refunded`. */
+  async refund(chargeOrIntent: string, cents?: number): Promise<StripeObject> {
+    const charge = this.chargeOf(chargeOrIntent);
+    const remaining = Number(charge.amount) - Number(charge.amount_refunded);
+    const amount = cents ?? remaining;
+    if (!Number.isSafeInteger(amount) || amount <= 0)
+      throw new StripeApiError(400, 'Invalid positive integer', { param: 'amount' });
+    if (amount > remaining)
+      throw new StripeApiError(
+        400,
+        `Refund amount ($${(amount / 100).toFixed(2)}) is greater than unrefunded amount on charge ($${(remaining / 100).toFixed(2)})`,
+        { param: 'amount', code: 'amount_too_large' },
+      );
+    const refund: StripeObject = {
+      id: newId('re'),
+      object: 'refund',
+      amount,
+      charge: charge.id,
+      created: nowSeconds(),
+      currency: charge.currency,
+      metadata: {},
+      payment_intent: charge.payment_intent,
+      status: 'succeeded',
+    };
+    this.refunds.set(refund.id, refund);
+    charge.amount_refunded = Number(charge.amount_refunded) + amount;
+    charge.refunded = charge.amount_refunded === charge.amount;
+    await this.emit('charge.refunded', charge);
+    return refund;
+  }
+
+  /** The cardholder disputes a charge (default: its whole amount): `charge.dispute.created`. */
+  async dispute(chargeOrIntent: string, cents?: number): Promise<StripeObject> {
+    const charge = this.chargeOf(chargeOrIntent);
+    const dispute: StripeObject = {
+      id: newId('dp'),
+      object: 'dispute',
+      amount: cents ?? charge.amount,
+      charge: charge.id,
+      created: nowSeconds(),
+      currency: charge.currency,
+      is_charge_refundable: false,
+      livemode: false,
+      metadata: {},
+      payment_intent: charge.payment_intent,
+      reason: 'fraudulent',
+      status: 'needs_response',
+    };
+    this.disputes.set(dispute.id, dispute);
+    charge.disputed = true;
+    await this.emit('charge.dispute.created', dispute);
+    return dispute;
+  }
+
+  /** Refunds of a charge (or of all charges), newest first, as Stripe lists them. */
+  listRefunds(filter: { charge?: string | undefined; paymentIntent?: string | undefined }): StripeObject[] {
+    return [...this.refunds.values()]
+      .filter(
+        (r) =>
+          (!filter.charge || r.charge === filter.charge) &&
+          (!filter.paymentIntent || r.payment_intent === filter.paymentIntent),
+      )
+      .reverse();
+  }
+
+  // --- events -------------------------------------------------------------------------------------
+
+  /** Makes an event of `object` as it is now and delivers it (or holds it). */
+  async emit(type: string, object: StripeObject): Promise<SentEvent> {
+    const event: StripeObject = {
+      id: newId('evt'),
+      object: 'event',
+      api_version: Stripe.API_VERSION,
+      created: nowSeconds(),
+      data: { object: snapshot(object) },
+      livemode: false,
+      pending_webhooks: 1,
+      request: { id: null, idempotency_key: null },
+      type,
+    };
+    const sent = { id: event.id, type, event };
+    this.events.push(sent);
+    if (this.held) this.held.push(sent);
+    else await this.deliver(sent);
+    return sent;
+  }
+
+  /** Sends an event made earlier once more (Stripe's duplicate delivery, or a retry). */
+  async resend(eventId: string): Promise<Delivery> {
+    const sent = this.events.find((e) => e.id === eventId);
+    if (!sent) throw new StripeApiError(404, `No such event: '${eventId}'`, { code: 'resource_missing' });
+    return this.deliver(sent);
+  }
+
+  /** From now on, events are kept instead of sent, until release. */
+  hold(): void {
+    this.held ??= [];
+  }
+
+  /**
+   * Sends the held events, one after another, in the order they were made, in reverse, or in the
+   * order of the ids given (an id may be given twice: sent twice); then stops holding.
+   */
+  async release(order: 'made' | 'reverse' | string[] = 'made'): Promise<Delivery[]> {
+    const held = this.held ?? [];
+    this.held = undefined;
+    const byId = new Map(held.map((e) => [e.id, e]));
+    const sequence =
+      order === 'made'
+        ? held
+        : order === 'reverse'
+          ? [...held].reverse()
+          : order.map((id) => {
+              const event = byId.get(id);
+              if (!event) throw new Error(`event ${id} is not held`);
+              return event;
+            });
+    const deliveries: Delivery[] = [];
+    for (const event of sequence) deliveries.push(await this.deliver(event));
+    return deliveries;
+  }
+
+  /** The events held now. */
+  heldEvents(): SentEvent[] {
+    return [...(this.held ?? [])];
+  }
+
+  /** Resolves once no delivery is under way. */
+  async idle(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  }
+
+  /** Delivers in the background (the checkout page's Pay button does not wait for the webhook). */
+  background(work: Promise<unknown>): void {
+    const tracked = work.catch(() => {}).finally(() => this.inFlight.delete(tracked));
+    this.inFlight.add(tracked);
+  }
+
+  private async deliver(sent: SentEvent): Promise<Delivery> {
+    const work = this.post(sent);
+    this.background(work);
+    return work;
+  }
+
+  private async post(sent: SentEvent): Promise<Delivery> {
+    if (this.delayMs > 0) await sleep(this.delayMs);
+    const url = this.settings.webhookUrl;
+    const record = (status: number, body: string) => {
+      const delivery = { eventId: sent.id, type: sent.type, status, body };
+      this.deliveries.push(delivery);
+      return delivery;
+    };
+    if (!url) return record(0, 'no webhook URL set');
+    // Stripe signs the exact bytes it sends: `t=<timestamp>,v1=<HMAC-SHA256 of "t.payload">`.
+    const payload = JSON.stringify(sent.event, null, 2);
+    const signature = Stripe.webhooks.generateTestHeaderString({
+      payload,
+      secret: this.settings.webhookSecret,
+    });
+    try {
+      const response = await fetch(url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json; charset=utf-8',
+          'stripe-signature': signature,
+          'user-agent': 'Stripe/1.0 (+https://stripe.com/docs/webhooks)',
+        },
+        body: payload,
+        signal: AbortSignal.timeout(30_000),
+      });
+      return record(response.status, await response.text());
+    } catch (error) {
+      return record(0, error instanceof Error ? error.message : String(error));
+    }
+  }
+}
