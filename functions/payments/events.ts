@@ -36,7 +36,7 @@ const refundReference = (refundId: string) => `stripe:refund:${refundId}`;
 const disputeReference = (disputeId: string) => `stripe:dispute:${disputeId}`;
 
 export interface PaymentDeps {
-  store: Pick<Store, 'topUp' | 'removeCredits' | 'setAccountStatus'>;
+  store: Pick<Store, 'topUp' | 'removeCredits' | 'setAccountStatus' | 'getAccount'>;
   stripe: StripeApi;
   /** ISO time of the ledger entries. */
   now: () => string;
@@ -228,8 +228,9 @@ async function takeBackDispute(
   if (outcome instanceof AccountNotFoundError)
     return notCredited(event, 'no such account', { ...details, accountId });
   // Suspended on every delivery, not only the first: a retry after a write that failed between the
-  // two still suspends the account.
-  await deps.store.setAccountStatus(accountId, 'suspended', deps.now());
+  // two still suspends the account. A banned account stays banned (a suspension would lift the ban).
+  if ((await deps.store.getAccount(accountId))?.status !== 'banned')
+    await deps.store.setAccountStatus(accountId, 'suspended', deps.now());
   if (outcome === 'applied')
     recordPayment('disputes', 'stripe dispute: credit taken back, account suspended', {
       ...details,

@@ -245,6 +245,15 @@ describe('charge.dispute.created', () => {
     expect(paymentCounters.disputes).toBe(before.disputes + 1);
     expect((await store.getAccount('acct-b'))?.status).toBe('active');
   });
+
+  it('leaves a banned account banned: a dispute suspends, it never lifts a ban', async () => {
+    const { intent, completed } = paidSession('acct-a', 2_000);
+    await post(completed);
+    await store.setAccountStatus('acct-a', 'banned');
+    const created = stripeEvent('charge.dispute.created', dispute(charge(intent, 2_000).id, intent, 2_000));
+    expect((await post(created)).body.outcome).toBe('disputed');
+    expect(await store.getAccount('acct-a')).toMatchObject({ status: 'banned', balanceNano: 0n });
+  });
 });
 
 describe('events that write nothing', () => {
