@@ -1,28 +1,56 @@
-import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { NodeHttpHandler } from '@smithy/node-http-handler';
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { HttpError } from '../core/errors.js';
+import { credentialsFromEnv, regionalHost } from './dynamodb/connection.js';
+import { getSecretValue } from './secrets-manager.js';
 
 /**
  * Secrets from Secrets Manager, fetched once per cold start and refreshed after `ttlMs`, never per
  * request. A refresh failure keeps serving the last good value. Locally, values come from the environment.
+ *
+ * In a function (AWS_LAMBDA_FUNCTION_NAME, AWS_REGION and the role's credentials in the environment,
+ * as Lambda sets them) GetSecretValue is signed and sent directly (secrets-manager.ts), so the bundles
+ * carry no SDK client. Elsewhere (the operator's CLI, whose credentials may come from a profile or
+ * SSO; tests running a function in their own process, with Secrets Manager mocked) and with a client
+ * given by setSecretsClient (tests), it goes through the SDK's client, loaded at run time by a name
+ * the bundler does not follow: the bundles never reach that path in Lambda.
  */
 let client: SecretsManagerClient | undefined;
-function secretsClient(): SecretsManagerClient {
-  // Bounded waits: a stalled Secrets Manager fails the cold request in seconds, never hangs it.
-  client ??= new SecretsManagerClient({
-    maxAttempts: 3,
-    requestHandler: new NodeHttpHandler({
-      connectionTimeout: 1_000,
-      requestTimeout: 2_000,
-      throwOnRequestTimeout: true,
-    }),
-  });
-  return client;
-}
 
 /** For tests: use this client instead of the module's own. */
 export function setSecretsClient(next: SecretsManagerClient): void {
   client = next;
+}
+
+/** The SDK's Secrets Manager package, loaded only off the functions' path (see above). */
+function secretsSdk(): Promise<typeof import('@aws-sdk/client-secrets-manager')> {
+  const name = ['@aws-sdk', 'client-secrets-manager'].join('/');
+  return import(name);
+}
+
+/** The secret's string value, directly in a function, else through the SDK's client. */
+async function readSecret(secretId: string, versionStage: string): Promise<string | undefined> {
+  const env = process.env;
+  const region = env.AWS_REGION;
+  if (!client && env.AWS_LAMBDA_FUNCTION_NAME && region && env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY)
+    return getSecretValue(
+      {
+        url: `https://${regionalHost('secretsmanager', region, env)}`,
+        region,
+        credentials: credentialsFromEnv(env),
+      },
+      secretId,
+      versionStage,
+    );
+  const sdk = await secretsSdk();
+  // Bounded waits: a stalled Secrets Manager fails the cold request in seconds, never hangs it.
+  client ??= new sdk.SecretsManagerClient({
+    maxAttempts: 3,
+    requestHandler: { connectionTimeout: 1_000, requestTimeout: 2_000, throwOnRequestTimeout: true },
+  });
+  const out = await client.send(
+    new sdk.GetSecretValueCommand({ SecretId: secretId, VersionStage: versionStage }),
+  );
+  return out.SecretString;
 }
 
 interface Entry {
@@ -57,12 +85,10 @@ async function fetchSecret(
   previous: Entry | undefined,
 ): Promise<string> {
   try {
-    const out = await secretsClient().send(
-      new GetSecretValueCommand({ SecretId: secretId, VersionStage: versionStage }),
-    );
-    if (out.SecretString === undefined) throw new Error(`secret ${secretId} has no string value`);
-    cache.set(key, { value: out.SecretString, fetchedAt: now });
-    return out.SecretString;
+    const value = await readSecret(secretId, versionStage);
+    if (value === undefined) throw new Error(`secret ${secretId} has no string value`);
+    cache.set(key, { value, fetchedAt: now });
+    return value;
   } catch (error) {
     if (previous) return previous.value;
     throw error;

@@ -1,15 +1,9 @@
-import {
-  type DynamoDBClient,
-  GetItemCommand,
-  PutItemCommand,
-  TransactionCanceledException,
-  TransactWriteItemsCommand,
-  UpdateItemCommand,
-} from '@aws-sdk/client-dynamodb';
+import { GetItemCommand, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
 import { Slices } from '../../functions/adapters/dynamodb/slices.js';
 import { Transfers } from '../../functions/adapters/dynamodb/transfers.js';
+import { DynamoWireError } from '../../functions/adapters/dynamodb/wire.js';
 import { needsHold } from '../../functions/billing/holds.js';
 import { nanoToUsd, usdToNano } from '../../functions/billing/money.js';
 import { usageRecordOf } from '../../functions/billing/usage-record.js';
@@ -179,19 +173,22 @@ describe('a split account under load', () => {
     // DynamoDB cancels a transaction whose ConditionCheck meets an item another transaction holds: the
     // first two attempts meet one (as on a busy account, whose item is nearly always in a settlement).
     let conflicts = 2;
-    const busy = Object.create(target.client) as DynamoDBClient;
-    busy.send = ((command: unknown) => {
-      if (command instanceof TransactWriteItemsCommand && conflicts-- > 0)
+    const busy = new DynamoStore(target.client, target.tables);
+    const send = busy.wire.call.bind(busy.wire);
+    busy.wire.call = ((operation, input, options) => {
+      if (operation === 'TransactWriteItems' && conflicts-- > 0)
         return Promise.reject(
-          new TransactionCanceledException({
-            message: 'Transaction cancelled, please refer cancellation reasons for specific reasons',
-            $metadata: {},
-            CancellationReasons: [{ Code: 'TransactionConflict' }, { Code: 'None' }],
-          }),
+          new DynamoWireError(
+            'TransactionCanceledException',
+            'Transaction cancelled, please refer cancellation reasons for specific reasons',
+            400,
+            false,
+            { cancellationReasons: [{ Code: 'TransactionConflict' }, { Code: 'None' }] },
+          ),
         );
-      return target.client.send(command as TransactWriteItemsCommand);
-    }) as DynamoDBClient['send'];
-    const made = await createKey({ store: new DynamoStore(busy, target.tables) }, accountId, 'busy');
+      return send(operation, input, options);
+    }) as typeof busy.wire.call;
+    const made = await createKey({ store: busy }, accountId, 'busy');
     expect(conflicts).toBe(-1);
     expect((await target.admin.store.findKeyById(made.keyId))?.status).toBe('active');
   });

@@ -2,15 +2,13 @@
  * Accounts and keys in DynamoDB: the request path's one read of a key and its account, and the
  * operator's writes (accounts created with their initial credits, statuses, keys created and revoked).
  */
-import {
-  type BatchGetItemCommandOutput,
-  type GetItemCommandOutput,
-  paginateScan,
-  QueryCommand,
-  TransactionCanceledException,
-  type TransactWriteItem,
-  TransactWriteItemsCommand,
-  UpdateItemCommand,
+import type {
+  BatchGetItemCommandOutput,
+  GetItemCommandOutput,
+  QueryCommandOutput,
+  ScanCommandOutput,
+  TransactWriteItem,
+  UpdateItemCommandOutput,
 } from '@aws-sdk/client-dynamodb';
 import type { AccountStatus, Principal } from '../../core/access.js';
 import {
@@ -35,7 +33,16 @@ import {
 import { INDEX } from './schema.js';
 import { SliceCredit } from './slice-credit.js';
 import { Slices } from './slices.js';
-import { cancelledForContention, type Db, queryAll, retried, StorePart, sleep } from './store-db.js';
+import {
+  cancellationReasons,
+  cancelledForContention,
+  type Db,
+  pages,
+  queryAll,
+  retried,
+  StorePart,
+  sleep,
+} from './store-db.js';
 
 export class AccountsAndKeys extends StorePart {
   /**
@@ -149,10 +156,10 @@ export class AccountsAndKeys extends StorePart {
   /** Accounts whose balance, summed over their slices, is below zero (a scan). */
   async countNegativeBalances(): Promise<number> {
     const balances = new Map<string, bigint>();
-    for await (const page of paginateScan(
-      { client: this.client },
-      { TableName: this.tables.accounts, ProjectionExpression: 'accountId, creditBalance' },
-    )) {
+    for await (const page of pages<ScanCommandOutput>(this.wire, 'Scan', {
+      TableName: this.tables.accounts,
+      ProjectionExpression: 'accountId, creditBalance',
+    })) {
       for (const item of page.Items ?? []) {
         const account = accountOfItem(item);
         balances.set(account, (balances.get(account) ?? 0n) + BigInt(item.creditBalance?.N ?? '0'));
@@ -163,10 +170,10 @@ export class AccountsAndKeys extends StorePart {
 
   async listAccountIds(): Promise<string[]> {
     const ids: string[] = [];
-    for await (const page of paginateScan(
-      { client: this.client },
-      { TableName: this.tables.accounts, ProjectionExpression: 'accountId' },
-    )) {
+    for await (const page of pages<ScanCommandOutput>(this.wire, 'Scan', {
+      TableName: this.tables.accounts,
+      ProjectionExpression: 'accountId',
+    })) {
       // Slice items (`<accountId>#<i>`) are parts of an account, not accounts.
       for (const item of page.Items ?? [])
         if (item.accountId?.S && !item.accountId.S.includes('#')) ids.push(item.accountId.S);
@@ -201,12 +208,9 @@ export class AccountsAndKeys extends StorePart {
       });
     }
     try {
-      await this.client.send(new TransactWriteItemsCommand({ TransactItems: items }));
+      await this.wire.call('TransactWriteItems', { TransactItems: items });
     } catch (error) {
-      if (
-        error instanceof TransactionCanceledException &&
-        error.CancellationReasons?.[0]?.Code === 'ConditionalCheckFailed'
-      )
+      if (cancellationReasons(error)?.[0]?.Code === 'ConditionalCheckFailed')
         throw new AccountExistsError(accountId);
       throw error;
     }
@@ -224,33 +228,28 @@ export class AccountsAndKeys extends StorePart {
     try {
       await retried(
         () =>
-          this.client.send(
-            new TransactWriteItemsCommand({
-              TransactItems: [
-                {
-                  ConditionCheck: {
-                    TableName: this.tables.accounts,
-                    Key: { accountId: S(key.accountId) },
-                    ConditionExpression: 'attribute_exists(accountId)',
-                  },
+          this.wire.call('TransactWriteItems', {
+            TransactItems: [
+              {
+                ConditionCheck: {
+                  TableName: this.tables.accounts,
+                  Key: { accountId: S(key.accountId) },
+                  ConditionExpression: 'attribute_exists(accountId)',
                 },
-                {
-                  Put: {
-                    TableName: this.tables.keys,
-                    Item: keyItem(key),
-                    ConditionExpression: 'attribute_not_exists(keyHash)',
-                  },
+              },
+              {
+                Put: {
+                  TableName: this.tables.keys,
+                  Item: keyItem(key),
+                  ConditionExpression: 'attribute_not_exists(keyHash)',
                 },
-              ],
-            }),
-          ),
+              },
+            ],
+          }),
         cancelledForContention,
       );
     } catch (error) {
-      if (
-        error instanceof TransactionCanceledException &&
-        error.CancellationReasons?.[0]?.Code === 'ConditionalCheckFailed'
-      )
+      if (cancellationReasons(error)?.[0]?.Code === 'ConditionalCheckFailed')
         throw new AccountNotFoundError(key.accountId);
       throw error;
     }
@@ -267,35 +266,31 @@ export class AccountsAndKeys extends StorePart {
   }
 
   async findKeyById(keyId: string): Promise<KeyRecord | undefined> {
-    const found = await this.client.send(
-      new QueryCommand({
-        TableName: this.tables.keys,
-        IndexName: INDEX.keysByKeyId,
-        KeyConditionExpression: 'keyId = :keyId',
-        ExpressionAttributeValues: { ':keyId': S(keyId) },
-      }),
-    );
+    const found = await this.wire.call<QueryCommandOutput>('Query', {
+      TableName: this.tables.keys,
+      IndexName: INDEX.keysByKeyId,
+      KeyConditionExpression: 'keyId = :keyId',
+      ExpressionAttributeValues: { ':keyId': S(keyId) },
+    });
     const item = found.Items?.[0];
     return item ? toKey(item) : undefined;
   }
 
   async revokeKey(keyHash: string, now: string): Promise<KeyRecord> {
-    const out = await this.client.send(
-      new UpdateItemCommand({
-        TableName: this.tables.keys,
-        Key: { keyHash: S(keyHash) },
-        UpdateExpression: 'SET #status = :revoked, revokedAt = if_not_exists(revokedAt, :now)',
-        ConditionExpression: 'attribute_exists(keyHash)',
-        ExpressionAttributeNames: { '#status': 'status' },
-        ExpressionAttributeValues: { ':revoked': S('revoked'), ':now': S(now) },
-        ReturnValues: 'ALL_NEW',
-      }),
-    );
+    const out = await this.wire.call<UpdateItemCommandOutput>('UpdateItem', {
+      TableName: this.tables.keys,
+      Key: { keyHash: S(keyHash) },
+      UpdateExpression: 'SET #status = :revoked, revokedAt = if_not_exists(revokedAt, :now)',
+      ConditionExpression: 'attribute_exists(keyHash)',
+      ExpressionAttributeNames: { '#status': 'status' },
+      ExpressionAttributeValues: { ':revoked': S('revoked'), ':now': S(now) },
+      ReturnValues: 'ALL_NEW',
+    });
     return toKey(out.Attributes ?? {});
   }
 
   async listKeys(accountId: string): Promise<KeyRecord[]> {
-    const items = await queryAll(this.client, {
+    const items = await queryAll(this.wire, {
       TableName: this.tables.keys,
       IndexName: INDEX.keysByAccount,
       KeyConditionExpression: 'accountId = :accountId',

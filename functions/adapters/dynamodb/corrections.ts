@@ -6,12 +6,7 @@
  * `type` correction, `reference`, and `amountNanoUsd` (N, positive; the type gives the sign, as
  * items.ts says of every entry), written in one transaction with its deduction from the account item.
  */
-import {
-  GetItemCommand,
-  ScanCommand,
-  type ScanCommandOutput,
-  TransactWriteItemsCommand,
-} from '@aws-sdk/client-dynamodb';
+import type { GetItemCommandOutput, ScanCommandOutput } from '@aws-sdk/client-dynamodb';
 import {
   AccountNotFoundError,
   type AccountPage,
@@ -109,42 +104,40 @@ export class Corrections extends StorePart {
       const takes = planDeduction(items, amountNano, force);
       if (!takes) return 'refused';
       try {
-        await this.client.send(
-          new TransactWriteItemsCommand({
-            TransactItems: [
-              {
-                Put: {
-                  TableName: this.tables.ledger,
-                  Item: {
-                    accountId: S(accountId),
-                    entryId: S(entryId),
-                    type: S('correction'),
-                    reference: S(reference),
-                    amountNanoUsd: N(amountNano),
-                    createdAt: S(now),
-                  },
-                  ConditionExpression: 'attribute_not_exists(entryId)',
+        await this.wire.call('TransactWriteItems', {
+          TransactItems: [
+            {
+              Put: {
+                TableName: this.tables.ledger,
+                Item: {
+                  accountId: S(accountId),
+                  entryId: S(entryId),
+                  type: S('correction'),
+                  reference: S(reference),
+                  amountNanoUsd: N(amountNano),
+                  createdAt: S(now),
+                },
+                ConditionExpression: 'attribute_not_exists(entryId)',
+              },
+            },
+            ...takes.map((take) => ({
+              Update: {
+                TableName: this.tables.accounts,
+                Key: { accountId: S(sliceKey(accountId, take.slice)) },
+                UpdateExpression: 'ADD creditBalance :amount',
+                ConditionExpression: take.checked
+                  ? 'creditBalance >= :needed AND (attribute_not_exists(heldNano) OR heldNano <= :held)'
+                  : 'attribute_exists(accountId)',
+                ExpressionAttributeValues: {
+                  ':amount': N(-take.amountNano),
+                  ...(take.checked
+                    ? { ':needed': N(take.amountNano + take.held), ':held': N(take.held) }
+                    : {}),
                 },
               },
-              ...takes.map((take) => ({
-                Update: {
-                  TableName: this.tables.accounts,
-                  Key: { accountId: S(sliceKey(accountId, take.slice)) },
-                  UpdateExpression: 'ADD creditBalance :amount',
-                  ConditionExpression: take.checked
-                    ? 'creditBalance >= :needed AND (attribute_not_exists(heldNano) OR heldNano <= :held)'
-                    : 'attribute_exists(accountId)',
-                  ExpressionAttributeValues: {
-                    ':amount': N(-take.amountNano),
-                    ...(take.checked
-                      ? { ':needed': N(take.amountNano + take.held), ':held': N(take.held) }
-                      : {}),
-                  },
-                },
-              })),
-            ],
-          }),
-        );
+            })),
+          ],
+        });
         break;
       } catch (error) {
         const reasons = cancellationReasons(error);
@@ -161,20 +154,18 @@ export class Corrections extends StorePart {
   }
 
   private async exists(accountId: string, entryId: string): Promise<boolean> {
-    const out = await this.client.send(
-      new GetItemCommand({
-        TableName: this.tables.ledger,
-        Key: { accountId: S(accountId), entryId: S(entryId) },
-        ConsistentRead: true,
-        ProjectionExpression: 'entryId',
-      }),
-    );
+    const out = await this.wire.call<GetItemCommandOutput>('GetItem', {
+      TableName: this.tables.ledger,
+      Key: { accountId: S(accountId), entryId: S(entryId) },
+      ConsistentRead: true,
+      ProjectionExpression: 'entryId',
+    });
     return out.Item !== undefined;
   }
 
   /** The sum of the account's corrections: its own partition's `correction#` entries, one strongly consistent Query. */
   async total(accountId: string): Promise<bigint> {
-    const items = await queryAll(this.client, {
+    const items = await queryAll(this.wire, {
       TableName: this.tables.ledger,
       KeyConditionExpression: 'accountId = :accountId AND begins_with(entryId, :correction)',
       ExpressionAttributeValues: { ':accountId': S(accountId), ':correction': S(PREFIX) },
@@ -194,15 +185,13 @@ export class Corrections extends StorePart {
     const accounts: AccountRecord[] = [];
     let start: Item | undefined = after ? { accountId: S(after) } : undefined;
     while (accounts.length < limit) {
-      const out: ScanCommandOutput = await this.client.send(
-        new ScanCommand({
-          TableName: this.tables.accounts,
-          Limit: limit - accounts.length,
-          ProjectionExpression: 'accountId, #status, creditBalance, heldNano, createdAt, slices',
-          ExpressionAttributeNames: { '#status': 'status' },
-          ...(start ? { ExclusiveStartKey: start } : {}),
-        }),
-      );
+      const out: ScanCommandOutput = await this.wire.call<ScanCommandOutput>('Scan', {
+        TableName: this.tables.accounts,
+        Limit: limit - accounts.length,
+        ProjectionExpression: 'accountId, #status, creditBalance, heldNano, createdAt, slices',
+        ExpressionAttributeNames: { '#status': 'status' },
+        ...(start ? { ExclusiveStartKey: start } : {}),
+      });
       // Slice items (`<accountId>#<i>`) are parts of an account, not accounts.
       for (const item of out.Items ?? [])
         if (item.accountId?.S && !item.accountId.S.includes('#')) accounts.push(toAccount(item));

@@ -2,11 +2,10 @@
  * Holds in DynamoDB: placed with the admission check in one transaction, released by a settlement,
  * by a request that ends unbilled, or by the sweeper once expired.
  */
-import {
-  GetItemCommand,
-  type GetItemCommandOutput,
-  type TransactWriteItemsCommandInput,
-  type UpdateItemCommandInput,
+import type {
+  GetItemCommandOutput,
+  TransactWriteItemsCommandInput,
+  UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import type { ChargeEntry, Hold, HoldOutcome } from '../../core/store.js';
 import {
@@ -251,17 +250,15 @@ export class Holds extends StorePart {
   async listHolds(accountId?: string): Promise<Hold[]> {
     const items: Item[] = [];
     if (accountId) {
-      const head = await this.client.send(
-        new GetItemCommand({
-          TableName: this.tables.accounts,
-          Key: { accountId: S(accountId) },
-          ConsistentRead: true,
-          ProjectionExpression: 'slices',
-        }),
-      );
+      const head = await this.wire.call<GetItemCommandOutput>('GetItem', {
+        TableName: this.tables.accounts,
+        Key: { accountId: S(accountId) },
+        ConsistentRead: true,
+        ProjectionExpression: 'slices',
+      });
       const pages = await Promise.all(
         Array.from({ length: slicesOf(head.Item) }, (_, slice) =>
-          queryAll(this.client, {
+          queryAll(this.wire, {
             TableName: this.tables.holds,
             KeyConditionExpression: 'accountId = :accountId',
             ExpressionAttributeValues: { ':accountId': S(sliceKey(accountId, slice)) },
@@ -272,7 +269,7 @@ export class Holds extends StorePart {
       items.push(...pages.flat());
     } else {
       // The holds table holds only live holds (at most one per request in flight) and transfers on their way: a scan is small.
-      items.push(...(await scanAll(this.client, { TableName: this.tables.holds, ConsistentRead: true })));
+      items.push(...(await scanAll(this.wire, { TableName: this.tables.holds, ConsistentRead: true })));
     }
     // Transfers between slices are kept in the same table (items.ts), and are not holds.
     return items

@@ -3,11 +3,10 @@
  * release), top-ups once per payment reference, and an account's entries.
  */
 import { randomUUID } from 'node:crypto';
-import {
-  GetItemCommand,
-  type TransactWriteItem,
-  TransactWriteItemsCommand,
-  type TransactWriteItemsCommandInput,
+import type {
+  GetItemCommandOutput,
+  TransactWriteItem,
+  TransactWriteItemsCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import { sliceOfGenerationId } from '../../core/ids.js';
 import {
@@ -222,7 +221,7 @@ export class Ledger extends StorePart {
     };
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.client.send(new TransactWriteItemsCommand(input));
+        await this.wire.call('TransactWriteItems', input);
         break;
       } catch (error) {
         const reasons = cancellationReasons(error);
@@ -249,7 +248,7 @@ export class Ledger extends StorePart {
     const slices = slicesOf(await this.head(accountId, 'slices'));
     const pages = await Promise.all(
       Array.from({ length: slices }, (_, slice) =>
-        queryAll(this.client, {
+        queryAll(this.wire, {
           TableName: this.tables.ledger,
           KeyConditionExpression: 'accountId = :accountId',
           ExpressionAttributeValues: { ':accountId': S(sliceKey(accountId, slice)) },
@@ -269,7 +268,7 @@ export class Ledger extends StorePart {
    * but not the prefix, and only the amounts are read).
    */
   async totalCredits(accountId: string): Promise<bigint> {
-    const items = await queryAll(this.client, {
+    const items = await queryAll(this.wire, {
       TableName: this.tables.ledger,
       KeyConditionExpression: 'accountId = :accountId AND begins_with(entryId, :topup)',
       ExpressionAttributeValues: { ':accountId': S(accountId), ':topup': S(topUpEntryId('')) },
@@ -287,27 +286,23 @@ export class Ledger extends StorePart {
     const slice = sliceOfGenerationId(entryId) ?? 0;
     const places = slice === 0 ? [0] : [slice, 0];
     for (const place of places) {
-      const out = await this.client.send(
-        new GetItemCommand({
-          TableName: this.tables.ledger,
-          Key: { accountId: S(sliceKey(accountId, place)), entryId: S(entryId) },
-          ConsistentRead: true,
-        }),
-      );
+      const out = await this.wire.call<GetItemCommandOutput>('GetItem', {
+        TableName: this.tables.ledger,
+        Key: { accountId: S(sliceKey(accountId, place)), entryId: S(entryId) },
+        ConsistentRead: true,
+      });
       if (out.Item) return toLedgerEntry(out.Item);
     }
     return undefined;
   }
 
   private async head(accountId: string, projection: string): Promise<Item | undefined> {
-    const out = await this.client.send(
-      new GetItemCommand({
-        TableName: this.tables.accounts,
-        Key: { accountId: S(accountId) },
-        ConsistentRead: true,
-        ProjectionExpression: projection,
-      }),
-    );
+    const out = await this.wire.call<GetItemCommandOutput>('GetItem', {
+      TableName: this.tables.accounts,
+      Key: { accountId: S(accountId) },
+      ConsistentRead: true,
+      ProjectionExpression: projection,
+    });
     return out.Item;
   }
 }

@@ -2,11 +2,12 @@
  * The status command on an account split into slices: the account item and every slice carry the
  * status, and two commands at once end the same on all of them (slices.ts reads and moves credit).
  */
-import { type DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import type { UpdateItemCommandOutput } from '@aws-sdk/client-dynamodb';
 import type { AccountStatus } from '../../core/access.js';
 import { AccountNotFoundError } from '../../core/store.js';
 import { type Item, N, S, sliceKey, slicesOf, type TableNames } from './items.js';
 import { retried } from './store-db.js';
+import type { DynamoWire } from './wire.js';
 
 /**
  * The status on the account item, then on every slice, each by its own write retried through
@@ -24,7 +25,7 @@ import { retried } from './store-db.js';
  * made already, not a failure.
  */
 export async function setSliceStatus(
-  client: DynamoDBClient,
+  wire: DynamoWire,
   tables: TableNames,
   accountId: string,
   status: AccountStatus,
@@ -34,17 +35,15 @@ export async function setSliceStatus(
   try {
     head = (
       await retried(() =>
-        client.send(
-          new UpdateItemCommand({
-            TableName: tables.accounts,
-            Key: { accountId: S(accountId) },
-            UpdateExpression: 'SET #status = :status, statusChangedAt = :now ADD statusVersion :one',
-            ConditionExpression: 'attribute_exists(accountId)',
-            ExpressionAttributeNames: { '#status': 'status' },
-            ExpressionAttributeValues: { ':status': S(status), ':now': S(now), ':one': N(1) },
-            ReturnValues: 'ALL_NEW',
-          }),
-        ),
+        wire.call<UpdateItemCommandOutput>('UpdateItem', {
+          TableName: tables.accounts,
+          Key: { accountId: S(accountId) },
+          UpdateExpression: 'SET #status = :status, statusChangedAt = :now ADD statusVersion :one',
+          ConditionExpression: 'attribute_exists(accountId)',
+          ExpressionAttributeNames: { '#status': 'status' },
+          ExpressionAttributeValues: { ':status': S(status), ':now': S(now), ':one': N(1) },
+          ReturnValues: 'ALL_NEW',
+        }),
       )
     ).Attributes;
   } catch (error) {
@@ -58,20 +57,18 @@ export async function setSliceStatus(
     Array.from({ length: slices - 1 }, async (_, i) => {
       try {
         await retried(() =>
-          client.send(
-            new UpdateItemCommand({
-              TableName: tables.accounts,
-              Key: { accountId: S(sliceKey(accountId, i + 1)) },
-              UpdateExpression: 'SET #status = :status, statusVersion = :version',
-              // The slice exists (a split writes its items and the account item's count in one
-              // transaction, and slices are never removed): a failure is a number as high already, a
-              // later command's (or this one's own write, sent again after its answer was lost).
-              ConditionExpression:
-                'attribute_exists(accountId) AND (attribute_not_exists(statusVersion) OR statusVersion < :version)',
-              ExpressionAttributeNames: { '#status': 'status' },
-              ExpressionAttributeValues: { ':status': S(status), ':version': { N: version } },
-            }),
-          ),
+          wire.call('UpdateItem', {
+            TableName: tables.accounts,
+            Key: { accountId: S(sliceKey(accountId, i + 1)) },
+            UpdateExpression: 'SET #status = :status, statusVersion = :version',
+            // The slice exists (a split writes its items and the account item's count in one
+            // transaction, and slices are never removed): a failure is a number as high already, a
+            // later command's (or this one's own write, sent again after its answer was lost).
+            ConditionExpression:
+              'attribute_exists(accountId) AND (attribute_not_exists(statusVersion) OR statusVersion < :version)',
+            ExpressionAttributeNames: { '#status': 'status' },
+            ExpressionAttributeValues: { ':status': S(status), ':version': { N: version } },
+          }),
         );
       } catch (error) {
         if ((error as Error).name !== 'ConditionalCheckFailedException') throw error;

@@ -3,11 +3,10 @@
  * totals as of one instant, or the richest slice when the one a request drew is dry), credit moved
  * between them, and an account split into more; the status on every one is slice-status.ts.
  */
-
-import {
-  type GetItemCommandOutput,
-  TransactGetItemsCommand,
-  type TransactWriteItem,
+import type {
+  GetItemCommandOutput,
+  TransactGetItemsCommandOutput,
+  TransactWriteItem,
 } from '@aws-sdk/client-dynamodb';
 import type { AccountStatus } from '../../core/access.js';
 import { AccountNotFoundError, type AccountRecord, MAX_SLICES } from '../../core/store.js';
@@ -100,8 +99,8 @@ export class Slices extends StorePart {
    * between two of them is seen half, its amount counted twice or not at all. TransactGetItems is
    * serializable against TransactWriteItems: all of a transaction's writes or none of them. An unsplit
    * account is its item alone, one strongly consistent GetItem. Otherwise one TransactGetItems of the
-   * account item and every slice (MAX_SLICES, 62, is within its 100 items), through the SDK client (not
-   * the request path's). DynamoDB cancels it (`TransactionConflict`) while a write is in flight on any
+   * account item and every slice (MAX_SLICES, 62, is within its 100 items), none of its attempts past
+   * `deadline` (wire.ts). DynamoDB cancels it (`TransactionConflict`) while a write is in flight on any
    * of the items, which on a busy account is often: sent again with the settlements' jittered backoff,
    * until `deadline` or MAX_ATTEMPTS. A split that committed meanwhile (the account item's count is
    * read in the same snapshot) makes it read the new slices too.
@@ -114,15 +113,14 @@ export class Slices extends StorePart {
     if (slices === 1) return [head];
     for (let attempt = 1; ; attempt++) {
       try {
-        const out = await this.client.send(
-          new TransactGetItemsCommand({
+        const out = await this.wire.call<TransactGetItemsCommandOutput>(
+          'TransactGetItems',
+          {
             TransactItems: Array.from({ length: slices }, (_, slice) => ({
               Get: { TableName: this.tables.accounts, Key: { accountId: S(sliceKey(accountId, slice)) } },
             })),
-          }),
-          Number.isFinite(deadline)
-            ? { abortSignal: AbortSignal.timeout(Math.max(1, deadline - Date.now())) }
-            : {},
+          },
+          Number.isFinite(deadline) ? { deadline } : {},
         );
         const items = Array.from({ length: slices }, (_, slice) => out.Responses?.[slice]?.Item);
         const [read] = items;
@@ -192,7 +190,7 @@ export class Slices extends StorePart {
 
   /** The status on the account item and every slice, converging whatever runs at once (slice-status.ts). */
   setStatus(accountId: string, status: AccountStatus, now: string): Promise<void> {
-    return setSliceStatus(this.client, this.tables, accountId, status, now);
+    return setSliceStatus(this.wire, this.tables, accountId, status, now);
   }
 
   /**

@@ -1,25 +1,31 @@
-/** What the store's parts share: the client, the tables, the direct calls, and how writes are retried. */
+/**
+ * What the store's parts share: the tables, the direct calls, and how writes are retried. Every call
+ * goes through the wire (wire.ts); nothing here imports the SDK's runtime, so the function bundles
+ * carry none of it (docs/performance.md). `client` is the SDK client a caller outside the functions
+ * handed the store (the CLI, the local stack, tests), for what is not on the wire; a function's store
+ * has none (client.ts getStore).
+ */
 import { hash } from 'node:crypto';
-import {
-  type BatchGetItemCommandOutput,
-  type DynamoDBClient,
-  paginateQuery,
-  paginateScan,
-  type QueryCommandInput,
-  type ScanCommandInput,
-  TransactionCanceledException,
+import type {
+  BatchGetItemCommandOutput,
+  DynamoDBClient,
+  QueryCommandInput,
+  QueryCommandOutput,
+  ScanCommandInput,
+  ScanCommandOutput,
 } from '@aws-sdk/client-dynamodb';
 import type { Item, TableNames } from './items.js';
-import { type CancellationReason, type DynamoWire, DynamoWireError } from './wire.js';
+import { dynamoTimeouts } from './timeouts.js';
+import { type CancellationReason, DynamoWire } from './wire.js';
 
 export interface Db {
   client: DynamoDBClient;
   tables: TableNames;
-  /** The request path's read and settlement, without the SDK client's middleware stack (wire.ts). */
+  /** Every call of the store, without the SDK client's middleware stack (wire.ts). */
   wire: DynamoWire;
 }
 
-/** A part of the store (accounts and keys, the ledger, holds, slices): the client, tables and direct calls it uses. */
+/** A part of the store (accounts and keys, the ledger, holds, slices): the tables and direct calls it uses. */
 export abstract class StorePart {
   protected readonly client: DynamoDBClient;
   protected readonly tables: TableNames;
@@ -63,26 +69,64 @@ export abstract class StorePart {
   }
 }
 
-/** Every item a query matches, through the SDK's own paginator. */
-export async function queryAll(client: DynamoDBClient, input: QueryCommandInput): Promise<Item[]> {
+/** The wires of SDK clients handed to queryAll or scanAll (their settings are the client's: connection.ts). */
+const wiresOfClients = new WeakMap<DynamoDBClient, DynamoWire>();
+const wireOf = (via: DynamoWire | DynamoDBClient): DynamoWire => {
+  if (via instanceof DynamoWire) return via;
+  const known = wiresOfClients.get(via);
+  if (known) return known;
+  const wire = new DynamoWire(via, dynamoTimeouts());
+  wiresOfClients.set(via, wire);
+  return wire;
+};
+
+/**
+ * Every item a query matches, a page at a time (LastEvaluatedKey to ExclusiveStartKey, as the SDK's
+ * paginator went), through the wire (or that of an SDK client's settings).
+ */
+export async function queryAll(via: DynamoWire | DynamoDBClient, input: QueryCommandInput): Promise<Item[]> {
   const items: Item[] = [];
-  for await (const page of paginateQuery({ client }, input)) items.push(...(page.Items ?? []));
+  for await (const page of pages<QueryCommandOutput>(wireOf(via), 'Query', input))
+    items.push(...(page.Items ?? []));
   return items;
 }
 
-/** Every item a scan returns, through the SDK's own paginator. */
-export async function scanAll(client: DynamoDBClient, input: ScanCommandInput): Promise<Item[]> {
+/** Every item a scan returns, a page at a time, as queryAll. */
+export async function scanAll(via: DynamoWire | DynamoDBClient, input: ScanCommandInput): Promise<Item[]> {
   const items: Item[] = [];
-  for await (const page of paginateScan({ client }, input)) items.push(...(page.Items ?? []));
+  for await (const page of pages<ScanCommandOutput>(wireOf(via), 'Scan', input))
+    items.push(...(page.Items ?? []));
   return items;
 }
 
-/** The reasons of a cancelled transaction, whether the SDK client or the direct call (wire.ts) saw it. */
+/** A query's or a scan's pages, each asked for when the one before has been taken. */
+export async function* pages<Page extends { LastEvaluatedKey?: Item | undefined }>(
+  wire: DynamoWire,
+  operation: 'Query' | 'Scan',
+  input: QueryCommandInput | ScanCommandInput,
+): AsyncGenerator<Page> {
+  let start: Item | undefined = input.ExclusiveStartKey;
+  do {
+    const page: Page = await wire.call<Page>(
+      operation,
+      start ? { ...input, ExclusiveStartKey: start } : input,
+    );
+    yield page;
+    start = page.LastEvaluatedKey;
+  } while (start);
+}
+
+/**
+ * The reasons of a cancelled transaction: DynamoDB's reason for each of its items, as the direct call
+ * (wire.ts) names them, or as an SDK client's TransactionCanceledException does (`CancellationReasons`).
+ */
 export function cancellationReasons(error: unknown): CancellationReason[] | undefined {
-  if (error instanceof TransactionCanceledException) return error.CancellationReasons ?? [];
-  if (error instanceof DynamoWireError && error.name === 'TransactionCanceledException')
-    return error.cancellationReasons ?? [];
-  return undefined;
+  if (!(error instanceof Error) || error.name !== 'TransactionCanceledException') return undefined;
+  const named = error as {
+    cancellationReasons?: CancellationReason[];
+    CancellationReasons?: CancellationReason[];
+  };
+  return named.cancellationReasons ?? named.CancellationReasons ?? [];
 }
 
 /** Conflicts, throttling and lost responses: safe to send again because the write is idempotent. */

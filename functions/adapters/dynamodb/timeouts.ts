@@ -1,10 +1,10 @@
-/** How long the DynamoDB adapter waits, for the SDK client (client.ts) and the direct calls (wire.ts) alike. */
+/** How long the DynamoDB adapter's calls (wire.ts, every call of the store) wait. */
 import { positiveIntFromEnv } from '../../shared/env.js';
 
 /**
  * Bounded waits (a stalled database must not hang a request): each attempt gets
  * `DYNAMODB_CONNECT_TIMEOUT_MS` to connect and `DYNAMODB_REQUEST_TIMEOUT_MS` of socket silence, and
- * the SDK client and the direct calls (wire.ts) make at most `DYNAMODB_MAX_ATTEMPTS` attempts. Defaults
+ * the calls (wire.ts) make at most `DYNAMODB_MAX_ATTEMPTS` attempts, as the SDK client did. Defaults
  * 1 s, 1 s, 3, while a healthy DynamoDB answers in milliseconds. DynamoDB Local (`DYNAMODB_ENDPOINT`
  * set) gets 5 s to connect and 5 s per request by default: one Java process on a laptop under a
  * 200-request burst can take longer than a second to accept or answer, which is slowness, not a fault.

@@ -194,7 +194,7 @@ export class Transfers extends StorePart {
     if (accountId) {
       const pages = await Promise.all(
         Array.from({ length: slicesOf(await this.slices.head(accountId)) }, (_, slice) =>
-          queryAll(this.client, {
+          queryAll(this.wire, {
             TableName: this.tables.holds,
             KeyConditionExpression: 'accountId = :accountId AND begins_with(holdId, :transfer)',
             ExpressionAttributeValues: {
@@ -207,7 +207,7 @@ export class Transfers extends StorePart {
       );
       items = pages.flat();
     } else {
-      items = await scanAll(this.client, {
+      items = await scanAll(this.wire, {
         TableName: this.tables.holds,
         FilterExpression: 'begins_with(holdId, :transfer)',
         ExpressionAttributeValues: { ':transfer': S(TRANSFER_PREFIX) },

@@ -1,27 +1,33 @@
 /**
- * DynamoDB's JSON protocol spoken directly, for the calls the request path makes: the read before its
- * upstream call (BatchGetItem of key and account; GetItem of each while the key's account is not yet
- * known), a held request's hold, its usage record on the hold (UpdateItem) and its release
- * (TransactWriteItems, holds.ts), and the settlement after it (TransactWriteItems of ledger entry and
- * deduction). Same credentials, region, endpoint and clock offset as the function's SDK client, signed
- * with `aws4` (SigV4), sent over Node's kept-alive connections (origin.ts), without the client's
- * middleware stack: at small memory sizes Lambda gives a function a small CPU share, and the CPU
- * before the upstream call is added to the time to first token (`npx tsx bench/dynamodb-read.ts`
- * measures the read this way and through the SDK client). Everything else (admin: accounts, keys,
- * top-ups, splits; the sweeper's listings) stays on the SDK client.
+ * DynamoDB's JSON protocol spoken directly, for every call the store makes: the request path's read
+ * before its upstream call (BatchGetItem of key and account; GetItem of each while the key's account is
+ * not yet known), a held request's hold, its usage record on the hold (UpdateItem) and its release
+ * (TransactWriteItems, holds.ts), the settlement after it (TransactWriteItems of ledger entry and
+ * deduction), and the operator's and the sweeper's calls (accounts, keys, top-ups, splits, listings:
+ * Query and Scan a page at a time, store-db.ts). Signed with `aws4` (SigV4), sent over Node's
+ * kept-alive connections (origin.ts), without the SDK client's middleware stack: at small memory sizes
+ * Lambda gives a function a small CPU share, and the CPU before the upstream call is added to the time
+ * to first token (`npx tsx bench/dynamodb-read.ts` measures the read this way and through the SDK
+ * client); and the function bundles carry none of the SDK (docs/performance.md). Region, credentials
+ * and endpoint come from the environment in a function, from the SDK client a caller hands the store
+ * elsewhere (connection.ts).
  *
- * Same bounds as the client (client.ts): `connectTimeoutMs` to connect, `requestTimeoutMs` for the
+ * Same bounds as the SDK client had (timeouts.ts): `connectTimeoutMs` to connect, `requestTimeoutMs` for the
  * answer's head and of silence in its body, at most `maxAttempts` attempts, and a caller's deadline
  * over all of them (an attempt's wait for its head included); a read without a caller's deadline (the
  * key and account read before the upstream call, the account function's) has `readBudgetMs` from its
  * start as its deadline (timeouts.ts says why that bound); like the SDK's standard retry mode it
- * retries network failures, 5xx and throttling with full-jitter backoff, and nothing else, and like
- * the SDK it corrects its clock from an answer that says the signature's time is off (aws4 signs
- * with the time it is given, and knows no offset).
+ * retries network failures, 5xx and throttling with full-jitter backoff, and nothing else; like the
+ * SDK it gives a TransactWriteItems without a ClientRequestToken one of its own, the same for every
+ * attempt (a repeat of a committed transaction is then answered as its success, not applied again);
+ * and like the SDK it corrects its clock from an answer that says the signature's time is off (aws4
+ * signs with the time it is given, and knows no offset).
  */
+import { randomUUID } from 'node:crypto';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import aws4 from 'aws4';
 import { CONNECT_TIMEOUT, Origin } from '../origin.js';
+import { connectionOfClient, type WireConnection } from './connection.js';
 import type { DynamoTimeouts } from './timeouts.js';
 
 const API_VERSION = 'DynamoDB_20120810';
@@ -93,21 +99,39 @@ const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 /** Node's codes for a socket that failed under an exchange. */
 const SOCKET_FAILURES = new Set(['ECONNRESET', 'EPIPE']);
 
-type Operation = 'GetItem' | 'BatchGetItem' | 'TransactWriteItems' | 'UpdateItem';
+export type Operation =
+  | 'GetItem'
+  | 'BatchGetItem'
+  | 'TransactGetItems'
+  | 'Query'
+  | 'Scan'
+  | 'PutItem'
+  | 'UpdateItem'
+  | 'DeleteItem'
+  | 'TransactWriteItems';
 /** The operations that only read: bounded by the read budget when the caller sets no deadline. */
 const READS: ReadonlySet<Operation> = new Set(['GetItem', 'BatchGetItem']);
 
 export class DynamoWire {
   private endpoint: Promise<Endpoint> | undefined;
+  private readonly connection: WireConnection;
 
+  /** `via`: the connection (connection.ts), or an SDK client to take it from. */
   constructor(
-    private readonly client: DynamoDBClient,
+    via: WireConnection | DynamoDBClient,
     private readonly timeouts: DynamoTimeouts,
-  ) {}
+  ) {
+    this.connection = 'send' in via ? connectionOfClient(via) : via;
+  }
 
   /** One operation's JSON output; retried within the bounds above, else a DynamoWireError. */
   async call<Output>(operation: Operation, input: object, options: CallOptions = {}): Promise<Output> {
-    const body = JSON.stringify(input);
+    const body = JSON.stringify(
+      operation === 'TransactWriteItems' &&
+        (input as { ClientRequestToken?: unknown }).ClientRequestToken === undefined
+        ? { ...input, ClientRequestToken: randomUUID() }
+        : input,
+    );
     const { readBudgetMs } = this.timeouts;
     const deadline =
       options.deadline ??
@@ -131,12 +155,12 @@ export class DynamoWire {
 
   private resolveEndpoint(): Promise<Endpoint> {
     this.endpoint ??= (async () => {
-      const { protocol, hostname, port, path } = await this.origin();
+      const { protocol, hostname, port, path } = await this.connection.endpoint();
       const host = port ? `${hostname.includes(':') ? `[${hostname}]` : hostname}:${port}` : hostname;
       return {
         host,
         path,
-        region: await this.client.config.region(),
+        region: await this.connection.region(),
         origin: new Origin(`${protocol}//${host}`, {
           connectTimeoutMs: this.timeouts.connectTimeoutMs,
           maxResponseBytes: MAX_ANSWER_BYTES,
@@ -150,43 +174,14 @@ export class DynamoWire {
     return this.endpoint;
   }
 
-  /** Where the SDK client would send its calls: a configured endpoint, else the region's. */
-  private async origin(): Promise<{
-    protocol: string;
-    hostname: string;
-    port: number | undefined;
-    path: string;
-  }> {
-    const config = this.client.config;
-    if (config.isCustomEndpoint && config.endpoint) {
-      const custom = await config.endpoint();
-      return {
-        protocol: custom.protocol === 'https:' ? 'https:' : 'http:',
-        hostname: custom.hostname,
-        port: custom.port,
-        path: custom.path || '/',
-      };
-    }
-    const { url } = config.endpointProvider({
-      Region: await config.region(),
-      UseFIPS: await config.useFipsEndpoint(),
-      UseDualStack: await config.useDualstackEndpoint(),
-    });
-    return {
-      protocol: url.protocol === 'http:' ? 'http:' : 'https:',
-      hostname: url.hostname,
-      port: url.port ? Number(url.port) : undefined,
-      path: url.pathname || '/',
-    };
-  }
-
   /**
    * One attempt, sent again at once (once) when its socket fails before the answer's head: a kept-alive
    * socket the server closed while it sat idle (an instance thawed after minutes, say) without this
-   * process having read the close yet. The request may have reached DynamoDB; the calls sent here are
-   * safe to repeat: reads; a usage record on a hold, a SET of the same value; and a settlement whose
-   * ClientRequestToken answers a repeat of a committed transaction as its success without applying it
-   * again, and whose ledger entry must not exist yet (test/integration/settlement-resend.test.ts).
+   * process having read the close yet. The request may have reached DynamoDB; the SDK's retries
+   * send any call again after such a failure, and the request path's are safe to repeat: reads; a
+   * usage record on a hold, a SET of the same value; and a settlement whose ClientRequestToken answers
+   * a repeat of a committed transaction as its success without applying it again, and whose ledger
+   * entry must not exist yet (test/integration/settlement-resend.test.ts).
    */
   private async sendOnce(operation: Operation, body: string, deadline: number): Promise<string> {
     try {
@@ -199,9 +194,9 @@ export class DynamoWire {
 
   private async send(operation: Operation, body: string, deadline: number): Promise<string> {
     const endpoint = await this.resolveEndpoint();
-    // The SDK client's provider (it keeps the credentials until they are about to expire), and its
-    // clock offset: the client corrects it from DynamoDB's answers, and so does correctClock below.
-    const credentials = await this.client.config.credentials();
+    // The connection's credentials (an SDK client's provider keeps them until they are about to
+    // expire), and its clock offset, which correctClock below corrects from DynamoDB's answers.
+    const credentials = await this.connection.credentials();
     const signed = aws4.sign(
       {
         service: 'dynamodb',
@@ -212,7 +207,7 @@ export class DynamoWire {
         headers: {
           'content-type': 'application/x-amz-json-1.0',
           'x-amz-target': `${API_VERSION}.${operation}`,
-          'x-amz-date': amzDate(Date.now() + (this.client.config.systemClockOffset ?? 0)),
+          'x-amz-date': amzDate(Date.now() + this.connection.clockOffset),
         },
         body,
       },
@@ -274,17 +269,16 @@ export class DynamoWire {
 
   /**
    * An answer that says the signing time is off, with a Date more than SKEW_TOLERANCE_MS from this
-   * clock: the client's offset is corrected (the SDK client's own, so both sign with it) and the call
-   * may be retried.
+   * clock: the connection's offset is corrected (an SDK client's own, when the wire's settings are
+   * that client's, so both sign with it) and the call may be retried.
    */
   private correctClock(error: DynamoWireError, date: string | undefined): boolean {
     if (!CLOCK_SKEW.has(error.name) || !date) return false;
     const serverTime = Date.parse(date);
     if (Number.isNaN(serverTime)) return false;
     const offset = serverTime - Date.now();
-    const current = this.client.config.systemClockOffset ?? 0;
-    if (Math.abs(offset - current) <= SKEW_TOLERANCE_MS) return false;
-    this.client.config.systemClockOffset = offset;
+    if (Math.abs(offset - this.connection.clockOffset) <= SKEW_TOLERANCE_MS) return false;
+    this.connection.clockOffset = offset;
     return true;
   }
 }
