@@ -1,6 +1,7 @@
+import { dirname, join } from 'node:path';
 import { GENERATION_USAGE_MESSAGE } from '../functions/billing/usage-line.js';
 import { createAccount, createKey, getAccount } from '../lib/admin/operations.js';
-import { bundleFunctions, ricLauncher, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
+import { bundle, bundleFunctions, ricLauncher, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
 import { JavaMissingError } from '../lib/local/dynamodb-local.js';
 import { type RequestDone, workerLauncherWithOutput } from '../lib/local/emulator.js';
 import { dynamoLimitsScale, emulatorPort, localDynamoSettings } from '../lib/local/settings.js';
@@ -64,6 +65,9 @@ async function main(): Promise<void> {
   console.log(
     `  upstream:  ${stack.simulatorUrl ? `simulator at ${stack.simulatorUrl}` : env.UPSTREAM_BASE_URL}`,
   );
+  console.log(
+    `  dashboard: ${stack.dashboardUrl}  (sign in as ${stack.oidc.user.email}, password "${stack.oidc.user.password}": the local OpenID provider at ${stack.oidc.issuer} stands in for Cognito; Stripe's checkout is the stand-in at ${stack.stripe.url})`,
+  );
 
   if (!(await getAccount(ctx, DEV_ACCOUNT))) {
     await createAccount(ctx, DEV_ACCOUNT, '5');
@@ -101,7 +105,12 @@ async function launcherFor(runtime: string | undefined, shortConsole: RequestCon
     throw new Error(`LOCAL_RUNTIME must be "worker" (the default) or "aws-lambda-ric", not "${runtime}"`);
   if (!runtimeInstalled())
     throw new Error('LOCAL_RUNTIME=aws-lambda-ric: run scripts/install-lambda-runtime.sh first');
-  const bundles = await bundleFunctions('.cache/bundles');
+  const built = await bundleFunctions('.cache/bundles');
+  // The dashboard's beside them (bundleFunctions builds the API's and the webhook's).
+  const bundles = {
+    ...built,
+    dashboard: await bundle('functions/dashboard/handler.ts', join(dirname(built.models), 'dashboard')),
+  };
   console.log('  functions: bundles in .cache/bundles, run by aws-lambda-ric on Node 22');
   // LAMBDA_CPU_PROF_DIR: each instance writes a V8 CPU profile there when the service stops.
   const cpuProfileDir = process.env.LAMBDA_CPU_PROF_DIR;

@@ -3,7 +3,10 @@
  * owns the tables (functions/adapters/dynamodb/schema.ts, pure data with no runtime dependency).
  */
 export {
+  DASHBOARD_TABLE,
+  DASHBOARD_TABLE_ENV,
   keyAttributes,
+  LOCAL_DASHBOARD_TABLE_NAME,
   LOCAL_TABLE_NAMES,
   TABLE_ENV,
   TABLES,

@@ -163,6 +163,21 @@ export type HoldOutcome = 'held' | 'refused' | Exclude<AccountStatus, 'active'>;
  */
 export type CorrectionOutcome = 'applied' | 'already-applied' | 'refused';
 
+/**
+ * A dashboard session: what the opaque id in the browser's cookie stands for, until it expires. The
+ * store keeps only the id's SHA-256 (a read of the table yields no usable session id).
+ */
+export interface DashboardSession {
+  /** SHA-256 (hex) of the session id the browser holds. */
+  sessionHash: string;
+  accountId: string;
+  /** The OpenID subject (`sub`) who signed in. */
+  subject: string;
+  createdAt: string;
+  /** Epoch seconds at which it ends (the dashboard table's TTL attribute). */
+  expiresAt: number;
+}
+
 /** One page of accounts (Store.listAccounts), and where the next one starts when there may be more. */
 export interface AccountPage {
   accounts: AccountRecord[];
@@ -296,6 +311,25 @@ export interface Store {
    * minus its balance.
    */
   totalCredits(accountId: string): Promise<bigint>;
+  /**
+   * The account's top-ups and corrections (credit taken back), newest first, without its charges
+   * (the dashboard's billing history: two queries by entry id prefix, however many charges it has).
+   */
+  listCreditHistory(accountId: string): Promise<LedgerEntry[]>;
+
+  /** Dashboard: stores a new session (a new id at every sign-in). */
+  putSession(session: DashboardSession): Promise<void>;
+  /** The session by its hash, strongly consistent; undefined when absent or expired at `nowSeconds`. */
+  getSession(sessionHash: string, nowSeconds: number): Promise<DashboardSession | undefined>;
+  /** Ends a session (sign-out): a copy of its id is worthless afterwards. */
+  deleteSession(sessionHash: string): Promise<void>;
+  /** The account an OpenID subject is linked to, strongly consistent. */
+  accountOfUser(subject: string): Promise<string | undefined>;
+  /**
+   * Links an OpenID subject to an account unless it is linked already (one conditional write), and
+   * returns the account it is linked to: this one, or the one an earlier (or concurrent) sign-in linked.
+   */
+  linkUser(subject: string, accountId: string, now: string): Promise<string>;
 }
 
 export class AccountNotFoundError extends Error {

@@ -8,7 +8,7 @@
 
 import { nanoToUsd, usdToNano } from '../../functions/billing/money.js';
 import type { AccountStatus } from '../../functions/core/access.js';
-import { generateApiKey } from '../../functions/core/auth.js';
+import { isValidKeyName, MAX_KEY_NAME_LENGTH, newApiKey } from '../../functions/core/keys.js';
 import {
   AccountExistsError,
   AccountNotFoundError,
@@ -251,20 +251,10 @@ export async function createKey(
   accountId: string,
   name: string,
 ): Promise<{ key: string; keyId: string; name: string; accountId: string }> {
-  if (name.trim() === '' || name.length > 128) throw new AdminError('the key name must be 1-128 characters');
-  const generated = generateApiKey();
-  await notFoundAsAdminError(accountId, () =>
-    ctx.store.createKey({
-      keyHash: generated.keyHash,
-      keyId: generated.keyId,
-      accountId,
-      name,
-      displayPrefix: generated.displayPrefix,
-      status: 'active',
-      createdAt: new Date().toISOString(),
-    }),
-  );
-  return { key: generated.key, keyId: generated.keyId, name, accountId };
+  if (!isValidKeyName(name)) throw new AdminError(`the key name must be 1-${MAX_KEY_NAME_LENGTH} characters`);
+  const { key, record } = newApiKey(accountId, name, new Date().toISOString());
+  await notFoundAsAdminError(accountId, () => ctx.store.createKey(record));
+  return { key, keyId: record.keyId, name, accountId };
 }
 
 export async function revokeKey(ctx: AdminContext, keyId: string): Promise<KeyView> {

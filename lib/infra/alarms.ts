@@ -23,7 +23,7 @@ import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { BALANCE_CHECK_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
-import { TABLES } from '../tables.js';
+import { DASHBOARD_TABLE, TABLES, type TableDefinition } from '../tables.js';
 import { BILLED_SEARCH } from './generation-metrics.js';
 
 /**
@@ -81,6 +81,8 @@ export interface AlarmsProps {
   sweeper: IFunction;
   /** Stripe's webhook (payments.ts). */
   payments: IFunction;
+  /** The customers' dashboard (dashboard.ts), where it is deployed (a stack with a custom domain). */
+  dashboard?: IFunction;
   /** Where the sweeper's failed asynchronous invocations land. */
   sweeperFailures: IQueue;
   /** Where the logged-usage function's failed deliveries land (after Lambda's retries). */
@@ -91,6 +93,8 @@ export interface AlarmsProps {
   /** The vault of the tables' daily backups (prod only): a backup job that fails notifies the topic. */
   backupVault?: IBackupVault;
   tables: { keys: TableV2; accounts: TableV2; ledger: TableV2; holds: TableV2 };
+  /** The dashboard's table (sessions, user links), where the dashboard is deployed: alarmed as the others. */
+  dashboardTable?: TableV2;
 }
 
 /**
@@ -211,6 +215,14 @@ export class Alarms extends Construct {
       1,
       'A payment is disputed: its amount was taken back and the account suspended until an operator acts',
     );
+    // The dashboard: a function error is a page a customer did not get (sign-in, a key, a checkout).
+    if (props.dashboard)
+      alarm(
+        'DashboardErrors',
+        props.dashboard.metricErrors({ period: minute, statistic: 'Sum' }),
+        1,
+        'Dashboard function errors: a customer did not get a page (its log says which and why)',
+      );
     alarm(
       'BillingFailures',
       serviceMetric('BillingFailures', 'Sum', minute),
@@ -340,18 +352,16 @@ export class Alarms extends Construct {
       1,
       'An account is below zero: the overdraft bound allows one request each; look at its ledger',
     );
-    const definitions = {
-      Keys: TABLES.keys,
-      Accounts: TABLES.accounts,
-      Ledger: TABLES.ledger,
-      Holds: TABLES.holds,
-    };
-    for (const [name, table] of Object.entries({
-      Keys: tables.keys,
-      Accounts: tables.accounts,
-      Ledger: tables.ledger,
-      Holds: tables.holds,
-    })) {
+    const alarmedTables: [string, TableV2, TableDefinition][] = [
+      ['Keys', tables.keys, TABLES.keys],
+      ['Accounts', tables.accounts, TABLES.accounts],
+      ['Ledger', tables.ledger, TABLES.ledger],
+      ['Holds', tables.holds, TABLES.holds],
+      ...(props.dashboardTable
+        ? [['Dashboard', props.dashboardTable, DASHBOARD_TABLE] as [string, TableV2, TableDefinition]]
+        : []),
+    ];
+    for (const [name, table, definition] of alarmedTables) {
       const dynamo = (metricName: string, dimensionsMap: Record<string, string>) =>
         new Metric({
           namespace: 'AWS/DynamoDB',
@@ -364,7 +374,7 @@ export class Alarms extends Construct {
       // GlobalSecondaryIndexName for each index (an index's throttles are not in the table's).
       const scopes: Record<string, string>[] = [
         { TableName: table.tableName },
-        ...definitions[name as keyof typeof definitions].indexes.map((index) => ({
+        ...definition.indexes.map((index) => ({
           TableName: table.tableName,
           GlobalSecondaryIndexName: index.name,
         })),

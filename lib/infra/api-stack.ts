@@ -42,6 +42,7 @@ import { BALANCE_CHECK_INTERVAL_MINUTES, SWEEP_INTERVAL_MINUTES } from '../../fu
 import { TABLE_ENV } from '../tables.js';
 import { Alarms } from './alarms.js';
 import { TableBackups } from './backup.js';
+import { DASHBOARD_PATHS, Dashboard } from './dashboard.js';
 import { edgeFunction } from './edge-function.js';
 import {
   DEFAULT_FUNCTION,
@@ -85,8 +86,13 @@ export interface ApiStackProps extends StackProps {
   completionsTimeoutSeconds?: number;
   /** Tier routing (TIERS_CONFIG JSON); required in prod, where there is no simulator. */
   tiersConfig?: string;
-  /** The 402 body's topUpUrl. */
+  /** The 402 body's topUpUrl (default: the dashboard's billing page where it is deployed). */
   topUpUrl?: string;
+  /**
+   * The dashboard's Cognito domain prefix (dashboard.ts; default the context value `authDomainPrefix`,
+   * else `hosted-model-api-<stage>-<account id>`). Used only where the dashboard is deployed.
+   */
+  authDomainPrefix?: string;
   /** Alarm notifications go to this address (prod needs it, or alarmTopicArn). */
   alarmEmail?: string;
   /** Alarm notifications go to this existing SNS topic (prod needs it, or alarmEmail). */
@@ -98,7 +104,10 @@ export interface ApiStackProps extends StackProps {
   tableMaxWriteUnits?: number;
   /** Cost guardrail: a monthly AWS Budgets limit in USD, notifying at 80% of actual spend. */
   monthlyBudgetUsd?: number;
-  /** A custom domain (with an ACM certificate in us-east-1) lets CloudFront enforce TLS 1.2. */
+  /**
+   * A custom domain (with an ACM certificate in us-east-1) lets CloudFront enforce TLS 1.2, and deploys
+   * the dashboard: its origin must be known before the distribution exists (dashboard.ts says why).
+   */
   domainName?: string;
   certificateArn?: string;
   /** A WAF web ACL in front of CloudFront (edge-waf.ts): default on in prod, off in the sandbox. */
@@ -204,6 +213,13 @@ export class ApiStack extends Stack {
     // Only the two functions behind CloudFront check its origin header (and may read its secret).
     const originEnv = { ORIGIN_VERIFY_SECRET_ARN: originSecret.secretArn };
 
+    // The public origin where it is a literal (a custom domain): only then is the dashboard deployed
+    // (dashboard.ts: with CloudFront's default domain its origin would be a dependency cycle), and its
+    // billing page is the 402's topUpUrl unless one is given.
+    const publicOrigin = props.domainName && props.certificateArn ? `https://${props.domainName}` : undefined;
+    const topUpUrl =
+      props.topUpUrl ?? (publicOrigin ? `${publicOrigin}${DASHBOARD_PATHS.billing}` : undefined);
+
     let upstreamEnv: Record<string, string> = props.tiersConfig ? { TIERS_CONFIG: props.tiersConfig } : {};
     if (sandbox) {
       // The sandbox never spends real money: its upstream is the simulator, as its own function.
@@ -244,7 +260,7 @@ export class ApiStack extends Stack {
         MAX_CONCURRENCY: String(
           props.reservedConcurrency ?? props.maxConcurrency ?? ACCOUNT_CONCURRENCY_DEFAULT,
         ),
-        ...(props.topUpUrl ? { TOP_UP_URL: props.topUpUrl } : {}),
+        ...(topUpUrl ? { TOP_UP_URL: topUpUrl } : {}),
       },
     });
     // Tokens and billed amount by tier, read from the completions log's usage lines.
@@ -464,6 +480,26 @@ export class ApiStack extends Stack {
     // Stripe's webhook (payments.ts), behind the distribution with the API.
     const payments = new Payments(this, 'Stripe', { tables, tableEnv, logRetention, removalPolicy });
 
+    // The customers' dashboard (dashboard.ts), behind the distribution at /dashboard: with a custom domain only.
+    const dashboard = publicOrigin
+      ? new Dashboard(this, 'CustomerDashboard', {
+          stage: props.stage,
+          origin: publicOrigin,
+          ...(props.authDomainPrefix ? { authDomainPrefix: props.authDomainPrefix } : {}),
+          tables,
+          tableEnv,
+          stripeSecret: payments.secret,
+          originSecret,
+          fixedTableName: sandbox,
+          ...(props.tableMaxReadUnits !== undefined ? { maxReadRequestUnits: props.tableMaxReadUnits } : {}),
+          ...(props.tableMaxWriteUnits !== undefined
+            ? { maxWriteRequestUnits: props.tableMaxWriteUnits }
+            : {}),
+          logRetention,
+          removalPolicy,
+        })
+      : undefined;
+
     const logBucket = new Bucket(this, 'AccessLogs', {
       // CloudFront standard logs are delivered with ACLs.
       objectOwnership: ObjectOwnership.OBJECT_WRITER,
@@ -535,7 +571,7 @@ export class ApiStack extends Stack {
         }),
       });
     };
-    const origins = {
+    const origins: Partial<Record<EdgeFunction, IOrigin>> = {
       completions: originOf('completions', completionsUrl, {
         // Before the first byte (a stream's first keep-alive is immediate).
         readTimeout: Duration.seconds(ORIGIN_READ_TIMEOUT_SECONDS),
@@ -543,6 +579,13 @@ export class ApiStack extends Stack {
       }),
       models: originOf('models', modelsUrl),
       payments: originOf('payments', payments.url),
+      ...(dashboard ? { dashboard: originOf('dashboard', dashboard.url) } : {}),
+    };
+    // A behaviour for each function deployed (the dashboard's only where it is).
+    const originFor = (fn: EdgeFunction): IOrigin => {
+      const origin = origins[fn];
+      if (!origin) throw new Error(`no origin for ${fn}`);
+      return origin;
     };
     const webAclId = edgeWebAclArn(this, {
       enabled: props.waf ?? !sandbox,
@@ -560,12 +603,12 @@ export class ApiStack extends Stack {
       ...customDomain,
       ...(webAclId ? { webAclId } : {}),
       errorResponses,
-      defaultBehavior: { ...behaviour, origin: origins[DEFAULT_FUNCTION] },
+      defaultBehavior: { ...behaviour, origin: originFor(DEFAULT_FUNCTION) },
       additionalBehaviors: Object.fromEntries(
-        EDGE_BEHAVIOURS.map(({ pathPattern, fn }) => [
+        EDGE_BEHAVIOURS.filter(({ fn }) => origins[fn] !== undefined).map(({ pathPattern, fn }) => [
           pathPattern,
           // The API key check is the API's: a site behaviour has no viewer-request function.
-          KEY_CHECKED[fn] ? { ...behaviour, origin: origins[fn] } : siteBehaviour(origins[fn]),
+          KEY_CHECKED[fn] ? { ...behaviour, origin: originFor(fn) } : siteBehaviour(originFor(fn)),
         ]),
       ),
     });
@@ -576,6 +619,7 @@ export class ApiStack extends Stack {
       models: models.fn,
       sweeper: sweeper.fn,
       payments: payments.function.fn,
+      ...(dashboard ? { dashboard: dashboard.function.fn, dashboardTable: dashboard.table } : {}),
       sweeperFailures,
       loggedUsageFailures,
       loggedUsage: loggedUsage.fn,
@@ -613,6 +657,21 @@ export class ApiStack extends Stack {
       description:
         'Where the Stripe API key and webhook signing secret go (docs/deploy.md, "Connecting Stripe")',
     });
+    if (dashboard) {
+      new CfnOutput(this, 'DashboardUrl', {
+        value: `${publicOrigin}${DASHBOARD_PATHS.home}`,
+        description:
+          "The customers' dashboard (sign in, keys, credits); its billing page is the 402's topUpUrl",
+      });
+      new CfnOutput(this, 'DashboardUserPoolId', {
+        value: dashboard.userPool.userPoolId,
+        description: 'The dashboard\'s Cognito user pool (docs/deploy.md, "Connecting Cognito")',
+      });
+      new CfnOutput(this, 'DashboardSignInDomain', {
+        value: dashboard.domain.baseUrl(),
+        description: "Cognito's managed login for the dashboard (its prefix: -c authDomainPrefix=...)",
+      });
+    }
     new CfnOutput(this, 'OriginSecretArn', {
       value: originSecret.secretArn,
       description:

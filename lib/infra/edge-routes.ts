@@ -12,15 +12,20 @@ import { type ApiFunction, ROUTES, type Route } from '../../functions/shared/rou
 
 /**
  * The functions behind the distribution: the API's (its route table), and the site's beside it: the
- * payments function, Stripe's webhook. The API key check at the edge (edge-function.ts) is the API's:
- * the site's behaviours have no viewer-request function (KEY_CHECKED).
+ * payments function, Stripe's webhook, and the customers' dashboard. The API key check at the edge
+ * (edge-function.ts) is the API's: the site's behaviours have no viewer-request function (KEY_CHECKED).
  */
-export type EdgeFunction = ApiFunction | 'payments';
+export type EdgeFunction = ApiFunction | 'payments' | 'dashboard';
 
 /** The site's paths (not API routes): each its function, matched after the API's. */
 const SITE_BEHAVIOURS: readonly { pathPattern: string; fn: Exclude<EdgeFunction, ApiFunction> }[] = [
   // Stripe posts its events here (docs/deploy.md, "Connecting Stripe"); the signature authenticates them.
   { pathPattern: '/stripe/webhook', fn: 'payments' },
+  // The dashboard (functions/dashboard/): its pages, sign-in callback, forms and stylesheet. Deployed
+  // only on a stack with a custom domain (lib/infra/dashboard.ts says why); without one the stack
+  // leaves these two out, and /dashboard is an unknown path of the default behaviour (the API's).
+  { pathPattern: '/dashboard', fn: 'dashboard' },
+  { pathPattern: '/dashboard/*', fn: 'dashboard' },
 ];
 
 /** Whether the viewer-request function (the API key check, the 413) runs on a function's behaviours. */
@@ -28,6 +33,8 @@ export const KEY_CHECKED: Readonly<Record<EdgeFunction, boolean>> = {
   completions: true,
   models: true,
   payments: false,
+  // A browser carries a session cookie, not an API key: the dashboard authenticates its own requests.
+  dashboard: false,
 };
 
 export interface OriginSetup {
@@ -60,6 +67,9 @@ export const EDGE_ORIGINS: Readonly<Record<EdgeFunction, OriginSetup>> = {
   // Stripe's signature on each event is what the webhook trusts (functions/payments/webhook.ts): a
   // request straight to its URL, without CloudFront's header, is refused the same way (400).
   payments: { urlAuthType: 'NONE', originHeader: false },
+  // The dashboard checks x-origin-verify as the API's functions do (functions/dashboard/app.tsx): 403
+  // on its bare URL. Not an OAC: its forms are POSTs whose bodies the browser does not hash.
+  dashboard: { urlAuthType: 'NONE', originHeader: true },
 };
 
 /** The function of CloudFront's default behaviour: every path no other behaviour matches (its 404 too). */

@@ -33,4 +33,7 @@ export const FUNCTION_SETTINGS = {
   loggedUsage: { timeoutSeconds: 60, memoryMb: 256 },
   // Stripe's webhook: a PaymentIntent read, a refund list, a few ledger writes; Stripe waits for it.
   payments: { timeoutSeconds: 30, memoryMb: 256 },
+  // The dashboard's pages: a few DynamoDB reads, at sign-in the provider's token endpoint, at checkout
+  // one Stripe call. A browser waits for it; 10 s bounds a stalled call well inside CloudFront's 30 s.
+  dashboard: { timeoutSeconds: 10, memoryMb: 256 },
 } as const satisfies Record<string, FunctionSettings>;

@@ -41,6 +41,16 @@ export const ACKNOWLEDGED = [
       'With the default *.cloudfront.net certificate CloudFront cannot set a minimum TLS version; deploy with -c domainName=... -c certificateArn=... to enforce TLS 1.2 (TLS_V1_2_2021).',
   },
   {
+    id: 'AwsSolutions::AwsSolutions-COG2',
+    reason:
+      "The dashboard's user pool (only on a stack with a custom domain) offers TOTP MFA to every customer but does not require it: a customer signs up to buy credits and manage API keys, and the keys, not the dashboard session, are what spends; requiring an authenticator app at sign-up is a decision for the product, made by setting mfa to ON in lib/infra/dashboard.ts.",
+  },
+  {
+    id: 'AwsSolutions::AwsSolutions-COG8',
+    reason:
+      "The dashboard's user pool is on the Essentials feature plan (managed login, email sign-in, optional TOTP): the Plus plan's threat protection is billed per monthly active user on top, and the dashboard already keeps sessions server-side, rate-limits nothing it does not own and takes no payment itself (Stripe Checkout does).",
+  },
+  {
     id: 'AwsSolutions::AwsSolutions-S1',
     reason: 'This bucket receives the CloudFront access logs; logging a log bucket to itself would loop.',
   },

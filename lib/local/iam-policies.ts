@@ -1,6 +1,7 @@
 /**
  * The IAM policies the local stack enforces, read from the CDK stacks as they synthesize: the sandbox
- * stage of ApiStack (each function's role) and the CI bootstrap stack (the role the sandbox workflow's
+ * stage of ApiStack with a custom domain (each function's role; the dashboard is deployed only on a
+ * stack with one, lib/infra/dashboard.ts, and no other role's policy depends on it) and the CI bootstrap stack (the role the sandbox workflow's
  * contract suite runs under). Not a second list of grants: the template's own `AWS::IAM::Policy`
  * resources and roles' inline policies, their intrinsic functions resolved to concrete ARNs.
  *
@@ -12,12 +13,22 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { TABLES } from '../tables.js';
+import { DASHBOARD_TABLE, TABLES } from '../tables.js';
 
 /** Who calls DynamoDB locally, each with a role of its own in AWS. */
-const PRINCIPALS = ['completions', 'models', 'sweeper', 'loggedUsage', 'payments', 'ciSuite'] as const;
+const PRINCIPALS = [
+  'completions',
+  'models',
+  'sweeper',
+  'loggedUsage',
+  'payments',
+  'dashboard',
+  'ciSuite',
+] as const;
 export type Principal = (typeof PRINCIPALS)[number];
-type TableId = keyof typeof TABLES;
+/** The tables the policies name: the service's four and the dashboard's. */
+const TABLE_IDS = [...(Object.keys(TABLES) as (keyof typeof TABLES)[]), DASHBOARD_TABLE.id] as const;
+type TableId = (typeof TABLE_IDS)[number];
 
 /** One statement, its ARNs resolved (an ARN the resolver cannot know is `unresolved:<expression>`). */
 export interface ResolvedStatement {
@@ -52,6 +63,15 @@ const FUNCTION_IDS: Record<Exclude<Principal, 'ciSuite'>, string> = {
   sweeper: 'HoldSweeper',
   loggedUsage: 'LoggedUsage',
   payments: 'Payments',
+  dashboard: 'DashboardFunction',
+};
+/**
+ * The custom domain the synthesized sandbox is given, so that it has the dashboard: a name that never
+ * resolves (RFC 6761 .invalid) and a certificate ARN of the local account; neither is deployed.
+ */
+const SYNTH_DOMAIN = {
+  domainName: 'dashboard.local.invalid',
+  certificateArn: 'arn:aws:acm:us-east-1:000000000000:certificate/local',
 };
 const CI_ROLE_ID = 'SandboxDeploy';
 /** AWS managed policies a role may carry that grant nothing on DynamoDB (logs and traces only). */
@@ -119,7 +139,7 @@ async function synthesizePolicies(): Promise<PolicySet> {
   const { CiBootstrapStack } = await import('../infra/ci-bootstrap-stack.js');
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
   // The names bin/app.ts gives them: the sandbox's table names derive from its stack name.
-  const api = new ApiStack(app, 'HostedModelApi-sandbox', { stage: 'sandbox' });
+  const api = new ApiStack(app, 'HostedModelApi-sandbox', { stage: 'sandbox', ...SYNTH_DOMAIN });
   const ci = new CiBootstrapStack(app, 'HostedModelApi-ci', { repository: 'owner/name' });
   const assembly = app.synth();
   const templateOf = (stack: InstanceType<typeof Stack>) =>
@@ -138,7 +158,7 @@ async function synthesizePolicies(): Promise<PolicySet> {
   };
 
   const tables = {} as Record<TableId, string>;
-  for (const id of Object.keys(TABLES) as TableId[]) {
+  for (const id of TABLE_IDS) {
     const table = Object.values(apiTemplate.Resources).find(
       (r) =>
         r.Type === 'AWS::DynamoDB::GlobalTable' && String(r.Properties?.TableName ?? '').endsWith(`-${id}`),

@@ -15,10 +15,11 @@ import {
   type OriginSetup,
 } from '../infra/edge-routes.js';
 import { FUNCTION_SETTINGS } from '../infra/function-settings.js';
-import { LOCAL_TABLE_NAMES, TABLE_ENV } from '../tables.js';
+import { DASHBOARD_TABLE_ENV, LOCAL_DASHBOARD_TABLE_NAME, LOCAL_TABLE_NAMES, TABLE_ENV } from '../tables.js';
 import { type DynamoLimits, startDynamoLimits } from './dynamodb-limits.js';
 import {
   dynamoAnswers,
+  ensureDashboardTable,
   ensureTables,
   localClient,
   type RunningDynamo,
@@ -32,6 +33,7 @@ import {
 } from './emulator.js';
 import { credentialEnv, credentialsOf, type Denial, type IamLayer, startIamLayer } from './iam.js';
 import { localPolicies, type PolicySet, type Principal } from './iam-policies.js';
+import { type RunningLocalOidc, startLocalOidc } from './oidc.js';
 import { type RunningStripeStandIn, startStripeStandIn } from './stripe/index.js';
 
 /**
@@ -100,6 +102,15 @@ export interface LocalStack {
    * page's Pay button sends its signed events to this stack's `/stripe/webhook`.
    */
   stripe: RunningStripeStandIn;
+  /** The dashboard: `<emulator origin>/dashboard/`, behind the emulated distribution as in AWS. */
+  dashboardUrl: string;
+  /** The dashboard's table (sessions, OpenID subject links), named with the stack's table prefix. */
+  dashboardTable: string;
+  /**
+   * The local OpenID provider standing in for the dashboard's Cognito user pool (oidc.ts): its issuer,
+   * the dashboard's client, and the dev user who signs in on its page.
+   */
+  oidc: Pick<RunningLocalOidc, 'issuer' | 'clientId' | 'user'>;
   stop(): Promise<void>;
 }
 
@@ -117,13 +128,20 @@ const HANDLER_DIRS: Record<EdgeFunction, string> = {
   completions: 'completions',
   models: 'account',
   payments: 'payments',
+  dashboard: 'dashboard',
 };
 /** Each function's role, whose credentials Lambda gives it (and the IAM layer checks its calls against). */
 const ROLE_OF: Record<EdgeFunction, Principal> = {
   completions: 'completions',
   models: 'models',
   payments: 'payments',
+  dashboard: 'dashboard',
 };
+/**
+ * Instances started with the emulator (Lambda has none before a first request; these keep the first
+ * one fast): none of the dashboard's, which no API test calls, and whose first page loads its framework.
+ */
+const WARM_INSTANCES: Partial<Record<EdgeFunction, number>> = { dashboard: 0 };
 
 /**
  * What the emulator's CloudFront port does with a path, as the distribution does: the function its
@@ -142,10 +160,14 @@ export function emulatedRoutes(
       timeoutMs: FUNCTION_SETTINGS[fn].timeoutSeconds * 1000,
       memoryMb: FUNCTION_SETTINGS[fn].memoryMb,
       env: credentialEnv(ROLE_OF[fn]),
+      ...(WARM_INSTANCES[fn] !== undefined ? { warmInstances: WARM_INSTANCES[fn] } : {}),
       ...options.functions?.[fn],
     },
   }));
 }
+
+/** The TOP_UP_URL a local stack of this process set by default (the dashboard's billing page). */
+let defaultedTopUpUrl: string | undefined;
 
 /** Connects to the DynamoDB at `endpoint` if one answers there, else starts DynamoDB Local. */
 export async function connectDynamo(opts: {
@@ -181,10 +203,13 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       : undefined;
     if (limits) stops.push(limits.close);
     const tables = localTableNames(options.tablePrefix);
+    const dashboardTable = `${options.tablePrefix ?? ''}${LOCAL_DASHBOARD_TABLE_NAME}`;
+    // Every table the policies name, the dashboard's with the others.
+    const policyTables = { ...tables, dashboard: dashboardTable };
     const iam = await startIamLayer({
       target: limits?.endpoint ?? dynamo.endpoint,
       policies: options.policies ?? (await localPolicies()),
-      tables,
+      tables: policyTables,
       ...(options.onDenial ? { onDenial: options.onDenial } : {}),
     });
     stops.push(iam.close);
@@ -193,6 +218,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const client = localClient(dynamoEndpoint);
     stops.push(async () => client.destroy());
     await ensureTables(client, tables);
+    await ensureDashboardTable(client, dashboardTable);
     const principalStores = new Map<Principal, DynamoStore>();
     const storeAs = (principal: Principal): DynamoStore => {
       let store = principalStores.get(principal);
@@ -225,6 +251,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       [TABLE_ENV.accounts]: tables.accounts,
       [TABLE_ENV.ledger]: tables.ledger,
       [TABLE_ENV.holds]: tables.holds,
+      [DASHBOARD_TABLE_ENV]: dashboardTable,
       UPSTREAM_BASE_URL: upstreamBaseUrl,
       STRIPE_API_KEY: stripe.apiKey,
       STRIPE_WEBHOOK_SECRET: stripe.webhookSecret,
@@ -253,6 +280,36 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     // random one, in the environment the functions and this process's log readers share.
     process.env.USAGE_SIGNING_KEY =
       options.env?.USAGE_SIGNING_KEY ?? process.env.USAGE_SIGNING_KEY ?? randomBytes(32).toString('hex');
+    // The dashboard's identity provider, standing in for Cognito (oidc.ts). Its client's redirect URI is
+    // the dashboard's callback at the emulator's own origin, so it starts once the emulator's port is
+    // bound (a port of 0 is known only then) and before any function does: the dashboard reads its
+    // origin and provider from its environment at its first request, as in Lambda.
+    let oidc: RunningLocalOidc | undefined;
+    const dashboardEnv = async (origin: string): Promise<Record<string, string>> => {
+      oidc = await startLocalOidc({
+        redirectUris: [`${origin}/dashboard/callback`],
+        ...(options.host ? { host: options.host } : {}),
+      });
+      stops.push((oidc as RunningLocalOidc).close);
+      // The 402's topUpUrl: the dashboard's billing page, as the stack sets it where the dashboard is
+      // deployed, unless one is given (TOP_UP_URL, or options.env), and not one an earlier stack of
+      // this process set (its port is not this one's).
+      const givenTopUp =
+        options.env?.TOP_UP_URL ??
+        (process.env.TOP_UP_URL !== defaultedTopUpUrl ? process.env.TOP_UP_URL : undefined);
+      const topUpUrl = givenTopUp || `${origin}/dashboard/billing`;
+      if (!givenTopUp) defaultedTopUpUrl = topUpUrl;
+      const env = {
+        TOP_UP_URL: topUpUrl,
+        DASHBOARD_ORIGIN: origin,
+        OIDC_ISSUER: oidc.issuer,
+        OIDC_CLIENT_ID: oidc.clientId,
+        OIDC_CLIENT_SECRET: oidc.clientSecret,
+      };
+      // This process's too, for code run in it (a test's in-process instance reads process.env).
+      Object.assign(process.env, env);
+      return env;
+    };
     // The distribution as the stack builds it: its behaviours, each origin's setup, its viewer-request code.
     const emulator = await startEmulator({
       port: options.port ?? 0,
@@ -261,8 +318,10 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       viewerRequest: edgeFunctionCode(),
       ...(options.launcher ? { launcher: options.launcher } : {}),
       routes: emulatedRoutes(options),
+      originEnv: dashboardEnv,
     });
     stops.push(emulator.close);
+    if (!oidc) throw new Error("the emulator started without the dashboard's identity provider");
     stripe.setWebhookUrl(`${emulator.url}/stripe/webhook`);
 
     // The hold sweeper on the schedule it has in AWS (an EventBridge rule there), with its role.
@@ -293,6 +352,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       store,
       simulatorUrl,
       stripe,
+      dashboardUrl: `${emulator.url}/dashboard/`,
+      dashboardTable,
+      oidc: { issuer: oidc.issuer, clientId: oidc.clientId, user: oidc.user },
       stop: stopAll,
     };
   } catch (error) {

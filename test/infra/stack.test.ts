@@ -16,6 +16,7 @@ import {
   GENERATION_METRICS,
 } from '../../lib/infra/generation-metrics.js';
 import { ACKNOWLEDGED } from '../../lib/infra/nag-suppressions.js';
+import { PROD_DOMAIN } from './synth-offline.js';
 
 /** The stack, proven offline: template assertions for every property, and cdk-nag's AwsSolutions pack. */
 /** The repository's example tier configuration, as the README's deploy command passes it. */
@@ -52,6 +53,8 @@ beforeAll(() => {
     tableMaxReadUnits: 1_000,
     tableMaxWriteUnits: 500,
     monthlyBudgetUsd: 200,
+    // A custom domain: prod has the dashboard (lib/infra/dashboard.ts), the sandbox (none) does not.
+    ...PROD_DOMAIN,
   });
 }, 120_000);
 
@@ -73,9 +76,10 @@ describe('cdk-nag AwsSolutions', () => {
   });
 
   it('acknowledges only findings that occur, each with a reason', () => {
+    // In either stage: the dashboard's user pool (COG2, COG8) is only in prod's, the one with a domain.
     const suppressed = new Set(
-      sandbox.report.pluginReports.flatMap((p) =>
-        p.suppressedViolations.map((v) => `AwsSolutions::${v.ruleName}`),
+      [sandbox, prod].flatMap(({ report }) =>
+        report.pluginReports.flatMap((p) => p.suppressedViolations.map((v) => `AwsSolutions::${v.ruleName}`)),
       ),
     );
     for (const { id, reason } of ACKNOWLEDGED) {
@@ -103,9 +107,10 @@ describe('functions', () => {
   });
 
   it('put completions behind a RESPONSE_STREAM URL and models behind a BUFFERED one, both authenticating themselves', () => {
-    // And the payments function's (Stripe's webhook), and in the sandbox the simulator's.
+    // And the payments function's (Stripe's webhook); in the sandbox the simulator's, in prod (a custom
+    // domain) the dashboard's.
     sandbox.template.resourceCountIs('AWS::Lambda::Url', 4);
-    prod.template.resourceCountIs('AWS::Lambda::Url', 3);
+    prod.template.resourceCountIs('AWS::Lambda::Url', 4);
     prod.template.hasResourceProperties('AWS::Lambda::Url', {
       InvokeMode: 'RESPONSE_STREAM',
       AuthType: 'NONE',
@@ -119,6 +124,8 @@ describe('functions', () => {
       models: { urlAuthType: 'NONE', originHeader: true },
       // Stripe's signature authenticates the webhook (functions/payments/webhook.ts).
       payments: { urlAuthType: 'NONE', originHeader: false },
+      // The dashboard checks the origin header itself (functions/dashboard/app.tsx).
+      dashboard: { urlAuthType: 'NONE', originHeader: true },
     });
     prod.template.resourceCountIs('AWS::CloudFront::OriginAccessControl', 0);
     expect(
@@ -139,13 +146,15 @@ describe('functions', () => {
     });
   });
 
-  it('bundle the AWS SDK but ship the tokenizer beside the bundle, loadable on first use', async () => {
+  it('bundle their own DynamoDB calls, not the AWS SDK, and ship the tokenizer beside the bundle, loadable on first use', async () => {
     const [, completions] =
       userFunctions(sandbox.template).find(([id]) => id.startsWith('Completions')) ?? [];
     const s3Key = (completions as { Properties: { Code: { S3Key: string } } }).Properties.Code.S3Key;
     const dir = join(sandboxAssemblyDir, `asset.${s3Key.replace(/\.zip$/, '')}`);
     const bundle = readFileSync(join(dir, 'index.mjs'), 'utf8');
-    expect(bundle).toContain('DynamoDBClient');
+    // The store's calls are signed and sent by wire.ts (DynamoDB's JSON protocol), not by the SDK's client.
+    expect(bundle).toContain('DynamoDB_20120810');
+    expect(bundle).not.toContain('DynamoDBClient');
     expect(bundle.length).toBeLessThan(1_500_000);
     const tokenizer = (await import(join(dir, 'node_modules/gpt-tokenizer/index.mjs'))) as {
       countTokens: (text: string) => number;
@@ -177,7 +186,7 @@ describe('functions', () => {
         }),
       },
     });
-    expect(userFunctions(prod.template)).toHaveLength(5); // no simulator
+    expect(userFunctions(prod.template)).toHaveLength(6); // no simulator; the dashboard (a custom domain)
     prod.template.hasResourceProperties('AWS::Lambda::Function', {
       Environment: { Variables: Match.objectLike({ TIERS_CONFIG: TIERS }) },
     });
@@ -233,7 +242,8 @@ describe('functions', () => {
 describe('tables', () => {
   it('are on-demand, encrypted, with point-in-time recovery and the GSIs of lib/tables.ts', () => {
     for (const { template } of [sandbox, prod]) {
-      template.resourceCountIs('AWS::DynamoDB::GlobalTable', 4);
+      // And prod's fifth, the dashboard's (test/infra/dashboard.test.ts).
+      template.resourceCountIs('AWS::DynamoDB::GlobalTable', template === prod.template ? 5 : 4);
       template.allResourcesProperties('AWS::DynamoDB::GlobalTable', {
         BillingMode: 'PAY_PER_REQUEST',
         SSESpecification: { SSEEnabled: true },
@@ -295,13 +305,18 @@ describe('CloudFront', () => {
           ViewerProtocolPolicy: 'https-only',
           AllowedMethods: Match.arrayWith(['GET', 'POST']),
         }),
-        CacheBehaviors: ['/api/v1/chat/completions', '/api/v1/chat/completions/', '/stripe/webhook'].map(
-          (PathPattern) =>
-            Match.objectLike({
-              PathPattern,
-              CachePolicyId: '4135ea2d-6df8-44a3-9df3-4b5a84be39ad',
-              ViewerProtocolPolicy: 'https-only',
-            }),
+        CacheBehaviors: [
+          '/api/v1/chat/completions',
+          '/api/v1/chat/completions/',
+          '/stripe/webhook',
+          '/dashboard',
+          '/dashboard/*',
+        ].map((PathPattern) =>
+          Match.objectLike({
+            PathPattern,
+            CachePolicyId: '4135ea2d-6df8-44a3-9df3-4b5a84be39ad',
+            ViewerProtocolPolicy: 'https-only',
+          }),
         ),
       }),
     });
@@ -312,10 +327,10 @@ describe('CloudFront', () => {
     const origins = (
       distribution as { Properties: { DistributionConfig: { Origins: Record<string, unknown>[] } } }
     ).Properties.DistributionConfig.Origins;
-    expect(origins).toHaveLength(3);
-    // The API's two; the payments origin (Stripe's webhook) trusts Stripe's signature instead.
+    expect(origins).toHaveLength(4);
+    // The API's two and the dashboard's; the payments origin (Stripe's webhook) trusts Stripe's signature instead.
     const withHeader = origins.filter((o) => o.OriginCustomHeaders !== undefined);
-    expect(withHeader).toHaveLength(2);
+    expect(withHeader).toHaveLength(3);
     for (const origin of withHeader) {
       const headers = origin.OriginCustomHeaders as { HeaderName: string; HeaderValue: unknown }[];
       expect(headers.map((h) => h.HeaderName)).toEqual(['x-origin-verify']);
@@ -375,10 +390,14 @@ describe('CloudFront', () => {
       config.Properties.DistributionConfig.DefaultCacheBehavior,
       ...config.Properties.DistributionConfig.CacheBehaviors,
     ];
-    // The site's behaviour (Stripe's webhook) has none: the key check is the API's, and Stripe sends no key.
-    const site = behaviours.filter((b) => (b as { PathPattern?: string }).PathPattern === '/stripe/webhook');
-    expect(site).toHaveLength(1);
-    expect(site[0]).not.toHaveProperty('FunctionAssociations');
+    // The site's behaviours (Stripe's webhook, the dashboard) have none: the key check is the API's,
+    // and neither Stripe nor a browser sends a key.
+    const sitePaths = ['/stripe/webhook', '/dashboard', '/dashboard/*'];
+    const site = behaviours.filter((b) =>
+      sitePaths.includes(String((b as { PathPattern?: string }).PathPattern)),
+    );
+    expect(site).toHaveLength(3);
+    for (const behaviour of site) expect(behaviour).not.toHaveProperty('FunctionAssociations');
     for (const behaviour of behaviours.filter((b) => !site.includes(b)))
       expect(behaviour).toMatchObject({
         FunctionAssociations: [{ EventType: 'viewer-request', FunctionARN: expect.anything() }],
@@ -753,8 +772,9 @@ describe('alarms and outputs', () => {
     });
     // ThrottledRequests is published per table and operation, never per table alone.
     expect(named('ThrottledRequests')).toHaveLength(0);
-    expect(named('ReadThrottleEvents')).toHaveLength(4);
-    expect(named('SystemErrors')).toHaveLength(4);
+    // One per table: prod's five (a custom domain, so the dashboard's table too).
+    expect(named('ReadThrottleEvents')).toHaveLength(5);
+    expect(named('SystemErrors')).toHaveLength(5);
     for (const alarm of alarms) expect(alarm.Properties.AlarmActions).toHaveLength(1);
     prod.template.hasResourceProperties('AWS::Events::Rule', {
       ScheduleExpression: 'rate(15 minutes)',
@@ -807,7 +827,7 @@ describe('alarms and outputs', () => {
         Replicas: { ReadOnDemandThroughputSettings?: unknown }[];
       };
     }[];
-    expect(tables).toHaveLength(4);
+    expect(tables).toHaveLength(5); // the dashboard's too: the same guardrail
     for (const table of tables) {
       expect(table.Properties.WriteOnDemandThroughputSettings).toEqual({ MaxWriteRequestUnits: 500 });
       expect(table.Properties.Replicas[0]?.ReadOnDemandThroughputSettings).toEqual({
@@ -825,7 +845,8 @@ describe('alarms and outputs', () => {
       Properties: Record<string, unknown>;
     }[];
     const names = alarms.map((a) => JSON.stringify(a.Properties));
-    expect(alarms.filter((a) => a.Properties.MetricName === 'Errors')).toHaveLength(4);
+    // Completions, models, payments, the sweeper and (prod has a custom domain) the dashboard.
+    expect(alarms.filter((a) => a.Properties.MetricName === 'Errors')).toHaveLength(5);
     for (const metric of [
       'PaymentsWebhookFailures',
       'PaymentsSignatureFailures',

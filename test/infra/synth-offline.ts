@@ -9,13 +9,23 @@ import { ApiStack, type ApiStackProps } from '../../lib/infra/api-stack.js';
 /** The repository's example tier configuration. */
 export const TIERS = readFileSync(new URL('../../config/tiers.example.json', import.meta.url), 'utf8');
 
-/** The prod stage as the README deploys it. */
+/**
+ * The custom domain the prod test stage is deployed with: a stack with one has the dashboard
+ * (lib/infra/dashboard.ts), so prod's tests see it and the sandbox's see a stack without it.
+ */
+export const PROD_DOMAIN = {
+  domainName: 'api.example.com',
+  certificateArn: 'arn:aws:acm:us-east-1:123456789012:certificate/abc',
+} as const;
+
+/** The prod stage as the README deploys it, with a custom domain (and so the dashboard). */
 export const PROD_PROPS: ApiStackProps = {
   stage: 'prod',
   tiersConfig: TIERS,
   reservedConcurrency: 50,
   alarmEmail: 'ops@example.com',
   monthlyBudgetUsd: 200,
+  ...PROD_DOMAIN,
 };
 
 export interface Synthesized {

@@ -15,6 +15,7 @@ import {
   type ChargeEntry,
   type CorrectionOutcome,
   correctionEntryId,
+  type DashboardSession,
   type Hold,
   type HoldOutcome,
   type KeyRecord,
@@ -31,6 +32,9 @@ export class MemoryStore implements Store {
   readonly keys = new Map<string, KeyRecord>();
   readonly ledger = new Map<string, LedgerEntry[]>();
   readonly holds = new Map<string, Hold>();
+  /** The dashboard's sessions by hash, and OpenID subjects' accounts. */
+  readonly sessions = new Map<string, DashboardSession>();
+  readonly users = new Map<string, string>();
   /** Every call, by operation name: what a round-trip test counts. */
   readonly calls: string[] = [];
 
@@ -302,5 +306,39 @@ export class MemoryStore implements Store {
 
   async getLedgerEntry(accountId: string, entryId: string): Promise<LedgerEntry | undefined> {
     return this.ledger.get(accountId)?.find((e) => e.entryId === entryId);
+  }
+
+  async listCreditHistory(accountId: string): Promise<LedgerEntry[]> {
+    return (this.ledger.get(accountId) ?? [])
+      .filter((e) => e.type === 'topup' || e.type === 'correction')
+      .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || b.entryId.localeCompare(a.entryId));
+  }
+
+  async putSession(session: DashboardSession): Promise<void> {
+    this.calls.push('putSession');
+    if (this.sessions.has(session.sessionHash)) throw new Error('session exists');
+    this.sessions.set(session.sessionHash, { ...session });
+  }
+
+  async getSession(sessionHash: string, nowSeconds: number): Promise<DashboardSession | undefined> {
+    const session = this.sessions.get(sessionHash);
+    return session && session.expiresAt > nowSeconds ? { ...session } : undefined;
+  }
+
+  async deleteSession(sessionHash: string): Promise<void> {
+    this.calls.push('deleteSession');
+    this.sessions.delete(sessionHash);
+  }
+
+  async accountOfUser(subject: string): Promise<string | undefined> {
+    return this.users.get(subject);
+  }
+
+  async linkUser(subject: string, accountId: string): Promise<string> {
+    this.calls.push('linkUser');
+    const linked = this.users.get(subject);
+    if (linked) return linked;
+    this.users.set(subject, accountId);
+    return accountId;
   }
 }

@@ -8,13 +8,18 @@
  * holds:    accountId (S) + holdId (S: generation id)          amountNano, expiresAt (N); live holds only
  * An account split into slices has, for slice i > 0, `<accountId>#<i>` in place of its id in all three
  * (items.ts): one partition per slice.
+ * dashboard: id (S)                                            `session#<SHA-256 of the session id>` (accountId,
+ *           subject, createdAt, expiresAt: N epoch seconds, the table's TTL attribute) and
+ *           `user#<OpenID subject>` (accountId, createdAt): the dashboard function's own (dashboard.ts).
  */
 export interface TableDefinition {
   /** Logical name, also the suffix of the local table name. */
-  readonly id: 'keys' | 'accounts' | 'ledger' | 'holds';
+  readonly id: 'keys' | 'accounts' | 'ledger' | 'holds' | 'dashboard';
   readonly partitionKey: string;
   readonly sortKey?: string;
   readonly indexes: readonly { name: string; partitionKey: string; sortKey?: string }[];
+  /** The attribute DynamoDB's Time to Live deletes an item by (epoch seconds); absent: no TTL. */
+  readonly timeToLiveAttribute?: string;
 }
 
 /** Index names, used by the table definitions below and by the queries that read them. */
@@ -33,6 +38,20 @@ export const TABLES = {
   ledger: { id: 'ledger', partitionKey: 'accountId', sortKey: 'entryId', indexes: [] },
   holds: { id: 'holds', partitionKey: 'accountId', sortKey: 'holdId', indexes: [] },
 } as const satisfies Record<string, TableDefinition>;
+
+/**
+ * The dashboard's table (sessions and the OpenID subject -> account links), apart from TABLES: only the
+ * dashboard function uses it, and it names it in DASHBOARD_TABLE (read at its first use, so the other
+ * functions need not be told of it).
+ */
+export const DASHBOARD_TABLE = {
+  id: 'dashboard',
+  partitionKey: 'id',
+  indexes: [],
+  timeToLiveAttribute: 'expiresAt',
+} as const satisfies TableDefinition;
+export const DASHBOARD_TABLE_ENV = 'DASHBOARD_TABLE';
+export const LOCAL_DASHBOARD_TABLE_NAME = 'svc-dashboard';
 
 /** Environment variables through which a function learns its table names. */
 export const TABLE_ENV = {

@@ -15,6 +15,7 @@ import type {
   ChargeEntry,
   Contention,
   CorrectionOutcome,
+  DashboardSession,
   Hold,
   HoldOutcome,
   KeyRecord,
@@ -25,7 +26,9 @@ import type {
   TransferOutcome,
 } from '../../core/store.js';
 import { AccountsAndKeys } from './accounts-keys.js';
+import type { WireConnection } from './connection.js';
 import { Corrections } from './corrections.js';
+import { DashboardItems } from './dashboard.js';
 import { Holds } from './holds.js';
 import { slicesOf, type TableNames } from './items.js';
 import { Ledger } from './ledger.js';
@@ -41,19 +44,22 @@ export class DynamoStore implements Store {
   private readonly holds: Holds;
   private readonly corrections: Corrections;
   private readonly transfers: Transfers;
+  private readonly dashboard: DashboardItems;
 
   constructor(
     readonly client: DynamoDBClient,
     readonly tables: TableNames,
     timeouts: DynamoTimeouts = dynamoTimeouts(),
+    connection: WireConnection | DynamoDBClient = client,
   ) {
-    this.wire = new DynamoWire(client, timeouts);
+    this.wire = new DynamoWire(connection, timeouts);
     const db = { client, tables, wire: this.wire };
     this.accounts = new AccountsAndKeys(db);
     this.transfers = new Transfers(db, this.accounts.slices);
     this.ledger = new Ledger(db, this.transfers);
     this.holds = new Holds(db);
     this.corrections = new Corrections(db, this.accounts.slices, this.transfers);
+    this.dashboard = new DashboardItems(db);
   }
 
   /** The generation ids among these that have a ledger entry (an eventually consistent read). */
@@ -168,5 +174,24 @@ export class DynamoStore implements Store {
     const head = await this.accounts.slices.head(accountId);
     if (!head) return undefined;
     return this.accounts.slices.balance(accountId, slicesOf(head));
+  }
+
+  listCreditHistory(accountId: string): Promise<LedgerEntry[]> {
+    return this.dashboard.listCreditHistory(accountId);
+  }
+  putSession(session: DashboardSession): Promise<void> {
+    return this.dashboard.putSession(session);
+  }
+  getSession(sessionHash: string, nowSeconds: number): Promise<DashboardSession | undefined> {
+    return this.dashboard.getSession(sessionHash, nowSeconds);
+  }
+  deleteSession(sessionHash: string): Promise<void> {
+    return this.dashboard.deleteSession(sessionHash);
+  }
+  accountOfUser(subject: string): Promise<string | undefined> {
+    return this.dashboard.accountOfUser(subject);
+  }
+  linkUser(subject: string, accountId: string, now: string): Promise<string> {
+    return this.dashboard.linkUser(subject, accountId, now);
   }
 }

@@ -15,7 +15,7 @@ function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) return sourceFiles(path);
-    return /\.(ts|cjs|mjs|js)$/.test(entry.name) ? [path] : [];
+    return /\.(ts|tsx|cjs|mjs|js)$/.test(entry.name) ? [path] : [];
   });
 }
 

@@ -1,0 +1,123 @@
+/**
+ * The dashboard's items in DynamoDB: sessions and OpenID subject links in the dashboard table
+ * (schema.ts DASHBOARD_TABLE, named by DASHBOARD_TABLE and looked up at first use, so the functions
+ * that never touch it need not be told its name), and the billing history read from the ledger by
+ * entry id prefix (top-ups and corrections are entries of slice 0's partition: ledger.ts, corrections.ts).
+ * Every call goes through the wire (wire.ts), as the rest of the store's: a function has no SDK client.
+ *
+ * Items of the dashboard table, keyed by `id`:
+ * - `session#<SHA-256 hex of the session id>`: accountId, subject, createdAt, expiresAt (N, epoch
+ *   seconds, the table's TTL attribute). An expired one is refused on read: TTL deletes within days.
+ * - `user#<OpenID subject>`: accountId, createdAt. Written once, conditionally.
+ */
+import type { GetItemCommandOutput } from '@aws-sdk/client-dynamodb';
+import type { DashboardSession, LedgerEntry } from '../../core/store.js';
+import { correctionEntryId, topUpEntryId } from '../../core/store.js';
+import { N, S, toLedgerEntry } from './items.js';
+import { DASHBOARD_TABLE_ENV, LOCAL_DASHBOARD_TABLE_NAME } from './schema.js';
+import { type Db, queryAll, StorePart } from './store-db.js';
+
+/** The dashboard table's name: DASHBOARD_TABLE, required in Lambda; the local name elsewhere. */
+function dashboardTableFromEnv(env: NodeJS.ProcessEnv = process.env): string {
+  const name = env[DASHBOARD_TABLE_ENV];
+  if (name) return name;
+  if (env.AWS_LAMBDA_FUNCTION_NAME)
+    throw new Error(`${DASHBOARD_TABLE_ENV} is not set: the function cannot find its dashboard table`);
+  return LOCAL_DASHBOARD_TABLE_NAME;
+}
+
+const sessionId = (hash: string) => `session#${hash}`;
+const userId = (subject: string) => `user#${subject}`;
+
+export class DashboardItems extends StorePart {
+  private table: string | undefined;
+
+  constructor(db: Db) {
+    super(db);
+  }
+
+  private name(): string {
+    this.table ??= dashboardTableFromEnv();
+    return this.table;
+  }
+
+  async putSession(session: DashboardSession): Promise<void> {
+    await this.wire.call('PutItem', {
+      TableName: this.name(),
+      Item: {
+        id: S(sessionId(session.sessionHash)),
+        accountId: S(session.accountId),
+        subject: S(session.subject),
+        createdAt: S(session.createdAt),
+        expiresAt: N(session.expiresAt),
+      },
+      // A fresh random id never meets an item; should it, nothing is overwritten.
+      ConditionExpression: 'attribute_not_exists(id)',
+    });
+  }
+
+  async getSession(sessionHash: string, nowSeconds: number): Promise<DashboardSession | undefined> {
+    const out = await this.wire.call<GetItemCommandOutput>('GetItem', {
+      TableName: this.name(),
+      Key: { id: S(sessionId(sessionHash)) },
+      ConsistentRead: true,
+    });
+    const item = out.Item;
+    const expiresAt = Number(item?.expiresAt?.N ?? '0');
+    if (!item?.accountId?.S || !(expiresAt > nowSeconds)) return undefined;
+    return {
+      sessionHash,
+      accountId: item.accountId.S,
+      subject: item.subject?.S ?? '',
+      createdAt: item.createdAt?.S ?? '',
+      expiresAt,
+    };
+  }
+
+  async deleteSession(sessionHash: string): Promise<void> {
+    await this.wire.call('DeleteItem', { TableName: this.name(), Key: { id: S(sessionId(sessionHash)) } });
+  }
+
+  async accountOfUser(subject: string): Promise<string | undefined> {
+    const out = await this.wire.call<GetItemCommandOutput>('GetItem', {
+      TableName: this.name(),
+      Key: { id: S(userId(subject)) },
+      ConsistentRead: true,
+    });
+    return out.Item?.accountId?.S;
+  }
+
+  async linkUser(subject: string, accountId: string, now: string): Promise<string> {
+    try {
+      await this.wire.call('PutItem', {
+        TableName: this.name(),
+        Item: { id: S(userId(subject)), accountId: S(accountId), createdAt: S(now) },
+        ConditionExpression: 'attribute_not_exists(id)',
+      });
+      return accountId;
+    } catch (error) {
+      if ((error as { name?: string } | undefined)?.name !== 'ConditionalCheckFailedException') throw error;
+      const linked = await this.accountOfUser(subject);
+      if (!linked) throw error;
+      return linked;
+    }
+  }
+
+  /** Top-ups and corrections: slice 0's partition, by prefix (charges are never read). */
+  async listCreditHistory(accountId: string): Promise<LedgerEntry[]> {
+    const byPrefix = (prefix: string) =>
+      queryAll(this.wire, {
+        TableName: this.tables.ledger,
+        KeyConditionExpression: 'accountId = :accountId AND begins_with(entryId, :prefix)',
+        ExpressionAttributeValues: { ':accountId': S(accountId), ':prefix': S(prefix) },
+        ConsistentRead: true,
+      });
+    const [topUps, corrections] = await Promise.all([
+      byPrefix(topUpEntryId('')),
+      byPrefix(correctionEntryId('')),
+    ]);
+    return [...topUps, ...corrections]
+      .map(toLedgerEntry)
+      .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || b.entryId.localeCompare(a.entryId));
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * What the dashboard does to accounts and keys, through the store port: the account of a signed-in
+ * user (made at the first sign-in, $0 and no key; found at every later one), and a customer's own
+ * keys (created the one way keys are made, functions/core/keys.ts; revoked only if they are theirs).
+ */
+import { createHash } from 'node:crypto';
+import { isValidKeyName, MAX_KEY_NAME_LENGTH, newApiKey } from '../core/keys.js';
+import { AccountExistsError, type KeyRecord, type Store } from '../core/store.js';
+
+/** Most active keys an account may have at once (revoked ones do not count). */
+export const MAX_ACTIVE_KEYS = 20;
+
+/**
+ * The account id a subject's first sign-in makes: derived from the subject, so two first sign-ins at
+ * once (two tabs) make the same account, never two.
+ */
+const accountIdFor = (subject: string): string =>
+  `acct-${createHash('sha256').update(subject).digest('hex').slice(0, 24)}`;
+
+/**
+ * The account of a signed-in subject. The first time: an active account with a $0 balance (no free
+ * credits, no ledger entry) and no key, then the subject's link to it (conditional: whichever sign-in
+ * links first wins, and both get that account). Later: the link alone is read; nothing is written.
+ */
+export async function accountForSignIn(store: Store, subject: string, now: string): Promise<string> {
+  const linked = await store.accountOfUser(subject);
+  if (linked) return linked;
+  const accountId = accountIdFor(subject);
+  try {
+    await store.createAccount(accountId, 0n, now);
+  } catch (error) {
+    // Made by a sign-in that stopped before linking it, or by one running now: it is this subject's.
+    if (!(error instanceof AccountExistsError)) throw error;
+  }
+  return store.linkUser(subject, accountId, now);
+}
+
+/** A refusal to show the customer (400 or 409), nothing written. */
+export class KeyRequestError extends Error {
+  constructor(
+    message: string,
+    readonly status: 400 | 409,
+  ) {
+    super(message);
+    this.name = 'KeyRequestError';
+  }
+}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/** A new key for the account, within the bound: the full key (shown once) and its record. */
+export async function createAccountKey(
+  store: Store,
+  accountId: string,
+  name: unknown,
+  now: string,
+): Promise<{ key: string; record: KeyRecord }> {
+  const trimmed = typeof name === 'string' ? name.trim() : '';
+  if (!isValidKeyName(trimmed) || CONTROL.test(trimmed))
+    throw new KeyRequestError(
+      `A key name is 1 to ${MAX_KEY_NAME_LENGTH} characters (no control characters).`,
+      400,
+    );
+  const active = (await store.listKeys(accountId)).filter((key) => key.status === 'active');
+  if (active.length >= MAX_ACTIVE_KEYS)
+    throw new KeyRequestError(
+      `You already have ${MAX_ACTIVE_KEYS} active keys, the most an account may have. Revoke one you no longer use, then create the new one.`,
+      409,
+    );
+  const created = newApiKey(accountId, trimmed, now);
+  await store.createKey(created.record);
+  return created;
+}
+
+/** Revokes the account's own key; undefined (a 404) for a key id that is unknown or another account's. */
+export async function revokeAccountKey(
+  store: Store,
+  accountId: string,
+  keyId: string,
+  now: string,
+): Promise<KeyRecord | undefined> {
+  if (!/^key_[0-9A-Za-z]{1,64}$/.test(keyId)) return undefined;
+  const key = await store.findKeyById(keyId);
+  if (!key || key.accountId !== accountId) return undefined;
+  return store.revokeKey(key.keyHash, now);
+}
+
+/** The account's keys as the page lists them, with a change just made that an index may not show yet. */
+export async function keysWith(store: Store, accountId: string, changed?: KeyRecord): Promise<KeyRecord[]> {
+  const keys = (await store.listKeys(accountId)).filter((key) => key.keyId !== changed?.keyId);
+  return changed ? [changed, ...keys] : keys;
+}

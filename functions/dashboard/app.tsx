@@ -1,0 +1,182 @@
+/** @jsxImportSource hono/jsx */
+/**
+ * The dashboard: a Hono application under /dashboard/, rendered on the server (pages.tsx). This file
+ * holds what applies to every page (the origin header, security headers, CSRF, sessions) and the
+ * sign-in; the customer's pages are in pages-routes.tsx. It runs as a Lambda function behind a
+ * buffered Function URL (handler.ts) and, in tests, in process through `app.request`.
+ *
+ * - CloudFront's secret `x-origin-verify` header is required when one is configured (as by the API's
+ *   functions, functions/shared/http.ts): the bare Function URL answers 403.
+ * - CSRF: every change is a POST, and a POST is accepted only when its `Origin` is the dashboard's
+ *   public origin (configured: behind CloudFront the request's Host is the Function URL's), or, from a
+ *   browser that sends no Origin, when `Sec-Fetch-Site` is `same-origin`. GET never changes anything.
+ * - Headers: a CSP with scripts and styles from this origin only (no inline script),
+ *   `frame-ancestors 'none'`, and `form-action` this origin and Stripe's checkout (the redirect after
+ *   the buy form's POST); HTML is never cached.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import { Hono, type MiddlewareHandler } from 'hono';
+import { secureHeaders } from 'hono/secure-headers';
+import type { DashboardSession, Store } from '../core/store.js';
+import type { StripeApi } from '../payments/stripe-api.js';
+import { logger } from '../shared/observability.js';
+import { accountForSignIn } from './accounts.js';
+import { type OidcClient, SignInError } from './oidc.js';
+import { HomePage, MessagePage } from './pages.js';
+import { customerRoutes } from './pages-routes.js';
+import { currentSession, endSession, keepSignIn, startSession, takeSignIn } from './sessions.js';
+import { COPY_SCRIPT, STYLESHEET } from './static.js';
+
+export interface DashboardDeps {
+  store: Store;
+  /** The OpenID client (made once per instance, at its first sign-in). */
+  oidc: () => Promise<OidcClient>;
+  stripe: () => Promise<StripeApi>;
+  /** The dashboard's public origin (`https://example.com`): the CSRF check and all absolute URLs. */
+  publicOrigin: string;
+  /** Where the buy form may redirect the browser (CSP form-action): Stripe's checkout origin(s). */
+  checkoutOrigins: readonly string[];
+  /** The accepted `x-origin-verify` values; none: no check (local use). */
+  originVerify: () => Promise<string[]>;
+  now?: () => Date;
+}
+
+export type DashboardEnv = { Variables: { session: DashboardSession } };
+
+const SAFE_METHODS = new Set(['GET', 'HEAD']);
+
+function sameBytes(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** A state change from the dashboard's own pages only (see the file's comment). */
+function sameOriginOnly(publicOrigin: string): MiddlewareHandler {
+  return async (c, next) => {
+    if (SAFE_METHODS.has(c.req.method)) return next();
+    const origin = c.req.header('origin');
+    const fetchSite = c.req.header('sec-fetch-site');
+    const allowed = origin !== undefined ? origin === publicOrigin : fetchSite === 'same-origin';
+    if (!allowed) {
+      logger.warn('dashboard: cross-origin state change refused', { origin, fetchSite, path: c.req.path });
+      return c.text('Forbidden: this request did not come from the dashboard.', 403);
+    }
+    return next();
+  };
+}
+
+export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
+  const now = deps.now ?? (() => new Date());
+  const { store } = deps;
+  // Not strict: `/dashboard` and `/dashboard/` are the same page.
+  const app = new Hono<DashboardEnv>({ strict: false }).basePath('/dashboard');
+
+  app.use('*', async (c, next) => {
+    const accepted = await deps.originVerify();
+    const got = c.req.header('x-origin-verify') ?? '';
+    if (accepted.length > 0 && !accepted.some((value) => sameBytes(got, value)))
+      return c.text('Forbidden: open the dashboard through its public address.', 403);
+    return next();
+  });
+  app.use(
+    '*',
+    secureHeaders({
+      contentSecurityPolicy: {
+        defaultSrc: ["'none'"],
+        scriptSrc: ["'self'"],
+        styleSrc: ["'self'"],
+        imgSrc: ["'self'"],
+        connectSrc: ["'self'"],
+        formAction: ["'self'", ...deps.checkoutOrigins],
+        frameAncestors: ["'none'"],
+        baseUri: ["'none'"],
+      },
+      xFrameOptions: 'DENY',
+      referrerPolicy: 'same-origin',
+    }),
+  );
+  app.use('*', async (c, next) => {
+    await next();
+    if (!c.res.headers.has('cache-control')) c.header('cache-control', 'no-store');
+  });
+  app.use('*', sameOriginOnly(deps.publicOrigin));
+
+  app.get('/static/style.css', (c) =>
+    c.body(STYLESHEET, 200, {
+      'content-type': 'text/css; charset=utf-8',
+      'cache-control': 'public, max-age=3600',
+    }),
+  );
+  app.get('/static/copy.js', (c) =>
+    c.body(COPY_SCRIPT, 200, {
+      'content-type': 'text/javascript; charset=utf-8',
+      'cache-control': 'public, max-age=3600',
+    }),
+  );
+
+  app.get('/', async (c) => {
+    const session = await currentSession(c, store, now());
+    const account = session ? await store.getAccount(session.accountId) : undefined;
+    return c.html(account ? <HomePage account={account} /> : <HomePage />);
+  });
+
+  app.get('/sign-in', async (c) => {
+    const { url, checks } = await (await deps.oidc()).begin();
+    keepSignIn(c, checks);
+    return c.redirect(url.href, 302);
+  });
+
+  app.get('/callback', async (c) => {
+    const checks = takeSignIn(c);
+    const failed = (message: string) =>
+      c.html(
+        <MessagePage
+          title="Sign-in failed"
+          message={message}
+          signedIn={false}
+          link={<a href="/dashboard/sign-in">Sign in again</a>}
+        />,
+        400,
+      );
+    if (!checks)
+      return failed('This sign-in expired or was started in another browser. Please sign in again.');
+    if (c.req.query('error')) return failed('The sign-in was cancelled or refused by the identity provider.');
+    const callback = new URL('/dashboard/callback', deps.publicOrigin);
+    callback.search = new URL(c.req.url).search;
+    let subject: string;
+    try {
+      subject = (await (await deps.oidc()).finish(callback, checks)).subject;
+    } catch (error) {
+      if (!(error instanceof SignInError)) throw error;
+      logger.warn('dashboard: sign-in refused', { error });
+      return failed('The sign-in could not be verified. Please sign in again.');
+    }
+    const at = now();
+    const accountId = await accountForSignIn(store, subject, at.toISOString());
+    await startSession(c, store, { accountId, subject }, at);
+    return c.redirect('/dashboard/', 303);
+  });
+
+  app.post('/sign-out', async (c) => {
+    await endSession(c, store);
+    return c.redirect('/dashboard/', 303);
+  });
+
+  app.route('/', customerRoutes(deps, now));
+
+  app.notFound((c) =>
+    c.html(
+      <MessagePage title="Not found" message="There is nothing at this address." signedIn={false} />,
+      404,
+    ),
+  );
+  app.onError((error, c) => {
+    logger.error('dashboard: request failed', { error, path: c.req.path });
+    return c.html(
+      <MessagePage title="Something went wrong" message="Please try again in a moment." signedIn={false} />,
+      500,
+    );
+  });
+  return app;
+}

@@ -1,0 +1,59 @@
+/**
+ * The dashboard function's settings, from its environment (read at the first request of an instance):
+ *
+ * - DASHBOARD_ORIGIN: the dashboard's public origin (`https://<distribution domain>`, locally
+ *   `http://127.0.0.1:8787`). Behind CloudFront the request's Host is the Function URL's, so the CSRF
+ *   check and the OpenID redirect URI (`<origin>/dashboard/callback`) are built from this, never from it.
+ * - OIDC_ISSUER, OIDC_CLIENT_ID and the client's secret (OIDC_CLIENT_SECRET_ARN: a Secrets Manager
+ *   secret holding it as plain text; locally OIDC_CLIENT_SECRET): Cognito's user pool
+ *   (`https://cognito-idp.<region>.amazonaws.com/<pool id>`) and its app client on AWS, the local
+ *   OpenID provider (lib/local/oidc.ts) locally. One code path: discovery from the issuer.
+ * - Stripe: as the payments function (functions/payments/config.ts): STRIPE_SECRET_ARN, or locally
+ *   STRIPE_API_KEY, STRIPE_WEBHOOK_SECRET and STRIPE_API_BASE (the stand-in).
+ * - DASHBOARD_TABLE (functions/adapters/dynamodb/dashboard.ts) and the four tables of the store.
+ */
+import { getSecretString } from '../adapters/secrets.js';
+
+export interface OidcSettings {
+  issuer: string;
+  clientId: string;
+  clientSecret: string;
+  /** `<DASHBOARD_ORIGIN>/dashboard/callback`: registered with the provider as the app client's callback. */
+  redirectUri: string;
+}
+
+class DashboardNotConfiguredError extends Error {
+  constructor(what: string) {
+    super(`The dashboard is not configured: ${what}`);
+    this.name = 'DashboardNotConfiguredError';
+  }
+}
+
+/** The public origin, normalised (`https://example.com`, no path), or a thrown error naming the variable. */
+export function publicOrigin(env: NodeJS.ProcessEnv = process.env): string {
+  const value = env.DASHBOARD_ORIGIN;
+  if (!value) throw new DashboardNotConfiguredError('set DASHBOARD_ORIGIN (the public origin)');
+  return new URL(value).origin;
+}
+
+export async function oidcSettings(env: NodeJS.ProcessEnv = process.env): Promise<OidcSettings> {
+  const issuer = env.OIDC_ISSUER;
+  const clientId = env.OIDC_CLIENT_ID;
+  if (!issuer || !clientId) throw new DashboardNotConfiguredError('set OIDC_ISSUER and OIDC_CLIENT_ID');
+  const clientSecret = env.OIDC_CLIENT_SECRET_ARN
+    ? (await getSecretString(env.OIDC_CLIENT_SECRET_ARN)).trim()
+    : env.OIDC_CLIENT_SECRET;
+  if (!clientSecret)
+    throw new DashboardNotConfiguredError('set OIDC_CLIENT_SECRET_ARN (or OIDC_CLIENT_SECRET locally)');
+  return { issuer, clientId, clientSecret, redirectUri: `${publicOrigin(env)}/dashboard/callback` };
+}
+
+/**
+ * Where a Checkout form may send the browser (the page's CSP `form-action`: Chrome applies it to the
+ * redirect that follows a form's POST): Stripe's hosted checkout, and locally the stand-in's origin.
+ */
+export function checkoutOrigins(env: NodeJS.ProcessEnv = process.env): string[] {
+  const origins = ['https://checkout.stripe.com'];
+  if (env.STRIPE_API_BASE) origins.push(new URL(env.STRIPE_API_BASE).origin);
+  return origins;
+}

@@ -1,0 +1,46 @@
+/**
+ * The dashboard function (a buffered Function URL behind CloudFront's `/dashboard/*` behaviour): the
+ * Hono application (app.tsx) on Hono's Lambda adapter, which turns the Function URL event (payload
+ * 2.0, its `cookies` included) into a Request and the Response back (Set-Cookie into `cookies`).
+ * Its OpenID client and Stripe client are made at first use and kept for the instance.
+ */
+import { handle } from 'hono/aws-lambda';
+import { getStore } from '../adapters/dynamodb/index.js';
+import { originVerifyValues } from '../adapters/secrets.js';
+import { stripeSettings } from '../payments/config.js';
+import { type StripeApi, stripeApi, stripeClient } from '../payments/stripe-api.js';
+import { createDashboardApp } from './app.js';
+import { checkoutOrigins, oidcSettings, publicOrigin } from './config.js';
+import { type OidcClient, openIdClient } from './oidc.js';
+
+let oidc: Promise<OidcClient> | undefined;
+/** Discovery once per instance; a failed one is tried again at the next sign-in. */
+function oidcClient(): Promise<OidcClient> {
+  oidc ??= oidcSettings()
+    .then((settings) => openIdClient(settings))
+    .catch((error: unknown) => {
+      oidc = undefined;
+      throw error;
+    });
+  return oidc;
+}
+
+/** One Stripe client per instance, rebuilt only when its key changes (a rotation). */
+let stripe: { apiKey: string; api: StripeApi } | undefined;
+async function stripeFor(): Promise<StripeApi> {
+  const settings = await stripeSettings();
+  if (stripe?.apiKey !== settings.apiKey)
+    stripe = { apiKey: settings.apiKey, api: stripeApi(stripeClient(settings)) };
+  return stripe.api;
+}
+
+const app = createDashboardApp({
+  store: getStore(),
+  oidc: oidcClient,
+  stripe: stripeFor,
+  publicOrigin: publicOrigin(),
+  checkoutOrigins: checkoutOrigins(),
+  originVerify: () => originVerifyValues(),
+});
+
+export const handler = handle(app);

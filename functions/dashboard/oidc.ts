@@ -1,0 +1,102 @@
+/**
+ * Sign-in through an OpenID provider: the authorization code flow of a confidential client with PKCE
+ * (S256), state and nonce, on `openid-client` (a maintained, certified relying-party library). The
+ * provider is found by discovery from its issuer URL: Cognito's user pool on AWS, the local provider
+ * (lib/local/oidc.ts) locally, by the same code. The ID token's signature is verified against the
+ * issuer's JWKS (enableNonRepudiationChecks; without it openid-client relies on the TLS connection to
+ * the token endpoint alone), with its issuer, audience, expiry and nonce.
+ */
+import * as client from 'openid-client';
+import type { OidcSettings } from './config.js';
+
+/** What the browser keeps (in the sign-in cookie) between the redirect to the provider and its callback. */
+export interface SignInChecks {
+  codeVerifier: string;
+  state: string;
+  nonce: string;
+}
+
+interface SignedInUser {
+  /** The provider's `sub`: stable per user (Cognito: a UUID). */
+  subject: string;
+  email?: string;
+}
+
+/** The OpenID boundary the dashboard depends on; unit tests stand in for it. */
+export interface OidcClient {
+  /** A new sign-in: where to send the browser, and the checks its callback must pass. */
+  begin(): Promise<{ url: URL; checks: SignInChecks }>;
+  /** The callback (its full public URL with the query), exchanged for a verified ID token's subject. */
+  finish(callbackUrl: URL, checks: SignInChecks): Promise<SignedInUser>;
+}
+
+/** The sign-in failed at the provider or its checks (state, nonce, PKCE, signature): start again. */
+export class SignInError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'SignInError';
+  }
+}
+
+const SCOPE = 'openid email';
+
+/** Plain http is allowed only to a provider on this machine (the local one): never on AWS. */
+function onThisMachine(issuer: URL): boolean {
+  return issuer.protocol === 'http:' && ['127.0.0.1', 'localhost', '[::1]'].includes(issuer.hostname);
+}
+
+export async function openIdClient(
+  settings: OidcSettings,
+  options: { fetch?: client.CustomFetch } = {},
+): Promise<OidcClient> {
+  const issuer = new URL(settings.issuer);
+  const config = await client.discovery(
+    issuer,
+    settings.clientId,
+    { client_secret: settings.clientSecret },
+    client.ClientSecretBasic(settings.clientSecret),
+    {
+      execute: [
+        client.enableNonRepudiationChecks,
+        ...(onThisMachine(issuer) ? [client.allowInsecureRequests] : []),
+      ],
+      timeout: 5,
+      ...(options.fetch ? { [client.customFetch]: options.fetch } : {}),
+    },
+  );
+  return {
+    async begin() {
+      const checks = {
+        codeVerifier: client.randomPKCECodeVerifier(),
+        state: client.randomState(),
+        nonce: client.randomNonce(),
+      };
+      const url = client.buildAuthorizationUrl(config, {
+        redirect_uri: settings.redirectUri,
+        response_type: 'code',
+        scope: SCOPE,
+        code_challenge: await client.calculatePKCECodeChallenge(checks.codeVerifier),
+        code_challenge_method: 'S256',
+        state: checks.state,
+        nonce: checks.nonce,
+      });
+      return { url, checks };
+    },
+    async finish(callbackUrl, checks) {
+      let claims: client.IDToken | undefined;
+      try {
+        const tokens = await client.authorizationCodeGrant(config, callbackUrl, {
+          pkceCodeVerifier: checks.codeVerifier,
+          expectedState: checks.state,
+          expectedNonce: checks.nonce,
+          idTokenExpected: true,
+        });
+        claims = tokens.claims();
+      } catch (error) {
+        throw new SignInError(`sign-in failed: ${(error as Error).message}`, { cause: error });
+      }
+      if (!claims?.sub) throw new SignInError('sign-in failed: the ID token has no subject');
+      return { subject: claims.sub, ...(typeof claims.email === 'string' ? { email: claims.email } : {}) };
+    },
+  };
+}

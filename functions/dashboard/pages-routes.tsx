@@ -1,0 +1,129 @@
+/** @jsxImportSource hono/jsx */
+/**
+ * A signed-in customer's pages: Settings → API (keys) and Billing. Every one needs a live session
+ * (a GET without one goes to sign-in; a POST is refused) and acts on the session's account only.
+ */
+import { Hono } from 'hono';
+import { InvalidPurchaseAmountError, purchaseCentsFromDollars } from '../payments/amounts.js';
+import { createCheckout } from '../payments/checkout.js';
+import {
+  createAccountKey,
+  KeyRequestError,
+  keysWith,
+  MAX_ACTIVE_KEYS,
+  revokeAccountKey,
+} from './accounts.js';
+import type { DashboardDeps, DashboardEnv } from './app.js';
+import { BillingPage, KeysPage, MessagePage, SuccessPage } from './pages.js';
+import { currentSession } from './sessions.js';
+
+/** The buy buttons, in cents: $10, $25, $50, $100 (any other amount is the custom field's). */
+const FIXED_AMOUNTS_CENTS = [1_000, 2_500, 5_000, 10_000] as const;
+
+/** The billing page: where the API's 402 `topUpUrl` points. */
+const BILLING_PATH = '/dashboard/billing';
+
+/** The amount a buy form asked for, in cents; throws InvalidPurchaseAmountError with the customer's message. */
+function requestedCents(form: Record<string, unknown>): number {
+  const amount = form.amount;
+  if (amount === 'custom')
+    return purchaseCentsFromDollars(typeof form.custom === 'string' ? form.custom : '');
+  const fixed = FIXED_AMOUNTS_CENTS.find((cents) => String(cents) === amount);
+  if (fixed === undefined)
+    throw new InvalidPurchaseAmountError('Choose one of the amounts, or type another.');
+  return fixed;
+}
+
+export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<DashboardEnv> {
+  const { store } = deps;
+  const routes = new Hono<DashboardEnv>();
+
+  for (const path of ['/settings/*', '/billing', '/billing/*'])
+    routes.use(path, async (c, next) => {
+      const session = await currentSession(c, store, now());
+      if (!session) {
+        if (c.req.method === 'GET') return c.redirect('/dashboard/sign-in', 302);
+        return c.html(
+          <MessagePage
+            title="Signed out"
+            message="Your session has ended: sign in again."
+            signedIn={false}
+          />,
+          401,
+        );
+      }
+      c.set('session', session);
+      return next();
+    });
+
+  const accountOf = async (accountId: string) => {
+    const account = await store.getAccount(accountId);
+    if (!account) throw new Error(`the session's account ${accountId} is gone`);
+    return account;
+  };
+
+  routes.get('/settings/api', async (c) =>
+    c.html(<KeysPage keys={await store.listKeys(c.var.session.accountId)} maxKeys={MAX_ACTIVE_KEYS} />),
+  );
+
+  routes.post('/settings/api/keys', async (c) => {
+    const { accountId } = c.var.session;
+    const form = await c.req.parseBody();
+    try {
+      const { key, record } = await createAccountKey(store, accountId, form.name, now().toISOString());
+      const keys = await keysWith(store, accountId, record);
+      return c.html(<KeysPage keys={keys} created={{ name: record.name, key }} maxKeys={MAX_ACTIVE_KEYS} />);
+    } catch (error) {
+      if (!(error instanceof KeyRequestError)) throw error;
+      const keys = await store.listKeys(accountId);
+      return c.html(<KeysPage keys={keys} error={error.message} maxKeys={MAX_ACTIVE_KEYS} />, error.status);
+    }
+  });
+
+  routes.post('/settings/api/keys/:keyId/revoke', async (c) => {
+    const { accountId } = c.var.session;
+    const revoked = await revokeAccountKey(store, accountId, c.req.param('keyId'), now().toISOString());
+    if (!revoked)
+      return c.html(
+        <MessagePage title="Not found" message="There is no such key on your account." signedIn={true} />,
+        404,
+      );
+    return c.html(<KeysPage keys={await keysWith(store, accountId, revoked)} maxKeys={MAX_ACTIVE_KEYS} />);
+  });
+
+  const billingPage = async (accountId: string, extra: { error?: string; custom?: string } = {}) => {
+    const [account, history] = await Promise.all([accountOf(accountId), store.listCreditHistory(accountId)]);
+    return <BillingPage account={account} history={history} fixedCents={FIXED_AMOUNTS_CENTS} {...extra} />;
+  };
+
+  routes.get('/billing', async (c) => c.html(await billingPage(c.var.session.accountId)));
+
+  routes.post('/billing/checkout', async (c) => {
+    const { accountId } = c.var.session;
+    const form = await c.req.parseBody();
+    let cents: number;
+    try {
+      cents = requestedCents(form);
+    } catch (error) {
+      if (!(error instanceof InvalidPurchaseAmountError)) throw error;
+      const custom = typeof form.custom === 'string' ? form.custom.slice(0, 40) : '';
+      return c.html(await billingPage(accountId, { error: error.message, custom }), 400);
+    }
+    const session = await createCheckout(await deps.stripe(), {
+      accountId,
+      amountCents: cents,
+      successUrl: `${deps.publicOrigin}${BILLING_PATH}/success?session_id={CHECKOUT_SESSION_ID}`,
+      cancelUrl: `${deps.publicOrigin}${BILLING_PATH}`,
+    });
+    return c.redirect(session.url, 303);
+  });
+
+  // Shows the balance as it is: only the webhook credits (functions/payments/), never this page.
+  routes.get('/billing/success', async (c) => {
+    const { accountId } = c.var.session;
+    const [account, history] = await Promise.all([accountOf(accountId), store.listCreditHistory(accountId)]);
+    return c.html(<SuccessPage account={account} history={history} />);
+  });
+
+  return routes;
+}

@@ -1,0 +1,279 @@
+/** @jsxImportSource hono/jsx */
+/**
+ * The dashboard's pages, rendered on the server with hono/jsx (every value is escaped as text: a key
+ * named `<script>` shows as those characters). No inline script or style anywhere: the CSP forbids
+ * both (app.tsx); the stylesheet and the copy button's script are files the function serves.
+ */
+import type { Child } from 'hono/jsx';
+import { formatDecimal } from '../billing/money.js';
+import type { AccountRecord, KeyRecord, LedgerEntry } from '../core/store.js';
+
+const STATIC = '/dashboard/static';
+
+/** Exact USD from nano-USD, with at least the cents: `$10.00`, `$0.000012345`, `-$3.20`. */
+function usd(nano: bigint): string {
+  const text = formatDecimal(nano < 0n ? -nano : nano, 9);
+  const [whole, fraction = ''] = text.split('.');
+  return `${nano < 0n ? '-' : ''}$${whole}.${fraction.padEnd(2, '0')}`;
+}
+
+/** `2025-01-31 14:05 UTC` from an ISO time. */
+const when = (iso: string) => (iso.length >= 16 ? `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC` : iso);
+
+function Layout(props: { title: string; signedIn: boolean; children?: Child }) {
+  return (
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <title>{props.title} · Dashboard</title>
+        <link rel="stylesheet" href={`${STATIC}/style.css`} />
+        <script src={`${STATIC}/copy.js`} defer />
+      </head>
+      <body>
+        <header>
+          <a class="brand" href="/dashboard/">
+            Dashboard
+          </a>
+          {props.signedIn ? (
+            <nav>
+              <a href="/dashboard/settings/api">API keys</a>
+              <a href="/dashboard/billing">Billing</a>
+              <form method="post" action="/dashboard/sign-out">
+                <button type="submit" class="link">
+                  Sign out
+                </button>
+              </form>
+            </nav>
+          ) : (
+            <nav>
+              <a href="/dashboard/sign-in">Sign in</a>
+            </nav>
+          )}
+        </header>
+        <main>
+          <h1>{props.title}</h1>
+          {props.children}
+        </main>
+      </body>
+    </html>
+  );
+}
+
+export function MessagePage(props: { title: string; message: string; signedIn: boolean; link?: Child }) {
+  return (
+    <Layout title={props.title} signedIn={props.signedIn}>
+      <p>{props.message}</p>
+      {props.link}
+    </Layout>
+  );
+}
+
+export function HomePage(props: { account?: AccountRecord }) {
+  if (!props.account)
+    return (
+      <Layout title="Welcome" signedIn={false}>
+        <p>Sign in to manage your API keys and buy credits.</p>
+        <p>
+          <a class="button" href="/dashboard/sign-in">
+            Sign in
+          </a>
+        </p>
+      </Layout>
+    );
+  return (
+    <Layout title="Overview" signedIn={true}>
+      <StatusNotice account={props.account} />
+      <p>
+        Balance: <strong class="balance">{usd(props.account.balanceNano)}</strong>
+      </p>
+      <ul>
+        <li>
+          <a href="/dashboard/settings/api">Settings → API</a>: create and revoke keys
+        </li>
+        <li>
+          <a href="/dashboard/billing">Billing</a>: buy credits, see top-ups and refunds
+        </li>
+      </ul>
+    </Layout>
+  );
+}
+
+function StatusNotice(props: { account: AccountRecord }) {
+  if (props.account.status === 'active') return null;
+  return (
+    <p class="error" role="alert">
+      This account is {props.account.status}: API requests are refused (403). Contact support.
+    </p>
+  );
+}
+
+export function KeysPage(props: {
+  keys: KeyRecord[];
+  created?: { name: string; key: string };
+  error?: string;
+  maxKeys: number;
+}) {
+  const keys = [...props.keys].sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+  return (
+    <Layout title="Settings → API" signedIn={true}>
+      {props.created ? (
+        <section class="notice" aria-live="polite">
+          <h2>Key “{props.created.name}” created</h2>
+          <p>Copy it now: it is shown this once and never again.</p>
+          <p class="copy">
+            <input id="new-key" readonly value={props.created.key} aria-label="New API key" />
+            <button type="button" data-copy="new-key">
+              Copy
+            </button>
+          </p>
+        </section>
+      ) : null}
+      {props.error ? (
+        <p class="error" role="alert">
+          {props.error}
+        </p>
+      ) : null}
+      <form method="post" action="/dashboard/settings/api/keys" class="inline">
+        <label for="key-name">New key name</label>
+        <input id="key-name" name="name" required maxlength={128} />
+        <button type="submit">Create key</button>
+      </form>
+      <p class="hint">At most {props.maxKeys} active keys per account.</p>
+      <table>
+        <caption>Your API keys</caption>
+        <thead>
+          <tr>
+            <th scope="col">Name</th>
+            <th scope="col">Key</th>
+            <th scope="col">Created</th>
+            <th scope="col">Status</th>
+            <th scope="col">
+              <span class="visually-hidden">Actions</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {keys.length === 0 ? (
+            <tr>
+              <td colspan={5}>No keys yet.</td>
+            </tr>
+          ) : (
+            keys.map((key) => (
+              <tr>
+                <td>{key.name}</td>
+                <td>
+                  <code>{key.displayPrefix}</code>
+                </td>
+                <td>{when(key.createdAt)}</td>
+                <td>{key.status === 'active' ? 'Active' : `Revoked ${when(key.revokedAt ?? '')}`}</td>
+                <td>
+                  {key.status === 'active' ? (
+                    <form method="post" action={`/dashboard/settings/api/keys/${key.keyId}/revoke`}>
+                      <button type="submit" class="danger">
+                        Revoke
+                      </button>
+                    </form>
+                  ) : null}
+                </td>
+              </tr>
+            ))
+          )}
+        </tbody>
+      </table>
+    </Layout>
+  );
+}
+
+function History(props: { entries: LedgerEntry[] }) {
+  return (
+    <table>
+      <caption>Top-ups and refunds</caption>
+      <thead>
+        <tr>
+          <th scope="col">Date</th>
+          <th scope="col">Type</th>
+          <th scope="col">Reference</th>
+          <th scope="col" class="num">
+            Amount
+          </th>
+        </tr>
+      </thead>
+      <tbody>
+        {props.entries.length === 0 ? (
+          <tr>
+            <td colspan={4}>Nothing yet.</td>
+          </tr>
+        ) : (
+          props.entries.map((entry) => (
+            <tr>
+              <td>{when(entry.createdAt)}</td>
+              <td>{entry.type === 'topup' ? 'Top-up' : 'Refund or correction'}</td>
+              <td>
+                <code>{entry.reference ?? entry.entryId}</code>
+              </td>
+              <td class="num">{usd(entry.deltaNano)}</td>
+            </tr>
+          ))
+        )}
+      </tbody>
+    </table>
+  );
+}
+
+export function BillingPage(props: {
+  account: AccountRecord;
+  history: LedgerEntry[];
+  fixedCents: readonly number[];
+  error?: string;
+  custom?: string;
+}) {
+  return (
+    <Layout title="Billing" signedIn={true}>
+      <StatusNotice account={props.account} />
+      <p>
+        Balance: <strong class="balance">{usd(props.account.balanceNano)}</strong>
+      </p>
+      <h2>Buy credits</h2>
+      {props.error ? (
+        <p class="error" role="alert">
+          {props.error}
+        </p>
+      ) : null}
+      <form method="post" action="/dashboard/billing/checkout" class="amounts">
+        {props.fixedCents.map((cents) => (
+          <button type="submit" name="amount" value={String(cents)}>
+            {usd(BigInt(cents) * 10_000_000n).replace(/\.00$/, '')}
+          </button>
+        ))}
+      </form>
+      <form method="post" action="/dashboard/billing/checkout" class="inline">
+        <label for="custom">Other amount (USD)</label>
+        <input id="custom" name="custom" inputmode="decimal" value={props.custom ?? ''} />
+        <button type="submit" name="amount" value="custom">
+          Buy
+        </button>
+      </form>
+      <p class="hint">Payments go through Stripe. Credits appear once Stripe confirms the payment.</p>
+      <History entries={props.history} />
+    </Layout>
+  );
+}
+
+export function SuccessPage(props: { account: AccountRecord; history: LedgerEntry[] }) {
+  return (
+    <Layout title="Thank you" signedIn={true}>
+      <p>
+        Your payment was received. The credits are added when Stripe confirms it, usually within seconds:{' '}
+        <a href="/dashboard/billing/success">refresh</a> to see them.
+      </p>
+      <p>
+        Balance: <strong class="balance">{usd(props.account.balanceNano)}</strong>
+      </p>
+      <History entries={props.history.slice(0, 5)} />
+      <p>
+        <a href="/dashboard/billing">Back to billing</a>
+      </p>
+    </Layout>
+  );
+}

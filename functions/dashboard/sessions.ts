@@ -1,0 +1,96 @@
+/**
+ * Sessions and the two cookies. The browser holds only an opaque random id (256 bits) in a `__Host-`
+ * cookie (HttpOnly, Secure, SameSite=Lax, Path=/, no Domain: set by this origin alone, sent to it
+ * alone); the table keeps its SHA-256, the account and an expiry (its TTL attribute). Every sign-in
+ * makes a new id (an id planted before sign-in is never promoted: no fixation) and drops the one the
+ * browser had; sign-out deletes the item, so a copy of the id is dead from then on.
+ *
+ * The sign-in cookie carries the PKCE verifier, state and nonce from the redirect to the provider to
+ * its callback: SameSite=Lax, since the callback is a top-level cross-site navigation (Strict would
+ * drop it), HttpOnly, 10 minutes. It needs no signature: it is only ever compared with what the
+ * provider sends back, and a browser can only plant its own.
+ *
+ * `__Host-` and `Secure` on http://127.0.0.1 or http://localhost: browsers treat both as secure
+ * contexts (Chromium and Firefox accept and send Secure cookies there), so the same cookies work
+ * under `npm start` as behind CloudFront over https.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import type { Context } from 'hono';
+import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
+import type { DashboardSession, Store } from '../core/store.js';
+import type { SignInChecks } from './oidc.js';
+
+export const SESSION_COOKIE = '__Host-svc_session';
+export const SIGN_IN_COOKIE = '__Host-svc_signin';
+/** How long a session lasts from sign-in. */
+const SESSION_TTL_SECONDS = 12 * 60 * 60;
+const SIGN_IN_TTL_SECONDS = 10 * 60;
+
+const cookieOptions = (maxAge: number) =>
+  ({ httpOnly: true, secure: true, sameSite: 'Lax', path: '/', maxAge }) as const;
+
+export const hashSessionId = (id: string): string => createHash('sha256').update(id).digest('hex');
+
+/** Starts a session for the account: a new random id, stored by its hash, set in the session cookie. */
+export async function startSession(
+  c: Context,
+  store: Store,
+  user: { accountId: string; subject: string },
+  now: Date,
+): Promise<void> {
+  const previous = getCookie(c, SESSION_COOKIE);
+  if (previous) await store.deleteSession(hashSessionId(previous));
+  const id = randomBytes(32).toString('base64url');
+  const session: DashboardSession = {
+    sessionHash: hashSessionId(id),
+    accountId: user.accountId,
+    subject: user.subject,
+    createdAt: now.toISOString(),
+    expiresAt: Math.floor(now.getTime() / 1000) + SESSION_TTL_SECONDS,
+  };
+  await store.putSession(session);
+  setCookie(c, SESSION_COOKIE, id, cookieOptions(SESSION_TTL_SECONDS));
+}
+
+/** The request's live session, or undefined (no cookie, unknown, expired or signed out). */
+export async function currentSession(
+  c: Context,
+  store: Store,
+  now: Date,
+): Promise<DashboardSession | undefined> {
+  const id = getCookie(c, SESSION_COOKIE);
+  if (!id || id.length > 100) return undefined;
+  return store.getSession(hashSessionId(id), Math.floor(now.getTime() / 1000));
+}
+
+/** Ends the request's session: the item deleted, the cookie cleared. */
+export async function endSession(c: Context, store: Store): Promise<void> {
+  const id = getCookie(c, SESSION_COOKIE);
+  if (id) await store.deleteSession(hashSessionId(id));
+  deleteCookie(c, SESSION_COOKIE, cookieOptions(0));
+}
+
+export function keepSignIn(c: Context, checks: SignInChecks): void {
+  setCookie(
+    c,
+    SIGN_IN_COOKIE,
+    Buffer.from(JSON.stringify(checks)).toString('base64url'),
+    cookieOptions(SIGN_IN_TTL_SECONDS),
+  );
+}
+
+/** The sign-in's checks, once: the cookie is cleared as it is read. */
+export function takeSignIn(c: Context): SignInChecks | undefined {
+  const value = getCookie(c, SIGN_IN_COOKIE);
+  deleteCookie(c, SIGN_IN_COOKIE, cookieOptions(0));
+  if (!value) return undefined;
+  try {
+    const parsed = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as Partial<SignInChecks>;
+    const { codeVerifier, state, nonce } = parsed;
+    if (typeof codeVerifier === 'string' && typeof state === 'string' && typeof nonce === 'string')
+      return { codeVerifier, state, nonce };
+  } catch {
+    // a cookie that is not ours: no sign-in in progress
+  }
+  return undefined;
+}

@@ -1,0 +1,186 @@
+/**
+ * The dashboard end to end over HTTP, as a browser drives it (fetch with a cookie jar, following
+ * redirects and submitting forms with their page's Origin): the real dashboard handler (Hono's Lambda
+ * adapter) run by the local stack's Function URL emulator behind its CloudFront port (the `/dashboard`
+ * behaviours of lib/infra/edge-routes.ts, the origin header added as CloudFront adds it), signing in
+ * through the local stack's OpenID provider's own sign-in page (lib/local/oidc.ts: discovery, PKCE,
+ * state, nonce, the ID token verified against its JWKS), its sessions and users in the stack's
+ * dashboard table, buying credits through the Stripe stand-in whose Pay button sends the signed
+ * webhook to the stack's payments function, and the key it shows used on (then refused by) the API.
+ *
+ * The dashboard acts with its own role's credentials: every DynamoDB call it makes is held to the
+ * policy the CDK stack synthesizes for it (lib/local/iam.ts), and a call refused for want of a grant
+ * fails this file when the stack stops (test/support/target.ts).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
+import { localPolicies } from '../../lib/local/iam-policies.js';
+import type { LocalStack } from '../../lib/local/stack.js';
+import type { RunningStripeStandIn } from '../../lib/local/stripe/index.js';
+import { Browser, formAction, type Page } from '../support/browser.js';
+import { startTarget, type Target } from '../support/target.js';
+
+const CENT = 10_000_000n;
+let target: Target;
+let local: LocalStack;
+let store: DynamoStore;
+let standIn: RunningStripeStandIn;
+let oidc: LocalStack['oidc'];
+let origin: string;
+
+beforeAll(async () => {
+  target = await startTarget();
+  local = target.local as LocalStack;
+  store = target.admin.store as DynamoStore;
+  standIn = local.stripe;
+  oidc = local.oidc;
+  origin = local.emulator.url;
+}, 120_000);
+
+afterAll(async () => {
+  await target?.stop();
+});
+
+async function signIn(browser: Browser): Promise<Page> {
+  const signInPage = await browser.open(`${origin}/dashboard/sign-in`);
+  expect(signInPage.url.startsWith(oidc.issuer)).toBe(true);
+  return browser.submit(signInPage, formAction(signInPage.body, /\/interaction\//), {
+    email: oidc.user.email,
+    password: oidc.user.password,
+  });
+}
+
+const post = (browser: Browser, path: string, form: Record<string, string>) =>
+  browser.fetch(`${origin}${path}`, { form, origin });
+const apiCall = (key: string) =>
+  fetch(`${target.baseUrl}/credits`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.status);
+
+describe('the dashboard over HTTP (local OpenID provider, Stripe stand-in, DynamoDB Local)', () => {
+  it('signs in, creates a key the API takes, buys $10 once, revokes the key, signs out', async () => {
+    const browser = new Browser();
+    // Sign-in through the provider's page: a $0 account, no key.
+    const home = await signIn(browser);
+    expect(local.dashboardUrl).toBe(`${origin}/dashboard/`);
+    expect(home.url).toBe(`${origin}/dashboard/`);
+    expect(home.status).toBe(200);
+    expect(home.body).toContain('$0.00');
+    expect(home.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    const accountId = (await store.accountOfUser(oidc.user.subject)) as string;
+    expect(await store.getAccount(accountId)).toMatchObject({ status: 'active', balanceNano: 0n });
+    expect(await store.listKeys(accountId)).toEqual([]);
+
+    // A key, shown once, taken by the API.
+    const created = await post(browser, '/dashboard/settings/api/keys', {
+      name: '<script>alert(1)</script>',
+    });
+    const page = await created.text();
+    expect(created.status).toBe(200);
+    expect(page).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+    const key = /svc_live_[0-9A-Za-z]{43}/.exec(page)?.[0] as string;
+    expect(await apiCall(key)).toBe(200);
+    expect((await browser.open(`${origin}/dashboard/settings/api`)).body).not.toContain(key);
+
+    // A bad custom amount: a message, no Checkout Session.
+    const sessionsBefore = standIn.stripe.sessions.size;
+    const refused = await post(browser, '/dashboard/billing/checkout', { amount: 'custom', custom: 'abc' });
+    expect(refused.status).toBe(400);
+    expect(await refused.text()).toContain('The amount must be');
+    expect(standIn.stripe.sessions.size).toBe(sessionsBefore);
+
+    // $10 through Checkout: the stand-in's Pay button, its signed webhook, the success page.
+    const buy = await post(browser, '/dashboard/billing/checkout', { amount: '1000' });
+    expect(buy.status).toBe(303);
+    const checkout = await browser.open(String(buy.headers.get('location')));
+    expect(checkout.url.startsWith(standIn.url)).toBe(true);
+    const pay = await browser.fetch(new URL(formAction(checkout.body, /./), checkout.url).href, {
+      form: { method: 'card' },
+      origin: new URL(checkout.url).origin,
+    });
+    expect(pay.status).toBe(303);
+    await standIn.stripe.idle();
+    const success = await browser.open(String(pay.headers.get('location')));
+    expect(success.url).toMatch(new RegExp(`^${origin}/dashboard/billing/success\\?session_id=cs_`));
+    expect(success.body).toContain('$10.00');
+    expect((await store.getAccount(accountId))?.balanceNano).toBe(1_000n * CENT);
+    // The event again: still $10 once.
+    const completed = standIn.stripe.events.filter((e) => e.type === 'checkout.session.completed').at(-1);
+    await standIn.stripe.resend(String(completed?.id));
+    const billing = await browser.open(`${origin}/dashboard/billing`);
+    expect(billing.body).toContain('$10.00');
+    expect(billing.body.match(/topup|stripe:pi_/g)?.length).toBe(1);
+    expect((await store.getAccount(accountId))?.balanceNano).toBe(1_000n * CENT);
+
+    // Revoked on the page: the next API request with it is a 401.
+    const [record] = await store.listKeys(accountId);
+    const revoked = await post(browser, `/dashboard/settings/api/keys/${record?.keyId}/revoke`, {});
+    expect(revoked.status).toBe(200);
+    expect(await apiCall(key)).toBe(401);
+
+    // Sign-out: a copy of the session id taken before is dead.
+    const thief = new Browser();
+    for (const [name, value] of browser.cookies(origin)) thief.cookies(origin).set(name, value);
+    expect((await thief.open(`${origin}/dashboard/settings/api`)).url).toBe(
+      `${origin}/dashboard/settings/api`,
+    );
+    expect((await post(browser, '/dashboard/sign-out', {})).status).toBe(303);
+    const after = await thief.fetch(`${origin}/dashboard/settings/api`);
+    expect(after.status).toBe(302);
+
+    // Signing in again: the same account, nothing created.
+    const again = await signIn(new Browser());
+    expect(again.body).toContain('$10.00');
+    expect(await store.accountOfUser(oidc.user.subject)).toBe(accountId);
+    expect(await store.listKeys(accountId)).toHaveLength(1);
+  });
+
+  it('refuses a cross-origin POST (403) and answers 403 on the bare Function URL', async () => {
+    const browser = new Browser();
+    await signIn(browser);
+    const accountId = (await store.accountOfUser(oidc.user.subject)) as string;
+    const keys = (await store.listKeys(accountId)).length;
+    const forged = await browser.fetch(`${origin}/dashboard/settings/api/keys`, {
+      form: { name: 'csrf' },
+      origin: 'http://evil.example',
+    });
+    expect(forged.status).toBe(403);
+    expect(await store.listKeys(accountId)).toHaveLength(keys);
+    const bare = await fetch(`${local.emulator.functionUrls.dashboard}/dashboard/`);
+    expect(bare.status).toBe(403);
+  });
+
+  it("needed every DynamoDB permission its role grants, and no other (the stack's policy, as synthesized)", async () => {
+    // What the two tests above made the dashboard do, as the IAM layer allowed it, against what the
+    // CDK stack grants its role: a grant the flow never needs is one too many.
+    const table = (arn: string) =>
+      arn.replace(/^arn:aws:dynamodb:[^:]+:\d+:table\/HostedModelApi-sandbox-/, '');
+    const used = new Set(
+      local.iam
+        .allowed()
+        .filter((p) => p.principal === 'dashboard')
+        .map((p) => `${p.action} ${table(p.resource)}`),
+    );
+    const granted = new Set(
+      (await localPolicies()).principals.dashboard.statements
+        .filter((s) => s.effect === 'Allow')
+        .flatMap((s) =>
+          s.actions
+            .filter((a) => a.startsWith('dynamodb:'))
+            .flatMap((a) => s.resources.map((r) => `${a} ${table(r)}`)),
+        ),
+    );
+    expect([...used].sort()).toEqual([...granted].sort());
+    expect([...granted].sort()).toEqual([
+      'dynamodb:ConditionCheckItem accounts',
+      'dynamodb:DeleteItem dashboard',
+      'dynamodb:GetItem accounts',
+      'dynamodb:GetItem dashboard',
+      'dynamodb:PutItem accounts',
+      'dynamodb:PutItem dashboard',
+      'dynamodb:PutItem keys',
+      'dynamodb:Query keys/index/byAccount',
+      'dynamodb:Query keys/index/byKeyId',
+      'dynamodb:Query ledger',
+      'dynamodb:UpdateItem keys',
+    ]);
+  });
+});

@@ -1,0 +1,96 @@
+/**
+ * The dashboard application in process (its `app.request`), over the in-memory store, with stand-ins
+ * for its two outside boundaries: the OpenID provider (a code maps to a subject; the state must be
+ * the one sent, as openid-client checks it) and Stripe (Checkout Sessions recorded, never paid).
+ */
+import type Stripe from 'stripe';
+import { createDashboardApp } from '../../../functions/dashboard/app.js';
+import { type OidcClient, type SignInChecks, SignInError } from '../../../functions/dashboard/oidc.js';
+import type { StripeApi } from '../../../functions/payments/stripe-api.js';
+import { Browser } from '../../support/browser.js';
+import { MemoryStore } from '../../support/memory-store.js';
+
+export const ORIGIN = 'https://dashboard.example.com';
+export const IDP = 'https://idp.example.com';
+
+export class StubOidc implements OidcClient {
+  /** What each code the provider hands out signs in as. */
+  readonly codes = new Map<string, string>();
+  private counter = 0;
+  async begin() {
+    this.counter += 1;
+    const checks = {
+      codeVerifier: `verifier-${this.counter}`,
+      state: `state-${this.counter}`,
+      nonce: `n-${this.counter}`,
+    };
+    const url = new URL(`${IDP}/authorize`);
+    url.searchParams.set('state', checks.state);
+    return { url, checks };
+  }
+  async finish(callbackUrl: URL, checks: SignInChecks) {
+    if (!callbackUrl.href.startsWith(`${ORIGIN}/dashboard/callback?`))
+      throw new SignInError('wrong redirect URI');
+    if (callbackUrl.searchParams.get('state') !== checks.state) throw new SignInError('state mismatch');
+    const subject = this.codes.get(callbackUrl.searchParams.get('code') ?? '');
+    if (!subject) throw new SignInError('unknown code');
+    this.codes.delete(callbackUrl.searchParams.get('code') ?? '');
+    return { subject };
+  }
+}
+
+export class StubStripe implements StripeApi {
+  readonly sessions: Stripe.Checkout.SessionCreateParams[] = [];
+  async createCheckoutSession(params: Stripe.Checkout.SessionCreateParams) {
+    this.sessions.push(params);
+    return {
+      id: `cs_test_${this.sessions.length}`,
+      url: `https://checkout.stripe.com/c/pay/cs_test_${this.sessions.length}`,
+    };
+  }
+  async retrievePaymentIntent(): Promise<never> {
+    throw new Error('not used by the dashboard');
+  }
+  async listRefunds(): Promise<never> {
+    throw new Error('not used by the dashboard');
+  }
+}
+
+export function dashboard(options: { originVerify?: string[] } = {}) {
+  const store = new MemoryStore();
+  const oidc = new StubOidc();
+  const stripe = new StubStripe();
+  const clock = { now: new Date('2025-06-01T12:00:00Z') };
+  const app = createDashboardApp({
+    store,
+    oidc: async () => oidc,
+    stripe: async () => stripe,
+    publicOrigin: ORIGIN,
+    checkoutOrigins: ['https://checkout.stripe.com'],
+    originVerify: async () => options.originVerify ?? [],
+    now: () => clock.now,
+  });
+  const send = async (url: URL, init: RequestInit) => app.request(url.href, init);
+  const browser = () => new Browser(send);
+
+  /** Signs `browser` in as `subject` through the sign-in and callback routes; the callback's response. */
+  async function signIn(b: Browser, subject: string): Promise<Response> {
+    const start = await b.fetch(`${ORIGIN}/dashboard/sign-in`);
+    const location = new URL(String(start.headers.get('location')));
+    const code = `code-${subject}-${Math.random()}`;
+    oidc.codes.set(code, subject);
+    return b.fetch(
+      `${ORIGIN}/dashboard/callback?code=${encodeURIComponent(code)}&state=${location.searchParams.get('state')}`,
+    );
+  }
+  /** A POST of a form as the dashboard's own page sends it. */
+  const post = (b: Browser, path: string, form: Record<string, string>, origin = ORIGIN) =>
+    b.fetch(`${ORIGIN}${path}`, { form, origin });
+  const get = async (b: Browser, path: string) => {
+    const response = await b.fetch(`${ORIGIN}${path}`);
+    return { status: response.status, body: await response.text(), response };
+  };
+  return { app, store, oidc, stripe, clock, browser, signIn, post, get, send };
+}
+
+export const accountOf = (store: MemoryStore, subject: string) => store.users.get(subject) as string;
