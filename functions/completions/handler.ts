@@ -3,7 +3,7 @@
  * its route (POST /api/v1/chat/completions in the route table, shared/routes.ts).
  */
 import { getStore } from '../adapters/dynamodb/index.js';
-import { upstreamCredential } from '../adapters/secrets.js';
+import { upstreamCredential, usageSigningKey } from '../adapters/secrets.js';
 import { type AfterReplyContext, streamingHandler } from '../shared/after-reply.js';
 import type { CallerContext } from '../shared/authenticate.js';
 import { handlerChain } from '../shared/chain.js';
@@ -18,6 +18,11 @@ import { loadCompletionsConfig } from './config.js';
 const config = loadCompletionsConfig();
 
 const ports = { store: getStore(), config, credential: upstreamCredential };
+
+// The usage-signing key is read at an instance's first settlement, which waits for it (up to 2 s):
+// asked for now, during init, the read overlaps the first request instead (the cache shares the one
+// call; a failure here is left to that settlement, which asks again).
+usageSigningKey().catch(() => undefined);
 
 type InvocationContext = CallerContext &
   RoutedContext<'completions'> &
