@@ -178,6 +178,24 @@ export interface DashboardSession {
   expiresAt: number;
 }
 
+/** One UTC day's spend (nano-USD) by tier: Store.dailySpend. */
+export interface DaySpend {
+  day: string;
+  byTier: Record<string, bigint>;
+}
+
+/** A page of the account's charges, newest first (by generation id); `next` while there may be more. */
+export interface ChargePage {
+  charges: LedgerEntry[];
+  next?: string;
+}
+
+/** The one day of the Activity chart, totals and export: the UTC date (`YYYY-MM-DD`) of an ISO time. */
+export function utcDay(iso: string): string {
+  const at = Date.parse(iso);
+  return Number.isNaN(at) ? '1970-01-01' : new Date(at).toISOString().slice(0, 10);
+}
+
 /** One page of accounts (Store.listAccounts), and where the next one starts when there may be more. */
 export interface AccountPage {
   accounts: AccountRecord[];
@@ -316,6 +334,13 @@ export interface Store {
    * (the dashboard's billing history: two queries by entry id prefix, however many charges it has).
    */
   listCreditHistory(accountId: string): Promise<LedgerEntry[]>;
+  /**
+   * Spend per UTC day (utcDay of each charge's createdAt) by tier, for the `days` days up to `today`
+   * (`YYYY-MM-DD`), oldest first, every day listed; exact: every charge counted once, over all slices.
+   */
+  dailySpend(accountId: string, options: { today: string; days: number }): Promise<DaySpend[]>;
+  /** The account's charges, newest first, `limit` a page, after `after` (a previous page's `next`). */
+  listCharges(accountId: string, options: { limit: number; after?: string }): Promise<ChargePage>;
 
   /** Dashboard: stores a new session (a new id at every sign-in). */
   putSession(session: DashboardSession): Promise<void>;

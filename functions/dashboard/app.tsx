@@ -25,7 +25,7 @@ import { type OidcClient, SignInError } from './oidc.js';
 import { HomePage, MessagePage } from './pages.js';
 import { customerRoutes } from './pages-routes.js';
 import { currentSession, endSession, keepSignIn, startSession, takeSignIn } from './sessions.js';
-import { COPY_SCRIPT, STYLESHEET } from './static.js';
+import { COPY_SCRIPT, FAVICON, STYLESHEET } from './static.js';
 
 export interface DashboardDeps {
   store: Store;
@@ -105,6 +105,12 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
   app.get('/static/style.css', (c) =>
     c.body(STYLESHEET, 200, {
       'content-type': 'text/css; charset=utf-8',
+      'cache-control': 'public, max-age=3600',
+    }),
+  );
+  app.get('/static/favicon.svg', (c) =>
+    c.body(FAVICON, 200, {
+      'content-type': 'image/svg+xml',
       'cache-control': 'public, max-age=3600',
     }),
   );

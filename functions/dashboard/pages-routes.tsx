@@ -1,6 +1,6 @@
 /** @jsxImportSource hono/jsx */
 /**
- * A signed-in customer's pages: Settings → API (keys) and Billing. Every one needs a live session
+ * A signed-in customer's pages: Settings → API (keys), Billing and Activity (activity-routes.tsx). Every one needs a live session
  * (a GET without one goes to sign-in; a POST is refused) and acts on the session's account only.
  */
 import { Hono } from 'hono';
@@ -13,6 +13,7 @@ import {
   MAX_ACTIVE_KEYS,
   revokeAccountKey,
 } from './accounts.js';
+import { activityRoutes } from './activity-routes.js';
 import type { DashboardDeps, DashboardEnv } from './app.js';
 import { BillingPage, KeysPage, MessagePage, SuccessPage } from './pages.js';
 import { currentSession } from './sessions.js';
@@ -38,7 +39,7 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
   const { store } = deps;
   const routes = new Hono<DashboardEnv>();
 
-  for (const path of ['/settings/*', '/billing', '/billing/*'])
+  for (const path of ['/settings/*', '/billing', '/billing/*', '/activity', '/activity.csv'])
     routes.use(path, async (c, next) => {
       const session = await currentSession(c, store, now());
       if (!session) {
@@ -125,5 +126,6 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
     return c.html(<SuccessPage account={account} history={history} />);
   });
 
+  activityRoutes(routes, store, now);
   return routes;
 }

@@ -11,16 +11,17 @@ import type { AccountRecord, KeyRecord, LedgerEntry } from '../core/store.js';
 const STATIC = '/dashboard/static';
 
 /** Exact USD from nano-USD, with at least the cents: `$10.00`, `$0.000012345`, `-$3.20`. */
-function usd(nano: bigint): string {
+export function usd(nano: bigint): string {
   const text = formatDecimal(nano < 0n ? -nano : nano, 9);
   const [whole, fraction = ''] = text.split('.');
   return `${nano < 0n ? '-' : ''}$${whole}.${fraction.padEnd(2, '0')}`;
 }
 
 /** `2025-01-31 14:05 UTC` from an ISO time. */
-const when = (iso: string) => (iso.length >= 16 ? `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC` : iso);
+export const when = (iso: string) =>
+  iso.length >= 16 ? `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC` : iso;
 
-function Layout(props: { title: string; signedIn: boolean; children?: Child }) {
+export function Layout(props: { title: string; signedIn: boolean; children?: Child }) {
   return (
     <html lang="en">
       <head>
@@ -28,6 +29,7 @@ function Layout(props: { title: string; signedIn: boolean; children?: Child }) {
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>{props.title} · Dashboard</title>
         <link rel="stylesheet" href={`${STATIC}/style.css`} />
+        <link rel="icon" href={`${STATIC}/favicon.svg`} type="image/svg+xml" />
         <script src={`${STATIC}/copy.js`} defer />
       </head>
       <body>
@@ -39,6 +41,7 @@ function Layout(props: { title: string; signedIn: boolean; children?: Child }) {
             <nav>
               <a href="/dashboard/settings/api">API keys</a>
               <a href="/dashboard/billing">Billing</a>
+              <a href="/dashboard/activity">Activity</a>
               <form method="post" action="/dashboard/sign-out">
                 <button type="submit" class="link">
                   Sign out
@@ -93,6 +96,9 @@ export function HomePage(props: { account?: AccountRecord }) {
         </li>
         <li>
           <a href="/dashboard/billing">Billing</a>: buy credits, see top-ups and refunds
+        </li>
+        <li>
+          <a href="/dashboard/activity">Activity</a>: spend per day, per tier and per key, every request
         </li>
       </ul>
     </Layout>

@@ -45,3 +45,6 @@ export const COPY_SCRIPT = `document.addEventListener('click', function (event) 
   else if (document.execCommand('copy')) done();
 });
 `;
+
+/** The pages' icon (else a browser asks the site root's /favicon.ico, which is the API's: a 401). */
+export const FAVICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#1d4ed8"/></svg>`;

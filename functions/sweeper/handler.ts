@@ -6,7 +6,7 @@
 import middy from '@middy/core';
 import { getStore } from '../adapters/dynamodb/index.js';
 import { logContext, logger, recordNegativeBalances, recordSweep } from '../shared/observability.js';
-import { type SweepResult, sweep } from './sweep.js';
+import { rollUpActivity, type SweepResult, sweep } from './sweep.js';
 
 type SweeperEvent = { check?: 'balances' } | undefined;
 
@@ -15,6 +15,7 @@ export const handler = middy<SweeperEvent, SweepResult | { negativeBalances: num
   .handler(async (event) => {
     if (event?.check === 'balances') {
       const negativeBalances = await getStore().countNegativeBalances();
+      await rollUpActivity(getStore());
       recordNegativeBalances(negativeBalances);
       if (negativeBalances > 0) logger.warn('accounts below zero', { negativeBalances });
       return { negativeBalances };

@@ -19,7 +19,7 @@
 import { nanoToUsd } from '../billing/money.js';
 import { GENERATION_USAGE_MESSAGE } from '../billing/usage-line.js';
 import { readUsageRecord } from '../billing/usage-record.js';
-import type { ChargeEntry, Hold, Store } from '../core/store.js';
+import { type ChargeEntry, type Hold, type Store, utcDay } from '../core/store.js';
 import {
   logger,
   recordDeferredSettlementCompleted,
@@ -69,6 +69,26 @@ export async function moveDueTransfers(store: Store, now = Date.now()): Promise<
     }
   }
   return moved;
+}
+
+/**
+ * Activity's roll-up (adapters/dynamodb/activity.ts): every slice item's counters of a UTC day before
+ * today's moved, once each, into the account's day items. Run with the balance check (every 15
+ * minutes, a scan of the accounts table already); a failure is logged and the next run tries again.
+ */
+export async function rollUpActivity(
+  store: { rollUpActivity?: (today: string) => Promise<number> },
+  now = Date.now(),
+): Promise<number> {
+  if (!store.rollUpActivity) return 0;
+  try {
+    return await store.rollUpActivity(utcDay(new Date(now).toISOString()));
+  } catch (error) {
+    logger.error('activity roll-up stopped; the next run tries again', {
+      error: error instanceof Error ? error : String(error),
+    });
+    return 0;
+  }
 }
 
 export async function sweepExpiredHolds(store: Store, now = Date.now()): Promise<SweepResult> {

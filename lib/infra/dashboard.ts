@@ -243,9 +243,15 @@ export class Dashboard extends Construct {
     );
     // - accounts: made at a first sign-in ($0: the account item's Put alone, no ledger entry), checked
     //   by a key's creation, and read as one snapshot of its slices (GetItem, TransactGetItems' Gets);
+    //   Activity reads a split account's slices (each key's spend, the day counters) in one BatchGetItem;
     fn.addToRolePolicy(
       new PolicyStatement({
-        actions: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'],
+        actions: [
+          'dynamodb:BatchGetItem',
+          'dynamodb:GetItem',
+          'dynamodb:PutItem',
+          'dynamodb:ConditionCheckItem',
+        ],
         resources: [tables.accounts.tableArn],
       }),
     );

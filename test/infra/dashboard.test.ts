@@ -188,6 +188,7 @@ describe('the dashboard with a custom domain (the prod test stage)', () => {
       )
       .sort();
     expect(grants).toEqual([
+      'dynamodb:BatchGetItem accounts',
       'dynamodb:ConditionCheckItem accounts',
       'dynamodb:DeleteItem DashboardTable',
       'dynamodb:GetItem DashboardTable',

@@ -57,8 +57,8 @@ beforeAll(async () => {
   page.on('pageerror', (error) => problems.push(`${page.url()}: ${error.message}`));
   page.on('console', (message) => {
     const from = message.location().url;
-    // The icon the browser asks each origin for by itself: none of these pages names one, so it gets
-    // the API's 401 (the distribution's default behaviour) or the provider's and stand-in's 404.
+    // The icon the browser asks an origin for by itself where a page names none: the local provider's
+    // and the Stripe stand-in's pages (404). The dashboard's pages name theirs (/dashboard/static/favicon.svg).
     if (message.type() === 'error' && !from.endsWith('/favicon.ico'))
       problems.push(`${page.url()}: ${message.text()} (${from})`);
   });

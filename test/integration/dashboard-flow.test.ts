@@ -110,6 +110,12 @@ describe('the dashboard over HTTP (local OpenID provider, Stripe stand-in, Dynam
     expect(billing.body.match(/topup|stripe:pi_/g)?.length).toBe(1);
     expect((await store.getAccount(accountId))?.balanceNano).toBe(1_000n * CENT);
 
+    // Activity of an account an operator has split: its slices are read together.
+    await store.splitAccount(accountId, 2);
+    const activity = await browser.open(`${origin}/dashboard/activity`);
+    expect(activity.status).toBe(200);
+    expect(activity.body).toContain('Activity');
+
     // Revoked on the page: the next API request with it is a 401.
     const [record] = await store.listKeys(accountId);
     const revoked = await post(browser, `/dashboard/settings/api/keys/${record?.keyId}/revoke`, {});
@@ -170,6 +176,7 @@ describe('the dashboard over HTTP (local OpenID provider, Stripe stand-in, Dynam
     );
     expect([...used].sort()).toEqual([...granted].sort());
     expect([...granted].sort()).toEqual([
+      'dynamodb:BatchGetItem accounts',
       'dynamodb:ConditionCheckItem accounts',
       'dynamodb:DeleteItem dashboard',
       'dynamodb:GetItem accounts',

@@ -6,6 +6,7 @@
  * slices), so its total is always read as of one instant.
  */
 
+import { daysUpTo } from '../../functions/adapters/dynamodb/activity.js';
 import type { AccountStatus, Principal } from '../../functions/core/access.js';
 import {
   AccountExistsError,
@@ -13,9 +14,11 @@ import {
   type AccountPage,
   type AccountRecord,
   type ChargeEntry,
+  type ChargePage,
   type CorrectionOutcome,
   correctionEntryId,
   type DashboardSession,
+  type DaySpend,
   type Hold,
   type HoldOutcome,
   type KeyRecord,
@@ -25,6 +28,7 @@ import {
   type Transfer,
   type TransferOutcome,
   topUpEntryId,
+  utcDay,
 } from '../../functions/core/store.js';
 
 export class MemoryStore implements Store {
@@ -312,6 +316,29 @@ export class MemoryStore implements Store {
     return (this.ledger.get(accountId) ?? [])
       .filter((e) => e.type === 'topup' || e.type === 'correction')
       .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || b.entryId.localeCompare(a.entryId));
+  }
+
+  /** Summed from the ledger itself: what the DynamoDB adapter's counters must always equal. */
+  async dailySpend(accountId: string, options: { today: string; days: number }): Promise<DaySpend[]> {
+    const days = daysUpTo(options.today, options.days);
+    const spend = new Map(days.map((day) => [day, {} as Record<string, bigint>]));
+    for (const entry of this.ledger.get(accountId) ?? []) {
+      const byTier = entry.type === 'charge' ? spend.get(utcDay(entry.createdAt)) : undefined;
+      if (!byTier) continue;
+      const tier = entry.tier ?? 'other';
+      byTier[tier] = (byTier[tier] ?? 0n) - entry.deltaNano;
+    }
+    return days.map((day) => ({ day, byTier: spend.get(day) ?? {} }));
+  }
+
+  async listCharges(accountId: string, options: { limit: number; after?: string }): Promise<ChargePage> {
+    const after = options.after;
+    const all = (this.ledger.get(accountId) ?? [])
+      .filter((e) => e.type === 'charge' && (after === undefined || e.entryId < after))
+      .sort((a, b) => b.entryId.localeCompare(a.entryId));
+    const charges = all.slice(0, options.limit);
+    const last = charges.at(-1);
+    return all.length > options.limit && last ? { charges, next: last.entryId } : { charges };
   }
 
   async putSession(session: DashboardSession): Promise<void> {

@@ -19,6 +19,12 @@
  *   item, so an account whose slice items pass 1 KB (some 20 keys spending on one slice) pays one
  *   more unit per KB on each settlement. Counted from the version that added it on: older charges
  *   are in the ledger (`admin usage --by key`).
+ * - daily spend (Activity; adapters/dynamodb/activity.ts): `d_<YYYYMMDD>_<tier>` (N) on a slice item,
+ *   what that slice's charges of that UTC day (utcDay of the entry's createdAt) and tier deducted,
+ *   added by the settlement's own update; `rolls` (N) counts the roll-ups that moved such counters,
+ *   once their day is over, into the account's day item `<accountId>#day#<YYYY-MM-DD>` of the
+ *   accounts table (`s_<tier>` N per tier, summed over slices). A counter is removed only in the
+ *   transaction that adds its value to the day item, conditioned on the value read: moved once.
  * - ledger: `type` charge|topup and `amountNanoUsd` (N, positive; the type gives the sign). Charges
  *   written before this format carry `billedNanoUsd` instead, and are read as such.
  * - hold: `amountNano` (N), `expiresAt` (N, epoch ms), `createdAt`; `usageRecord` (S, JSON) and
@@ -88,6 +94,29 @@ const KEY_ID = /^key_[0-9A-Za-z]{1,64}$/;
  */
 export const keyUsageAttribute = (keyId: string): string | undefined =>
   KEY_ID.test(keyId) ? `usage_${keyId}` : undefined;
+
+/** Tier ids as counter names carry them; any other tier is counted as `other` (never refused). */
+const TIER_NAME = /^[0-9A-Za-z._-]{1,40}$/;
+const counterTier = (tier: string): string => (TIER_NAME.test(tier) ? tier : 'other');
+
+/** The counter on a slice item of one UTC day's (`YYYY-MM-DD`) charges of one tier: `d_20261128_svc-fast`. */
+export const dayCounterAttribute = (day: string, tier: string): string =>
+  `d_${day.replaceAll('-', '')}_${counterTier(tier)}`;
+
+/** The day counters on a slice item: attribute, day (`YYYY-MM-DD`), tier and amount. */
+export function dayCounters(item: Item): { attribute: string; day: string; tier: string; nano: bigint }[] {
+  const found = [];
+  for (const [attribute, value] of Object.entries(item)) {
+    const match = /^d_(\d{4})(\d{2})(\d{2})_(.+)$/.exec(attribute);
+    if (!match || value.N === undefined) continue;
+    const day = `${match[1]}-${match[2]}-${match[3]}`;
+    found.push({ attribute, day, tier: match[4] ?? 'other', nano: BigInt(value.N) });
+  }
+  return found;
+}
+
+/** The key of an account's day item (its spend of one UTC day, rolled up from its slices' counters). */
+export const dayItemKey = (accountId: string, day: string): string => `${accountId}#day#${day}`;
 
 /** How many slices an account item says its balance has. */
 export const slicesOf = (item: Item | undefined): number => Math.max(1, num(item?.slices) ?? 1);

@@ -17,9 +17,11 @@ import {
   type LedgerEntry,
   type SettleOutcome,
   topUpEntryId,
+  utcDay,
 } from '../../core/store.js';
 import {
   chargeItem,
+  dayCounterAttribute,
   holdKey,
   type Item,
   keyUsageAttribute,
@@ -138,7 +140,10 @@ export class Ledger extends StorePart {
    * on that slice item (`usage_<keyId>`, items.ts), which GET /api/v1/key sums: counted in the same
    * write as the charge, so exactly once, and with no further item in the transaction (a per-key item
    * would be one more item every request of a busy key meets on). Its cost is the attribute's bytes
-   * on the slice item (items.ts).
+   * on the slice item (items.ts). The same update adds it to the slice's counter of its UTC day and
+   * tier (`d_<YYYYMMDD>_<tier>`, activity.ts): also once, in the same write, and no further item. The
+   * sweeper moves a past day's counters to the account's day item, so a slice item carries the
+   * counters of about one or two days: some 35 bytes per tier used that day.
    */
   private settleInput(
     entry: ChargeEntry,
@@ -146,9 +151,10 @@ export class Ledger extends StorePart {
     call: string,
   ): TransactWriteItemsCommandInput {
     const keyUsage = keyUsageAttribute(entry.keyId);
-    const adds = ['creditBalance :delta'];
+    const adds = ['creditBalance :delta', '#day :billed'];
     if (hold) adds.push('heldNano :release');
     if (keyUsage) adds.push('#keyUsage :billed');
+    const day = dayCounterAttribute(utcDay(entry.createdAt), entry.tier);
     const items: TransactWriteItem[] = [
       {
         Put: {
@@ -164,11 +170,11 @@ export class Ledger extends StorePart {
           Key: { accountId: S(sliceKey(entry.accountId, entry.slice ?? 0)) },
           UpdateExpression: `ADD ${adds.join(', ')}`,
           ConditionExpression: 'attribute_exists(accountId)',
-          ...(keyUsage ? { ExpressionAttributeNames: { '#keyUsage': keyUsage } } : {}),
+          ExpressionAttributeNames: { '#day': day, ...(keyUsage ? { '#keyUsage': keyUsage } : {}) },
           ExpressionAttributeValues: {
             ':delta': N(-entry.billedNano),
             ...(hold ? { ':release': N(-hold.amountNano) } : {}),
-            ...(keyUsage ? { ':billed': N(entry.billedNano) } : {}),
+            ':billed': N(entry.billedNano),
           },
         },
       },

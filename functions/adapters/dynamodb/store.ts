@@ -13,9 +13,11 @@ import type {
   AccountPage,
   AccountRecord,
   ChargeEntry,
+  ChargePage,
   Contention,
   CorrectionOutcome,
   DashboardSession,
+  DaySpend,
   Hold,
   HoldOutcome,
   KeyRecord,
@@ -26,6 +28,7 @@ import type {
   TransferOutcome,
 } from '../../core/store.js';
 import { AccountsAndKeys } from './accounts-keys.js';
+import { Activity } from './activity.js';
 import type { WireConnection } from './connection.js';
 import { Corrections } from './corrections.js';
 import { DashboardItems } from './dashboard.js';
@@ -45,6 +48,7 @@ export class DynamoStore implements Store {
   private readonly corrections: Corrections;
   private readonly transfers: Transfers;
   private readonly dashboard: DashboardItems;
+  private readonly activity: Activity;
 
   constructor(
     readonly client: DynamoDBClient,
@@ -60,6 +64,7 @@ export class DynamoStore implements Store {
     this.holds = new Holds(db);
     this.corrections = new Corrections(db, this.accounts.slices, this.transfers);
     this.dashboard = new DashboardItems(db);
+    this.activity = new Activity(db);
   }
 
   /** The generation ids among these that have a ledger entry (an eventually consistent read). */
@@ -178,6 +183,16 @@ export class DynamoStore implements Store {
 
   listCreditHistory(accountId: string): Promise<LedgerEntry[]> {
     return this.dashboard.listCreditHistory(accountId);
+  }
+  dailySpend(accountId: string, options: { today: string; days: number }): Promise<DaySpend[]> {
+    return this.activity.dailySpend(accountId, options);
+  }
+  listCharges(accountId: string, options: { limit: number; after?: string }): Promise<ChargePage> {
+    return this.activity.listCharges(accountId, options);
+  }
+  /** Sweeper: moves past days' counters off the slice items into day items (activity.ts). */
+  rollUpActivity(today: string): Promise<number> {
+    return this.activity.rollUp(today);
   }
   putSession(session: DashboardSession): Promise<void> {
     return this.dashboard.putSession(session);
