@@ -4,7 +4,7 @@
  * each folder of this repository's own code) adds to the minified output, heaviest first.
  */
 import { build } from 'esbuild';
-import { BUNDLE_BOUNDS_KIB, BUNDLE_SETTINGS, REPO_ROOT } from '../lib/infra/service-function.js';
+import { BUNDLE_BOUNDS_KIB, bundleBuildOptions } from '../lib/infra/service-function.js';
 
 interface Weights {
   entry: string;
@@ -16,23 +16,7 @@ interface Weights {
 export async function bundleWeights(): Promise<Weights[]> {
   const weights: Weights[] = [];
   for (const entry of Object.keys(BUNDLE_BOUNDS_KIB)) {
-    const result = await build({
-      entryPoints: [`${REPO_ROOT}${entry}`],
-      absWorkingDir: REPO_ROOT,
-      bundle: true,
-      write: false,
-      outfile: 'index.mjs',
-      format: BUNDLE_SETTINGS.format,
-      platform: 'node',
-      target: BUNDLE_SETTINGS.target,
-      minify: BUNDLE_SETTINGS.minify,
-      mainFields: [...BUNDLE_SETTINGS.mainFields],
-      banner: { js: BUNDLE_SETTINGS.banner },
-      external: [...BUNDLE_SETTINGS.externalModules],
-      alias: { ...BUNDLE_SETTINGS.alias },
-      metafile: true,
-      logLevel: 'silent',
-    });
+    const result = await build({ ...bundleBuildOptions(entry), metafile: true as const });
     const byPart = new Map<string, number>();
     for (const output of Object.values(result.metafile.outputs))
       for (const [file, input] of Object.entries(output.inputs)) {

@@ -42,6 +42,30 @@ export const BUNDLE_SETTINGS = {
 } as const;
 
 /**
+ * The esbuild options that build `entry` (relative to the repository) as the stack bundles it, into
+ * memory (`write: false`): the bundle-size test, the bench's bundle weights and the local runtime
+ * client's bundles use these, so each measures or runs what is deployed.
+ */
+export function bundleBuildOptions(entry: string) {
+  return {
+    entryPoints: [repoFile(entry)],
+    absWorkingDir: REPO_ROOT,
+    bundle: true,
+    write: false as const,
+    outfile: 'index.mjs',
+    format: BUNDLE_SETTINGS.format,
+    platform: 'node' as const,
+    target: BUNDLE_SETTINGS.target,
+    minify: BUNDLE_SETTINGS.minify,
+    mainFields: [...BUNDLE_SETTINGS.mainFields],
+    banner: { js: BUNDLE_SETTINGS.banner },
+    external: [...BUNDLE_SETTINGS.externalModules],
+    alias: { ...BUNDLE_SETTINGS.alias },
+    logLevel: 'silent' as const,
+  };
+}
+
+/**
  * The most each function's bundle may weigh: its minified `index.mjs` in KiB, the source map beside it and
  * the lazily loaded tokenizer package apart. Every cold start parses, compiles and runs what its bundle
  * holds before the first request is even read, and on Lambda every concurrent request of a burst is a

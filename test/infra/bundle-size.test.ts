@@ -1,26 +1,11 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
-import { BUNDLE_BOUNDS_KIB, BUNDLE_SETTINGS, REPO_ROOT } from '../../lib/infra/service-function.js';
+import { BUNDLE_BOUNDS_KIB, bundleBuildOptions, REPO_ROOT } from '../../lib/infra/service-function.js';
 
 /** The bytes of a function's bundle as deployed (lib/infra/service-function.ts), its source map apart. */
 async function bundleBytes(entry: string): Promise<number> {
-  const result = await build({
-    entryPoints: [`${REPO_ROOT}${entry}`],
-    absWorkingDir: REPO_ROOT,
-    bundle: true,
-    write: false,
-    outfile: 'index.mjs',
-    format: BUNDLE_SETTINGS.format,
-    platform: 'node',
-    target: BUNDLE_SETTINGS.target,
-    minify: BUNDLE_SETTINGS.minify,
-    mainFields: [...BUNDLE_SETTINGS.mainFields],
-    banner: { js: BUNDLE_SETTINGS.banner },
-    external: [...BUNDLE_SETTINGS.externalModules],
-    alias: { ...BUNDLE_SETTINGS.alias },
-    logLevel: 'silent',
-  });
+  const result = await build(bundleBuildOptions(entry));
   return result.outputFiles.reduce(
     (sum, file) => sum + (file.path.endsWith('.map') ? 0 : file.contents.length),
     0,
