@@ -32,7 +32,7 @@ import {
   type UserPoolDomain,
   VerificationEmailStyle,
 } from 'aws-cdk-lib/aws-cognito';
-import { AttributeType, Billing, TableEncryptionV2, TableV2 } from 'aws-cdk-lib/aws-dynamodb';
+import type { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { type FunctionUrl, FunctionUrlAuthType, InvokeMode } from 'aws-cdk-lib/aws-lambda';
 import type { RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -42,7 +42,7 @@ import { DASHBOARD_TABLE, DASHBOARD_TABLE_ENV, TABLES } from '../tables.js';
 import { EDGE_ORIGINS } from './edge-routes.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
 import { ServiceFunction } from './service-function.js';
-import { fixedTableName } from './service-tables.js';
+import { serviceTable } from './service-tables.js';
 
 /** The dashboard's paths under its origin: the OpenID callback, where sign-out lands, and billing (the 402's topUpUrl). */
 export const DASHBOARD_PATHS = {
@@ -106,23 +106,13 @@ export class Dashboard extends Construct {
 
     // Sessions and the OpenID subject -> account links (functions/adapters/dynamodb/dashboard.ts), as the
     // service's other tables are made (service-tables.ts), with DynamoDB's TTL deleting expired sessions.
-    const key = (name: string) => ({ name, type: AttributeType.STRING });
-    this.table = new TableV2(scope, 'DashboardTable', {
-      ...(props.fixedTableName ? { tableName: fixedTableName(stack.stackName, DASHBOARD_TABLE) } : {}),
-      partitionKey: key(DASHBOARD_TABLE.partitionKey),
-      timeToLiveAttribute: DASHBOARD_TABLE.timeToLiveAttribute,
-      billing: Billing.onDemand({
-        ...(props.maxReadRequestUnits !== undefined
-          ? { maxReadRequestUnits: props.maxReadRequestUnits }
-          : {}),
-        ...(props.maxWriteRequestUnits !== undefined
-          ? { maxWriteRequestUnits: props.maxWriteRequestUnits }
-          : {}),
-      }),
-      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
-      encryption: TableEncryptionV2.awsManagedKey(),
-      deletionProtection: retain,
-      removalPolicy: props.removalPolicy,
+    this.table = serviceTable(scope, 'DashboardTable', DASHBOARD_TABLE, {
+      retain,
+      fixedNames: props.fixedTableName,
+      ...(props.maxReadRequestUnits !== undefined ? { maxReadRequestUnits: props.maxReadRequestUnits } : {}),
+      ...(props.maxWriteRequestUnits !== undefined
+        ? { maxWriteRequestUnits: props.maxWriteRequestUnits }
+        : {}),
     });
 
     // The customers: they sign up themselves with their email, verified by a code before they can sign
