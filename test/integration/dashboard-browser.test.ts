@@ -5,23 +5,33 @@
  * reads it from the page (and through the Copy button's script, which the CSP must let run), calls the
  * API with it through the official `openai` SDK, buys $10 on the Stripe stand-in's checkout page, sees
  * the billing page's balance rise by exactly $10 and stay there while the stand-in delivers the event
- * three times out of order, revokes the key and sees the SDK's next call refused with a 401.
+ * three times out of order, makes two completions with the key (one JSON, one streamed, on two tiers),
+ * sees them on the Activity page (each generation in the list at the cost the API reported, the day's
+ * spend per tier in the chart's table equal to the ledger's to the nano-dollar), downloads the page's
+ * CSV and compares it with the ledger row for row, revokes the key and sees the SDK's next call
+ * refused with a 401.
  *
- * Every wait is on the page (a URL, a selector) or on the stand-in's deliveries, never a sleep. A
- * screenshot of each page goes to test-results/dashboard/ (git-ignored). The README's image,
+ * Every wait is on the page (a URL, a selector), on the stand-in's deliveries or on the ledger (polled
+ * with a deadline: a settlement is written after its reply), never a sleep. A screenshot of each page
+ * (and the downloaded activity.csv) goes to test-results/dashboard/ (git-ignored). The README's image,
  * docs/images/dashboard-billing.png, is billing-after.png copied by hand: a run leaves tracked files
  * alone. Without /usr/bin/chromium the file is skipped with a message, except in CI (CI=true), where
  * it fails.
  */
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
+import { parse } from 'csv-parse/sync';
 import OpenAI, { APIError, AuthenticationError } from 'openai';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
+import { nanoToUsd, usdToNano } from '../../functions/billing/money.js';
+import { GENERATION_ID_PATTERN } from '../../functions/core/ids.js';
+import { type LedgerEntry, utcDay } from '../../functions/core/store.js';
 import { REPO_ROOT } from '../../lib/infra/service-function.js';
 import type { LocalStack } from '../../lib/local/stack.js';
 import type { SentEvent } from '../../lib/local/stripe/state.js';
 import { chromiumMissing, launchChromium } from '../support/chromium.js';
+import { eventually } from '../support/sse.js';
 import { startTarget, type Target } from '../support/target.js';
 
 const CENT = 10_000_000n;
@@ -48,6 +58,8 @@ beforeAll(async () => {
     viewport: { width: 1100, height: 760 },
     colorScheme: 'light',
     locale: 'en-US',
+    // The Activity page's CSV link is a download (download="activity.csv", an attachment).
+    acceptDownloads: true,
   });
   context.setDefaultTimeout(10_000);
   context.setDefaultNavigationTimeout(15_000);
@@ -71,13 +83,36 @@ afterAll(async () => {
 
 const shot = (name: string) => page.screenshot({ path: `${SHOTS}/${name}.png`, fullPage: true });
 const text = async (selector: string) => ((await page.locator(selector).first().textContent()) ?? '').trim();
+/** A cell's dollar amount as the dashboard prints it ("$0.000012345") -> nano-USD, exactly. */
+const nanoOf = (cell: string) => {
+  expect(cell).toMatch(/^\$\d+\.\d{2,9}$/);
+  return usdToNano(cell.slice(1));
+};
+/**
+ * The billed cost the API returned (`usage.cost`, a bare JSON number the SDK parses to a double) ->
+ * nano-USD. Exact: a cost has at most 9 decimals and far fewer than 15 significant digits, and
+ * String() of a double is the shortest decimal that reads back as it, which is then that decimal.
+ */
+const billedNano = (usage: unknown) => {
+  const cost = (usage as { cost?: unknown } | null | undefined)?.cost;
+  expect(typeof cost).toBe('number');
+  return usdToNano(String(cost));
+};
+/** The cells' texts of a table's body rows, row by row. */
+async function bodyRows(table: ReturnType<Page['locator']>, cells = 'td'): Promise<string[][]> {
+  const rows = table.locator('tbody tr');
+  const out: string[][] = [];
+  for (let i = 0; i < (await rows.count()); i++)
+    out.push((await rows.nth(i).locator(cells).allTextContents()).map((t) => t.trim()));
+  return out;
+}
 /** Follows a link or submits a form by its button, and waits for the page it leads to. */
 async function go(click: () => Promise<void>, url: (u: URL) => boolean) {
   await Promise.all([page.waitForURL(url, { waitUntil: 'load' }), click()]);
 }
 
 describe('the dashboard in headless Chromium (local OpenID provider, Stripe stand-in, DynamoDB Local)', () => {
-  it('signs in, creates a key the SDK uses, buys $10 once through checkout, revokes the key', async (ctx) => {
+  it('signs in, creates a key the SDK uses, buys $10 once through checkout, sees its use in Activity and its CSV, revokes the key', async (ctx) => {
     if (missing) return ctx.skip(`no browser: ${missing}`);
     const origin = local.emulator.url;
     const { oidc, stripe: standIn } = local;
@@ -189,9 +224,167 @@ describe('the dashboard in headless Chromium (local OpenID provider, Stripe stan
     expect((await store.getAccount(accountId))?.balanceNano).toBe(1_000n * CENT);
     await shot('billing-after');
 
-    // Funded: the same key now gets a completion.
+    // Funded: the same key now gets completions, one JSON (svc-fast) and one streamed (svc-pro).
     const completion = await ask();
     expect(completion.choices[0]?.finish_reason).toBe('stop');
+    const stream = await client(key).chat.completions.create({
+      model: 'svc-pro',
+      messages: [{ role: 'user', content: 'Count to five [[sim:tokens=7]]' }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let streamedId = '';
+    let streamedUsage: OpenAI.CompletionUsage | null | undefined;
+    for await (const chunk of stream) {
+      streamedId ||= chunk.id;
+      streamedUsage = chunk.usage ?? streamedUsage;
+    }
+    // What the API said of each generation: its id, tier, tokens and billed cost.
+    const made = new Map(
+      [
+        { id: completion.id, tier: 'svc-fast', usage: completion.usage },
+        { id: streamedId, tier: 'svc-pro', usage: streamedUsage },
+      ].map(({ id, tier, usage }) => {
+        expect(id).toMatch(GENERATION_ID_PATTERN);
+        expect(usage?.completion_tokens).toBeGreaterThan(0);
+        const nano = billedNano(usage);
+        expect(nano).toBeGreaterThan(0n);
+        return [
+          id,
+          { tier, prompt: usage?.prompt_tokens, completion: usage?.completion_tokens, nano },
+        ] as const;
+      }),
+    );
+    expect(made.size).toBe(2);
+
+    // The ledger once both are settled (a settlement is written after its reply): polled, with a deadline.
+    const charges = await eventually(async () => {
+      const all = (await store.listLedger(accountId)).filter((e) => e.type === 'charge');
+      return [...made.keys()].every((id) => all.some((e) => e.entryId === id)) ? all : undefined;
+    }, 30_000);
+    // Exactly these two (the 402 charged nothing), each as the API reported it.
+    expect(charges.map((e) => e.entryId).sort()).toEqual([...made.keys()].sort());
+    const ledgerOf = (id: string) => charges.find((e) => e.entryId === id) as LedgerEntry;
+    for (const [id, api] of made) {
+      const entry = ledgerOf(id);
+      expect({
+        id,
+        tier: entry.tier,
+        prompt: entry.promptTokens,
+        completion: entry.completionTokens,
+      }).toEqual({
+        id,
+        tier: api.tier,
+        prompt: api.prompt,
+        completion: api.completion,
+      });
+      expect(-entry.deltaNano).toBe(api.nano);
+    }
+    const [keyRecord] = await store.listKeys(accountId);
+    expect(keyRecord?.name).toBe('browser test');
+
+    // Activity: every generation in the list, newest first (by generation id), at the API's cost.
+    await go(
+      () => page.locator('header nav').getByRole('link', { name: 'Activity' }).click(),
+      (u) => u.pathname === '/dashboard/activity',
+    );
+    expect(await text('h1')).toBe('Activity');
+    const requests = page.locator('table', {
+      has: page.locator('caption', { hasText: 'Requests, newest first' }),
+    });
+    const listed = await bodyRows(requests);
+    const newestFirst = [...made.keys()].sort().reverse();
+    expect(listed.map((cells) => cells[1])).toEqual(newestFirst);
+    for (const [time, id, keyName, tier, tokens, cost] of listed) {
+      const entry = ledgerOf(id as string);
+      const api = made.get(id as string);
+      expect({ id, time, keyName, tier, tokens }).toEqual({
+        id,
+        time: `${entry.createdAt.slice(0, 10)} ${entry.createdAt.slice(11, 16)} UTC`,
+        keyName: 'browser test',
+        tier: api?.tier,
+        tokens: `${api?.prompt} / ${api?.completion}`,
+      });
+      expect(nanoOf(cost as string), `the cost listed for ${id}`).toBe(api?.nano);
+    }
+    const spent = charges.reduce((sum, e) => sum - e.deltaNano, 0n);
+    expect(nanoOf(await text('[data-total="listed"]'))).toBe(spent);
+
+    // The chart's table (for screen readers): each tier's spend per UTC day equals the ledger's sum for
+    // that day and tier, to the nano-dollar, every day of the 30 (today's is read live from the
+    // settlement's own counters: no roll-up is needed for it, adapters/dynamodb/activity.ts).
+    const spendTable = page.locator('table.spend-by-day');
+    const columns = (await spendTable.locator('thead th').allTextContents()).map((t) => t.trim());
+    expect(columns).toEqual(['Day (UTC)', 'svc-fast', 'svc-pro', 'Total']);
+    const dayRows = await bodyRows(spendTable, 'th, td');
+    expect(dayRows).toHaveLength(30);
+    const today = dayRows.at(-1)?.[0];
+    // The page's today is the UTC day of now (or of just before, if it crossed midnight since).
+    expect([utcDay(new Date(Date.now() - 60_000).toISOString()), utcDay(new Date().toISOString())]).toContain(
+      today,
+    );
+    const ledgerSpend = (day: string, tier?: string) =>
+      charges
+        .filter((e) => utcDay(e.createdAt) === day && (tier === undefined || e.tier === tier))
+        .reduce((sum, e) => sum - e.deltaNano, 0n);
+    for (const charge of charges) expect(dayRows.map((r) => r[0])).toContain(utcDay(charge.createdAt));
+    for (const [day, fast, pro, total] of dayRows) {
+      expect(
+        { day, fast: nanoOf(fast as string), pro: nanoOf(pro as string), total: nanoOf(total as string) },
+        `the spend of ${day} in the chart's table`,
+      ).toEqual({
+        day,
+        fast: ledgerSpend(day as string, 'svc-fast'),
+        pro: ledgerSpend(day as string, 'svc-pro'),
+        total: ledgerSpend(day as string),
+      });
+    }
+    expect(ledgerSpend(today as string)).toBeGreaterThan(0n);
+    expect(nanoOf(await text('[data-total="30d"]'))).toBe(spent);
+    // Spent per key: the one key, all of it.
+    const perKey = page.locator('table', { has: page.locator('caption', { hasText: 'Spent per key' }) });
+    const keyRows = await bodyRows(perKey);
+    expect(keyRows.map(([name, prefix]) => [name, prefix])).toEqual([
+      ['browser test', keyRecord?.displayPrefix],
+    ]);
+    expect(nanoOf(keyRows[0]?.[2] as string)).toBe(spent);
+    // The chart itself: a bar for each tier that spent today, titled with the table's amount.
+    const bars = (await page.locator('svg[role="img"] rect title').allTextContents()).map((t) => t.trim());
+    const todayRow = dayRows.at(-1) as string[];
+    expect(bars).toEqual(
+      expect.arrayContaining([`${today} svc-fast: ${todayRow[1]}`, `${today} svc-pro: ${todayRow[2]}`]),
+    );
+    await shot('activity');
+
+    // The CSV, downloaded by the browser from the page's link: the page's rows, equal to the ledger's.
+    const [download] = await Promise.all([
+      page.waitForEvent('download'),
+      page.getByRole('link', { name: 'Download these rows (CSV)' }).click(),
+    ]);
+    expect(download.suggestedFilename()).toBe('activity.csv');
+    await download.saveAs(`${SHOTS}/activity.csv`);
+    expect(await download.failure()).toBeNull();
+    const records = parse(await readFile(`${SHOTS}/activity.csv`, 'utf8'), { columns: true }) as Record<
+      string,
+      string
+    >[];
+    expect(records.map((r) => r.generation_id)).toEqual(newestFirst);
+    for (const record of records) {
+      const entry = ledgerOf(record.generation_id as string);
+      expect(record).toEqual({
+        time_utc: entry.createdAt,
+        generation_id: entry.entryId,
+        key_id: keyRecord?.keyId,
+        key_name: 'browser test',
+        tier: entry.tier,
+        prompt_tokens: String(entry.promptTokens ?? 0),
+        completion_tokens: String(entry.completionTokens ?? 0),
+        cached_tokens: String(entry.cachedTokens ?? 0),
+        cost_usd: nanoToUsd(-entry.deltaNano),
+      });
+      // The same cost, as text, as the API's and the page's.
+      expect(usdToNano(record.cost_usd as string)).toBe(made.get(entry.entryId)?.nano);
+    }
 
     // Revoked on the page: the SDK's next call is a 401.
     await go(
@@ -220,5 +413,5 @@ describe('the dashboard in headless Chromium (local OpenID provider, Stripe stan
     expect(await text('h1')).toBe('Welcome');
 
     expect(problems).toEqual([]);
-  }, 90_000);
+  }, 150_000);
 });
