@@ -6,6 +6,7 @@
  * the request is routed and its caller authenticated before an answer here is asked for (handler.ts).
  */
 
+import { dayOf } from '../billing/key-cap.js';
 import { nanoToUsd } from '../billing/money.js';
 import { JsonDecimal } from '../billing/usage.js';
 import type { Principal } from '../core/access.js';
@@ -42,7 +43,12 @@ const MODEL_BY_ID = new Map<string, (typeof MODEL_LIST.data)[number]>(
 interface RouteContext {
   event: FunctionUrlEvent;
   caller: Principal;
-  store: Pick<Store, 'getLedgerEntry' | 'getAccount' | 'totalCredits' | 'getKey' | 'keyUsage'>;
+  store: Pick<
+    Store,
+    'getLedgerEntry' | 'getAccount' | 'totalCredits' | 'getKey' | 'keyUsage' | 'keyDailySpend'
+  >;
+  /** The clock (epoch ms) whose UTC day is "today" for a key's daily figures; Date.now unless a test sets it. */
+  now?: () => number;
 }
 
 /** Each route of this function in the route table (shared/routes.ts), and its answer. */
@@ -50,8 +56,8 @@ const ANSWERS: Record<RouteNameOf<'models'>, (context: RouteContext, rest: strin
   models: () => MODEL_LIST,
   model: (_context, id) => modelById(id),
   credits: ({ caller, store }) => credits(caller, store),
-  key: ({ event, caller, store }) => currentKey(event, caller, store),
-  authKey: ({ event, caller, store }) => currentKey(event, caller, store),
+  key: ({ event, caller, store, now }) => currentKey(event, caller, store, (now ?? Date.now)()),
+  authKey: ({ event, caller, store, now }) => currentKey(event, caller, store, (now ?? Date.now)()),
   generation: ({ event, caller, store }) => generation(event, caller, store),
 };
 
@@ -93,36 +99,43 @@ async function credits(principal: Principal, store: Pick<Store, 'getAccount' | '
 /**
  * GET /api/v1/key (and /api/v1/auth/key): the calling key, in OpenRouter's shape (`data`), every
  * field its SDK requires: its label (the name it was created with), its usage (USD its charges have
- * spent, exact: the running total its settlements keep, store.keyUsage), no spending limit (null, as
- * OpenRouter answers for a key without one), no expiry, and when it was created. The fields nothing
- * here keeps are answered as docs/compatibility.md says: 0 for usage by day, week and month (not
- * kept) and for BYOK usage (none), null for the owners a key does not have, OpenRouter's own -1 in
- * the deprecated rate_limit.
+ * spent, exact: the running total its settlements keep, store.keyUsage), its daily spend cap in
+ * OpenRouter's fields (core/store.ts, "KEY DAILY CAPS"): `limit` the cap, `limit_remaining` what is
+ * left of it today (UTC; never below 0), `limit_reset` "daily" (OpenRouter's value for a limit reset
+ * at 00:00 UTC; all three null for a key without a cap), `usage_daily` what the key committed today
+ * (its day counters summed over the slices: its charges, and a capped key's requests in flight at
+ * their worst case), no expiry, and when it was created. The fields nothing here keeps are answered
+ * as docs/compatibility.md says: 0 for usage by week and month (not kept) and for BYOK usage (none),
+ * null for the owners a key does not have, OpenRouter's own -1 in the deprecated rate_limit.
  */
 async function currentKey(
   event: FunctionUrlEvent,
   principal: Principal,
-  store: Pick<Store, 'getKey' | 'keyUsage'>,
+  store: Pick<Store, 'getKey' | 'keyUsage' | 'keyDailySpend'>,
+  nowMs: number,
 ) {
   // The route authenticated this very header: it parses.
   const keyHash = hashKey(parseBearerKey(header(event, 'authorization')));
-  const [key, usage] = await Promise.all([
+  const [key, usage, today] = await Promise.all([
     store.getKey(keyHash),
     store.keyUsage(principal.accountId, principal.keyId),
+    store.keyDailySpend(principal.accountId, principal.keyId, dayOf(nowMs)),
   ]);
   if (!key) throw new AuthenticationError('Invalid API key.');
+  const cap = key.dailyCapNano;
+  const remaining = cap === undefined ? undefined : cap > today ? cap - today : 0n;
   return {
     data: {
       label: key.name,
       usage: usd(usage),
-      limit: null,
-      limit_remaining: null,
-      limit_reset: null,
+      limit: cap === undefined ? null : usd(cap),
+      limit_remaining: remaining === undefined ? null : usd(remaining),
+      limit_reset: cap === undefined ? null : 'daily',
       is_free_tier: false,
       is_management_key: false,
       expires_at: null,
       created_at: key.createdAt,
-      usage_daily: 0,
+      usage_daily: usd(today > 0n ? today : 0n),
       usage_weekly: 0,
       usage_monthly: 0,
       byok_usage: 0,

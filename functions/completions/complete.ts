@@ -23,7 +23,7 @@ export async function complete(
   },
   ports: GenerationPorts,
 ): Promise<FunctionUrlResult> {
-  const startedAt = Date.now();
+  const startedAt = (ports.clock ?? Date.now)();
   if ('refused' in taken) throw taken.refused;
   const { request, bodyBytes } = taken;
   // The body's other copies (the runtime's event JSON, the event's body) are garbage now that the

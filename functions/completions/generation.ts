@@ -1,18 +1,18 @@
 import { type OpenedUpstream, openWithFallback, UpstreamDeadlineError } from '../adapters/upstream.js';
 import type { Bill, Billable, Delivered } from '../billing/bill.js';
 import { billOnce } from '../billing/bill-once.js';
-import { needsHold, worstCaseBilledNano } from '../billing/holds.js';
+import { worstCaseBilledNano } from '../billing/holds.js';
 import { promptBound } from '../billing/usage-bounds.js';
-import { type Principal, refuseCredit, refuseStatus, withAccountBalance } from '../core/access.js';
-import { GatewayTimeoutError, ServiceUnavailableError, UpstreamError } from '../core/errors.js';
+import type { Principal } from '../core/access.js';
+import { GatewayTimeoutError, UpstreamError } from '../core/errors.js';
 import { type ForwardedBody, toUpstreamBody } from '../core/forwarding.js';
 import { newGenerationId } from '../core/ids.js';
 import type { ChatRequest } from '../core/schemas.js';
-import type { Hold, HoldOutcome, Store } from '../core/store.js';
-import { sliceOf } from '../core/store.js';
+import type { Hold, Store } from '../core/store.js';
 import { outputCap, type Tier, type UpstreamTarget } from '../core/tiers.js';
 import { type FunctionUrlResult, jsonResponse } from '../shared/http.js';
 import { logger } from '../shared/observability.js';
+import { admit } from './admission.js';
 import type { CompletionsConfig } from './config.js';
 import type { Deadlines } from './deadlines.js';
 import { readJsonReply } from './json-reply.js';
@@ -23,6 +23,11 @@ export interface GenerationPorts {
   store: Store;
   config: CompletionsConfig;
   credential: (name: string | undefined) => Promise<string | undefined>;
+  /**
+   * The clock a generation starts by (epoch ms; Date.now unless a test sets it): its deadlines, its
+   * ledger entry's time, and the UTC day its key's daily cap counts on.
+   */
+  clock?: () => number;
 }
 
 /**
@@ -79,46 +84,26 @@ export class Generation {
     this.bound = promptBound(start.bodyBytes, request.messages);
   }
 
-  /**
-   * The fast path or a hold (billing/holds.ts): an account whose available credit covers every request
-   * that can run at once is served on its one read; any other places a hold first, one conditional
-   * write, refused (402) when the credit is all held. A database failure here is a 503.
-   */
+  /** Admission (admission.ts): the fast path, a hold, or a refusal (402, 403; 503 if the database fails). */
   async admit(): Promise<void> {
-    const amountNano = worstCaseBilledNano(this.bound, this.cap, this.tier.targets);
-    if (!needsHold(this.caller, amountNano, this.ports.config.maxConcurrency)) return;
-    const hold: Hold = {
-      accountId: this.caller.accountId,
-      holdId: this.id,
-      ...sliceOf(this.caller),
-      amountNano,
-      expiresAt: this.deadlines.holdExpiresAt,
-      createdAt: new Date(this.deadlines.startedAt).toISOString(),
-    };
-    let placed: HoldOutcome;
-    try {
-      // No upstream attempt starts after its deadline: a hold is no use past it.
-      placed = await this.ports.store.placeHold(hold, { deadline: this.deadlines.upstream });
-    } catch (error) {
-      logger.error('hold write failed', { error: error instanceof Error ? error : String(error) });
-      // The write may have committed with only its answer lost (a database that answers after the
-      // deadline): the hold is given back as the 503 goes out, if it is there. Else it would hold the
-      // credit until it expires (the function's timeout and more) and the sweeper would count it as
-      // a request never billed. A commit that lands after this release is left to the sweeper.
-      this.hold = hold;
-      this.afterReply(
-        this.release().then((released) => {
-          // The database committed what it answered too late: a sign of its latency, for the on-call.
-          if (released) logger.warn('hold written after its deadline released', { holdId: hold.holdId });
-        }),
-      );
-      throw new ServiceUnavailableError({ cause: error });
-    }
-    if (placed === 'refused')
-      throw refuseCredit(await withAccountBalance(this.caller, this.ports.store), this.ports.config.topUpUrl);
-    // Suspended or banned since the request's read: the hold's condition checks status and credit together.
-    if (placed !== 'held') throw refuseStatus(placed);
-    this.hold = hold;
+    this.hold = await admit(
+      { id: this.id, caller: this.caller, deadlines: this.deadlines, worstCaseNano: this.worstCase() },
+      this.ports,
+      (hold) => {
+        // The hold write may have committed with only its answer lost: given back as the 503 goes out.
+        this.hold = hold;
+        this.afterReply(
+          this.release().then((released) => {
+            // The database committed what it answered too late: a sign of its latency, for the on-call.
+            if (released) logger.warn('hold written after its deadline released', { holdId: hold.holdId });
+          }),
+        );
+      },
+    );
+  }
+
+  private worstCase(): bigint {
+    return worstCaseBilledNano(this.bound, this.cap, this.tier.targets);
   }
 
   /** The upstream, tried target by target within the deadline; a failure gives the hold back. */

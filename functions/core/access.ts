@@ -1,5 +1,12 @@
+import type { KeyCapView } from '../billing/key-cap.js';
+import { nextUtcMidnight } from '../billing/key-cap.js';
 import { nanoToUsd } from '../billing/money.js';
-import { AuthenticationError, InsufficientCreditsError, PermissionDeniedError } from './errors.js';
+import {
+  AuthenticationError,
+  InsufficientCreditsError,
+  KeyDailyCapError,
+  PermissionDeniedError,
+} from './errors.js';
 import type { Store } from './store.js';
 
 export type KeyStatus = 'active' | 'revoked';
@@ -31,6 +38,11 @@ export interface Principal {
    * otherwise (an account kept in one item: `balanceNano` is the whole).
    */
   accountBalanceNano?: bigint;
+  /**
+   * The key's daily spend cap and its day counters on the slice read (core/store.ts, "KEY DAILY
+   * CAPS"; billing/key-cap.ts decides); absent for a key without a cap (nothing is parsed for it).
+   */
+  keyCap?: KeyCapView;
 }
 
 /**
@@ -67,6 +79,21 @@ export function refuseStatus(status: Exclude<AccountStatus, 'active'>): Permissi
 export function refuseCredit(principal: Principal, topUpUrl: string): InsufficientCreditsError {
   const balanceNano = principal.accountBalanceNano ?? principal.balanceNano;
   return new InsufficientCreditsError(nanoToUsd(balanceNano), topUpUrl, { held: balanceNano > 0n });
+}
+
+/**
+ * The 402 of a key whose daily spend cap is reached (errors.ts KeyDailyCapError says why 402): the
+ * cap, the next 00:00 UTC after `nowMs`, and the account's balance (over all its slices where the
+ * read found it).
+ */
+export function refuseKeyCap(principal: Principal, nowMs: number, topUpUrl: string): KeyDailyCapError {
+  const balanceNano = principal.accountBalanceNano ?? principal.balanceNano;
+  return new KeyDailyCapError(
+    nanoToUsd(principal.keyCap?.capNano ?? 0n),
+    new Date(nextUtcMidnight(nowMs)).toISOString(),
+    nanoToUsd(balanceNano),
+    topUpUrl,
+  );
 }
 
 /**

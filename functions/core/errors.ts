@@ -112,6 +112,50 @@ export class InsufficientCreditsError extends HttpError {
   }
 }
 
+/**
+ * The key's daily spend cap is reached (core/store.ts, "KEY DAILY CAPS"): 402, with the same flat
+ * body as InsufficientCreditsError. Why 402 and not 429: 429 is what clients (the OpenAI SDKs, and
+ * most agents) retry by themselves with backoff, and stays reserved for rate limits; a spend limit is
+ * not lifted by retrying within seconds. OpenRouter answers an exhausted key limit with 402 too
+ * (saying in its error which limit, `openrouter_key_limit`), and a client that handles this service's
+ * 402 already reads this body: `error` says which limit ("Key daily spend cap reached", where the
+ * account's is "Insufficient credits"), `message` the cap, that it resets at 00:00 UTC and when next
+ * (ISO), `balance` is still the account's balance (it is not what stops the request), and `topUpUrl`
+ * the dashboard, where the key's cap is set. The OpenAI SDKs do not retry a 402.
+ */
+export class KeyDailyCapError extends HttpError {
+  readonly balanceUsd: string;
+  readonly topUpUrl: string;
+
+  constructor(capUsd: string, resetsAt: string, balanceUsd: string, topUpUrl: string) {
+    super(
+      402,
+      `This API key's daily spend cap of ${capUsd} USD is reached. It resets at 00:00 UTC (next: ${resetsAt}). Raise or remove the cap at ${topUpUrl}, or use another key.`,
+      {
+        type: 'insufficient_credits',
+        code: 'key_daily_cap_reached',
+        headers: {
+          link: `<${topUpUrl}>; rel="payment"`,
+          'x-credit-balance': balanceUsd,
+          'x-key-limit-reset': resetsAt,
+        },
+      },
+    );
+    this.name = 'KeyDailyCapError';
+    this.balanceUsd = balanceUsd;
+    this.topUpUrl = topUpUrl;
+  }
+
+  override toBody(): unknown {
+    return {
+      error: 'Key daily spend cap reached',
+      balance: Number(this.balanceUsd),
+      message: this.message,
+      topUpUrl: this.topUpUrl,
+    };
+  }
+}
+
 export class UpstreamError extends HttpError {
   constructor(
     message = 'The upstream model provider failed to answer. Retry with exponential backoff.',
@@ -164,6 +208,14 @@ export class GatewayTimeoutError extends HttpError {
       options,
     );
     this.name = 'GatewayTimeoutError';
+  }
+}
+
+/** A key that is not there, or not of the account that asked (Store.setKeyDailyCap): not an HTTP answer. */
+export class KeyNotFoundError extends Error {
+  constructor(keyId: string) {
+    super(`no key ${keyId} on this account`);
+    this.name = 'KeyNotFoundError';
   }
 }
 

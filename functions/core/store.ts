@@ -5,6 +5,9 @@
  * (test/support/memory-store.ts). Money is integer nano-USD throughout.
  */
 import type { AccountStatus, KeyStatus, Principal } from './access.js';
+import type { DashboardSession } from './session.js';
+
+export type { DashboardSession } from './session.js';
 
 /** One charge: the ledger entry keyed by its generation id, and the deduction it stands for. */
 export interface ChargeEntry {
@@ -46,6 +49,8 @@ export interface Hold {
   /** The balance slice it holds on (the generation's); absent: 0, the account item. */
   slice?: number;
   createdAt: string;
+  /** A capped key's hold (KeyRecord.dailyCapNano): its amount is on that key's counter of createdAt's day too. */
+  keyId?: string;
   /**
    * The generation's usage record (JSON text, as its `generation usage` log line carries it), written
    * on a held request's hold before its settlement, and on a deferred settlement's item: the sweeper
@@ -123,6 +128,13 @@ export interface KeyRecord {
   status: KeyStatus;
   createdAt: string;
   revokedAt?: string;
+  /**
+   * The key's daily spend cap (nano-USD, > 0); absent: none. Its requests are refused (402, before the
+   * upstream) once its day counters (`kc_<YYYYMMDD>_<keyId>` on the slice items the settlement writes
+   * anyway: its charges and its live holds) reach the slice's share of it, until 00:00 UTC. Bound: a
+   * key's spend in a UTC day is at most cap + n slices x one request's worst case (billing/key-cap.ts).
+   */
+  dailyCapNano?: bigint;
 }
 
 export interface LedgerEntry {
@@ -152,31 +164,16 @@ export interface LedgerEntry {
 export type SettleOutcome = 'settled' | 'already-settled';
 
 /**
- * What placing a hold came to: held, refused for credit (all of it held or spent), or refused because
- * the account is no longer active (suspended or banned since the request read it: a 403, not a 402).
+ * What placing a hold came to: held, refused for credit (all of it held or spent) or for the key's
+ * daily cap ('capped'), or because the account is no longer active (suspended or banned since: 403).
  */
-export type HoldOutcome = 'held' | 'refused' | Exclude<AccountStatus, 'active'>;
+export type HoldOutcome = 'held' | 'refused' | 'capped' | Exclude<AccountStatus, 'active'>;
 
 /**
  * What taking credit back came to: applied, already applied (the reference has its entry: nothing
  * written), or refused (it would take the account's available credit below zero: nothing written).
  */
 export type CorrectionOutcome = 'applied' | 'already-applied' | 'refused';
-
-/**
- * A dashboard session: what the opaque id in the browser's cookie stands for, until it expires. The
- * store keeps only the id's SHA-256 (a read of the table yields no usable session id).
- */
-export interface DashboardSession {
-  /** SHA-256 (hex) of the session id the browser holds. */
-  sessionHash: string;
-  accountId: string;
-  /** The OpenID subject (`sub`) who signed in. */
-  subject: string;
-  createdAt: string;
-  /** Epoch seconds at which it ends (the dashboard table's TTL attribute). */
-  expiresAt: number;
-}
 
 /** One UTC day's spend (nano-USD) by tier: Store.dailySpend. */
 export interface DaySpend {
@@ -207,10 +204,11 @@ export interface Store {
   loadPrincipal(keyHash: string): Promise<Principal | undefined>;
   /**
    * Places a hold in one conditional write: only if the account is active and its available credit
-   * (balance minus held) is above zero before this hold. Refused otherwise, saying why: the account's
-   * status when it is not active, else 'refused' (credit). Gives up by `deadline`.
+   * (balance minus held) is above zero before this hold, and, for a capped key's (`keyId`), its day
+   * counter below `capShareNano`. Refused otherwise, saying why: the account's status when it is not
+   * active, 'refused' (credit), else 'capped'. Gives up by `deadline`.
    */
-  placeHold(hold: Hold, options?: { deadline?: number }): Promise<HoldOutcome>;
+  placeHold(hold: Hold, options?: { deadline?: number; capShareNano?: bigint }): Promise<HoldOutcome>;
   /**
    * Writes the ledger entry and deducts its cost in ONE transaction, releasing `hold` in the same
    * transaction when given (and still live). Idempotent by generation id. Gives up by `deadline`.
@@ -308,6 +306,10 @@ export interface Store {
   /** Marks the key revoked (keeping the first revocation time) and returns it. */
   revokeKey(keyHash: string, now: string): Promise<KeyRecord>;
   listKeys(accountId: string): Promise<KeyRecord[]>;
+  /** Sets (nano-USD > 0) or removes a key's daily cap: one write of a key of `accountId` (else KeyNotFoundError). */
+  setKeyDailyCap(accountId: string, keyId: string, capNano: bigint | undefined): Promise<KeyRecord>;
+  /** What the key committed on UTC day `day`: its day counters over the slices, read strongly consistently. */
+  keyDailySpend(accountId: string, keyId: string, day: string): Promise<bigint>;
 
   /** The key by its hash, read strongly consistently. */
   getKey(keyHash: string): Promise<KeyRecord | undefined>;
@@ -381,6 +383,9 @@ export class AccountExistsError extends Error {
  * balance is the sum of its slices.
  */
 export const MAX_SLICES = 62;
+
+/** A key that is not there, or not of the account that asked (Store.setKeyDailyCap). */
+export { KeyNotFoundError } from './errors.js';
 
 /** The `slice` field of a hold or charge of a request admitted on `principal`'s slice (none for 0). */
 export const sliceOf = (principal: { slice?: number }): { slice?: number } =>

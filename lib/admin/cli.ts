@@ -27,6 +27,7 @@ import {
   removeCredits,
   revokeKey,
   setAccountStatus,
+  setKeyDailyCap,
   splitAccount,
 } from './operations.js';
 import { columns, jsonText, printable, terminalSafe as safe } from './terminal.js';
@@ -43,7 +44,8 @@ const USAGE = `usage: npm run --silent admin -- <command> [--json]
   account split <accountId> --slices <n>   spread a busy account's balance over n items (1-62, never fewer)
   credits add <accountId> <usd> --ref <reference>
   credits remove <accountId> <usd> --ref <reference> [--force]   take credit back (refund, correction)
-  key create <accountId> --name <label>
+  key create <accountId> --name <label> [--daily-cap-usd <usd>]
+  key cap <keyId> --usd <usd> | --none   a key's daily spend cap (resets at 00:00 UTC), or none
   key revoke <keyId>
   key list <accountId>
   usage <accountId> [--since <iso time>] [--format json|csv] [--by key|user|day]
@@ -92,6 +94,9 @@ interface Parsed {
     force?: boolean;
     limit?: string;
     after?: string;
+    'daily-cap-usd'?: string;
+    usd?: string;
+    none?: boolean;
     help?: boolean;
   };
 }
@@ -116,6 +121,9 @@ export function parseCommandLine(argv: string[]): Parsed {
         force: { type: 'boolean' },
         limit: { type: 'string' },
         after: { type: 'string' },
+        'daily-cap-usd': { type: 'string' },
+        usd: { type: 'string' },
+        none: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -248,13 +256,22 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
       };
     }
     case 'key create': {
-      expectArgs(p, 3, ['name'], values);
+      expectArgs(p, 3, ['name', 'daily-cap-usd'], values);
       if (!values.name) throw new UsageError('key create needs --name <label>');
       const { status } = await accountView(ctx, checkAccountId(arg));
-      const created = await createKey(ctx, arg, values.name);
+      const dailyCapUsd = values['daily-cap-usd'];
+      const created = await createKey(
+        ctx,
+        arg,
+        values.name,
+        dailyCapUsd === undefined ? {} : { dailyCapUsd },
+      );
+      const capText = created.dailyCap
+        ? `, daily spend cap ${dollars(created.dailyCap)} (resets at 00:00 UTC)`
+        : '';
       return {
         json: { ...created, accountStatus: status },
-        text: `created key ${created.keyId} ("${safe(created.name)}") for ${created.accountId}.\nThis is the only time the key is shown; store it now:\n\n  ${created.key}\n`,
+        text: `created key ${created.keyId} ("${safe(created.name)}") for ${created.accountId}${capText}.\nThis is the only time the key is shown; store it now:\n\n  ${created.key}\n`,
         // Created all the same: it serves once the account is reinstated.
         ...(status !== 'active'
           ? {
@@ -265,6 +282,18 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
           : {}),
       };
     }
+    case 'key cap': {
+      expectArgs(p, 3, ['usd', 'none'], values);
+      if ((values.usd === undefined) === (values.none !== true))
+        throw new UsageError('key cap needs --usd <usd> (a daily spend cap) or --none (no cap), one of them');
+      const key = await setKeyDailyCap(ctx, arg, values.usd);
+      return {
+        json: { ...key },
+        text: key.dailyCap
+          ? `key ${key.keyId}'s daily spend cap is ${dollars(key.dailyCap)} (resets at 00:00 UTC)`
+          : `key ${key.keyId} has no daily spend cap`,
+      };
+    }
     case 'key revoke': {
       expectArgs(p, 3, [], values);
       const key = await revokeKey(ctx, arg);
@@ -273,11 +302,23 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
     case 'key list': {
       expectArgs(p, 3, [], values);
       const keys = await listKeys(ctx, checkAccountId(arg));
-      const rows = keys.map((k) => [k.keyId, safe(k.name), k.displayPrefix, k.status, k.createdAt]);
+      // A daily cap column only when a key has one.
+      const capped = keys.some((k) => k.dailyCap !== undefined);
+      const rows = keys.map((k) => [
+        k.keyId,
+        safe(k.name),
+        k.displayPrefix,
+        k.status,
+        k.createdAt,
+        ...(capped ? [k.dailyCap ? dollars(k.dailyCap) : '-'] : []),
+      ]);
       return {
         json: { accountId: arg, keys },
         text: rows.length
-          ? columns([['id', 'name', 'prefix', 'status', 'created'], ...rows])
+          ? columns([
+              ['id', 'name', 'prefix', 'status', 'created', ...(capped ? ['daily cap'] : [])],
+              ...rows,
+            ])
           : `no keys for ${arg}`,
       };
     }

@@ -60,6 +60,8 @@ export interface KeyView {
   status: string;
   createdAt: string;
   revokedAt?: string;
+  /** The key's daily spend cap, an exact USD decimal string (core/store.ts "KEY DAILY CAPS"); absent: none. */
+  dailyCap?: string;
 }
 
 /** A USD decimal string for a person: `$12.5`, `-$3`. */
@@ -250,11 +252,37 @@ export async function createKey(
   ctx: AdminContext,
   accountId: string,
   name: string,
-): Promise<{ key: string; keyId: string; name: string; accountId: string }> {
+  options: { dailyCapUsd?: string } = {},
+): Promise<{ key: string; keyId: string; name: string; accountId: string; dailyCap?: string }> {
   if (!isValidKeyName(name)) throw new AdminError(`the key name must be 1-${MAX_KEY_NAME_LENGTH} characters`);
+  const cap = options.dailyCapUsd === undefined ? undefined : parseCredits(options.dailyCapUsd);
   const { key, record } = newApiKey(accountId, name, new Date().toISOString());
+  // Written with the key item itself: no second write.
+  if (cap !== undefined) record.dailyCapNano = cap;
   await notFoundAsAdminError(accountId, () => ctx.store.createKey(record));
-  return { key, keyId: record.keyId, name, accountId };
+  return {
+    key,
+    keyId: record.keyId,
+    name,
+    accountId,
+    ...(cap !== undefined ? { dailyCap: nanoToUsd(cap) } : {}),
+  };
+}
+
+/**
+ * Sets a key's daily spend cap (USD, reset at 00:00 UTC), or removes it (undefined): one write of its
+ * key item (Store.setKeyDailyCap), which its requests read from their next one on.
+ */
+export async function setKeyDailyCap(
+  ctx: AdminContext,
+  keyId: string,
+  capUsd: string | undefined,
+): Promise<KeyView> {
+  if (!KEY_ID.test(keyId)) throw new AdminError(`invalid key id "${keyId}": key_ and letters or digits`);
+  const cap = capUsd === undefined ? undefined : parseCredits(capUsd);
+  const found = await ctx.store.findKeyById(keyId);
+  if (!found) throw new AdminError(`no such key: ${keyId}`);
+  return toKeyView(await ctx.store.setKeyDailyCap(found.accountId, keyId, cap));
 }
 
 export async function revokeKey(ctx: AdminContext, keyId: string): Promise<KeyView> {
@@ -277,6 +305,7 @@ function toKeyView(key: KeyRecord): KeyView {
     status: key.status,
     createdAt: key.createdAt,
     ...(key.revokedAt ? { revokedAt: key.revokedAt } : {}),
+    ...(key.dailyCapNano !== undefined ? { dailyCap: nanoToUsd(key.dailyCapNano) } : {}),
   };
 }
 

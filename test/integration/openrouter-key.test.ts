@@ -76,7 +76,8 @@ describe('GET /api/v1/key', () => {
         expires_at: null,
         created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
         // The rest of OpenRouter's schema, answered as docs/compatibility.md says.
-        usage_daily: 0,
+        // Today's charges (every one so far is today's): the key's day counters (core/store.ts).
+        usage_daily: expect.any(Number),
         usage_weekly: 0,
         usage_monthly: 0,
         byok_usage: 0,
@@ -102,6 +103,8 @@ describe('GET /api/v1/key', () => {
     expect(usageOf(other)).toBe(byKey.get(second.keyId));
     expect(usageOf(first) + usageOf(other)).toBe(total);
     expect(usageOf(first)).toBeGreaterThan(0n);
+    // usage_daily: exact, this key's charges of today.
+    expect(nano((first.body.data as { usage_daily: number }).usage_daily)).toBe(usageOf(first));
   });
 
   it('sums the usage over the slices of a split account', async () => {

@@ -250,6 +250,63 @@ describe.each(stores)('the store %s', (_name, make) => {
     expect(await store.getKey(generateApiKey().keyHash)).toBeUndefined();
   });
 
+  it("sets and removes a key's daily cap on its own account only, and the principal carries it", async () => {
+    const { accountId, keyHash, keyId } = await account(10_000n);
+    const stranger = await account(10_000n);
+    await expect(store.setKeyDailyCap(stranger.accountId, keyId, 5_000n)).rejects.toMatchObject({
+      name: 'KeyNotFoundError',
+    });
+    await expect(store.setKeyDailyCap(accountId, generateApiKey().keyId, 5_000n)).rejects.toMatchObject({
+      name: 'KeyNotFoundError',
+    });
+    expect((await store.loadPrincipal(keyHash))?.keyCap).toBeUndefined();
+    expect(await store.setKeyDailyCap(accountId, keyId, 5_000n)).toMatchObject({
+      keyId,
+      dailyCapNano: 5_000n,
+    });
+    expect(await store.getKey(keyHash)).toMatchObject({ dailyCapNano: 5_000n });
+    expect((await store.loadPrincipal(keyHash))?.keyCap).toMatchObject({ capNano: 5_000n, slices: 1 });
+    const removed = await store.setKeyDailyCap(accountId, keyId, undefined);
+    expect(removed.dailyCapNano).toBeUndefined();
+    expect((await store.getKey(keyHash))?.dailyCapNano).toBeUndefined();
+    expect((await store.loadPrincipal(keyHash))?.keyCap).toBeUndefined();
+  });
+
+  it("counts a key's day: every charge on its day, a capped hold until settled or released, refused at the share", async () => {
+    const { accountId, keyHash, keyId } = await account(1_000_000n);
+    await store.setKeyDailyCap(accountId, keyId, 1_000n);
+    const day = '2030-01-01';
+    const at = `${day}T10:00:00.000Z`;
+    const capped = (amountNano: bigint): Hold => ({ ...hold(accountId, amountNano), createdAt: at, keyId });
+    // An uncapped-style charge of another day counts on that day only.
+    await store.settleCharge(charge(accountId, keyId, 50n, { createdAt: '2029-12-31T23:59:59.999Z' }));
+    expect(await store.keyDailySpend(accountId, keyId, '2029-12-31')).toBe(50n);
+    const first = capped(700n);
+    expect(await store.placeHold(first, { capShareNano: 1_000n })).toBe('held');
+    expect(await store.keyDailySpend(accountId, keyId, day)).toBe(700n);
+    // Below the share: held, past it by less than this hold.
+    const second = capped(400n);
+    expect(await store.placeHold(second, { capShareNano: 1_000n })).toBe('held');
+    expect(await store.keyDailySpend(accountId, keyId, day)).toBe(1_100n);
+    expect((await store.loadPrincipal(keyHash))?.keyCap?.spentByDay[day]).toBe(1_100n);
+    // At the share: refused, nothing written.
+    expect(await store.placeHold(capped(1n), { capShareNano: 1_000n })).toBe('capped');
+    expect(await store.keyDailySpend(accountId, keyId, day)).toBe(1_100n);
+    // The settlement replaces its hold with its bill; a release takes the hold off.
+    expect(
+      await store.settleCharge(
+        charge(accountId, keyId, 300n, { generationId: first.holdId, createdAt: at }),
+        {
+          hold: first,
+        },
+      ),
+    ).toBe('settled');
+    expect(await store.keyDailySpend(accountId, keyId, day)).toBe(700n);
+    expect(await store.releaseHold(second)).toBe(true);
+    expect(await store.keyDailySpend(accountId, keyId, day)).toBe(300n);
+    expect((await store.getAccount(accountId))?.heldNano).toBe(0n);
+  });
+
   it('sums the top-ups of an account, and no charge', async () => {
     const { accountId, keyId } = await account(5_000n);
     expect(await store.topUp(accountId, 'pay-a', 700n, now())).toBe(true);

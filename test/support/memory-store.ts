@@ -21,6 +21,7 @@ import {
   type DaySpend,
   type Hold,
   type HoldOutcome,
+  KeyNotFoundError,
   type KeyRecord,
   type LedgerEntry,
   type SettleOutcome,
@@ -41,12 +42,38 @@ export class MemoryStore implements Store {
   readonly users = new Map<string, string>();
   /** Every call, by operation name: what a round-trip test counts. */
   readonly calls: string[] = [];
+  /**
+   * Each key's day counters (core/store.ts, "KEY DAILY CAPS"), by `<accountId>|<YYYY-MM-DD>|<keyId>`:
+   * its charges of the day plus its capped holds, as the DynamoDB adapter keeps them on slice items
+   * (an account here is one slice).
+   */
+  readonly keyDays = new Map<string, bigint>();
+
+  private addKeyDay(accountId: string, day: string, keyId: string, nano: bigint): void {
+    const at = `${accountId}|${day}|${keyId}`;
+    this.keyDays.set(at, (this.keyDays.get(at) ?? 0n) + nano);
+  }
+
+  private keyDay(accountId: string, day: string, keyId: string): bigint {
+    return this.keyDays.get(`${accountId}|${day}|${keyId}`) ?? 0n;
+  }
+
+  /** A capped hold's amount off its key's counter of the day it was placed. */
+  private releaseKeyDay(hold: Hold): void {
+    if (hold.keyId) this.addKeyDay(hold.accountId, utcDay(hold.createdAt), hold.keyId, -hold.amountNano);
+  }
 
   async loadPrincipal(keyHash: string): Promise<Principal | undefined> {
     this.calls.push('loadPrincipal');
     const key = this.keys.get(keyHash);
     if (!key) return undefined;
     const account = this.accounts.get(key.accountId);
+    const spentByDay: Record<string, bigint> = {};
+    if (key.dailyCapNano !== undefined)
+      for (const [at, nano] of this.keyDays) {
+        const [accountId, day, keyId] = at.split('|');
+        if (accountId === key.accountId && keyId === key.keyId && day) spentByDay[day] = nano;
+      }
     return {
       keyId: key.keyId,
       accountId: key.accountId,
@@ -54,16 +81,28 @@ export class MemoryStore implements Store {
       accountStatus: account?.status ?? 'banned',
       balanceNano: account?.balanceNano ?? 0n,
       heldNano: account?.heldNano ?? 0n,
+      // An account here is one slice, whatever a split recorded.
+      ...(key.dailyCapNano !== undefined
+        ? { keyCap: { capNano: key.dailyCapNano, slices: 1, spentByDay } }
+        : {}),
     };
   }
 
-  async placeHold(hold: Hold): Promise<HoldOutcome> {
+  async placeHold(hold: Hold, options: { capShareNano?: bigint } = {}): Promise<HoldOutcome> {
     this.calls.push('placeHold');
     const account = this.accounts.get(hold.accountId);
     if (this.holds.has(hold.holdId)) return 'held';
     if (account === undefined) return 'banned';
     if (account.status !== 'active') return account.status;
     if (account.balanceNano - account.heldNano <= 0n) return 'refused';
+    const day = utcDay(hold.createdAt);
+    if (
+      hold.keyId &&
+      options.capShareNano !== undefined &&
+      this.keyDay(hold.accountId, day, hold.keyId) >= options.capShareNano
+    )
+      return 'capped';
+    if (hold.keyId) this.addKeyDay(hold.accountId, day, hold.keyId, hold.amountNano);
     account.heldNano += hold.amountNano;
     this.holds.set(hold.holdId, { ...hold });
     return 'held';
@@ -92,10 +131,12 @@ export class MemoryStore implements Store {
     });
     this.ledger.set(entry.accountId, entries);
     account.balanceNano -= entry.billedNano;
+    this.addKeyDay(entry.accountId, utcDay(entry.createdAt), entry.keyId, entry.billedNano);
     const hold = options.hold && this.holds.get(options.hold.holdId);
     if (hold) {
       this.holds.delete(hold.holdId);
       account.heldNano -= hold.amountNano;
+      this.releaseKeyDay(hold);
     }
     return 'settled';
   }
@@ -134,6 +175,7 @@ export class MemoryStore implements Store {
     this.holds.delete(hold.holdId);
     const account = this.accounts.get(hold.accountId);
     if (account) account.heldNano -= live.amountNano;
+    this.releaseKeyDay(live);
     return true;
   }
 
@@ -283,6 +325,19 @@ export class MemoryStore implements Store {
 
   async listKeys(accountId: string): Promise<KeyRecord[]> {
     return [...this.keys.values()].filter((k) => k.accountId === accountId);
+  }
+
+  async setKeyDailyCap(accountId: string, keyId: string, capNano: bigint | undefined): Promise<KeyRecord> {
+    if (capNano !== undefined && capNano <= 0n) throw new RangeError('a daily cap must be above zero');
+    const key = [...this.keys.values()].find((k) => k.keyId === keyId);
+    if (!key || key.accountId !== accountId) throw new KeyNotFoundError(keyId);
+    if (capNano === undefined) delete key.dailyCapNano;
+    else key.dailyCapNano = capNano;
+    return { ...key };
+  }
+
+  async keyDailySpend(accountId: string, keyId: string, day: string): Promise<bigint> {
+    return this.keyDay(accountId, day, keyId);
   }
 
   async getKey(keyHash: string): Promise<KeyRecord | undefined> {

@@ -15,6 +15,7 @@ import {
   AccountExistsError,
   AccountNotFoundError,
   type AccountRecord,
+  KeyNotFoundError,
   type KeyRecord,
   topUpEntryId,
 } from '../../core/store.js';
@@ -76,7 +77,7 @@ export class AccountsAndKeys extends StorePart {
     const { keyItem: found, accountItem } = await this.batchRead(keyHash, sliceKey(cached.accountId, slice));
     if (!found) return undefined;
     if (slice === 0 && accountItem) cached.slices = slicesOf(accountItem);
-    return this.elsewhereIfDry(toPrincipal(found, accountItem, slice), found, cached.slices);
+    return this.elsewhereIfDry(toPrincipal(found, accountItem, slice, cached.slices), found, cached.slices);
   }
 
   private async loadPrincipalCold(keyHash: string): Promise<Principal | undefined> {
@@ -98,7 +99,7 @@ export class AccountsAndKeys extends StorePart {
     const item = slice === 0 || !account ? account : await this.slices.readOne(accountId, slice);
     // A drawn slice whose read DynamoDB throttled: the account item, read already, stands in for it.
     const [drawn, on] = item ? [item, slice] : [account, 0];
-    return this.elsewhereIfDry(toPrincipal(key.Item, drawn, on), key.Item, slices);
+    return this.elsewhereIfDry(toPrincipal(key.Item, drawn, on, slices), key.Item, slices);
   }
 
   /**
@@ -114,7 +115,7 @@ export class AccountsAndKeys extends StorePart {
   ): Promise<Principal | undefined> {
     if (!principal || slices === 1 || principal.balanceNano - principal.heldNano > 0n) return principal;
     const moved = await this.sliceCredit.elsewhere(principal.accountId, slices, principal.slice ?? 0);
-    if (moved) return toPrincipal(keyItem, moved.item, moved.slice);
+    if (moved) return toPrincipal(keyItem, moved.item, moved.slice, slices);
     if (principal.keyStatus !== 'active' || principal.accountStatus !== 'active') return principal;
     const accountBalanceNano = await this.slices.balance(principal.accountId, slices);
     return accountBalanceNano === undefined ? principal : { ...principal, accountBalanceNano };
@@ -287,6 +288,36 @@ export class AccountsAndKeys extends StorePart {
       ReturnValues: 'ALL_NEW',
     });
     return toKey(out.Attributes ?? {});
+  }
+
+  /**
+   * The key's daily spend cap set (or removed): found by its id (the keys-by-id index), then one
+   * UpdateItem of its item conditioned on its account, so that a caller can change only its own
+   * account's keys (a key of another account is KeyNotFoundError, as one that does not exist). The
+   * only write a cap puts on the key item: requests read it, never write it.
+   */
+  async setKeyDailyCap(accountId: string, keyId: string, capNano: bigint | undefined): Promise<KeyRecord> {
+    if (capNano !== undefined && capNano <= 0n) throw new RangeError('a daily cap must be above zero');
+    const found = await this.findKeyById(keyId);
+    if (!found || found.accountId !== accountId) throw new KeyNotFoundError(keyId);
+    try {
+      const out = await this.wire.call<UpdateItemCommandOutput>('UpdateItem', {
+        TableName: this.tables.keys,
+        Key: { keyHash: S(found.keyHash) },
+        UpdateExpression: capNano === undefined ? 'REMOVE dailyCapNano' : 'SET dailyCapNano = :cap',
+        ConditionExpression: 'accountId = :accountId',
+        ExpressionAttributeValues: {
+          ':accountId': S(accountId),
+          ...(capNano === undefined ? {} : { ':cap': N(capNano) }),
+        },
+        ReturnValues: 'ALL_NEW',
+      });
+      return toKey(out.Attributes ?? {});
+    } catch (error) {
+      if (error instanceof Error && error.name === 'ConditionalCheckFailedException')
+        throw new KeyNotFoundError(keyId);
+      throw error;
+    }
   }
 
   async listKeys(accountId: string): Promise<KeyRecord[]> {

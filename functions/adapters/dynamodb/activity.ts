@@ -32,6 +32,7 @@ import {
   dayCounters,
   dayItemKey,
   type Item,
+  keyDayCounters,
   N,
   S,
   sliceKey,
@@ -151,7 +152,8 @@ export class Activity extends StorePart {
       TableName: this.tables.accounts,
     })) {
       for (const item of page.Items ?? []) {
-        if (!dayCounters(item).some((c) => c.day < today)) continue;
+        if (!dayCounters(item).some((c) => c.day < today) && !keyDayCounters(item).some((c) => c.day < today))
+          continue;
         if (await this.rollUpItem(item, today)) rolled += 1;
       }
     }
@@ -164,7 +166,14 @@ export class Activity extends StorePart {
       // At most 90 days a transaction (100 items at most): the rest at the next run.
       const days = [...new Set(dayCounters(item).map((c) => c.day))].filter((day) => day < today).sort();
       const counters = dayCounters(item).filter((c) => c.day < today && c.day <= (days[89] ?? today));
-      if (counters.length === 0) return false;
+      // Keys' day counters of past days (their daily caps', core/store.ts): only removed, conditioned
+      // on the value read as the others are; the ledger and the tier counters keep the spend. At most
+      // 60 a transaction (the expression's size), the rest at the next run. A release of a hold of a
+      // removed day adds a negative counter back, which the next run removes.
+      const keyCounters = keyDayCounters(item)
+        .filter((c) => c.day < today)
+        .slice(0, 60);
+      if (counters.length === 0 && keyCounters.length === 0) return false;
       const key = item.accountId?.S ?? '';
       const account = accountOfItem(item);
       const names: Record<string, string> = {};
@@ -176,6 +185,11 @@ export class Activity extends StorePart {
         values[`:c${i}`] = N(c.nano);
         conditions.push(`#c${i} = :c${i}`);
         byDay.set(c.day, [...(byDay.get(c.day) ?? []), { tier: c.tier, at: i }]);
+      });
+      keyCounters.forEach((c, i) => {
+        names[`#k${i}`] = c.attribute;
+        values[`:k${i}`] = N(c.nano);
+        conditions.push(`#k${i} = :k${i}`);
       });
       const dayUpdates = [...byDay].map(([day, tiers]) => ({
         Update: {

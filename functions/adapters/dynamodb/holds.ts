@@ -7,12 +7,13 @@ import type {
   TransactWriteItemsCommandInput,
   UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
-import type { ChargeEntry, Hold, HoldOutcome } from '../../core/store.js';
+import { type ChargeEntry, type Hold, type HoldOutcome, utcDay } from '../../core/store.js';
 import {
   holdItem,
   holdKey,
   type Item,
   isTransferItem,
+  keyDayAttribute,
   N,
   S,
   sliceKey,
@@ -40,8 +41,15 @@ export class Holds extends StorePart {
    * before its upstream call. At 160 MB's CPU share (`BENCH_HOLD_MB=160 npm run bench:holds`) it
    * added 31-33 ms at p50 to a held stream's first data chunk through the SDK client, 12-16 ms this way.
    */
-  async placeHold(hold: Hold, options: { deadline?: number } = {}): Promise<HoldOutcome> {
+  async placeHold(
+    hold: Hold,
+    options: { deadline?: number; capShareNano?: bigint } = {},
+  ): Promise<HoldOutcome> {
     const deadline = options.deadline ?? Number.POSITIVE_INFINITY;
+    // A capped key's hold also goes on its day counter, in the same update, conditioned on the
+    // counter being below the slice's share of the cap (core/store.ts, "KEY DAILY CAPS").
+    const counter = heldCounter(hold);
+    const share = counter ? options.capShareNano : undefined;
     const input: TransactWriteItemsCommandInput = {
       ClientRequestToken: requestToken('hold', hold.holdId),
       TransactItems: [
@@ -56,15 +64,17 @@ export class Holds extends StorePart {
           Update: {
             TableName: this.tables.accounts,
             Key: { accountId: S(sliceKey(hold.accountId, hold.slice ?? 0)) },
-            UpdateExpression: 'ADD heldNano :amount',
+            UpdateExpression: counter ? 'ADD heldNano :amount, #kc :amount' : 'ADD heldNano :amount',
             ConditionExpression:
               '(attribute_not_exists(#status) OR #status = :active) AND ' +
-              '(creditBalance > heldNano OR (attribute_not_exists(heldNano) AND creditBalance > :zero))',
-            ExpressionAttributeNames: { '#status': 'status' },
+              '(creditBalance > heldNano OR (attribute_not_exists(heldNano) AND creditBalance > :zero))' +
+              (share !== undefined ? ' AND (attribute_not_exists(#kc) OR #kc < :share)' : ''),
+            ExpressionAttributeNames: { '#status': 'status', ...(counter ? { '#kc': counter } : {}) },
             ExpressionAttributeValues: {
               ':amount': N(hold.amountNano),
               ':active': S('active'),
               ':zero': N(0),
+              ...(share !== undefined ? { ':share': N(share) } : {}),
             },
           },
         },
@@ -82,7 +92,14 @@ export class Holds extends StorePart {
         const reasons = cancellationReasons(error);
         if (reasons) {
           const [holdReason, account] = reasons;
-          if (account?.Code === 'ConditionalCheckFailed') return this.whyRefused(hold, deadline);
+          if (account?.Code === 'ConditionalCheckFailed') {
+            const why = await this.whyRefused(hold, deadline, share);
+            // A capped key's counter moved back below its share since (a hold settled for less):
+            // the condition would pass now, so the hold is sent again, as after a conflict.
+            if (why !== 'retry') return why;
+            if (attempt >= MAX_ATTEMPTS || Date.now() >= deadline) return 'capped';
+            continue;
+          }
           // Our own hold is there already: an earlier attempt committed and its answer was lost.
           if (holdReason?.Code === 'ConditionalCheckFailed') return 'held';
         }
@@ -95,26 +112,36 @@ export class Holds extends StorePart {
   }
 
   /**
-   * The condition checks status and credit together, and its failure does not say which failed: the
-   * account is read again (strongly consistently) to tell a suspension or ban (403) from credit (402).
-   * A refusal is rare (an account out of credit, or one suspended during its requests), so this read
-   * costs nothing on the way of a request that is served.
+   * The condition checks status, credit and (for a capped key) its day counter together, and its
+   * failure does not say which failed: the slice is read again (strongly consistently) to tell a
+   * suspension or ban (403) from credit (402) and from the key's cap (402, 'capped'), in that order.
+   * A refusal is rare (an account out of credit, one suspended during its requests, a key at its
+   * cap), so this read costs nothing on the way of a request that is served. 'retry' when nothing
+   * refuses it any more: a capped key's counter that was at its share came back below it (a hold
+   * settled for less than it held) between the write and this read.
    */
-  private async whyRefused(hold: Hold, deadline: number): Promise<HoldOutcome> {
+  private async whyRefused(
+    hold: Hold,
+    deadline: number,
+    share: bigint | undefined,
+  ): Promise<HoldOutcome | 'retry'> {
+    const counter = share !== undefined ? heldCounter(hold) : undefined;
     const out = await this.wire.call<GetItemCommandOutput>(
       'GetItem',
       {
         TableName: this.tables.accounts,
         Key: { accountId: S(sliceKey(hold.accountId, hold.slice ?? 0)) },
         ConsistentRead: true,
-        ProjectionExpression: '#status',
-        ExpressionAttributeNames: { '#status': 'status' },
+        ProjectionExpression: `#status, creditBalance, heldNano${counter ? ', #kc' : ''}`,
+        ExpressionAttributeNames: { '#status': 'status', ...(counter ? { '#kc': counter } : {}) },
       },
       { deadline },
     );
     if (!out.Item) return 'banned';
-    const status = toAccount(out.Item).status;
-    return status === 'active' ? 'refused' : status;
+    const account = toAccount(out.Item);
+    if (account.status !== 'active') return account.status;
+    if (account.balanceNano - account.heldNano <= 0n || share === undefined || !counter) return 'refused';
+    return BigInt(out.Item[counter]?.N ?? '0') >= share ? 'capped' : 'retry';
   }
 
   /**
@@ -126,6 +153,8 @@ export class Holds extends StorePart {
     options: { onlyIfExpiredAt?: number; deadline?: number } = {},
   ): Promise<boolean> {
     const expired = options.onlyIfExpiredAt !== undefined;
+    // A capped key's hold comes off its day counter with the held amount.
+    const counter = heldCounter(hold);
     try {
       await this.wire.call(
         'TransactWriteItems',
@@ -147,8 +176,9 @@ export class Holds extends StorePart {
               Update: {
                 TableName: this.tables.accounts,
                 Key: { accountId: S(sliceKey(hold.accountId, hold.slice ?? 0)) },
-                UpdateExpression: 'ADD heldNano :release',
+                UpdateExpression: counter ? 'ADD heldNano :release, #kc :release' : 'ADD heldNano :release',
                 ConditionExpression: 'attribute_exists(accountId)',
+                ...(counter ? { ExpressionAttributeNames: { '#kc': counter } } : {}),
                 ExpressionAttributeValues: { ':release': N(-hold.amountNano) },
               },
             },
@@ -278,3 +308,10 @@ export class Holds extends StorePart {
       .sort((a, b) => a.expiresAt - b.expiresAt);
   }
 }
+
+/**
+ * The day counter a hold's amount is on: its key's (a capped key's hold, `keyId` set) of the UTC day
+ * it was placed; undefined for a hold on the balance alone.
+ */
+export const heldCounter = (hold: Pick<Hold, 'keyId' | 'createdAt'>): string | undefined =>
+  hold.keyId ? keyDayAttribute(utcDay(hold.createdAt), hold.keyId) : undefined;

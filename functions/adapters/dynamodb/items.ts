@@ -25,9 +25,16 @@
  *   once their day is over, into the account's day item `<accountId>#day#<YYYY-MM-DD>` of the
  *   accounts table (`s_<tier>` N per tier, summed over slices). A counter is removed only in the
  *   transaction that adds its value to the day item, conditioned on the value read: moved once.
+ * - a key's day counter (its daily spend cap; core/store.ts "KEY DAILY CAPS"): `kc_<YYYYMMDD>_<keyId>`
+ *   (N) on a slice item, what the key committed on that slice that UTC day: its charges (every
+ *   settlement of every key ADDs its billed amount, in the update it makes anyway) plus a capped
+ *   key's live holds (ADDed when placed, taken off by their settlement or release). About 45 bytes a
+ *   key that spends on the slice in a day; the sweeper's roll-up (activity.ts) removes past days'.
+ *   The cap itself is `dailyCapNano` (N) on the key item, absent without one.
  * - ledger: `type` charge|topup and `amountNanoUsd` (N, positive; the type gives the sign). Charges
  *   written before this format carry `billedNanoUsd` instead, and are read as such.
- * - hold: `amountNano` (N), `expiresAt` (N, epoch ms), `createdAt`; `usageRecord` (S, JSON) and
+ * - hold: `amountNano` (N), `expiresAt` (N, epoch ms), `createdAt`; `keyId` (S) on a capped key's
+ *   hold, whose amount is on that key's counter of createdAt's day; `usageRecord` (S, JSON) and
  *   `deferred` (BOOL) once its generation's settlement is left to the sweeper.
  * - transfer (credit on its way between two slices, core/store.ts Transfer): an item of the holds
  *   table in the source slice's partition, `holdId` `transfer#<to>#<random>`, with `transferTo` (N),
@@ -95,6 +102,39 @@ const KEY_ID = /^key_[0-9A-Za-z]{1,64}$/;
 export const keyUsageAttribute = (keyId: string): string | undefined =>
   KEY_ID.test(keyId) ? `usage_${keyId}` : undefined;
 
+/**
+ * The attribute on a slice item of the key's day counter for UTC day `day` (`YYYY-MM-DD`):
+ * `kc_20261128_key_0123456789abcdef`; undefined for a key id that is not one (nothing is counted).
+ */
+export const keyDayAttribute = (day: string, keyId: string): string | undefined =>
+  KEY_ID.test(keyId) ? `kc_${day.replaceAll('-', '')}_${keyId}` : undefined;
+
+/** The key day counters on a slice item (any key's): attribute, day (`YYYY-MM-DD`) and amount. */
+export function keyDayCounters(item: Item): { attribute: string; day: string; nano: bigint }[] {
+  const found = [];
+  for (const [attribute, value] of Object.entries(item)) {
+    if (!attribute.startsWith('kc_') || value.N === undefined) continue;
+    const match = /^kc_(\d{4})(\d{2})(\d{2})_key_/.exec(attribute);
+    if (match) found.push({ attribute, day: `${match[1]}-${match[2]}-${match[3]}`, nano: BigInt(value.N) });
+  }
+  return found;
+}
+
+/** One key's day counters on a slice item, by day (`YYYY-MM-DD`): what a capped key's principal carries. */
+function keySpendByDay(item: Item | undefined, keyId: string): Record<string, bigint> {
+  const spent: Record<string, bigint> = {};
+  if (!item) return spent;
+  const suffix = `_${keyId}`;
+  for (const [attribute, value] of Object.entries(item)) {
+    // kc_ + 8 digits + _ + the key id, exactly.
+    if (!attribute.startsWith('kc_') || attribute.length !== 11 + suffix.length) continue;
+    if (!attribute.endsWith(suffix) || value.N === undefined) continue;
+    const day = attribute.slice(3, 11);
+    spent[`${day.slice(0, 4)}-${day.slice(4, 6)}-${day.slice(6, 8)}`] = BigInt(value.N);
+  }
+  return spent;
+}
+
 /** Tier ids as counter names carry them; any other tier is counted as `other` (never refused). */
 const TIER_NAME = /^[0-9A-Za-z._-]{1,40}$/;
 const counterTier = (tier: string): string => (TIER_NAME.test(tier) ? tier : 'other');
@@ -133,11 +173,23 @@ export function toAccount(item: Item): AccountRecord {
   };
 }
 
-export function toPrincipal(keyItem: Item, accountItem: Item | undefined, slice = 0): Principal | undefined {
+/**
+ * The principal of one read of a key item and one slice item. A capped key's (`dailyCapNano` on its
+ * item) carries its cap, the account's slice count (`slices`, as the reader knows it) and its day
+ * counters on the slice; a key without a cap costs nothing more than before.
+ */
+export function toPrincipal(
+  keyItem: Item,
+  accountItem: Item | undefined,
+  slice = 0,
+  slices = 1,
+): Principal | undefined {
   const accountId = keyItem.accountId?.S;
   if (!accountId) return undefined;
+  const keyId = keyItem.keyId?.S ?? '';
+  const cap = keyItem.dailyCapNano?.N;
   return {
-    keyId: keyItem.keyId?.S ?? '',
+    keyId,
     accountId,
     keyStatus: (keyItem.status?.S as KeyStatus | undefined) ?? 'revoked',
     accountStatus: accountItem ? accountStatusOf(accountItem) : 'banned',
@@ -147,6 +199,9 @@ export function toPrincipal(keyItem: Item, accountItem: Item | undefined, slice 
       ? { outgoingNano: big(accountItem.outgoingNano) }
       : {}),
     ...(slice !== 0 ? { slice } : {}),
+    ...(cap !== undefined
+      ? { keyCap: { capNano: BigInt(cap), slices, spentByDay: keySpendByDay(accountItem, keyId) } }
+      : {}),
   };
 }
 
@@ -160,6 +215,7 @@ export function keyItem(key: KeyRecord): Item {
     status: S(key.status),
     createdAt: S(key.createdAt),
     ...(key.revokedAt ? { revokedAt: S(key.revokedAt) } : {}),
+    ...(key.dailyCapNano !== undefined ? { dailyCapNano: N(key.dailyCapNano) } : {}),
   };
 }
 
@@ -173,6 +229,7 @@ export function toKey(item: Item): KeyRecord {
     status: (item.status?.S as KeyStatus | undefined) ?? 'revoked',
     createdAt: item.createdAt?.S ?? '',
     ...(item.revokedAt?.S ? { revokedAt: item.revokedAt.S } : {}),
+    ...(item.dailyCapNano?.N !== undefined ? { dailyCapNano: BigInt(item.dailyCapNano.N) } : {}),
   };
 }
 
@@ -268,6 +325,7 @@ export function holdItem(hold: Hold): Item {
     amountNano: N(hold.amountNano),
     expiresAt: N(hold.expiresAt),
     createdAt: S(hold.createdAt),
+    ...(hold.keyId ? { keyId: S(hold.keyId) } : {}),
   };
 }
 
@@ -280,6 +338,7 @@ export function toHold(item: Item): Hold {
     amountNano: big(item.amountNano),
     expiresAt: num(item.expiresAt) ?? 0,
     createdAt: item.createdAt?.S ?? '',
+    ...(item.keyId?.S ? { keyId: item.keyId.S } : {}),
     ...(item.usageRecord?.S !== undefined ? { usageRecord: item.usageRecord.S } : {}),
     ...(item.deferred?.BOOL === true ? { deferred: true } : {}),
     ...(slice !== 0 ? { slice } : {}),

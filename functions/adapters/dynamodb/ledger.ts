@@ -19,11 +19,13 @@ import {
   topUpEntryId,
   utcDay,
 } from '../../core/store.js';
+import { heldCounter } from './holds.js';
 import {
   chargeItem,
   dayCounterAttribute,
   holdKey,
   type Item,
+  keyDayAttribute,
   keyUsageAttribute,
   N,
   S,
@@ -143,7 +145,11 @@ export class Ledger extends StorePart {
    * on the slice item (items.ts). The same update adds it to the slice's counter of its UTC day and
    * tier (`d_<YYYYMMDD>_<tier>`, activity.ts): also once, in the same write, and no further item. The
    * sweeper moves a past day's counters to the account's day item, so a slice item carries the
-   * counters of about one or two days: some 35 bytes per tier used that day.
+   * counters of about one or two days: some 35 bytes per tier used that day. And it adds the charge
+   * to the key's day counter on the slice (`kc_<YYYYMMDD>_<keyId>`, core/store.ts "KEY DAILY CAPS"),
+   * every key's, capped or not (it is also the key's spend of the day, GET /api/v1/key); a capped
+   * key's hold comes off its day's counter in the same ADD (one value when both are the same day's,
+   * as they are: the charge's time is the generation's start, the hold's too).
    */
   private settleInput(
     entry: ChargeEntry,
@@ -155,6 +161,24 @@ export class Ledger extends StorePart {
     if (hold) adds.push('heldNano :release');
     if (keyUsage) adds.push('#keyUsage :billed');
     const day = dayCounterAttribute(utcDay(entry.createdAt), entry.tier);
+    const keyDay = keyDayAttribute(utcDay(entry.createdAt), entry.keyId);
+    const held = hold ? heldCounter(hold) : undefined;
+    const names: Record<string, string> = { '#day': day, ...(keyUsage ? { '#keyUsage': keyUsage } : {}) };
+    const values: Item = {};
+    if (keyDay && held === keyDay && hold) {
+      adds.push('#keyDay :keyDay');
+      names['#keyDay'] = keyDay;
+      values[':keyDay'] = N(entry.billedNano - hold.amountNano);
+    } else {
+      if (keyDay) {
+        adds.push('#keyDay :billed');
+        names['#keyDay'] = keyDay;
+      }
+      if (held && hold) {
+        adds.push('#keyHeld :release');
+        names['#keyHeld'] = held;
+      }
+    }
     const items: TransactWriteItem[] = [
       {
         Put: {
@@ -170,11 +194,12 @@ export class Ledger extends StorePart {
           Key: { accountId: S(sliceKey(entry.accountId, entry.slice ?? 0)) },
           UpdateExpression: `ADD ${adds.join(', ')}`,
           ConditionExpression: 'attribute_exists(accountId)',
-          ExpressionAttributeNames: { '#day': day, ...(keyUsage ? { '#keyUsage': keyUsage } : {}) },
+          ExpressionAttributeNames: names,
           ExpressionAttributeValues: {
             ':delta': N(-entry.billedNano),
             ...(hold ? { ':release': N(-hold.amountNano) } : {}),
             ':billed': N(entry.billedNano),
+            ...values,
           },
         },
       },

@@ -10,7 +10,16 @@ import type {
 } from '@aws-sdk/client-dynamodb';
 import type { AccountStatus } from '../../core/access.js';
 import { AccountNotFoundError, type AccountRecord, MAX_SLICES } from '../../core/store.js';
-import { type Item, keyUsageAttribute, N, S, sliceKey, slicesOf, toAccount } from './items.js';
+import {
+  type Item,
+  keyDayAttribute,
+  keyUsageAttribute,
+  N,
+  S,
+  sliceKey,
+  slicesOf,
+  toAccount,
+} from './items.js';
 import { setSliceStatus } from './slice-status.js';
 import {
   cancellationReasons,
@@ -179,7 +188,18 @@ export class Slices extends StorePart {
    * on a split account is most of the time. 0 for a key id that is not one, or an account that is gone.
    */
   async keyUsage(accountId: string, keyId: string): Promise<bigint> {
-    const attribute = keyUsageAttribute(keyId);
+    return this.sumOverSlices(accountId, keyUsageAttribute(keyId));
+  }
+
+  /**
+   * What the key committed on UTC day `day`: its day counter (`kc_<YYYYMMDD>_<keyId>`, items.ts)
+   * summed over the slices, read as keyUsage reads its total (no transaction writes it on two slices).
+   */
+  keyDailySpend(accountId: string, keyId: string, day: string): Promise<bigint> {
+    return this.sumOverSlices(accountId, keyDayAttribute(day, keyId));
+  }
+
+  private async sumOverSlices(accountId: string, attribute: string | undefined): Promise<bigint> {
     if (!attribute) return 0n;
     const head = await this.head(accountId);
     if (!head) return 0n;

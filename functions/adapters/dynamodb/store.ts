@@ -114,6 +114,12 @@ export class DynamoStore implements Store {
   keyUsage(accountId: string, keyId: string): Promise<bigint> {
     return this.accounts.slices.keyUsage(accountId, keyId);
   }
+  setKeyDailyCap(accountId: string, keyId: string, capNano: bigint | undefined): Promise<KeyRecord> {
+    return this.accounts.setKeyDailyCap(accountId, keyId, capNano);
+  }
+  keyDailySpend(accountId: string, keyId: string, day: string): Promise<bigint> {
+    return this.accounts.slices.keyDailySpend(accountId, keyId, day);
+  }
 
   settleCharge(
     entry: ChargeEntry,
@@ -157,7 +163,7 @@ export class DynamoStore implements Store {
     return topUps - corrections;
   }
 
-  placeHold(hold: Hold, options: { deadline?: number } = {}): Promise<HoldOutcome> {
+  placeHold(hold: Hold, options: { deadline?: number; capShareNano?: bigint } = {}): Promise<HoldOutcome> {
     return this.holds.placeHold(hold, options);
   }
   releaseHold(hold: Hold, options: { onlyIfExpiredAt?: number; deadline?: number } = {}): Promise<boolean> {

@@ -68,11 +68,16 @@ const store = {
       : undefined,
   keyUsage: async (accountId: string, keyId: string) =>
     accountId === 'acct-1' && keyId === 'key_1' ? 1_234_567_891n : 0n,
+  // The key's day counters summed over the slices: what it committed that UTC day.
+  keyDailySpend: async (accountId: string, keyId: string, day: string) =>
+    accountId === 'acct-1' && keyId === 'key_1' && day === '2026-03-04' ? 250_000_001n : 0n,
 };
+/** The account function's clock in these tests: 2026-03-04T22:30:00Z. */
+const NOW = Date.parse('2026-03-04T22:30:00.000Z');
 
 async function getText(path: string, query?: Record<string, string>) {
   const e = event(path, 'GET', query);
-  return stringifyJson(await answer(routeOf(e, 'models'), { event: e, caller, store }));
+  return stringifyJson(await answer(routeOf(e, 'models'), { event: e, caller, store, now: () => NOW }));
 }
 const get = async (path: string, query?: Record<string, string>) => JSON.parse(await getText(path, query));
 
@@ -122,7 +127,7 @@ describe('the account function route table', () => {
         is_management_key: false,
         expires_at: null,
         created_at: '2026-01-02T03:04:05.000Z',
-        usage_daily: 0,
+        usage_daily: 0.250000001,
         usage_weekly: 0,
         usage_monthly: 0,
         byok_usage: 0,
@@ -141,6 +146,51 @@ describe('the account function route table', () => {
     };
     expect(await get('/api/v1/key')).toEqual(expected);
     expect(await get('/api/v1/auth/key/')).toEqual(expected);
+  });
+
+  it("answers a capped key's daily cap in OpenRouter's fields: limit, limit_remaining today, limit_reset daily", async () => {
+    const capped = (dailyCapNano: bigint) => ({
+      ...store,
+      getKey: async (keyHash: string) => {
+        const found = await store.getKey(keyHash);
+        return found ? { ...found, dailyCapNano } : undefined;
+      },
+    });
+    const keyOf = async (dailyCapNano: bigint, now = NOW) => {
+      const e = event('/api/v1/key');
+      const body = stringifyJson(
+        await answer(routeOf(e, 'models'), { event: e, caller, store: capped(dailyCapNano), now: () => now }),
+      );
+      return JSON.parse(body).data;
+    };
+    // $1 a day, $0.250000001 committed today: $0.749999999 left, reset daily (at 00:00 UTC).
+    expect(await keyOf(1_000_000_000n)).toMatchObject({
+      limit: 1,
+      limit_remaining: 0.749999999,
+      limit_reset: 'daily',
+      usage_daily: 0.250000001,
+    });
+    // Past the cap (the bound lets it pass by at most a request per slice): never below 0.
+    expect(await keyOf(200_000_000n)).toMatchObject({ limit: 0.2, limit_remaining: 0, limit_reset: 'daily' });
+    // The next UTC day: nothing committed yet, the whole cap left.
+    expect(await keyOf(1_000_000_000n, Date.parse('2026-03-05T00:00:00.000Z'))).toMatchObject({
+      limit: 1,
+      limit_remaining: 1,
+      usage_daily: 0,
+    });
+    const e = event('/api/v1/key');
+    const parsed = getCurrentKeyResponseFromJSON(
+      stringifyJson(
+        await answer(routeOf(e, 'models'), {
+          event: e,
+          caller,
+          store: capped(1_000_000_000n),
+          now: () => NOW,
+        }),
+      ),
+    );
+    if (!parsed.ok) throw parsed.error;
+    expect(parsed.value.data).toMatchObject({ limit: 1, limitRemaining: 0.749999999, limitReset: 'daily' });
   });
 
   it("answers the key in a body the OpenRouter SDK's own schema takes", async () => {
