@@ -68,6 +68,9 @@ async function main(): Promise<void> {
   console.log(
     `  dashboard: ${stack.dashboardUrl}  (sign in as ${stack.oidc.user.email}, password "${stack.oidc.user.password}": the local OpenID provider at ${stack.oidc.issuer} stands in for Cognito; Stripe's checkout is the stand-in at ${stack.stripe.url})`,
   );
+  console.log(
+    `  e-mail:    ${stack.ses.url}/  (the SES stand-in's outbox: low-balance alerts, auto top-up notices)`,
+  );
 
   if (!(await getAccount(ctx, DEV_ACCOUNT))) {
     await createAccount(ctx, DEV_ACCOUNT, '5');

@@ -18,6 +18,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { Hono, type MiddlewareHandler } from 'hono';
 import { secureHeaders } from 'hono/secure-headers';
 import type { DashboardSession, Store } from '../core/store.js';
+import type { WatchStore } from '../core/watch.js';
 import type { StripeApi } from '../payments/stripe-api.js';
 import { logger } from '../shared/observability.js';
 import { accountForSignIn } from './accounts.js';
@@ -29,6 +30,12 @@ import { COPY_SCRIPT, FAVICON, STYLESHEET } from './static.js';
 
 export interface DashboardDeps {
   store: Store;
+  /**
+   * The balance watch's items (functions/core/watch.ts): the Billing page's low-balance alert and auto
+   * top-up, and the signed-in user's e-mail address (the ID token's) they are sent to. Absent: no such
+   * settings on the page.
+   */
+  watches?: WatchStore;
   /** The OpenID client (made once per instance, at its first sign-in). */
   oidc: () => Promise<OidcClient>;
   stripe: () => Promise<StripeApi>;
@@ -151,8 +158,9 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
     const callback = new URL('/dashboard/callback', deps.publicOrigin);
     callback.search = new URL(c.req.url).search;
     let subject: string;
+    let email: string | undefined;
     try {
-      subject = (await (await deps.oidc()).finish(callback, checks)).subject;
+      ({ subject, email } = await (await deps.oidc()).finish(callback, checks));
     } catch (error) {
       if (!(error instanceof SignInError)) throw error;
       logger.warn('dashboard: sign-in refused', { error });
@@ -160,6 +168,8 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
     }
     const at = now();
     const accountId = await accountForSignIn(store, subject, at.toISOString());
+    // The address the balance watch's e-mails go to, as of this sign-in (Cognito's `email` scope).
+    if (email && deps.watches) await deps.watches.rememberEmail(subject, email, at.toISOString());
     await startSession(c, store, { accountId, subject }, at);
     return c.redirect('/dashboard/', 303);
   });

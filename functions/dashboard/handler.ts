@@ -6,6 +6,7 @@
  */
 import { handle } from 'hono/aws-lambda';
 import { getStore } from '../adapters/dynamodb/index.js';
+import { WatchItems } from '../adapters/dynamodb/watch.js';
 import { originVerifyValues } from '../adapters/secrets.js';
 import { stripeSettings } from '../payments/config.js';
 import { type StripeApi, stripeApi, stripeClient } from '../payments/stripe-api.js';
@@ -34,8 +35,10 @@ async function stripeFor(): Promise<StripeApi> {
   return stripe.api;
 }
 
+const store = getStore();
 const app = createDashboardApp({
-  store: getStore(),
+  store,
+  watches: new WatchItems({ client: store.client, tables: store.tables, wire: store.wire }),
   oidc: oidcClient,
   stripe: stripeFor,
   publicOrigin: publicOrigin(),

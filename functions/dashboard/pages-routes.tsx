@@ -4,8 +4,13 @@
  * (a GET without one goes to sign-in; a POST is refused) and acts on the session's account only.
  */
 import { Hono } from 'hono';
-import { InvalidPurchaseAmountError, purchaseCentsFromDollars } from '../payments/amounts.js';
-import { createCheckout } from '../payments/checkout.js';
+import {
+  alertThresholdCents,
+  autoTopUpCents,
+  InvalidPurchaseAmountError,
+  purchaseCentsFromDollars,
+} from '../payments/amounts.js';
+import { createCheckout, createSaveCardCheckout } from '../payments/checkout.js';
 import {
   createAccountKey,
   KeyRequestError,
@@ -92,10 +97,29 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
     return c.html(<KeysPage keys={await keysWith(store, accountId, revoked)} maxKeys={MAX_ACTIVE_KEYS} />);
   });
 
-  const billingPage = async (accountId: string, extra: { error?: string; custom?: string } = {}) => {
-    const [account, history] = await Promise.all([accountOf(accountId), store.listCreditHistory(accountId)]);
-    return <BillingPage account={account} history={history} fixedCents={FIXED_AMOUNTS_CENTS} {...extra} />;
+  const { watches } = deps;
+  const billingPage = async (
+    accountId: string,
+    extra: { error?: string; custom?: string; watchError?: string } = {},
+  ) => {
+    const [account, history, watch] = await Promise.all([
+      accountOf(accountId),
+      store.listCreditHistory(accountId),
+      watches?.getWatch(accountId),
+    ]);
+    return (
+      <BillingPage
+        account={account}
+        history={history}
+        fixedCents={FIXED_AMOUNTS_CENTS}
+        watch={watch}
+        watchEnabled={watches !== undefined}
+        {...extra}
+      />
+    );
   };
+  const formText = (form: Record<string, unknown>, name: string) =>
+    typeof form[name] === 'string' ? (form[name] as string).slice(0, 40) : '';
 
   routes.get('/billing', async (c) => c.html(await billingPage(c.var.session.accountId)));
 
@@ -111,6 +135,71 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
       return c.html(await billingPage(accountId, { error: error.message, custom }), 400);
     }
     const session = await createCheckout(await deps.stripe(), {
+      accountId,
+      amountCents: cents,
+      successUrl: `${deps.publicOrigin}${BILLING_PATH}/success?session_id={CHECKOUT_SESSION_ID}`,
+      cancelUrl: `${deps.publicOrigin}${BILLING_PATH}`,
+    });
+    return c.redirect(session.url, 303);
+  });
+
+  // The low-balance alert: a threshold in dollars (empty: off), e-mailed to the signed-in user.
+  routes.post('/billing/alert', async (c) => {
+    const { accountId, subject } = c.var.session;
+    if (!watches) return c.notFound();
+    const typed = formText(await c.req.parseBody(), 'threshold').trim();
+    let cents: number | undefined;
+    try {
+      cents = typed === '' ? undefined : alertThresholdCents(typed);
+    } catch (error) {
+      if (!(error instanceof InvalidPurchaseAmountError)) throw error;
+      return c.html(await billingPage(accountId, { watchError: error.message }), 400);
+    }
+    await watches.setAlert(accountId, cents, await watches.emailOf(subject), now().toISOString());
+    return c.html(await billingPage(accountId));
+  });
+
+  // Auto top-up: "when below $X, buy $Y" (bounds checked here) and its switch; on only with a card.
+  routes.post('/billing/auto-top-up', async (c) => {
+    const { accountId, subject } = c.var.session;
+    if (!watches) return c.notFound();
+    const form = await c.req.parseBody();
+    let settings: { belowCents: number; buyCents: number };
+    try {
+      settings = autoTopUpCents(formText(form, 'below'), formText(form, 'buy'));
+    } catch (error) {
+      if (!(error instanceof InvalidPurchaseAmountError)) throw error;
+      return c.html(await billingPage(accountId, { watchError: error.message }), 400);
+    }
+    const enabled = form.enabled === 'on';
+    if (enabled && !(await watches.getWatch(accountId))?.autoTopUp?.paymentMethod)
+      return c.html(
+        await billingPage(accountId, {
+          watchError: 'Save a card first: auto top-up charges the saved card.',
+        }),
+        400,
+      );
+    await watches.setAutoTopUp(
+      accountId,
+      { ...settings, enabled },
+      await watches.emailOf(subject),
+      now().toISOString(),
+    );
+    return c.html(await billingPage(accountId));
+  });
+
+  // Saving a card: Checkout for an amount (credited as any purchase) that keeps the card for later.
+  routes.post('/billing/auto-top-up/card', async (c) => {
+    const { accountId } = c.var.session;
+    if (!watches) return c.notFound();
+    let cents: number;
+    try {
+      cents = purchaseCentsFromDollars(formText(await c.req.parseBody(), 'buy'));
+    } catch (error) {
+      if (!(error instanceof InvalidPurchaseAmountError)) throw error;
+      return c.html(await billingPage(accountId, { watchError: error.message }), 400);
+    }
+    const session = await createSaveCardCheckout(await deps.stripe(), {
       accountId,
       amountCents: cents,
       successUrl: `${deps.publicOrigin}${BILLING_PATH}/success?session_id={CHECKOUT_SESSION_ID}`,

@@ -72,3 +72,39 @@ export function purchaseCentsFromDollars(input: string): number {
     cents >= -1_000_000_000_000n && cents <= 1_000_000_000_000n ? Number(cents) : Infinity,
   );
 }
+
+/** The bounds of an auto top-up, in cents: "when below X" from $1 to $1,000, "buy Y" from $5 to $1,000. */
+export const AUTO_TOP_UP_BELOW_CENTS = { min: 100, max: 100_000 } as const;
+export const AUTO_TOP_UP_BUY_CENTS = { min: MIN_PURCHASE_CENTS, max: MAX_PURCHASE_CENTS } as const;
+/** The bounds of a low-balance alert's threshold, in cents: $1 to $10,000. */
+export const ALERT_THRESHOLD_CENTS = { min: 100, max: 1_000_000 } as const;
+
+/** Dollars as typed (`"12.50"`) to cents, exact (never rounded), within `bounds`; else a message for the customer. */
+function dollarsWithin(input: string, bounds: { min: number; max: number }, what: string): number {
+  const range = `from ${formatCents(bounds.min)} to ${formatCents(bounds.max)}`;
+  let cents: bigint;
+  try {
+    cents = parseDecimal(input.trim(), 2);
+  } catch {
+    throw new InvalidPurchaseAmountError(`${what} must be in dollars and whole cents, ${range}.`);
+  }
+  if (cents < BigInt(bounds.min) || cents > BigInt(bounds.max))
+    throw new InvalidPurchaseAmountError(`${what} must be ${range}.`);
+  return Number(cents);
+}
+
+/** "When below $X, buy $Y" as typed, in cents, each within its bounds (checked on the server). */
+export function autoTopUpCents(below: string, buy: string): { belowCents: number; buyCents: number } {
+  return {
+    belowCents: dollarsWithin(below, AUTO_TOP_UP_BELOW_CENTS, 'The balance to top up below'),
+    buyCents: dollarsWithin(buy, AUTO_TOP_UP_BUY_CENTS, 'The amount to buy'),
+  };
+}
+
+/** A low-balance alert's threshold as typed, in cents. */
+export function alertThresholdCents(input: string): number {
+  return dollarsWithin(input, ALERT_THRESHOLD_CENTS, 'The alert threshold');
+}
+
+/** `$12.34` for a message or a page. */
+export const centsText = formatCents;

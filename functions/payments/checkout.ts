@@ -5,8 +5,10 @@
  * reads it back (events.ts): the charge, refund and dispute events carry the PaymentIntent, not the
  * session. Nothing is credited here or on the success page: only the webhook credits.
  */
+
+import { SAVE_CARD_KIND } from '../core/watch.js';
 import { CURRENCY, purchaseCents } from './amounts.js';
-import { ACCOUNT_METADATA_KEY } from './events.js';
+import { ACCOUNT_METADATA_KEY, KIND_METADATA_KEY } from './events.js';
 import type { CheckoutSessionView, StripeApi } from './stripe-api.js';
 
 export interface CheckoutRequest {
@@ -37,6 +39,41 @@ export async function createCheckout(
     ],
     metadata,
     payment_intent_data: { metadata },
+    success_url: request.successUrl,
+    cancel_url: request.cancelUrl,
+  });
+}
+
+/**
+ * A purchase that also saves the card for auto top-up: the same Checkout in `payment` mode (the
+ * customer buys the top-up amount now, within the same bounds), with
+ * `payment_intent_data.setup_future_usage = off_session` (Checkout says the card is kept for later
+ * payments and attaches it to the customer) and `customer_creation: always` (a Customer to charge
+ * later). Its metadata's `kind` tells the webhook to record the card (events.ts).
+ */
+export async function createSaveCardCheckout(
+  stripe: StripeApi,
+  request: CheckoutRequest,
+): Promise<CheckoutSessionView> {
+  const cents = purchaseCents(request.amountCents);
+  if (!request.accountId) throw new Error('createSaveCardCheckout needs the account id');
+  const metadata = { [ACCOUNT_METADATA_KEY]: request.accountId, [KIND_METADATA_KEY]: SAVE_CARD_KIND };
+  return stripe.createCheckoutSession({
+    mode: 'payment',
+    client_reference_id: request.accountId,
+    customer_creation: 'always',
+    line_items: [
+      {
+        quantity: 1,
+        price_data: {
+          currency: CURRENCY,
+          unit_amount: cents,
+          product_data: { name: 'API credits (card saved for auto top-up)' },
+        },
+      },
+    ],
+    metadata,
+    payment_intent_data: { metadata, setup_future_usage: 'off_session' },
     success_url: request.successUrl,
     cancel_url: request.cancelUrl,
   });

@@ -11,7 +11,17 @@
  * | checkout.session.async_payment_failed        | nothing                                                     |
  * | charge.refunded                              | one correction `stripe:refund:<refund id>` per refund       |
  * | charge.dispute.created                       | correction `stripe:dispute:<dispute id>`, account suspended |
+ * | payment_intent.succeeded, an auto top-up     | top-up `stripe:<payment_intent>` of amount_received, and    |
+ * |                                              | the account's in-flight mark cleared (its seq only)         |
+ * | payment_intent.payment_failed, auto top-up   | auto top-up switched off with the reason, an e-mail queued  |
  * | any other type                               | nothing                                                     |
+ *
+ * A paid session of a save-card Checkout (metadata kind `save_card`, checkout.ts) also records its
+ * customer and card on the account's watch item (functions/core/watch.ts), from its PaymentIntent
+ * read with the payment method expanded. An auto top-up (metadata kind `auto_top_up`, made by the
+ * balance watch off-session) has no session: its PaymentIntent events credit it, by the same
+ * reference as any purchase, so it is credited once whichever event arrives, in any order, any
+ * number of times; the in-flight mark and the switch-off are conditional on its sequence number.
  *
  * A refund is taken back by refund id, from the charge's list of refunds, not from the difference
  * of its cumulative `amount_refunded` to what an earlier event said: events may arrive in any order
@@ -23,12 +33,15 @@
  * account credits nothing. Taking back may leave a balance below zero, as the product allows.
  */
 import { AccountNotFoundError, type Store } from '../core/store.js';
+import { AUTO_TOP_UP_KIND, SAVE_CARD_KIND, switchedOffMessage, type WatchStore } from '../core/watch.js';
 import { CURRENCY, centsOf, centsToNano } from './amounts.js';
 import { recordPayment } from './metrics.js';
-import type { StripeApi } from './stripe-api.js';
+import type { PaymentIntentView, StripeApi } from './stripe-api.js';
 
 /** The metadata key of the PaymentIntent (and of the session) that holds the account id. */
 export const ACCOUNT_METADATA_KEY = 'accountId';
+/** The metadata key that says what a payment is for: a save-card Checkout, an auto top-up. */
+export const KIND_METADATA_KEY = 'kind';
 
 /** References in the ledger: the top-up of a payment, the correction of a refund or a dispute. */
 const paymentReference = (paymentIntentId: string) => `stripe:${paymentIntentId}`;
@@ -40,6 +53,10 @@ export interface PaymentDeps {
   stripe: StripeApi;
   /** ISO time of the ledger entries. */
   now: () => string;
+  /** The balance watch's items (absent where no dashboard is deployed: no card is saved there). */
+  watches?: Pick<WatchStore, 'recordCard' | 'finishTopUp' | 'switchOff' | 'getWatch'>;
+  /** The dashboard's billing page, for the e-mail that says auto top-up was switched off. */
+  billingUrl?: string;
 }
 
 /** The signed event, as far as this code reads it. */
@@ -54,6 +71,7 @@ export type PaymentOutcome =
   | { kind: 'awaiting-payment' | 'payment-failed'; session: string }
   | { kind: 'refunds'; accountId: string; charge: string; applied: string[]; cents: number }
   | { kind: 'disputed'; accountId: string; dispute: string; applied: boolean }
+  | { kind: 'auto-top-up-off'; accountId: string; switched: boolean }
   | { kind: 'not-credited'; reason: string }
   | { kind: 'ignored'; reason: string };
 
@@ -89,6 +107,10 @@ export async function applyEvent(event: StripeEventView, deps: PaymentDeps): Pro
       return takeBackRefunds(event, object, deps);
     case 'charge.dispute.created':
       return takeBackDispute(event, object, deps);
+    case 'payment_intent.succeeded':
+      return creditAutoTopUp(event, object, deps);
+    case 'payment_intent.payment_failed':
+      return autoTopUpFailed(object, deps);
     default:
       return { kind: 'ignored', reason: `event type ${event.type} is not handled` };
   }
@@ -109,7 +131,7 @@ function notCredited(event: StripeEventView, reason: string, details: StripeObje
 async function accountOfIntent(
   deps: PaymentDeps,
   paymentIntentId: string | undefined,
-): Promise<{ accountId: string; intent: { amount: number; currency: string } } | { reason: string }> {
+): Promise<{ accountId: string; intent: PaymentIntentView } | { reason: string }> {
   if (!paymentIntentId) return { reason: 'no PaymentIntent' };
   const intent = await deps.stripe.retrievePaymentIntent(paymentIntentId);
   const accountId = text(intent.metadata[ACCOUNT_METADATA_KEY]);
@@ -165,7 +187,91 @@ async function creditSession(
   if (written instanceof AccountNotFoundError) return notCredited(event, 'no such account', details);
   if (written)
     recordPayment('credited', 'stripe payment credited', { ...details, paymentIntent: intentId, cents });
+  if (asObject(session.metadata)[KIND_METADATA_KEY] === SAVE_CARD_KIND)
+    await recordSavedCard(accountId, session, owner.intent, deps);
   return { kind: written ? 'credited' : 'already-credited', accountId, paymentIntent: intentId, cents };
+}
+
+/** The card a save-card Checkout saved (every delivery records it again: a set of the same values). */
+async function recordSavedCard(
+  accountId: string,
+  session: StripeObject,
+  intent: PaymentIntentView,
+  deps: PaymentDeps,
+): Promise<void> {
+  const customer = idOf(session.customer) ?? intent.customer;
+  const method = intent.paymentMethod;
+  if (!deps.watches || !customer || !method) return;
+  await deps.watches.recordCard(
+    accountId,
+    {
+      customer,
+      paymentMethod: method.id,
+      ...(method.brand ? { brand: method.brand } : {}),
+      ...(method.last4 ? { last4: method.last4 } : {}),
+      from: typeof session.created === 'number' ? session.created : 0,
+    },
+    deps.now(),
+  );
+}
+
+/** An auto top-up's account and sequence number, from its PaymentIntent's metadata (set by the watch). */
+function autoTopUpOf(intent: StripeObject): { accountId: string; seq: number } | undefined {
+  const metadata = asObject(intent.metadata);
+  if (metadata[KIND_METADATA_KEY] !== AUTO_TOP_UP_KIND) return undefined;
+  const accountId = text(metadata[ACCOUNT_METADATA_KEY]);
+  const seq = Number(metadata.seq);
+  if (!accountId || !Number.isSafeInteger(seq) || seq < 1) return undefined;
+  return { accountId, seq };
+}
+
+async function creditAutoTopUp(
+  event: StripeEventView,
+  intent: StripeObject,
+  deps: PaymentDeps,
+): Promise<PaymentOutcome> {
+  const topUp = autoTopUpOf(intent);
+  // A Checkout purchase's PaymentIntent: its session's events credit it (the same reference).
+  if (!topUp) return { kind: 'ignored', reason: 'not an auto top-up' };
+  const intentId = idOf(intent) ?? '';
+  const details = { paymentIntent: intentId, accountId: topUp.accountId, currency: intent.currency };
+  if (intent.currency !== CURRENCY) return notCredited(event, 'currency is not USD', details);
+  const cents = centsOf(intent.amount_received);
+  if (!cents) return { kind: 'ignored', reason: 'nothing received' };
+  const written = await forAccount(() =>
+    deps.store.topUp(topUp.accountId, paymentReference(intentId), centsToNano(cents), deps.now()),
+  );
+  if (written instanceof AccountNotFoundError) return notCredited(event, 'no such account', details);
+  if (written) recordPayment('credited', 'stripe auto top-up credited', { ...details, cents });
+  // Cleared after the credit, and only for this top-up: a later one in flight is left alone.
+  await deps.watches?.finishTopUp(topUp.accountId, topUp.seq);
+  return {
+    kind: written ? 'credited' : 'already-credited',
+    accountId: topUp.accountId,
+    paymentIntent: intentId,
+    cents,
+  };
+}
+
+async function autoTopUpFailed(intent: StripeObject, deps: PaymentDeps): Promise<PaymentOutcome> {
+  const topUp = autoTopUpOf(intent);
+  if (!topUp || !deps.watches) return { kind: 'ignored', reason: 'not an auto top-up' };
+  const error = asObject(intent.last_payment_error);
+  const reason = `${text(error.code) ?? 'payment_failed'}: ${text(error.message) ?? 'the payment failed'}`;
+  const watch = await deps.watches.getWatch(topUp.accountId);
+  const switched = await deps.watches.switchOff(
+    topUp.accountId,
+    topUp.seq,
+    reason,
+    switchedOffMessage(
+      watch ?? { accountId: topUp.accountId },
+      centsOf(intent.amount) ?? 0,
+      reason,
+      deps.billingUrl,
+    ),
+    deps.now(),
+  );
+  return { kind: 'auto-top-up-off', accountId: topUp.accountId, switched };
 }
 
 async function takeBackRefunds(

@@ -7,6 +7,7 @@ import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
 import type Stripe from 'stripe';
 import { getStore } from '../adapters/dynamodb/index.js';
+import { WatchItems, watchTableConfigured } from '../adapters/dynamodb/watch.js';
 import type { FunctionUrlEvent, FunctionUrlResult } from '../shared/http.js';
 import { logContext } from '../shared/observability.js';
 import { stripeSettings } from './config.js';
@@ -17,6 +18,8 @@ import { handleWebhook } from './webhook.js';
 /** One SDK client per instance, rebuilt only when the key changes (a rotation). */
 let client: { apiKey: string; apiBase: string | undefined; sdk: Stripe } | undefined;
 
+/** The balance watch's items (a saved card, an auto top-up's outcome): where a dashboard is deployed. */
+let watches: WatchItems | undefined;
 async function webhook(event: FunctionUrlEvent): Promise<FunctionUrlResult> {
   let settings: Awaited<ReturnType<typeof stripeSettings>>;
   try {
@@ -36,7 +39,14 @@ async function webhook(event: FunctionUrlEvent): Promise<FunctionUrlResult> {
     stripe: stripeApi(client.sdk),
     webhookSecret: settings.webhookSecret,
     now: () => new Date().toISOString(),
+    ...withWatches(),
   });
+}
+
+function withWatches(): { watches?: WatchItems; billingUrl?: string } {
+  const billingUrl = process.env.BILLING_URL || process.env.TOP_UP_URL;
+  if (watchTableConfigured()) watches ??= new WatchItems(getStore());
+  return { ...(watches ? { watches } : {}), ...(billingUrl ? { billingUrl } : {}) };
 }
 
 export const handler = middy<FunctionUrlEvent, FunctionUrlResult, Error, Context>()

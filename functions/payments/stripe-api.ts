@@ -12,6 +12,9 @@ export interface PaymentIntentView {
   currency: string;
   status: string;
   metadata: Record<string, string>;
+  /** The customer it belongs to, and its payment method with the card's brand and last 4 digits (expanded). */
+  customer?: string;
+  paymentMethod?: { id: string; brand?: string; last4?: string };
 }
 
 export interface RefundView {
@@ -29,6 +32,7 @@ export interface CheckoutSessionView {
 }
 
 export interface StripeApi {
+  /** The PaymentIntent, its payment_method expanded (a save-card Checkout records the card from it). */
   retrievePaymentIntent(id: string): Promise<PaymentIntentView>;
   /** Every refund of the charge (all pages). */
   listRefunds(chargeId: string): Promise<RefundView[]>;
@@ -64,13 +68,27 @@ export function stripeClient({ apiKey, apiBase }: StripeClientOptions): Stripe {
 export function stripeApi(client: Stripe): StripeApi {
   return {
     async retrievePaymentIntent(id) {
-      const intent = await client.paymentIntents.retrieve(id);
+      const intent = await client.paymentIntents.retrieve(id, { expand: ['payment_method'] });
+      const customer = idOf(intent.customer);
+      const method = intent.payment_method;
+      const card = typeof method === 'object' && method !== null ? method.card : undefined;
+      const methodId = idOf(method);
       return {
         id: intent.id,
         amount: intent.amount,
         currency: intent.currency,
         status: intent.status,
         metadata: { ...intent.metadata },
+        ...(customer ? { customer } : {}),
+        ...(methodId
+          ? {
+              paymentMethod: {
+                id: methodId,
+                ...(card?.brand ? { brand: card.brand } : {}),
+                ...(card?.last4 ? { last4: card.last4 } : {}),
+              },
+            }
+          : {}),
       };
     },
     async listRefunds(chargeId) {
@@ -89,6 +107,69 @@ export function stripeApi(client: Stripe): StripeApi {
       const session = await client.checkout.sessions.create(params);
       if (!session.url) throw new Error(`Stripe returned checkout session ${session.id} without a url`);
       return { id: session.id, url: session.url };
+    },
+  };
+}
+
+/** An expandable field's id: the id itself, or the expanded object's. */
+function idOf(value: unknown): string | undefined {
+  if (typeof value === 'string') return value || undefined;
+  const id = typeof value === 'object' && value !== null ? (value as { id?: unknown }).id : undefined;
+  return typeof id === 'string' && id ? id : undefined;
+}
+
+/** One auto top-up's charge of the saved card (functions/balance-watch/watch.ts). */
+export interface OffSessionRequest {
+  accountId: string;
+  seq: number;
+  amountCents: number;
+  customer: string;
+  paymentMethod: string;
+}
+
+/**
+ * What Stripe answered a confirmed off-session PaymentIntent: created (succeeded, or processing: the
+ * webhook says the outcome), or declined: Stripe answers a card that is declined or that needs its
+ * holder to authenticate with a 402 `card_error` (code `card_declined`, `authentication_required`...)
+ * carrying the PaymentIntent, left in `requires_payment_method`. Anything else (a network failure, a
+ * 5xx) throws: the same call with the same idempotency key is safe to make again.
+ */
+export type OffSessionResult =
+  | { kind: 'created'; paymentIntent: string; status: string }
+  | { kind: 'declined'; code: string; message: string; paymentIntent?: string };
+
+export interface OffSessionPayments {
+  createOffSession(request: OffSessionRequest, idempotencyKey: string): Promise<OffSessionResult>;
+}
+
+/** The off-session charge on the SDK: `confirm: true, off_session: true`, the caller's idempotency key. */
+export function offSessionPayments(client: Stripe): OffSessionPayments {
+  return {
+    async createOffSession(request, idempotencyKey) {
+      try {
+        const intent = await client.paymentIntents.create(
+          {
+            amount: request.amountCents,
+            currency: 'usd',
+            customer: request.customer,
+            payment_method: request.paymentMethod,
+            off_session: true,
+            confirm: true,
+            metadata: { accountId: request.accountId, kind: 'auto_top_up', seq: String(request.seq) },
+          },
+          { idempotencyKey },
+        );
+        return { kind: 'created', paymentIntent: intent.id, status: intent.status };
+      } catch (error) {
+        if (!(error instanceof Stripe.errors.StripeCardError)) throw error;
+        const paymentIntent = idOf(error.payment_intent);
+        return {
+          kind: 'declined',
+          code: error.code ?? 'card_declined',
+          message: error.message,
+          ...(paymentIntent ? { paymentIntent } : {}),
+        };
+      }
     },
   };
 }

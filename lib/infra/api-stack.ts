@@ -42,6 +42,7 @@ import { BALANCE_CHECK_INTERVAL_MINUTES, SWEEP_INTERVAL_MINUTES } from '../../fu
 import { TABLE_ENV } from '../tables.js';
 import { Alarms } from './alarms.js';
 import { TableBackups } from './backup.js';
+import { BalanceWatch } from './balance-watch.js';
 import { DASHBOARD_PATHS, Dashboard } from './dashboard.js';
 import { edgeFunction } from './edge-function.js';
 import {
@@ -613,7 +614,7 @@ export class ApiStack extends Stack {
       ),
     });
 
-    new Alarms(this, 'Monitoring', {
+    const monitoring = new Alarms(this, 'Monitoring', {
       ...props,
       completions: completions.fn,
       models: models.fn,
@@ -630,6 +631,22 @@ export class ApiStack extends Stack {
         : {}),
       tables,
     });
+
+    // The balance watch (balance-watch.ts): low-balance e-mails and auto top-ups, beside the dashboard.
+    if (dashboard && publicOrigin)
+      new BalanceWatch(this, 'Watch', {
+        tables,
+        dashboardTable: dashboard.table,
+        tableEnv,
+        stripeSecret: payments.secret,
+        billingUrl: dashboard.billingUrl,
+        domainName: new URL(publicOrigin).hostname,
+        payments: payments.function.fn,
+        dashboard: dashboard.function.fn,
+        alarmTopic: monitoring.topic,
+        logRetention,
+        removalPolicy,
+      });
 
     const baseUrl =
       props.domainName && props.certificateArn

@@ -89,12 +89,20 @@ export const BUNDLE_BOUNDS_KIB: Readonly<Record<string, number>> = {
   'functions/logged-usage/handler.ts': 202,
   'functions/simulator/handler.ts': 12,
   // Stripe's webhook (functions/payments/): the stripe SDK is most of it (240 of 340.7 KiB measured).
-  // Never on an API request's path; Stripe waits for its answer and retries a slow one.
-  'functions/payments/handler.ts': 348,
+  // Never on an API request's path; Stripe waits for its answer and retries a slow one. 356.5 KiB
+  // measured on 2026-11-28 with the balance watch's items (a saved card, an auto top-up's outcome: 6.8
+  // KiB of it, functions/adapters/dynamodb/watch.ts and functions/core/watch.ts).
+  'functions/payments/handler.ts': 362,
   // The dashboard (functions/dashboard/): 447.1 KiB measured on 2026-11-28 with its Activity page
   // (426.5 before it), the stripe SDK 240 of it (Checkout), hono 42, oauth4webapi 25. Never on an API
   // request's path.
-  'functions/dashboard/handler.ts': 452,
+  // 461.8 KiB measured on 2026-11-28 with the Billing page's alert and auto top-up settings (6.2 KiB of
+  // watch items and their port, and the page's forms).
+  'functions/dashboard/handler.ts': 467,
+  // The balance watch (functions/balance-watch/): 353.5 KiB measured on 2026-11-28, the stripe SDK
+  // most of it (its off-session PaymentIntent), its own code 11.9 (the watch items, the SES call, the
+  // state machines). Run every minute by a schedule, never on an API request's path.
+  'functions/balance-watch/handler.ts': 358,
 };
 
 /**

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoStore, type TableNames } from '../../functions/adapters/dynamodb/index.js';
+import { WATCH_INTERVAL_MINUTES } from '../../functions/balance-watch/schedule.js';
 import { modelCatalog } from '../../functions/core/catalog.js';
 import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tiers.js';
 import { startSimulator } from '../../functions/simulator/server.js';
@@ -34,6 +35,7 @@ import {
 import { credentialEnv, credentialsOf, type Denial, type IamLayer, startIamLayer } from './iam.js';
 import { localPolicies, type PolicySet, type Principal } from './iam-policies.js';
 import { type RunningLocalOidc, startLocalOidc } from './oidc.js';
+import { type RunningSesStandIn, startSesStandIn } from './ses.js';
 import { type RunningStripeStandIn, startStripeStandIn } from './stripe/index.js';
 
 /**
@@ -64,6 +66,8 @@ export interface LocalStackOptions {
   launcher?: Parameters<typeof startEmulator>[0]['launcher'];
   /** How often expired holds are swept (default: the deployed schedule, SWEEP_INTERVAL_MINUTES). */
   sweepIntervalMs?: number;
+  /** How often the balance watch runs (default: as deployed, WATCH_INTERVAL_MINUTES). */
+  watchIntervalMs?: number;
   /** How CloudFront reaches each function (default: as deployed, EDGE_ORIGINS); a test may set another. */
   origins?: Partial<Record<EdgeFunction, OriginSetup>>;
   /** DynamoDB's limits in front of DynamoDB Local (dynamodb-limits.ts), scaled by k; off when undefined. */
@@ -102,6 +106,13 @@ export interface LocalStack {
    * page's Pay button sends its signed events to this stack's `/stripe/webhook`.
    */
   stripe: RunningStripeStandIn;
+  /** The SES stand-in (ses.ts) the balance watch sends its e-mails through: its outbox, for tests and `npm start`. */
+  ses: RunningSesStandIn;
+  /**
+   * One run of the balance watch (functions/balance-watch/watch.ts), as its timer runs it, with its
+   * role's credentials (DynamoDB through the IAM layer, SES signed), Stripe through the stand-in.
+   */
+  watch(): Promise<import('../../functions/balance-watch/watch.js').WatchRun>;
   /** The dashboard: `<emulator origin>/dashboard/`, behind the emulated distribution as in AWS. */
   dashboardUrl: string;
   /** The dashboard's table (sessions, OpenID subject links), named with the stack's table prefix. */
@@ -243,6 +254,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     // Stripe, as the payments function and the dashboard reach it: the stand-in, through the real SDK.
     const stripe = await startStripeStandIn();
     stops.push(stripe.close);
+    // SES, as the balance watch reaches it: the stand-in, through the same signed SendEmail call.
+    const ses = await startSesStandIn();
+    stops.push(ses.close);
 
     // The functions read their configuration from the environment at cold start, as in Lambda.
     Object.assign(process.env, {
@@ -256,6 +270,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       STRIPE_API_KEY: stripe.apiKey,
       STRIPE_WEBHOOK_SECRET: stripe.webhookSecret,
       STRIPE_API_BASE: stripe.url,
+      SES_ENDPOINT: ses.url,
+      ALERT_SENDER: ses.sender,
       ...(options.upstreamApiKey ? { UPSTREAM_API_KEY: options.upstreamApiKey } : {}),
       ...options.env,
     });
@@ -339,6 +355,19 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     );
     sweepTimer.unref();
     stops.push(async () => clearInterval(sweepTimer));
+
+    // The balance watch on its deployed schedule (an EventBridge rule there), with its role.
+    const watch = await localWatch(storeAs('balanceWatch'), stripe, ses);
+    const watchTimer = setInterval(
+      () => {
+        watch().catch((error: unknown) =>
+          console.error(`balance watch failed: ${error instanceof Error ? error.message : String(error)}`),
+        );
+      },
+      options.watchIntervalMs ?? WATCH_INTERVAL_MINUTES * 60_000,
+    );
+    watchTimer.unref();
+    stops.push(async () => clearInterval(watchTimer));
     return {
       baseUrl: `${emulator.url}/api/v1`,
       emulator,
@@ -352,6 +381,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       store,
       simulatorUrl,
       stripe,
+      ses,
+      watch,
       dashboardUrl: `${emulator.url}/dashboard/`,
       dashboardTable,
       oidc: { issuer: oidc.issuer, clientId: oidc.clientId, user: oidc.user },
@@ -361,4 +392,35 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     await stopAll();
     throw error;
   }
+}
+
+/**
+ * The balance watch as its handler runs it (functions/balance-watch/handler.ts), in this process: its
+ * role's store (DynamoDB through the IAM layer), SES signed with its role's credentials (the SES
+ * stand-in), Stripe through the stand-in with the real SDK. Loaded after the environment is set.
+ */
+async function localWatch(
+  store: DynamoStore,
+  stripe: RunningStripeStandIn,
+  ses: RunningSesStandIn,
+): Promise<LocalStack['watch']> {
+  const { runWatch } = await import('../../functions/balance-watch/watch.js');
+  const { WatchItems } = await import('../../functions/adapters/dynamodb/watch.js');
+  const { sendEmail } = await import('../../functions/adapters/ses.js');
+  const { offSessionPayments, stripeClient } = await import('../../functions/payments/stripe-api.js');
+  const watches = new WatchItems({ client: store.client, tables: store.tables, wire: store.wire });
+  const payments = offSessionPayments(stripeClient({ apiKey: stripe.apiKey, apiBase: stripe.url }));
+  const credentials = credentialsOf('balanceWatch');
+  return () =>
+    runWatch({
+      watches,
+      store,
+      payments: async () => payments,
+      mailer: {
+        send: (email) => sendEmail({ url: ses.url, region: 'local', credentials: () => credentials }, email),
+      },
+      from: ses.sender,
+      now: () => new Date(),
+      ...(process.env.TOP_UP_URL ? { billingUrl: process.env.TOP_UP_URL } : {}),
+    });
 }

@@ -199,6 +199,8 @@ describe('the dashboard with a custom domain (the prod test stage)', () => {
       'dynamodb:Query keys/index/byAccount',
       'dynamodb:Query keys/index/byKeyId',
       'dynamodb:Query ledger',
+      // The balance watch's settings on its watch item (lib/infra/balance-watch.ts).
+      'dynamodb:UpdateItem DashboardTable',
       'dynamodb:UpdateItem keys',
     ]);
   });

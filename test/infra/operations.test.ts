@@ -289,13 +289,14 @@ describe('backups', () => {
     const name = (id: string) => id.replace(/[0-9A-F]{8}$/, '');
     // Prod has a custom domain, so the dashboard, which makes accounts and keys.
     expect(writers.map(name).sort()).toEqual([
+      'BalanceWatchFunction',
       'CompletionsFunction',
       'DashboardFunction',
       'HoldSweeperFunction',
       'LoggedUsageFunction',
       'PaymentsFunction',
     ]);
-    expect(schedules.map(name).sort()).toEqual(['BalanceCheck', 'HoldSweep']);
+    expect(schedules.map(name).sort()).toEqual(['BalanceCheck', 'BalanceWatchSchedule', 'HoldSweep']);
     const deploy = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8');
     const runbook = deploy.slice(deploy.indexOf('## Restoring a table'));
     const stop = runbook.slice(runbook.indexOf('1. Stop every writer'), runbook.indexOf('\n2. '));

@@ -186,7 +186,8 @@ describe('functions', () => {
         }),
       },
     });
-    expect(userFunctions(prod.template)).toHaveLength(6); // no simulator; the dashboard (a custom domain)
+    // No simulator; the dashboard and the balance watch (a custom domain).
+    expect(userFunctions(prod.template)).toHaveLength(7);
     prod.template.hasResourceProperties('AWS::Lambda::Function', {
       Environment: { Variables: Match.objectLike({ TIERS_CONFIG: TIERS }) },
     });
@@ -845,8 +846,8 @@ describe('alarms and outputs', () => {
       Properties: Record<string, unknown>;
     }[];
     const names = alarms.map((a) => JSON.stringify(a.Properties));
-    // Completions, models, payments, the sweeper and (prod has a custom domain) the dashboard.
-    expect(alarms.filter((a) => a.Properties.MetricName === 'Errors')).toHaveLength(5);
+    // Completions, models, payments, the sweeper and (prod has a custom domain) the dashboard and the balance watch.
+    expect(alarms.filter((a) => a.Properties.MetricName === 'Errors')).toHaveLength(6);
     for (const metric of [
       'PaymentsWebhookFailures',
       'PaymentsSignatureFailures',

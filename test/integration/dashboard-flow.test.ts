@@ -110,6 +110,11 @@ describe('the dashboard over HTTP (local OpenID provider, Stripe stand-in, Dynam
     expect(billing.body.match(/topup|stripe:pi_/g)?.length).toBe(1);
     expect((await store.getAccount(accountId))?.balanceNano).toBe(1_000n * CENT);
 
+    // A low-balance alert (the balance watch's settings, test/integration/balance-watch.test.ts).
+    const alert = await post(browser, '/dashboard/billing/alert', { threshold: '5' });
+    expect(alert.status).toBe(200);
+    expect(await alert.text()).toContain('falls below $5.00');
+
     // Activity of an account an operator has split: its slices are read together.
     await store.splitAccount(accountId, 2);
     const activity = await browser.open(`${origin}/dashboard/activity`);
@@ -187,6 +192,7 @@ describe('the dashboard over HTTP (local OpenID provider, Stripe stand-in, Dynam
       'dynamodb:Query keys/index/byAccount',
       'dynamodb:Query keys/index/byKeyId',
       'dynamodb:Query ledger',
+      'dynamodb:UpdateItem dashboard',
       'dynamodb:UpdateItem keys',
     ]);
   });

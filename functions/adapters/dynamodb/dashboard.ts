@@ -18,7 +18,7 @@ import { DASHBOARD_TABLE_ENV, LOCAL_DASHBOARD_TABLE_NAME } from './schema.js';
 import { type Db, queryAll, StorePart } from './store-db.js';
 
 /** The dashboard table's name: DASHBOARD_TABLE, required in Lambda; the local name elsewhere. */
-function dashboardTableFromEnv(env: NodeJS.ProcessEnv = process.env): string {
+export function dashboardTableFromEnv(env: NodeJS.ProcessEnv = process.env): string {
   const name = env[DASHBOARD_TABLE_ENV];
   if (name) return name;
   if (env.AWS_LAMBDA_FUNCTION_NAME)

@@ -10,7 +10,9 @@
  * (items.ts): one partition per slice.
  * dashboard: id (S)                                            `session#<SHA-256 of the session id>` (accountId,
  *           subject, createdAt, expiresAt: N epoch seconds, the table's TTL attribute) and
- *           `user#<OpenID subject>` (accountId, createdAt): the dashboard function's own (dashboard.ts).
+ *           `user#<OpenID subject>` (accountId, createdAt): the dashboard function's own (dashboard.ts);
+ *           `watch#<accountId>`, `outbox#<accountId>#<kind>-<seq>` and `profile#<OpenID subject>`: the
+ *           balance watch's (watch.ts), the first two in GSI watchList (watchList, id), sparse.
  */
 export interface TableDefinition {
   /** Logical name, also the suffix of the local table name. */
@@ -23,7 +25,15 @@ export interface TableDefinition {
 }
 
 /** Index names, used by the table definitions below and by the queries that read them. */
-export const INDEX = { keysByAccount: 'byAccount', keysByKeyId: 'byKeyId' } as const;
+export const INDEX = {
+  keysByAccount: 'byAccount',
+  keysByKeyId: 'byKeyId',
+  /**
+   * The dashboard table's sparse index of the balance watch's items (watch.ts): only `watch#` and
+   * `outbox#` items carry `watchList` (`watch` or `outbox`), so listing them reads those alone.
+   */
+  watchList: 'watchList',
+} as const;
 
 export const TABLES = {
   keys: {
@@ -47,7 +57,7 @@ export const TABLES = {
 export const DASHBOARD_TABLE = {
   id: 'dashboard',
   partitionKey: 'id',
-  indexes: [],
+  indexes: [{ name: INDEX.watchList, partitionKey: 'watchList', sortKey: 'id' }],
   timeToLiveAttribute: 'expiresAt',
 } as const satisfies TableDefinition;
 export const DASHBOARD_TABLE_ENV = 'DASHBOARD_TABLE';

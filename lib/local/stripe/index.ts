@@ -7,11 +7,14 @@
  *
  * API (each needs `Authorization: Bearer <apiKey>`, as Stripe does):
  *   POST /v1/checkout/sessions          GET /v1/checkout/sessions/:id
- *   GET  /v1/payment_intents/:id        GET /v1/charges/:id
+ *   GET  /v1/payment_intents/:id (expand[]=payment_method)     POST /v1/payment_intents (confirm and
+ *        off_session on a saved card; an Idempotency-Key answered as Stripe does)
+ *   GET  /v1/payment_methods/:id        GET /v1/customers/:id        GET /v1/charges/:id
  *   GET  /v1/refunds?charge=&payment_intent=&limit=&starting_after=     POST /v1/refunds
  * Pages: GET /checkout/:id (plain HTML, no script), POST /checkout/:id/pay (method=card|async).
  * Controls (JSON bodies): /_stand-in/resend {eventId}, /hold, /release {order}, /delay {ms},
- *   /refund {charge, amount?}, /dispute {charge, amount?}, /settle {session, outcome}.
+ *   /refund {charge, amount?}, /dispute {charge, amount?}, /settle {session, outcome},
+ *   /next-off-session {outcome: card_declined | authentication_required}.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -108,7 +111,27 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
       case 'GET /checkout/sessions/:id':
         return sendJson(res, 200, stripe.session(id));
       case 'GET /payment_intents/:id':
-        return sendJson(res, 200, stripe.retrieve(stripe.paymentIntents, 'payment_intent', id));
+        return sendJson(res, 200, stripe.retrieveIntent(id, formList(form.expand).map(String)));
+      case 'POST /payment_intents': {
+        const key = req.headers['idempotency-key'];
+        const answer = stripe.idempotently(typeof key === 'string' ? key : undefined, form, () =>
+          stripe.createIntent({
+            amount: Number(formText(form.amount)),
+            currency: formText(form.currency),
+            customer: formText(form.customer),
+            paymentMethod: formText(form.payment_method),
+            confirm: formText(form.confirm) === 'true',
+            offSession: formText(form.off_session) === 'true',
+            metadata: formMetadata(form.metadata),
+          }),
+        );
+        if (answer.replayed) res.setHeader('idempotent-replayed', 'true');
+        return sendJson(res, answer.status, answer.body);
+      }
+      case 'GET /payment_methods/:id':
+        return sendJson(res, 200, stripe.retrieve(stripe.paymentMethods, 'payment_method', id));
+      case 'GET /customers/:id':
+        return sendJson(res, 200, stripe.retrieve(stripe.customers, 'customer', id));
       case 'GET /charges/:id':
         return sendJson(res, 200, stripe.retrieve(stripe.charges, 'charge', id));
       case 'GET /refunds/:id':
@@ -185,6 +208,8 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
       successUrl,
       cancelUrl: formText(form.cancel_url),
       baseUrl,
+      customerCreation: formText(form.customer_creation),
+      setupFutureUsage: formText(formObject(form.payment_intent_data).setup_future_usage),
     });
   };
 
@@ -241,6 +266,12 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
           200,
           await stripe.settleAsync(str('session'), body.outcome === 'failed' ? 'failed' : 'succeeded'),
         );
+      case 'next-off-session': {
+        const outcome =
+          body.outcome === 'authentication_required' ? 'authentication_required' : 'card_declined';
+        stripe.failNextOffSession(outcome);
+        return sendJson(res, 200, { next: outcome });
+      }
       case 'events':
         return sendJson(res, 200, { events: stripe.events, deliveries: stripe.deliveries });
       default:

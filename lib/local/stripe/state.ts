@@ -20,7 +20,7 @@ export class StripeApiError extends Error {
   constructor(
     readonly statusCode: number,
     message: string,
-    readonly details: { type?: string; param?: string; code?: string } = {},
+    readonly details: { type?: string; param?: string; code?: string; [field: string]: unknown } = {},
   ) {
     super(message);
     this.name = 'StripeApiError';
@@ -57,6 +57,18 @@ export interface Delivery {
   body: string;
 }
 
+/** A confirmed off-session payment: succeeds, or is declined as Stripe declines one (402 card_error). */
+export type OffSessionOutcome = 'succeed' | 'card_declined' | 'authentication_required';
+
+/** The error Stripe answers for each decline (docs.stripe.com/declines/codes, /error-codes). */
+const DECLINES: Record<Exclude<OffSessionOutcome, 'succeed'>, { decline_code: string; message: string }> = {
+  card_declined: { decline_code: 'generic_decline', message: 'Your card was declined.' },
+  authentication_required: {
+    decline_code: 'authentication_required',
+    message: 'Your card was declined. This transaction requires authentication.',
+  },
+};
+
 export interface StandInState {
   apiKey: string;
   webhookSecret: string;
@@ -69,6 +81,12 @@ export class StripeObjects {
   readonly charges = new Map<string, StripeObject>();
   readonly refunds = new Map<string, StripeObject>();
   readonly disputes = new Map<string, StripeObject>();
+  readonly customers = new Map<string, StripeObject>();
+  readonly paymentMethods = new Map<string, StripeObject>();
+  /** What the next confirmed off-session payment does (a test control), then back to succeeding. */
+  private nextOffSession: OffSessionOutcome = 'succeed';
+  /** Answers by idempotency key: the first request's parameters and answer, replayed to a repeat. */
+  private readonly idempotent = new Map<string, { params: string; status: number; body: unknown }>();
   /** Every event made, in order. */
   readonly events: SentEvent[] = [];
   /** Every delivery attempt, in order. */
@@ -79,6 +97,8 @@ export class StripeObjects {
   /** Each session's `payment_intent_data.metadata`, which its PaymentIntent gets when it is created. */
   private readonly intentMetadata = new Map<string, Record<string, string>>();
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** Each session's `payment_intent_data.setup_future_usage`: its card is saved to its customer. */
+  private readonly setupFutureUsage = new Map<string, string>();
 
   constructor(private readonly settings: StandInState) {}
 
@@ -119,6 +139,8 @@ export class StripeObjects {
     successUrl: string;
     cancelUrl: string | undefined;
     baseUrl: string;
+    customerCreation?: string | undefined;
+    setupFutureUsage?: string | undefined;
   }): StripeObject {
     const id = newId('cs_test', 58);
     const created = nowSeconds();
@@ -132,6 +154,7 @@ export class StripeObjects {
       created,
       currency: fields.currency,
       customer: null,
+      customer_creation: fields.customerCreation ?? 'if_required',
       expires_at: created + 24 * 3600,
       livemode: false,
       metadata: fields.metadata,
@@ -145,6 +168,7 @@ export class StripeObjects {
     };
     this.sessions.set(id, session);
     this.intentMetadata.set(id, fields.intentMetadata);
+    if (fields.setupFutureUsage) this.setupFutureUsage.set(id, fields.setupFutureUsage);
     return session;
   }
 
@@ -170,8 +194,28 @@ export class StripeObjects {
       livemode: false,
       metadata: { ...this.intentMetadata.get(sessionId) },
       status: 'processing',
+      customer: null,
+      payment_method: null,
+      setup_future_usage: this.setupFutureUsage.get(sessionId) ?? null,
     };
     this.paymentIntents.set(intent.id, intent);
+    // The card the customer typed (always Stripe's test Visa): a PaymentMethod; with
+    // `customer_creation: always` a Customer, to which `setup_future_usage` attaches the card.
+    const card = this.newCard();
+    intent.payment_method = card.id;
+    if (session.customer_creation === 'always') {
+      const customer: StripeObject = {
+        id: newId('cus', 14),
+        object: 'customer',
+        created: nowSeconds(),
+        livemode: false,
+        metadata: {},
+      };
+      this.customers.set(customer.id, customer);
+      session.customer = customer.id;
+      intent.customer = customer.id;
+      if (intent.setup_future_usage) card.customer = customer.id;
+    }
     Object.assign(session, { status: 'complete', payment_intent: intent.id });
     if (method === 'card') {
       this.succeed(session, intent);
@@ -220,6 +264,175 @@ export class StripeObjects {
     this.charges.set(charge.id, charge);
     Object.assign(intent, { status: 'succeeded', amount_received: intent.amount, latest_charge: charge.id });
     session.payment_status = 'paid';
+  }
+
+  private newCard(): StripeObject {
+    const method: StripeObject = {
+      id: newId('pm'),
+      object: 'payment_method',
+      type: 'card',
+      card: { brand: 'visa', last4: '4242', exp_month: 12, exp_year: new Date().getUTCFullYear() + 3 },
+      customer: null,
+      created: nowSeconds(),
+      livemode: false,
+      metadata: {},
+    };
+    this.paymentMethods.set(method.id, method);
+    return method;
+  }
+
+  /** The PaymentIntent as retrieved, its `payment_method` expanded when asked (`expand[]=payment_method`). */
+  retrieveIntent(id: string, expand: string[]): StripeObject {
+    const intent = this.retrieve(this.paymentIntents, 'payment_intent', id);
+    if (!expand.includes('payment_method') || typeof intent.payment_method !== 'string') return intent;
+    return {
+      ...intent,
+      payment_method: this.paymentMethods.get(intent.payment_method) ?? intent.payment_method,
+    };
+  }
+
+  /** The next confirmed off-session payment is declined so (a test control); once. */
+  failNextOffSession(outcome: Exclude<OffSessionOutcome, 'succeed'>): void {
+    this.nextOffSession = outcome;
+  }
+
+  /**
+   * `POST /v1/payment_intents` with an `Idempotency-Key`: Stripe keeps the first request's answer for
+   * the key, success or error, and answers a repeat with the same parameters with it (nothing made
+   * twice), a repeat with other parameters with a 400 idempotency_error.
+   */
+  idempotently(
+    key: string | undefined,
+    params: unknown,
+    make: () => { status: number; body: unknown },
+  ): { status: number; body: unknown; replayed: boolean } {
+    const text = JSON.stringify(params);
+    const known = key ? this.idempotent.get(key) : undefined;
+    if (known) {
+      if (known.params !== text)
+        throw new StripeApiError(
+          400,
+          `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`,
+          { type: 'idempotency_error' },
+        );
+      return { status: known.status, body: known.body, replayed: true };
+    }
+    let answer: { status: number; body: unknown };
+    try {
+      answer = make();
+    } catch (error) {
+      if (!(error instanceof StripeApiError) || error.statusCode >= 500) throw error;
+      answer = { status: error.statusCode, body: error.toBody() };
+    }
+    if (key) this.idempotent.set(key, { params: text, ...answer });
+    return { ...answer, replayed: false };
+  }
+
+  /**
+   * A PaymentIntent created and, with `confirm` and `off_session`, confirmed on the customer's saved
+   * card at once, as Stripe does: it succeeds (a charge; `payment_intent.succeeded` follows), or is
+   * declined (the next-off-session control): Stripe answers 402 with a `card_error` whose `code` is
+   * `card_declined` or `authentication_required` and whose `payment_intent` is the PaymentIntent, left
+   * in `requires_payment_method` with its `last_payment_error`; `payment_intent.payment_failed` follows.
+   * Events are sent after the answer, as Stripe's arrive on their own schedule.
+   */
+  createIntent(fields: {
+    amount: number;
+    currency: string | undefined;
+    customer: string | undefined;
+    paymentMethod: string | undefined;
+    confirm: boolean;
+    offSession: boolean;
+    metadata: Record<string, string>;
+  }): { status: number; body: unknown } {
+    if (!Number.isSafeInteger(fields.amount) || fields.amount < 50)
+      throw new StripeApiError(400, 'Amount must be at least $0.50 usd', {
+        param: 'amount',
+        code: 'amount_too_small',
+      });
+    if (!fields.currency)
+      throw new StripeApiError(400, 'Missing required param: currency.', { param: 'currency' });
+    if (fields.customer && !this.customers.has(fields.customer))
+      throw new StripeApiError(400, `No such customer: '${fields.customer}'`, {
+        param: 'customer',
+        code: 'resource_missing',
+      });
+    const method = fields.paymentMethod ? this.paymentMethods.get(fields.paymentMethod) : undefined;
+    if (fields.paymentMethod && !method)
+      throw new StripeApiError(400, `No such PaymentMethod: '${fields.paymentMethod}'`, {
+        param: 'payment_method',
+        code: 'resource_missing',
+      });
+    if (method && method.customer !== (fields.customer ?? null))
+      throw new StripeApiError(
+        400,
+        'The provided PaymentMethod was previously used with a PaymentIntent without Customer attachment, shared with a connected account without Customer attachment, or was detached from a Customer. It may not be used again.',
+        { param: 'payment_method' },
+      );
+    if (fields.offSession && !fields.confirm)
+      throw new StripeApiError(400, 'off_session can only be used with confirm=true', {
+        param: 'off_session',
+      });
+    const intent: StripeObject = {
+      id: newId('pi'),
+      object: 'payment_intent',
+      amount: fields.amount,
+      amount_received: 0,
+      currency: fields.currency,
+      created: nowSeconds(),
+      customer: fields.customer ?? null,
+      latest_charge: null,
+      last_payment_error: null,
+      livemode: false,
+      metadata: fields.metadata,
+      payment_method: fields.paymentMethod ?? null,
+      status: fields.confirm ? 'processing' : 'requires_confirmation',
+    };
+    this.paymentIntents.set(intent.id, intent);
+    if (!fields.confirm) return { status: 200, body: snapshot(intent) };
+    const outcome = fields.offSession ? this.nextOffSession : 'succeed';
+    this.nextOffSession = 'succeed';
+    if (outcome === 'succeed') {
+      this.chargeIntent(intent);
+      this.background(this.emit('payment_intent.succeeded', intent));
+      return { status: 200, body: snapshot(intent) };
+    }
+    const decline = DECLINES[outcome];
+    const error = {
+      type: 'card_error',
+      code: outcome,
+      decline_code: decline.decline_code,
+      message: decline.message,
+      doc_url: `https://stripe.com/docs/error-codes/${outcome.replaceAll('_', '-')}`,
+      payment_method: method ? snapshot(method) : null,
+    };
+    Object.assign(intent, { status: 'requires_payment_method', last_payment_error: error });
+    this.background(this.emit('payment_intent.payment_failed', intent));
+    return { status: 402, body: { error: { ...error, payment_intent: snapshot(intent) } } };
+  }
+
+  /** A succeeded charge of the whole PaymentIntent. */
+  private chargeIntent(intent: StripeObject): void {
+    const charge: StripeObject = {
+      id: newId('ch'),
+      object: 'charge',
+      amount: intent.amount,
+      amount_captured: intent.amount,
+      amount_refunded: 0,
+      captured: true,
+      created: nowSeconds(),
+      currency: intent.currency,
+      disputed: false,
+      livemode: false,
+      metadata: {},
+      paid: true,
+      payment_intent: intent.id,
+      payment_method: intent.payment_method,
+      refunded: false,
+      status: 'succeeded',
+    };
+    this.charges.set(charge.id, charge);
+    Object.assign(intent, { status: 'succeeded', amount_received: intent.amount, latest_charge: charge.id });
   }
 
   /** Refunds `cents` (default: all that remains) of a charge (by its id or its PaymentIntent's): `charge.refunded`. */

@@ -1,0 +1,47 @@
+/** A `watch#<accountId>` item of the dashboard table as the WatchStore's Watch (watch.ts lists its attributes). */
+import type { Watch } from '../../core/watch.js';
+import type { Item } from './items.js';
+
+const num = (item: Item, name: string): number | undefined =>
+  item[name]?.N === undefined ? undefined : Number(item[name]?.N);
+export const str = (item: Item, name: string): string | undefined => item[name]?.S || undefined;
+
+export function toWatch(item: Item): Watch {
+  const accountId = str(item, 'accountId') ?? String(item.id?.S).slice('watch#'.length);
+  const watch: Watch = {
+    accountId,
+    alertState: item.alertState?.S === 'sent' ? 'sent' : 'armed',
+    alertSeq: num(item, 'alertSeq') ?? 0,
+    topUpSeq: num(item, 'topUpSeq') ?? 0,
+  };
+  const email = str(item, 'email');
+  if (email) watch.email = email;
+  const threshold = num(item, 'thresholdCents');
+  if (threshold !== undefined) watch.thresholdCents = threshold;
+  const customer = str(item, 'stripeCustomer');
+  const below = num(item, 'autoBelowCents');
+  if (below !== undefined || customer) {
+    watch.autoTopUp = {
+      belowCents: below ?? 0,
+      buyCents: num(item, 'autoBuyCents') ?? 0,
+      enabled: item.autoEnabled?.BOOL === true,
+    };
+    const optional = {
+      customer,
+      paymentMethod: str(item, 'paymentMethod'),
+      cardBrand: str(item, 'cardBrand'),
+      cardLast4: str(item, 'cardLast4'),
+      offReason: str(item, 'autoOffReason'),
+      offAt: str(item, 'autoOffAt'),
+    };
+    for (const [key, value] of Object.entries(optional))
+      if (value !== undefined) (watch.autoTopUp as unknown as Record<string, unknown>)[key] = value;
+  }
+  const inFlight = num(item, 'inFlightSeq');
+  if (inFlight !== undefined) {
+    watch.inFlight = { seq: inFlight, startedAt: str(item, 'inFlightAt') ?? '' };
+    const intent = str(item, 'inFlightIntent');
+    if (intent) watch.inFlight.paymentIntent = intent;
+  }
+  return watch;
+}

@@ -1,0 +1,380 @@
+/**
+ * The balance watch's items in the dashboard table (the WatchStore port, functions/core/watch.ts),
+ * through the wire as the rest of the store's calls. Built from the same Db as the store's parts
+ * (`new WatchItems({ client, tables, wire })` of a DynamoStore): by the balance-watch function, the
+ * payments webhook (a saved card, a top-up's outcome) and the dashboard (the settings).
+ *
+ * Items, keyed by `id`:
+ * - `watch#<accountId>`: watchList = `watch` (GSI watchList: listed without a scan), accountId, email;
+ *   the alert (thresholdCents N, alertState S `armed`|`sent`, alertSeq N); the auto top-up (autoBelowCents,
+ *   autoBuyCents N, autoEnabled BOOL, stripeCustomer, paymentMethod, cardBrand, cardLast4, cardFrom N,
+ *   autoOffReason, autoOffAt); topUpSeq N and the one in flight (inFlightSeq N, inFlightAt, inFlightIntent).
+ * - `outbox#<accountId>#alert-<n>` / `#topup-<n>`: watchList = `outbox`, accountId, to, subject, text,
+ *   createdAt; claimedUntil N (epoch ms) while a run sends it. Put in the same transaction as the
+ *   transition that queues it; deleted once SES took it.
+ * - `profile#<OpenID subject>`: email (the ID token's at the last sign-in), updatedAt.
+ *
+ * Each transition is one conditional write (or one transaction of the watch item's update and the
+ * outbox item's put): two writers with the same view, one wins, the other's condition fails.
+ */
+import type { GetItemCommandOutput, QueryCommandInput } from '@aws-sdk/client-dynamodb';
+import {
+  alertMessageId,
+  type NewMessage,
+  type OutboxMessage,
+  type SavedCard,
+  topUpMessageId,
+  type Watch,
+  type WatchStore,
+} from '../../core/watch.js';
+import { dashboardTableFromEnv } from './dashboard.js';
+import { type Item, N, S } from './items.js';
+import { DASHBOARD_TABLE_ENV, INDEX } from './schema.js';
+import { cancellationReasons, type Db, queryAll, StorePart } from './store-db.js';
+import { str, toWatch } from './watch-item.js';
+
+const watchId = (accountId: string) => `watch#${accountId}`;
+const profileId = (subject: string) => `profile#${subject}`;
+
+/** Whether this function has the watch items' table (the payments function has it only beside a dashboard). */
+export function watchTableConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
+  return Boolean(env[DASHBOARD_TABLE_ENV]) || !env.AWS_LAMBDA_FUNCTION_NAME;
+}
+
+const failedCondition = (error: unknown): boolean => {
+  if ((error as { name?: string } | undefined)?.name === 'ConditionalCheckFailedException') return true;
+  const reasons = cancellationReasons(error);
+  return reasons?.some((r) => r.Code === 'ConditionalCheckFailed') === true;
+};
+
+export class WatchItems extends StorePart implements WatchStore {
+  private table: string | undefined;
+
+  constructor(db: Db) {
+    super(db);
+  }
+
+  private name(): string {
+    this.table ??= dashboardTableFromEnv();
+    return this.table;
+  }
+
+  /** An update of the watch item; false when its condition failed. */
+  private async update(
+    accountId: string,
+    update: string,
+    values: Item,
+    condition?: string,
+    names: Record<string, string> = {},
+  ): Promise<boolean> {
+    try {
+      await this.wire.call('UpdateItem', {
+        TableName: this.name(),
+        Key: { id: S(watchId(accountId)) },
+        UpdateExpression: update,
+        ExpressionAttributeValues: values,
+        ...(Object.keys(names).length > 0 ? { ExpressionAttributeNames: names } : {}),
+        ...(condition ? { ConditionExpression: condition } : {}),
+      });
+      return true;
+    } catch (error) {
+      if (failedCondition(error)) return false;
+      throw error;
+    }
+  }
+
+  /** The watch item's conditional update and, when there is one, the outbox item's put, in one transaction. */
+  private async transition(
+    accountId: string,
+    update: { expression: string; values: Item; condition: string },
+    outbox: { id: string; message: NewMessage | undefined; now: string },
+  ): Promise<boolean> {
+    if (!outbox.message) return this.update(accountId, update.expression, update.values, update.condition);
+    try {
+      await this.wire.call('TransactWriteItems', {
+        TransactItems: [
+          {
+            Update: {
+              TableName: this.name(),
+              Key: { id: S(watchId(accountId)) },
+              UpdateExpression: update.expression,
+              ConditionExpression: update.condition,
+              ExpressionAttributeValues: update.values,
+            },
+          },
+          {
+            Put: {
+              TableName: this.name(),
+              Item: {
+                id: S(outbox.id),
+                watchList: S('outbox'),
+                accountId: S(accountId),
+                to: S(outbox.message.to),
+                subject: S(outbox.message.subject),
+                text: S(outbox.message.text),
+                createdAt: S(outbox.now),
+              },
+              ConditionExpression: 'attribute_not_exists(id)',
+            },
+          },
+        ],
+      });
+      return true;
+    } catch (error) {
+      if (failedCondition(error)) return false;
+      throw error;
+    }
+  }
+
+  private queryList(list: 'watch' | 'outbox'): Promise<Item[]> {
+    const input: QueryCommandInput = {
+      TableName: this.name(),
+      IndexName: INDEX.watchList,
+      KeyConditionExpression: 'watchList = :list',
+      ExpressionAttributeValues: { ':list': S(list) },
+    };
+    return queryAll(this.wire, input);
+  }
+
+  async listWatches(): Promise<Watch[]> {
+    return (await this.queryList('watch')).map(toWatch);
+  }
+
+  async getWatch(accountId: string): Promise<Watch | undefined> {
+    const out = await this.wire.call<GetItemCommandOutput>('GetItem', {
+      TableName: this.name(),
+      Key: { id: S(watchId(accountId)) },
+      ConsistentRead: true,
+    });
+    return out.Item ? toWatch(out.Item as Item) : undefined;
+  }
+
+  async setAlert(
+    accountId: string,
+    thresholdCents: number | undefined,
+    email: string | undefined,
+    now: string,
+  ) {
+    const values: Item = {
+      ':list': S('watch'),
+      ':account': S(accountId),
+      ':now': S(now),
+      ':armed': S('armed'),
+    };
+    const sets = ['watchList = :list', 'accountId = :account', 'updatedAt = :now', 'alertState = :armed'];
+    if (email) {
+      sets.push('email = :email');
+      values[':email'] = S(email);
+    }
+    let expression: string;
+    if (thresholdCents === undefined) expression = `SET ${sets.join(', ')} REMOVE thresholdCents`;
+    else {
+      sets.push('thresholdCents = :threshold');
+      values[':threshold'] = N(thresholdCents);
+      expression = `SET ${sets.join(', ')}`;
+    }
+    await this.update(accountId, expression, values);
+  }
+
+  async setAutoTopUp(
+    accountId: string,
+    settings: { belowCents: number; buyCents: number; enabled: boolean },
+    email: string | undefined,
+    now: string,
+  ) {
+    const values: Item = {
+      ':list': S('watch'),
+      ':account': S(accountId),
+      ':now': S(now),
+      ':below': N(settings.belowCents),
+      ':buy': N(settings.buyCents),
+      ':enabled': { BOOL: settings.enabled },
+    };
+    const sets = [
+      'watchList = :list',
+      'accountId = :account',
+      'updatedAt = :now',
+      'autoBelowCents = :below',
+      'autoBuyCents = :buy',
+      'autoEnabled = :enabled',
+    ];
+    if (email) {
+      sets.push('email = :email');
+      values[':email'] = S(email);
+    }
+    // Switched on again: the reason it went off is the past.
+    const remove = settings.enabled ? ' REMOVE autoOffReason, autoOffAt' : '';
+    await this.update(accountId, `SET ${sets.join(', ')}${remove}`, values);
+  }
+
+  async recordCard(accountId: string, card: SavedCard, now: string) {
+    const values: Item = {
+      ':account': S(accountId),
+      ':customer': S(card.customer),
+      ':method': S(card.paymentMethod),
+      ':from': N(card.from),
+      ':now': S(now),
+    };
+    const sets = [
+      'accountId = :account',
+      'stripeCustomer = :customer',
+      'paymentMethod = :method',
+      'cardFrom = :from',
+      'updatedAt = :now',
+    ];
+    for (const [attribute, value] of [
+      ['cardBrand', card.brand],
+      ['cardLast4', card.last4],
+    ] as const)
+      if (value) {
+        sets.push(`${attribute} = :${attribute}`);
+        values[`:${attribute}`] = S(value);
+      }
+    // An older session's event arriving late never replaces a card saved since.
+    await this.update(
+      accountId,
+      `SET ${sets.join(', ')}`,
+      values,
+      'attribute_not_exists(cardFrom) OR cardFrom <= :from',
+    );
+  }
+
+  alertSent(accountId: string, seq: number, message: NewMessage | undefined, now: string): Promise<boolean> {
+    return this.transition(
+      accountId,
+      {
+        expression: 'SET alertState = :sent, alertSeq = :next, alertAt = :now',
+        values: {
+          ':sent': S('sent'),
+          ':armed': S('armed'),
+          ':seq': N(seq),
+          ':next': N(seq + 1),
+          ':now': S(now),
+        },
+        condition:
+          seq === 0
+            ? 'alertState = :armed AND (attribute_not_exists(alertSeq) OR alertSeq = :seq)'
+            : 'alertState = :armed AND alertSeq = :seq',
+      },
+      { id: alertMessageId(accountId, seq + 1), message, now },
+    );
+  }
+
+  rearm(accountId: string, seq: number): Promise<boolean> {
+    return this.update(
+      accountId,
+      'SET alertState = :armed',
+      { ':armed': S('armed'), ':sent': S('sent'), ':seq': N(seq) },
+      'alertState = :sent AND alertSeq = :seq',
+    );
+  }
+
+  beginTopUp(accountId: string, seq: number, now: string): Promise<boolean> {
+    const previous = seq - 1;
+    return this.update(
+      accountId,
+      'SET topUpSeq = :seq, inFlightSeq = :seq, inFlightAt = :now',
+      {
+        ':seq': N(seq),
+        ':on': { BOOL: true },
+        ':now': S(now),
+        ...(previous > 0 ? { ':previous': N(previous) } : {}),
+      },
+      `autoEnabled = :on AND attribute_not_exists(inFlightSeq) AND ${
+        previous > 0 ? 'topUpSeq = :previous' : 'attribute_not_exists(topUpSeq)'
+      }`,
+    );
+  }
+
+  recordIntent(accountId: string, seq: number, paymentIntent: string): Promise<boolean> {
+    return this.update(
+      accountId,
+      'SET inFlightIntent = :intent',
+      { ':intent': S(paymentIntent), ':seq': N(seq) },
+      'inFlightSeq = :seq',
+    );
+  }
+
+  finishTopUp(accountId: string, seq: number): Promise<boolean> {
+    return this.update(
+      accountId,
+      'REMOVE inFlightSeq, inFlightAt, inFlightIntent',
+      { ':seq': N(seq) },
+      'inFlightSeq = :seq',
+    );
+  }
+
+  switchOff(
+    accountId: string,
+    seq: number,
+    reason: string,
+    message: NewMessage | undefined,
+    now: string,
+  ): Promise<boolean> {
+    return this.transition(
+      accountId,
+      {
+        expression:
+          'SET autoEnabled = :off, autoOffReason = :reason, autoOffAt = :now REMOVE inFlightSeq, inFlightAt, inFlightIntent',
+        values: {
+          ':off': { BOOL: false },
+          ':reason': S(reason.slice(0, 500)),
+          ':now': S(now),
+          ':seq': N(seq),
+        },
+        condition: 'inFlightSeq = :seq',
+      },
+      { id: topUpMessageId(accountId, seq), message, now },
+    );
+  }
+
+  async pendingMessages(): Promise<OutboxMessage[]> {
+    return (await this.queryList('outbox'))
+      .map((item) => ({
+        id: String(item.id?.S),
+        accountId: str(item, 'accountId') ?? '',
+        to: str(item, 'to') ?? '',
+        subject: str(item, 'subject') ?? '',
+        text: str(item, 'text') ?? '',
+        createdAt: str(item, 'createdAt') ?? '',
+      }))
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+  }
+
+  async claimMessage(id: string, untilMs: number, nowMs: number): Promise<boolean> {
+    try {
+      await this.wire.call('UpdateItem', {
+        TableName: this.name(),
+        Key: { id: S(id) },
+        UpdateExpression: 'SET claimedUntil = :until',
+        ConditionExpression:
+          'attribute_exists(id) AND (attribute_not_exists(claimedUntil) OR claimedUntil < :now)',
+        ExpressionAttributeValues: { ':until': N(untilMs), ':now': N(nowMs) },
+      });
+      return true;
+    } catch (error) {
+      if (failedCondition(error)) return false;
+      throw error;
+    }
+  }
+
+  async deleteMessage(id: string): Promise<void> {
+    await this.wire.call('DeleteItem', { TableName: this.name(), Key: { id: S(id) } });
+  }
+
+  async rememberEmail(subject: string, email: string, now: string): Promise<void> {
+    await this.wire.call('PutItem', {
+      TableName: this.name(),
+      Item: { id: S(profileId(subject)), email: S(email), updatedAt: S(now) },
+    });
+  }
+
+  async emailOf(subject: string): Promise<string | undefined> {
+    const out = await this.wire.call<GetItemCommandOutput>('GetItem', {
+      TableName: this.name(),
+      Key: { id: S(profileId(subject)) },
+      ConsistentRead: true,
+    });
+    return out.Item?.email?.S || undefined;
+  }
+}

@@ -1,0 +1,164 @@
+/**
+ * The balance watch's port: per account, a low-balance alert and an auto top-up, each a small state
+ * machine whose every transition is one conditional write (so two runs of the watch at once, or a run
+ * and a webhook, act once), and an outbox of e-mails that a transition queues in the same write and
+ * the watch sends afterwards (functions/balance-watch/watch.ts). Its one implementation on DynamoDB is
+ * functions/adapters/dynamodb/watch.ts (items of the dashboard table), an in-memory one for unit tests
+ * test/support/memory-watch.ts.
+ *
+ * Alert:      armed --(balance < threshold)--> sent (alertSeq + 1, an e-mail queued)
+ *             sent  --(balance >= threshold)--> armed
+ * Auto top-up (enabled, a card saved, nothing in flight):
+ *             idle --(balance < below)--> in flight (topUpSeq + 1): one off-session PaymentIntent,
+ *             idempotency key `auto-top-up:<accountId>:<seq>`
+ *             in flight --(payment_intent.succeeded: credited by the webhook)--> idle
+ *             in flight --(a decline or authentication_required)--> idle, switched off with its
+ *             reason, an e-mail queued
+ */
+
+/** The alert's state: `armed` e-mails at the next crossing below the threshold; `sent` waits for a rise. */
+export type AlertState = 'armed' | 'sent';
+
+/** The customer's auto top-up: "when below `belowCents`, buy `buyCents`", and the card it charges. */
+export interface AutoTopUp {
+  belowCents: number;
+  buyCents: number;
+  enabled: boolean;
+  /** The Stripe customer and payment method saved through Checkout (`setup_future_usage: off_session`). */
+  customer?: string;
+  paymentMethod?: string;
+  cardBrand?: string;
+  cardLast4?: string;
+  /** Why it was switched off (a decline, authentication required), for the Billing page. */
+  offReason?: string;
+  offAt?: string;
+}
+
+/** The one top-up in flight of an account: its sequence number and, once known, its PaymentIntent. */
+export interface InFlightTopUp {
+  seq: number;
+  startedAt: string;
+  paymentIntent?: string;
+}
+
+export interface Watch {
+  accountId: string;
+  /** Where the e-mails go: the address of the user who saved the settings (the ID token's `email`). */
+  email?: string;
+  /** The alert's threshold; absent: no alert. */
+  thresholdCents?: number;
+  alertState: AlertState;
+  /** How many alerts were sent (the outbox item of the n-th is `outbox#<accountId>#alert-<n>`). */
+  alertSeq: number;
+  autoTopUp?: AutoTopUp;
+  /** How many auto top-ups were started (the idempotency key's sequence number). */
+  topUpSeq: number;
+  inFlight?: InFlightTopUp;
+}
+
+/** An e-mail waiting in the outbox: sent by the watch, deleted once SES accepted it. */
+export interface OutboxMessage {
+  id: string;
+  accountId: string;
+  to: string;
+  subject: string;
+  text: string;
+  createdAt: string;
+}
+
+export type NewMessage = Omit<OutboxMessage, 'id' | 'accountId' | 'createdAt'>;
+
+/** The card a Checkout with `setup_future_usage` saved. `from`: when its session was made (epoch s). */
+export interface SavedCard {
+  customer: string;
+  paymentMethod: string;
+  brand?: string;
+  last4?: string;
+  from: number;
+}
+
+export interface WatchStore {
+  /** Every account with settings saved (a sparse index: no scan of the table). */
+  listWatches(): Promise<Watch[]>;
+  getWatch(accountId: string): Promise<Watch | undefined>;
+  /** Sets (or with undefined, removes) the alert's threshold; a new threshold is armed. */
+  setAlert(
+    accountId: string,
+    thresholdCents: number | undefined,
+    email: string | undefined,
+    now: string,
+  ): Promise<void>;
+  /** Saves "when below, buy" and the switch; switching on clears the last reason it was off. */
+  setAutoTopUp(
+    accountId: string,
+    settings: { belowCents: number; buyCents: number; enabled: boolean },
+    email: string | undefined,
+    now: string,
+  ): Promise<void>;
+  /** Records the card a save-card Checkout saved, unless a newer one was recorded already. */
+  recordCard(accountId: string, card: SavedCard, now: string): Promise<void>;
+
+  /** armed with `seq` -> sent with seq + 1, and `message` (if any) queued in the same write. */
+  alertSent(accountId: string, seq: number, message: NewMessage | undefined, now: string): Promise<boolean>;
+  /** sent with `seq` -> armed. */
+  rearm(accountId: string, seq: number): Promise<boolean>;
+  /** Nothing in flight, enabled, topUpSeq = seq - 1 -> in flight with `seq`. */
+  beginTopUp(accountId: string, seq: number, now: string): Promise<boolean>;
+  /** The in-flight top-up `seq`'s PaymentIntent, once Stripe answered. */
+  recordIntent(accountId: string, seq: number, paymentIntent: string): Promise<boolean>;
+  /** In flight with `seq` -> idle (its payment succeeded and was credited). */
+  finishTopUp(accountId: string, seq: number): Promise<boolean>;
+  /** In flight with `seq` -> idle and switched off with `reason`, `message` (if any) queued. */
+  switchOff(
+    accountId: string,
+    seq: number,
+    reason: string,
+    message: NewMessage | undefined,
+    now: string,
+  ): Promise<boolean>;
+
+  /** The outbox, oldest first. */
+  pendingMessages(): Promise<OutboxMessage[]>;
+  /** Takes a message to send until `untilMs`, unless another run holds it (a lease: a crash resends). */
+  claimMessage(id: string, untilMs: number, nowMs: number): Promise<boolean>;
+  deleteMessage(id: string): Promise<void>;
+
+  /** The e-mail address an OpenID subject signed in with last (its ID token's `email`). */
+  rememberEmail(subject: string, email: string, now: string): Promise<void>;
+  emailOf(subject: string): Promise<string | undefined>;
+}
+
+/** The outbox item ids: one per alert and one per switch-off, by the account's sequence numbers. */
+export const alertMessageId = (accountId: string, seq: number) => `outbox#${accountId}#alert-${seq}`;
+export const topUpMessageId = (accountId: string, seq: number) => `outbox#${accountId}#topup-${seq}`;
+
+/** Stripe's idempotency key of the n-th auto top-up of an account: a retry gets the first answer. */
+export const autoTopUpIdempotencyKey = (accountId: string, seq: number) => `auto-top-up:${accountId}:${seq}`;
+
+/** The PaymentIntent metadata `kind` of an auto top-up, and of the Checkout that saves its card. */
+export const AUTO_TOP_UP_KIND = 'auto_top_up';
+export const SAVE_CARD_KIND = 'save_card';
+
+/** `$12.34` from whole cents. */
+const dollars = (cents: number) =>
+  `$${Math.floor(cents / 100).toLocaleString('en-US')}.${String(cents % 100).padStart(2, '0')}`;
+
+/** The e-mail that says auto top-up was switched off, and why (the watch's path and the webhook's). */
+export function switchedOffMessage(
+  watch: Pick<Watch, 'accountId' | 'email'>,
+  buyCents: number,
+  reason: string,
+  billingUrl: string | undefined,
+): NewMessage | undefined {
+  if (!watch.email) return undefined;
+  return {
+    to: watch.email,
+    subject: 'Auto top-up is switched off: the card was not charged',
+    text: [
+      `Auto top-up of ${dollars(buyCents)} for your account ${watch.accountId} could not charge your saved card, and is now switched off.`,
+      `Stripe said: ${reason}`,
+      '',
+      `Buy credits, or switch it on again (or save another card): ${billingUrl ?? 'the Billing page of your dashboard'}`,
+    ].join('\n'),
+  };
+}

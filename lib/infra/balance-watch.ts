@@ -1,0 +1,165 @@
+/**
+ * The balance watch (functions/balance-watch/): a function run every minute by an EventBridge rule,
+ * as the hold sweeper is, that sends the low-balance e-mails (Amazon SES v2 SendEmail) and starts the
+ * auto top-ups (Stripe, off-session), with exactly the grants its code needs, an alarm on its errors,
+ * and what the payments and dashboard functions need beside it (the watch items of the dashboard
+ * table). Deployed with the dashboard only (a stack with a custom domain): its settings are the
+ * dashboard's, and its items live in the dashboard's table.
+ *
+ * The sender is the context value `alertSender` (default `no-reply@<domainName>`), a verified SES
+ * identity (docs/deploy.md, "E-mail"): the role may send only from that address
+ * (`ses:FromAddress`), as the identity's address or its domain.
+ */
+import { Arn, ArnFormat, Duration, type RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { Alarm, ComparisonOperator, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
+import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
+import type { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
+import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
+import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
+import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
+import type { Function as LambdaFunctionResource } from 'aws-cdk-lib/aws-lambda';
+import type { RetentionDays } from 'aws-cdk-lib/aws-logs';
+import type { Secret } from 'aws-cdk-lib/aws-secretsmanager';
+import type { ITopic } from 'aws-cdk-lib/aws-sns';
+import { Construct } from 'constructs';
+import { WATCH_INTERVAL_MINUTES } from '../../functions/balance-watch/schedule.js';
+import { DASHBOARD_TABLE_ENV, INDEX } from '../tables.js';
+import { ServiceFunction } from './service-function.js';
+
+/** Its timeout and memory: a page of watch items, a read and a write or two each, an e-mail or a Stripe call. */
+export const BALANCE_WATCH_SETTINGS = { timeoutSeconds: 60, memoryMb: 256 } as const;
+
+/** An e-mail address as SES takes it for a sender: one @, no spaces or angle brackets. */
+export function checkAlertSender(sender: string): string {
+  if (!/^[^\s@<>]+@[^\s@<>]+\.[^\s@<>]+$/.test(sender))
+    throw new Error(`alertSender must be an e-mail address (a verified SES identity), got ${sender}`);
+  return sender;
+}
+
+export interface BalanceWatchProps {
+  tables: { accounts: TableV2 };
+  /** The dashboard's table: the watch items live there (functions/adapters/dynamodb/watch.ts). */
+  dashboardTable: TableV2;
+  tableEnv: Record<string, string>;
+  stripeSecret: Secret;
+  /** The dashboard's billing page, linked from the e-mails. */
+  billingUrl: string;
+  /** The From address; default the context value `alertSender`, else `no-reply@<domain>`. */
+  sender?: string;
+  domainName: string;
+  /** The payments function: records a saved card and an auto top-up's outcome on the watch items. */
+  payments: LambdaFunctionResource;
+  /** The dashboard function: saves the settings and the signed-in user's e-mail address. */
+  dashboard: LambdaFunctionResource;
+  alarmTopic: ITopic;
+  logRetention: RetentionDays;
+  removalPolicy: RemovalPolicy;
+}
+
+export class BalanceWatch extends Construct {
+  readonly function: ServiceFunction;
+  readonly sender: string;
+
+  constructor(scope: Construct, id: string, props: BalanceWatchProps) {
+    super(scope, id);
+    const stack = Stack.of(scope);
+    const given = props.sender ?? (this.node.tryGetContext('alertSender') as string | undefined);
+    this.sender = checkAlertSender(given || `no-reply@${props.domainName}`);
+    const table = props.dashboardTable;
+    const watchEnv = { [DASHBOARD_TABLE_ENV]: table.tableName, BILLING_URL: props.billingUrl };
+
+    this.function = new ServiceFunction(scope, 'BalanceWatch', {
+      entry: 'functions/balance-watch/handler.ts',
+      memorySize: BALANCE_WATCH_SETTINGS.memoryMb,
+      timeout: Duration.seconds(BALANCE_WATCH_SETTINGS.timeoutSeconds),
+      logRetention: props.logRetention,
+      removalPolicy: props.removalPolicy,
+      environment: {
+        ...props.tableEnv,
+        ...watchEnv,
+        ALERT_SENDER: this.sender,
+        STRIPE_SECRET_ARN: props.stripeSecret.secretArn,
+      },
+    });
+    const fn = this.function.fn;
+    // Exactly what its code does (the local IAM layer holds test/integration/balance-watch.test.ts to it):
+    // - the watch and outbox items: listed (whole) by the sparse index, updated (each transition, a
+    //   claim), an outbox item put in a transition's transaction and deleted once sent;
+    fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['dynamodb:Query'],
+        resources: [`${table.tableArn}/index/${INDEX.watchList}`],
+      }),
+    );
+    fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:DeleteItem'],
+        resources: [table.tableArn],
+      }),
+    );
+    // - the balance: one snapshot of the account's slices (GetItem, TransactGetItems' Gets);
+    fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:GetItem'], resources: [props.tables.accounts.tableArn] }),
+    );
+    // - Stripe's key (the off-session PaymentIntent), as the payments function reads it;
+    fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['secretsmanager:GetSecretValue'],
+        resources: [props.stripeSecret.secretArn],
+      }),
+    );
+    // - SES: SendEmail as the sender only, through its address's identity or its domain's.
+    const identity = (name: string) =>
+      Arn.format(
+        {
+          service: 'ses',
+          resource: 'identity',
+          resourceName: name,
+          arnFormat: ArnFormat.SLASH_RESOURCE_NAME,
+        },
+        stack,
+      );
+    const domain = this.sender.split('@')[1] as string;
+    fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['ses:SendEmail'],
+        resources: [identity(this.sender), identity(domain)],
+        conditions: { StringEquals: { 'ses:FromAddress': this.sender } },
+      }),
+    );
+
+    // Every minute, as the sweeper: no retry and no event older than two minutes (the next run is a
+    // minute away). Two runs at once act once (each transition is a conditional write).
+    new Rule(scope, 'BalanceWatchSchedule', {
+      description: 'Low-balance e-mails and auto top-ups',
+      schedule: Schedule.rate(Duration.minutes(WATCH_INTERVAL_MINUTES)),
+      targets: [new LambdaFunction(fn, { retryAttempts: 0, maxEventAge: Duration.minutes(2) })],
+    });
+    fn.configureAsyncInvoke({ maxEventAge: Duration.minutes(2), retryAttempts: 0 });
+    const alarm = new Alarm(scope, 'BalanceWatchErrors', {
+      metric: fn.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
+      threshold: 1,
+      evaluationPeriods: 1,
+      comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: TreatMissingData.NOT_BREACHING,
+      alarmDescription:
+        'The balance watch failed: a low-balance e-mail or an auto top-up waits for the next run (its log says why)',
+    });
+    alarm.addAlarmAction(new SnsAction(props.alarmTopic));
+
+    // The payments webhook: a save-card Checkout's card, an auto top-up's success (its in-flight mark
+    // cleared) or decline (switched off, an e-mail queued: a transaction's Update and Put).
+    props.payments.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem'],
+        resources: [table.tableArn],
+      }),
+    );
+    for (const [name, value] of Object.entries(watchEnv)) props.payments.addEnvironment(name, value);
+    // The dashboard: the settings (UpdateItem) and the signed-in user's address (PutItem, GetItem: it
+    // has those on its table already).
+    props.dashboard.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [table.tableArn] }),
+    );
+  }
+}

@@ -1,0 +1,298 @@
+/**
+ * The balance watch end to end on the local stack (DynamoDB Local behind the IAM layer, the Stripe
+ * stand-in, the SES stand-in): 200 settlements at once take an account below its alert threshold and
+ * two watch runs at once, then a third, send exactly one e-mail (through SES v2 SendEmail, signed);
+ * after a top-up above it, the next crossing sends the second. Auto top-up: 200 settlements at once
+ * take it below X, two runs at once create exactly one off-session PaymentIntent at the stand-in,
+ * and the webhook, sent its event three times and out of order, credits exactly Y once; a decline
+ * and an authentication_required switch it off, store the reason, e-mail the customer and credit
+ * nothing. The watch runs with its own role (every DynamoDB call held to its synthesized policy), the
+ * payments function with its own, the dashboard with its own: a refused call fails this file.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
+import { WatchItems } from '../../functions/adapters/dynamodb/watch.js';
+import type { ChargeEntry } from '../../functions/core/store.js';
+import { createSaveCardCheckout } from '../../functions/payments/checkout.js';
+import { stripeApi, stripeClient } from '../../functions/payments/stripe-api.js';
+import { localPolicies } from '../../lib/local/iam-policies.js';
+import type { LocalStack } from '../../lib/local/stack.js';
+import { Browser, formAction } from '../support/browser.js';
+import { newAccount, startTarget, type Target } from '../support/target.js';
+
+const CENT = 10_000_000n;
+let target: Target;
+let local: LocalStack;
+let store: DynamoStore;
+let watches: WatchItems;
+
+beforeAll(async () => {
+  target = await startTarget();
+  local = target.local as LocalStack;
+  store = target.admin.store as DynamoStore;
+  watches = new WatchItems({ client: store.client, tables: store.tables, wire: store.wire });
+}, 120_000);
+
+afterAll(async () => {
+  await target?.stop();
+});
+
+let generation = 0;
+/** `count` settlements of `cents` each, all at once, as the completions function writes them. */
+async function settleAtOnce(accountId: string, count: number, cents: number): Promise<void> {
+  const settler = local.storeAs('completions');
+  const outcomes = await Promise.all(
+    Array.from({ length: count }, () => {
+      generation += 1;
+      const entry: ChargeEntry = {
+        accountId,
+        generationId: `gen-watch-${Date.now().toString(36)}-${generation}`,
+        keyId: 'key_watch',
+        tier: 'svc-fast',
+        upstreamModel: 'sim',
+        promptTokens: 1,
+        completionTokens: 1,
+        cachedTokens: 0,
+        upstreamCostUsd: '0',
+        billedNano: BigInt(cents) * CENT,
+        estimated: false,
+        createdAt: new Date().toISOString(),
+      };
+      return settler.settleCharge(entry);
+    }),
+  );
+  expect(outcomes.every((outcome) => outcome === 'settled')).toBe(true);
+}
+
+const balance = async (accountId: string) => (await store.getAccount(accountId))?.balanceNano;
+const mailTo = (accountId: string) => local.ses.messages.filter((m) => m.text.includes(accountId));
+const api = () => stripeApi(stripeClient({ apiKey: local.stripe.apiKey, apiBase: local.stripe.url }));
+const intentsOf = (accountId: string) =>
+  [...local.stripe.stripe.paymentIntents.values()].filter(
+    (pi) =>
+      (pi.metadata as Record<string, string>).accountId === accountId &&
+      (pi.metadata as Record<string, string>).kind === 'auto_top_up',
+  );
+
+/** Saves a card through Checkout (setup_future_usage off_session), paying `cents`: the webhook records it. */
+async function saveCard(accountId: string, cents: number): Promise<void> {
+  const session = await createSaveCardCheckout(api(), {
+    accountId,
+    amountCents: cents,
+    successUrl: 'http://127.0.0.1/billing?session={CHECKOUT_SESSION_ID}',
+    cancelUrl: 'http://127.0.0.1/billing',
+  });
+  await local.stripe.stripe.pay(session.id);
+  await local.stripe.stripe.idle();
+}
+
+describe('low-balance alert', () => {
+  it('200 settlements crossing at once, two runs at once and a third: one e-mail; a top-up above and a second crossing: a second', async () => {
+    const { accountId } = await newAccount(target, '10');
+    await watches.setAlert(accountId, 500, 'dev@example.com', new Date().toISOString());
+    await local.watch();
+    expect(mailTo(accountId)).toEqual([]);
+
+    await settleAtOnce(accountId, 200, 3);
+    expect(await balance(accountId)).toBe(400n * CENT);
+    await Promise.all([local.watch(), local.watch()]);
+    await local.watch();
+    const first = mailTo(accountId);
+    expect(first).toHaveLength(1);
+    expect(first[0]).toMatchObject({ from: local.ses.sender, to: ['dev@example.com'] });
+    expect(first[0]?.subject).toContain('$5.00');
+    expect(first[0]?.text).toContain('$4.00');
+    expect(first[0]?.service).toBe('ses');
+
+    await store.topUp(accountId, 'manual-watch', 1_000n * CENT, new Date().toISOString());
+    await local.watch();
+    expect((await watches.getWatch(accountId))?.alertState).toBe('armed');
+    await settleAtOnce(accountId, 200, 5);
+    await Promise.all([local.watch(), local.watch()]);
+    await local.watch();
+    expect(mailTo(accountId)).toHaveLength(2);
+  });
+
+  it('refuses an unsigned SendEmail as SES does', async () => {
+    const response = await fetch(`${local.ses.url}/v2/email/outbound-emails`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ FromEmailAddress: local.ses.sender, Destination: { ToAddresses: ['a@b.c'] } }),
+    });
+    expect(response.status).toBe(403);
+  });
+});
+
+describe('auto top-up', () => {
+  it('200 settlements crossing X, two runs at once: one PaymentIntent; its event three times, out of order: Y credited once', async () => {
+    const { accountId } = await newAccount(target, '10');
+    await saveCard(accountId, 2_000);
+    expect(await balance(accountId)).toBe(3_000n * CENT);
+    const saved = await watches.getWatch(accountId);
+    expect(saved?.autoTopUp).toMatchObject({ cardBrand: 'visa', cardLast4: '4242' });
+    expect(saved?.autoTopUp?.paymentMethod).toMatch(/^pm_/);
+    expect(saved?.autoTopUp?.customer).toMatch(/^cus_/);
+    await watches.setAutoTopUp(
+      accountId,
+      { belowCents: 800, buyCents: 2_000, enabled: true },
+      'dev@example.com',
+      new Date().toISOString(),
+    );
+
+    await settleAtOnce(accountId, 200, 12);
+    expect(await balance(accountId)).toBe(600n * CENT);
+    local.stripe.stripe.hold();
+    await Promise.all([local.watch(), local.watch()]);
+    await local.watch();
+    expect(intentsOf(accountId)).toHaveLength(1);
+    const intent = intentsOf(accountId)[0];
+    expect(intent).toMatchObject({
+      amount: 2_000,
+      currency: 'usd',
+      status: 'succeeded',
+      customer: saved?.autoTopUp?.customer,
+    });
+    expect((await watches.getWatch(accountId))?.inFlight).toMatchObject({
+      seq: 1,
+      paymentIntent: intent?.id,
+    });
+    expect(await balance(accountId)).toBe(600n * CENT);
+
+    // The held event (payment_intent.succeeded), three times, then once more in reverse with the others.
+    const held = local.stripe.stripe.heldEvents();
+    const succeeded = held.find((e) => e.type === 'payment_intent.succeeded');
+    expect(succeeded).toBeDefined();
+    const ids = held.map((e) => e.id);
+    await local.stripe.stripe.release(
+      [...ids].reverse().concat(String(succeeded?.id), String(succeeded?.id)),
+    );
+    await local.stripe.stripe.idle();
+    expect(await balance(accountId)).toBe(2_600n * CENT);
+    expect((await watches.getWatch(accountId))?.inFlight).toBeUndefined();
+    const entries = (await store.listLedger(accountId)).filter(
+      (e) => e.entryId === `topup#stripe:${intent?.id}`,
+    );
+    expect(entries.map((e) => e.deltaNano)).toEqual([2_000n * CENT]);
+    // Above X now: nothing more is bought.
+    await local.watch();
+    expect(intentsOf(accountId)).toHaveLength(1);
+  });
+
+  it.each(['card_declined', 'authentication_required'] as const)(
+    'a %s switches it off, stores the reason, e-mails the customer and credits nothing',
+    async (code) => {
+      const { accountId } = await newAccount(target, '10');
+      await saveCard(accountId, 1_000);
+      await watches.setAutoTopUp(
+        accountId,
+        { belowCents: 1_500, buyCents: 5_000, enabled: true },
+        'dev@example.com',
+        new Date().toISOString(),
+      );
+      await settleAtOnce(accountId, 200, 3);
+      expect(await balance(accountId)).toBe(1_400n * CENT);
+      local.stripe.stripe.failNextOffSession(code);
+      await Promise.all([local.watch(), local.watch()]);
+      await local.stripe.stripe.idle();
+      const watch = await watches.getWatch(accountId);
+      expect(watch?.autoTopUp?.enabled).toBe(false);
+      expect(watch?.autoTopUp?.offReason).toContain(code);
+      expect(watch?.inFlight).toBeUndefined();
+      const intents = intentsOf(accountId);
+      expect(intents).toHaveLength(1);
+      expect(intents[0]?.status).toBe('requires_payment_method');
+      expect(
+        local.stripe.stripe.deliveries.filter((d) => d.type === 'payment_intent.payment_failed').at(-1),
+      ).toMatchObject({ status: 200 });
+      await local.watch();
+      const mails = mailTo(accountId);
+      expect(mails).toHaveLength(1);
+      expect(mails[0]?.subject).toMatch(/auto top-up/i);
+      expect(mails[0]?.text).toContain(code);
+      expect(await balance(accountId)).toBe(1_400n * CENT);
+      await local.watch();
+      expect(intentsOf(accountId)).toHaveLength(1);
+    },
+  );
+});
+
+describe('the Billing page', () => {
+  it('sets an alert and auto top-up within bounds, saves a card through Checkout, and shows why auto top-up went off', async () => {
+    const browser = new Browser();
+    const origin = local.emulator.url;
+    const signInPage = await browser.open(`${origin}/dashboard/sign-in`);
+    await browser.submit(signInPage, formAction(signInPage.body, /\/interaction\//), {
+      email: local.oidc.user.email,
+      password: local.oidc.user.password,
+    });
+    const accountId = (await store.accountOfUser(local.oidc.user.subject)) as string;
+    const post = (path: string, form: Record<string, string>) =>
+      browser.fetch(`${origin}${path}`, { form, origin });
+
+    const refused = await post('/dashboard/billing/auto-top-up', { below: '0.50', buy: '20', enabled: 'on' });
+    expect(refused.status).toBe(400);
+    expect(await refused.text()).toContain('from $1.00 to $1,000.00');
+    const alert = await post('/dashboard/billing/alert', { threshold: '5' });
+    expect(alert.status).toBe(200);
+    const saved = await watches.getWatch(accountId);
+    expect(saved).toMatchObject({ thresholdCents: 500, email: local.oidc.user.email });
+
+    // Save a card: Checkout for the top-up amount, paid on the stand-in's page.
+    const checkout = await browser.fetch(`${origin}/dashboard/billing/auto-top-up/card`, {
+      form: { buy: '20' },
+      origin,
+    });
+    expect(checkout.status).toBe(303);
+    const sessionUrl = String(checkout.headers.get('location'));
+    const session = local.stripe.stripe.sessions.get(String(sessionUrl.split('/').pop()));
+    expect(session).toMatchObject({ customer_creation: 'always', mode: 'payment', amount_total: 2_000 });
+    await local.stripe.stripe.pay(String(session?.id));
+    await local.stripe.stripe.idle();
+    const on = await post('/dashboard/billing/auto-top-up', { below: '10', buy: '20', enabled: 'on' });
+    const page = await on.text();
+    expect(on.status).toBe(200);
+    expect(page).toContain('4242');
+    expect((await watches.getWatch(accountId))?.autoTopUp).toMatchObject({
+      belowCents: 1_000,
+      buyCents: 2_000,
+      enabled: true,
+    });
+
+    // A decline: the page says why it is off.
+    await store.removeCredits(accountId, 'spent-watch', 1_500n * CENT, new Date().toISOString());
+    local.stripe.stripe.failNextOffSession('card_declined');
+    await local.watch();
+    await local.stripe.stripe.idle();
+    const billing = await (await browser.fetch(`${origin}/dashboard/billing`)).text();
+    expect(billing).toContain('switched off');
+    expect(billing).toContain('card_declined');
+  });
+});
+
+describe("the balance watch's role", () => {
+  it('needed every DynamoDB permission the stack grants it, and no other', async () => {
+    const table = (arn: string) =>
+      arn.replace(/^arn:aws:dynamodb:[^:]+:\d+:table\/HostedModelApi-sandbox-/, '');
+    const used = new Set(
+      local.iam
+        .allowed()
+        .filter((p) => p.principal === 'balanceWatch')
+        .map((p) => `${p.action} ${table(p.resource)}`),
+    );
+    const granted = (await localPolicies()).principals.balanceWatch.statements
+      .filter((s) => s.effect === 'Allow')
+      .flatMap((s) =>
+        s.actions
+          .filter((a) => a.startsWith('dynamodb:'))
+          .flatMap((a) => s.resources.map((r) => `${a} ${table(r)}`)),
+      );
+    expect([...used].sort()).toEqual([...new Set(granted)].sort());
+    expect([...used].sort()).toEqual([
+      'dynamodb:DeleteItem dashboard',
+      'dynamodb:GetItem accounts',
+      'dynamodb:PutItem dashboard',
+      'dynamodb:Query dashboard/index/watchList',
+      'dynamodb:UpdateItem dashboard',
+    ]);
+  });
+});

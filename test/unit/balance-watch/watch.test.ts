@@ -1,0 +1,224 @@
+/**
+ * The balance watch's state machines on the in-memory WatchStore (test/support/memory-watch.ts): one
+ * e-mail per crossing whatever number of runs overlap, one PaymentIntent per crossing with its
+ * idempotency key, a decline or authentication_required switching auto top-up off with its reason and
+ * an e-mail, a top-up stuck without its PaymentIntent asked for again with the same key; and the
+ * bounds of the amounts the customer types.
+ */
+import { describe, expect, it } from 'vitest';
+import { runWatch, type WatchDeps } from '../../../functions/balance-watch/watch.js';
+import type { AccountRecord } from '../../../functions/core/store.js';
+import {
+  alertThresholdCents,
+  autoTopUpCents,
+  InvalidPurchaseAmountError,
+} from '../../../functions/payments/amounts.js';
+import type { OffSessionPayments, OffSessionRequest } from '../../../functions/payments/stripe-api.js';
+import { MemoryWatchStore } from '../../support/memory-watch.js';
+
+const CENT = 10_000_000n;
+
+function setup(balanceCents: number) {
+  const watches = new MemoryWatchStore();
+  const balances = new Map<string, bigint>([['acct', BigInt(balanceCents) * CENT]]);
+  const sent: { to: string; subject: string; text: string }[] = [];
+  const created: { request: OffSessionRequest; key: string }[] = [];
+  let nextOutcome: 'ok' | 'card_declined' | 'authentication_required' | 'network' = 'ok';
+  const payments: OffSessionPayments = {
+    async createOffSession(request, key) {
+      created.push({ request, key });
+      // Two calls with one key are one payment at Stripe: the same id.
+      const id = `pi_${key}`;
+      const outcome = nextOutcome;
+      if (outcome === 'network') throw new Error('socket hang up');
+      if (outcome !== 'ok')
+        return {
+          kind: 'declined',
+          code: outcome,
+          message: `Your card was declined (${outcome}).`,
+          paymentIntent: id,
+        };
+      return { kind: 'created', paymentIntent: id, status: 'succeeded' };
+    },
+  };
+  let clock = Date.parse('2026-12-01T00:00:00Z');
+  const deps: WatchDeps = {
+    watches,
+    store: {
+      async getAccount(accountId: string) {
+        const balance = balances.get(accountId);
+        return balance === undefined
+          ? undefined
+          : ({ accountId, status: 'active', balanceNano: balance, heldNano: 0n, slices: 1 } as AccountRecord);
+      },
+    },
+    payments: async () => payments,
+    mailer: {
+      async send(message) {
+        sent.push(message);
+        return `msg-${sent.length}`;
+      },
+    },
+    from: 'alerts@example.com',
+    now: () => new Date(clock),
+    billingUrl: 'https://example.com/dashboard/billing',
+  };
+  return {
+    watches,
+    deps,
+    sent,
+    created,
+    setBalance: (cents: number) => balances.set('acct', BigInt(cents) * CENT),
+    fail: (outcome: typeof nextOutcome) => {
+      nextOutcome = outcome;
+    },
+    advance: (ms: number) => {
+      clock += ms;
+    },
+  };
+}
+
+describe('low-balance alert', () => {
+  it('e-mails once per crossing however many runs overlap, and again only after a rise above', async () => {
+    const t = setup(2_000);
+    await t.watches.setAlert('acct', 1_000, 'dev@example.com', '2026-12-01T00:00:00Z');
+    await runWatch(t.deps);
+    expect(t.sent).toEqual([]);
+    t.setBalance(999);
+    await Promise.all([runWatch(t.deps), runWatch(t.deps)]);
+    await runWatch(t.deps);
+    expect(t.sent).toHaveLength(1);
+    expect(t.sent[0]).toMatchObject({ to: 'dev@example.com' });
+    expect(t.sent[0]?.text).toContain('$9.99');
+    expect(t.watches.outbox.size).toBe(0);
+    // Still below: nothing more. A top-up above re-arms; the next crossing e-mails again.
+    await runWatch(t.deps);
+    t.setBalance(1_000);
+    await runWatch(t.deps);
+    expect((await t.watches.getWatch('acct'))?.alertState).toBe('armed');
+    t.setBalance(5);
+    await Promise.all([runWatch(t.deps), runWatch(t.deps), runWatch(t.deps)]);
+    expect(t.sent).toHaveLength(2);
+  });
+
+  it('keeps an e-mail SES did not take in the outbox, and sends it at the next run', async () => {
+    const t = setup(0);
+    await t.watches.setAlert('acct', 1_000, 'dev@example.com', '2026-12-01T00:00:00Z');
+    const send = t.deps.mailer.send;
+    t.deps.mailer.send = async () => {
+      throw new Error('SES unreachable');
+    };
+    await runWatch(t.deps);
+    expect(t.watches.outbox.size).toBe(1);
+    t.deps.mailer.send = send;
+    t.advance(10 * 60_000);
+    await runWatch(t.deps);
+    expect(t.sent).toHaveLength(1);
+    expect(t.watches.outbox.size).toBe(0);
+  });
+});
+
+describe('auto top-up', () => {
+  async function withCard(t: ReturnType<typeof setup>) {
+    await t.watches.recordCard(
+      'acct',
+      { customer: 'cus_1', paymentMethod: 'pm_1', brand: 'visa', last4: '4242', from: 1 },
+      'now',
+    );
+    await t.watches.setAutoTopUp(
+      'acct',
+      { belowCents: 500, buyCents: 2_000, enabled: true },
+      'dev@example.com',
+      'now',
+    );
+  }
+
+  it('starts one off-session payment per crossing, keyed by account and sequence number', async () => {
+    const t = setup(400);
+    await withCard(t);
+    await Promise.all([runWatch(t.deps), runWatch(t.deps)]);
+    await runWatch(t.deps);
+    expect(t.created).toHaveLength(1);
+    expect(t.created[0]).toEqual({
+      key: 'auto-top-up:acct:1',
+      request: { accountId: 'acct', seq: 1, amountCents: 2_000, customer: 'cus_1', paymentMethod: 'pm_1' },
+    });
+    expect((await t.watches.getWatch('acct'))?.inFlight).toMatchObject({
+      seq: 1,
+      paymentIntent: 'pi_auto-top-up:acct:1',
+    });
+    // The webhook credits it and clears the mark; above X nothing more is bought.
+    expect(await t.watches.finishTopUp('acct', 1)).toBe(true);
+    t.setBalance(2_400);
+    await runWatch(t.deps);
+    expect(t.created).toHaveLength(1);
+    // The next crossing is the next sequence number.
+    t.setBalance(100);
+    await runWatch(t.deps);
+    expect(t.created.map((c) => c.key)).toEqual(['auto-top-up:acct:1', 'auto-top-up:acct:2']);
+  });
+
+  it.each(['card_declined', 'authentication_required'] as const)(
+    'a %s switches it off with the reason and e-mails the customer, and buys nothing more',
+    async (code) => {
+      const t = setup(100);
+      await withCard(t);
+      t.fail(code);
+      await Promise.all([runWatch(t.deps), runWatch(t.deps)]);
+      const watch = await t.watches.getWatch('acct');
+      expect(watch?.autoTopUp).toMatchObject({ enabled: false });
+      expect(watch?.autoTopUp?.offReason).toContain(code);
+      expect(watch?.inFlight).toBeUndefined();
+      expect(t.sent).toHaveLength(1);
+      expect(t.sent[0]?.subject).toMatch(/auto top-up/i);
+      t.fail('ok');
+      await runWatch(t.deps);
+      expect(t.created).toHaveLength(1);
+      // The webhook's payment_intent.payment_failed for the same top-up changes nothing more.
+      expect(await t.watches.switchOff('acct', 1, code, { to: 'x', subject: 's', text: 't' }, 'now')).toBe(
+        false,
+      );
+    },
+  );
+
+  it('asks Stripe again with the same key for a top-up left without its PaymentIntent for over a minute', async () => {
+    const t = setup(100);
+    await withCard(t);
+    t.fail('network');
+    await runWatch(t.deps);
+    expect((await t.watches.getWatch('acct'))?.inFlight).toMatchObject({ seq: 1 });
+    t.fail('ok');
+    await runWatch(t.deps);
+    expect(t.created).toHaveLength(1);
+    t.advance(61_000);
+    await runWatch(t.deps);
+    expect(t.created.map((c) => c.key)).toEqual(['auto-top-up:acct:1', 'auto-top-up:acct:1']);
+    expect((await t.watches.getWatch('acct'))?.inFlight?.paymentIntent).toBe('pi_auto-top-up:acct:1');
+  });
+});
+
+describe('the amounts a customer types', () => {
+  it('holds auto top-up to X from $1 to $1,000 and Y from $5 to $1,000, in whole cents', () => {
+    expect(autoTopUpCents('1', '5')).toEqual({ belowCents: 100, buyCents: 500 });
+    expect(autoTopUpCents('1000', '1000.00')).toEqual({ belowCents: 100_000, buyCents: 100_000 });
+    expect(autoTopUpCents('12.34', '25.5')).toEqual({ belowCents: 1_234, buyCents: 2_550 });
+    for (const [below, buy] of [
+      ['0.99', '10'],
+      ['1000.01', '10'],
+      ['10', '4.99'],
+      ['10', '1000.01'],
+      ['10.001', '10'],
+      ['10', 'abc'],
+      ['', '10'],
+      ['-5', '10'],
+    ] as const)
+      expect(() => autoTopUpCents(below, buy), `${below} ${buy}`).toThrow(InvalidPurchaseAmountError);
+  });
+
+  it('holds the alert threshold to whole cents from $1 to $10,000', () => {
+    expect(alertThresholdCents('5')).toBe(500);
+    expect(alertThresholdCents('10000')).toBe(1_000_000);
+    for (const bad of ['0.5', '10000.01', '1.234', 'x', ''])
+      expect(() => alertThresholdCents(bad), bad).toThrow(InvalidPurchaseAmountError);
+  });
+});
