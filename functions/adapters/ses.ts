@@ -48,7 +48,7 @@ export interface Email {
 }
 
 /** The body SendEmail takes for a plain-text message (a "Simple" message: SES assembles the MIME). */
-export function sendEmailBody(email: Email): string {
+function sendEmailBody(email: Email): string {
   return JSON.stringify({
     FromEmailAddress: email.from,
     Destination: { ToAddresses: [email.to] },

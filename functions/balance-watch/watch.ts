@@ -14,7 +14,7 @@ import { centsToNano } from '../payments/amounts.js';
 import type { OffSessionPayments } from '../payments/stripe-api.js';
 import { logger } from '../shared/observability.js';
 
-export interface Mailer {
+interface Mailer {
   /** Sends one e-mail; resolves with SES's message id once SES accepted it. */
   send(message: { from: string; to: string; subject: string; text: string }): Promise<string>;
 }
@@ -43,9 +43,9 @@ export interface WatchRun {
 }
 
 /** A top-up in flight with no PaymentIntent recorded this long is asked for again (same key). */
-export const RETRY_UNANSWERED_MS = 60_000;
+const RETRY_UNANSWERED_MS = 60_000;
 /** How long a run holds an e-mail it is sending before another may send it (SES answers in seconds). */
-export const SEND_LEASE_MS = 5 * 60_000;
+const SEND_LEASE_MS = 5 * 60_000;
 
 const usdText = (nano: bigint): string => {
   const negative = nano < 0n;

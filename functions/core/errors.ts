@@ -211,6 +211,22 @@ export class GatewayTimeoutError extends HttpError {
   }
 }
 
+/** An account the store does not have: not an HTTP answer (the caller decides what it means). */
+export class AccountNotFoundError extends Error {
+  constructor(accountId: string) {
+    super(`account ${accountId} does not exist`);
+    this.name = 'AccountNotFoundError';
+  }
+}
+
+/** An account id already taken (Store.createAccount). */
+export class AccountExistsError extends Error {
+  constructor(accountId: string) {
+    super(`account ${accountId} already exists`);
+    this.name = 'AccountExistsError';
+  }
+}
+
 /** A key that is not there, or not of the account that asked (Store.setKeyDailyCap): not an HTTP answer. */
 export class KeyNotFoundError extends Error {
   constructor(keyId: string) {

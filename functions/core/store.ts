@@ -270,8 +270,17 @@ export interface Store {
    * TRANSFER_DELAY_MS). Returns the slice count now. Throws AccountNotFoundError.
    */
   splitAccount(accountId: string, slices: number): Promise<number>;
-  /** Throws AccountNotFoundError. */
-  setAccountStatus(accountId: string, status: AccountStatus, now: string): Promise<void>;
+  /**
+   * Throws AccountNotFoundError. With a `cause` (a dispute's reference) the change is made once per
+   * cause and only on an active account, one conditional write: false when the account is not active
+   * (a ban stays) or the cause was applied before (an operator's reinstatement since then stands).
+   */
+  setAccountStatus(
+    accountId: string,
+    status: AccountStatus,
+    now: string,
+    options?: { cause?: string },
+  ): Promise<boolean>;
   /**
    * Adds credits once per reference (on slice 0, with its ledger entry; a split account's share of
    * the other slices is scheduled to move to them, Transfer); false when the reference was already
@@ -359,20 +368,6 @@ export interface Store {
   linkUser(subject: string, accountId: string, now: string): Promise<string>;
 }
 
-export class AccountNotFoundError extends Error {
-  constructor(accountId: string) {
-    super(`account ${accountId} does not exist`);
-    this.name = 'AccountNotFoundError';
-  }
-}
-
-export class AccountExistsError extends Error {
-  constructor(accountId: string) {
-    super(`account ${accountId} already exists`);
-    this.name = 'AccountExistsError';
-  }
-}
-
 /**
  * Slices: one account's balance may be split into up to MAX_SLICES items, so that its requests do not
  * all meet on one item (DynamoDB cancels one of two transactions on an item at once, and serves one
@@ -384,8 +379,8 @@ export class AccountExistsError extends Error {
  */
 export const MAX_SLICES = 62;
 
-/** A key that is not there, or not of the account that asked (Store.setKeyDailyCap). */
-export { KeyNotFoundError } from './errors.js';
+/** The store's refusals that are not HTTP answers (an unknown or existing account, a key not of the account). */
+export { AccountExistsError, AccountNotFoundError, KeyNotFoundError } from './errors.js';
 
 /** The `slice` field of a hold or charge of a request admitted on `principal`'s slice (none for 0). */
 export const sliceOf = (principal: { slice?: number }): { slice?: number } =>

@@ -17,10 +17,10 @@
  */
 
 /** The alert's state: `armed` e-mails at the next crossing below the threshold; `sent` waits for a rise. */
-export type AlertState = 'armed' | 'sent';
+type AlertState = 'armed' | 'sent';
 
 /** The customer's auto top-up: "when below `belowCents`, buy `buyCents`", and the card it charges. */
-export interface AutoTopUp {
+interface AutoTopUp {
   belowCents: number;
   buyCents: number;
   enabled: boolean;
@@ -35,7 +35,7 @@ export interface AutoTopUp {
 }
 
 /** The one top-up in flight of an account: its sequence number and, once known, its PaymentIntent. */
-export interface InFlightTopUp {
+interface InFlightTopUp {
   seq: number;
   startedAt: string;
   paymentIntent?: string;

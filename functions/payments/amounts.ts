@@ -74,10 +74,10 @@ export function purchaseCentsFromDollars(input: string): number {
 }
 
 /** The bounds of an auto top-up, in cents: "when below X" from $1 to $1,000, "buy Y" from $5 to $1,000. */
-export const AUTO_TOP_UP_BELOW_CENTS = { min: 100, max: 100_000 } as const;
-export const AUTO_TOP_UP_BUY_CENTS = { min: MIN_PURCHASE_CENTS, max: MAX_PURCHASE_CENTS } as const;
+const AUTO_TOP_UP_BELOW_CENTS = { min: 100, max: 100_000 } as const;
+const AUTO_TOP_UP_BUY_CENTS = { min: MIN_PURCHASE_CENTS, max: MAX_PURCHASE_CENTS } as const;
 /** The bounds of a low-balance alert's threshold, in cents: $1 to $10,000. */
-export const ALERT_THRESHOLD_CENTS = { min: 100, max: 1_000_000 } as const;
+const ALERT_THRESHOLD_CENTS = { min: 100, max: 1_000_000 } as const;
 
 /** Dollars as typed (`"12.50"`) to cents, exact (never rounded), within `bounds`; else a message for the customer. */
 function dollarsWithin(input: string, bounds: { min: number; max: number }, what: string): number {
@@ -106,5 +106,3 @@ export function alertThresholdCents(input: string): number {
   return dollarsWithin(input, ALERT_THRESHOLD_CENTS, 'The alert threshold');
 }
 
-/** `$12.34` for a message or a page. */
-export const centsText = formatCents;

@@ -49,7 +49,7 @@ const refundReference = (refundId: string) => `stripe:refund:${refundId}`;
 const disputeReference = (disputeId: string) => `stripe:dispute:${disputeId}`;
 
 export interface PaymentDeps {
-  store: Pick<Store, 'topUp' | 'removeCredits' | 'setAccountStatus' | 'getAccount'>;
+  store: Pick<Store, 'topUp' | 'removeCredits' | 'setAccountStatus'>;
   stripe: StripeApi;
   /** ISO time of the ledger entries. */
   now: () => string;
@@ -333,10 +333,12 @@ async function takeBackDispute(
   );
   if (outcome instanceof AccountNotFoundError)
     return notCredited(event, 'no such account', { ...details, accountId });
-  // Suspended on every delivery, not only the first: a retry after a write that failed between the
-  // two still suspends the account. A banned account stays banned (a suspension would lift the ban).
-  if ((await deps.store.getAccount(accountId))?.status !== 'banned')
-    await deps.store.setAccountStatus(accountId, 'suspended', deps.now());
+  // Suspended once per dispute, on whichever delivery gets there first (a retry after a write that
+  // failed between the two still suspends), only an active account (a ban stays, however the two
+  // race), and not again on a retry after an operator reinstated the account: one conditional write.
+  await deps.store.setAccountStatus(accountId, 'suspended', deps.now(), {
+    cause: disputeReference(disputeId),
+  });
   if (outcome === 'applied')
     recordPayment('disputes', 'stripe dispute: credit taken back, account suspended', {
       ...details,

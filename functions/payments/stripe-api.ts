@@ -134,7 +134,7 @@ export interface OffSessionRequest {
  * carrying the PaymentIntent, left in `requires_payment_method`. Anything else (a network failure, a
  * 5xx) throws: the same call with the same idempotency key is safe to make again.
  */
-export type OffSessionResult =
+type OffSessionResult =
   | { kind: 'created'; paymentIntent: string; status: string }
   | { kind: 'declined'; code: string; message: string; paymentIntent?: string };
 

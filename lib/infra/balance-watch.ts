@@ -27,10 +27,10 @@ import { DASHBOARD_TABLE_ENV, INDEX } from '../tables.js';
 import { ServiceFunction } from './service-function.js';
 
 /** Its timeout and memory: a page of watch items, a read and a write or two each, an e-mail or a Stripe call. */
-export const BALANCE_WATCH_SETTINGS = { timeoutSeconds: 60, memoryMb: 256 } as const;
+const BALANCE_WATCH_SETTINGS = { timeoutSeconds: 60, memoryMb: 256 } as const;
 
 /** An e-mail address as SES takes it for a sender: one @, no spaces or angle brackets. */
-export function checkAlertSender(sender: string): string {
+function checkAlertSender(sender: string): string {
   if (!/^[^\s@<>]+@[^\s@<>]+\.[^\s@<>]+$/.test(sender))
     throw new Error(`alertSender must be an e-mail address (a verified SES identity), got ${sender}`);
   return sender;

@@ -323,4 +323,25 @@ describe.each(stores)('the store %s', (_name, make) => {
     expect(await store.getAccount(accountId)).toMatchObject({ balanceNano: 8_000n, slices: 4 });
     await expect(store.splitAccount('no-such-account', 2)).rejects.toBeInstanceOf(AccountNotFoundError);
   });
+
+  it('changes a status with a cause once per cause, only on an active account, every slice too', async () => {
+    const { accountId } = await account(8_000n);
+    await store.splitAccount(accountId, 3);
+    const suspend = (cause: string) => store.setAccountStatus(accountId, 'suspended', now(), { cause });
+    expect(await suspend('stripe:dispute:dp_1')).toBe(true);
+    expect((await store.getAccount(accountId))?.status).toBe('suspended');
+    await store.setAccountStatus(accountId, 'active', now());
+    expect(await suspend('stripe:dispute:dp_1')).toBe(false);
+    expect((await store.getAccount(accountId))?.status).toBe('active');
+    await store.setAccountStatus(accountId, 'banned', now());
+    expect(await suspend('stripe:dispute:dp_2')).toBe(false);
+    expect((await store.getAccount(accountId))?.status).toBe('banned');
+    await store.setAccountStatus(accountId, 'active', now());
+    expect(await suspend('stripe:dispute:dp_2')).toBe(true);
+    expect((await store.getAccount(accountId))?.status).toBe('suspended');
+    await expect(suspend('x')).resolves.toBe(false);
+    await expect(
+      store.setAccountStatus('no-such-account', 'suspended', now(), { cause: 'x' }),
+    ).rejects.toBeInstanceOf(AccountNotFoundError);
+  });
 });

@@ -34,6 +34,8 @@ import {
 
 export class MemoryStore implements Store {
   readonly accounts = new Map<string, AccountRecord>();
+  /** setAccountStatus causes applied, by account (a dispute suspends once). */
+  private readonly statusCauses = new Map<string, Set<string>>();
   readonly keys = new Map<string, KeyRecord>();
   readonly ledger = new Map<string, LedgerEntry[]>();
   readonly holds = new Map<string, Hold>();
@@ -253,10 +255,21 @@ export class MemoryStore implements Store {
     return account.slices;
   }
 
-  async setAccountStatus(accountId: string, status: AccountStatus): Promise<void> {
+  async setAccountStatus(
+    accountId: string,
+    status: AccountStatus,
+    _now?: string,
+    options: { cause?: string } = {},
+  ): Promise<boolean> {
     const account = this.accounts.get(accountId);
     if (!account) throw new AccountNotFoundError(accountId);
+    if (options.cause !== undefined) {
+      const causes = this.statusCauses.get(accountId) ?? new Set<string>();
+      if (account.status !== 'active' || causes.has(options.cause)) return false;
+      this.statusCauses.set(accountId, causes.add(options.cause));
+    }
     account.status = status;
+    return true;
   }
 
   async topUp(accountId: string, reference: string, amountNano: bigint, now: string): Promise<boolean> {

@@ -217,8 +217,13 @@ export class AccountsAndKeys extends StorePart {
     }
   }
 
-  setAccountStatus(accountId: string, status: AccountStatus, now: string): Promise<void> {
-    return this.slices.setStatus(accountId, status, now);
+  setAccountStatus(
+    accountId: string,
+    status: AccountStatus,
+    now: string,
+    options: { cause?: string } = {},
+  ): Promise<boolean> {
+    return this.slices.setStatus(accountId, status, now, options.cause);
   }
 
   /**

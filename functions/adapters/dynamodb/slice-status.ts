@@ -2,7 +2,7 @@
  * The status command on an account split into slices: the account item and every slice carry the
  * status, and two commands at once end the same on all of them (slices.ts reads and moves credit).
  */
-import type { UpdateItemCommandOutput } from '@aws-sdk/client-dynamodb';
+import type { GetItemCommandOutput, UpdateItemCommandOutput } from '@aws-sdk/client-dynamodb';
 import type { AccountStatus } from '../../core/access.js';
 import { AccountNotFoundError } from '../../core/store.js';
 import { type Item, N, S, sliceKey, slicesOf, type TableNames } from './items.js';
@@ -23,6 +23,11 @@ import type { DynamoWire } from './wire.js';
  * ends with the status of the command that updated the account item last, as the account item does,
  * whatever the order of their writes; a slice write refused for its number is one a later command
  * made already, not a failure.
+ *
+ * With a cause (a dispute's reference), the account item's update is conditioned on the account being
+ * active and the cause not among its `statusCauses` (a string set it adds it to), so a ban is never
+ * lifted by it, however the two race, and a cause applied once is not applied again after an operator
+ * reinstated the account (Stripe retries an event for days). False, and no slice written, when refused.
  */
 export async function setSliceStatus(
   wire: DynamoWire,
@@ -30,26 +35,41 @@ export async function setSliceStatus(
   accountId: string,
   status: AccountStatus,
   now: string,
-): Promise<void> {
+  cause?: string,
+): Promise<boolean> {
   let head: Item | undefined;
+  const once = cause
+    ? {
+        update: ', statusCauses :cause',
+        condition: ' AND #status = :active AND NOT contains(statusCauses, :causeText)',
+        values: { ':cause': { SS: [cause] }, ':causeText': S(cause), ':active': S('active') },
+      }
+    : { update: '', condition: '', values: {} };
   try {
     head = (
       await retried(() =>
         wire.call<UpdateItemCommandOutput>('UpdateItem', {
           TableName: tables.accounts,
           Key: { accountId: S(accountId) },
-          UpdateExpression: 'SET #status = :status, statusChangedAt = :now ADD statusVersion :one',
-          ConditionExpression: 'attribute_exists(accountId)',
+          UpdateExpression: `SET #status = :status, statusChangedAt = :now ADD statusVersion :one${once.update}`,
+          ConditionExpression: `attribute_exists(accountId)${once.condition}`,
           ExpressionAttributeNames: { '#status': 'status' },
-          ExpressionAttributeValues: { ':status': S(status), ':now': S(now), ':one': N(1) },
+          ExpressionAttributeValues: { ':status': S(status), ':now': S(now), ':one': N(1), ...once.values },
           ReturnValues: 'ALL_NEW',
         }),
       )
     ).Attributes;
   } catch (error) {
-    if ((error as Error).name === 'ConditionalCheckFailedException')
-      throw new AccountNotFoundError(accountId);
-    throw error;
+    if ((error as Error).name !== 'ConditionalCheckFailedException') throw error;
+    if (!cause) throw new AccountNotFoundError(accountId);
+    const exists = await wire.call<GetItemCommandOutput>('GetItem', {
+      TableName: tables.accounts,
+      Key: { accountId: S(accountId) },
+      ConsistentRead: true,
+      ProjectionExpression: 'accountId',
+    });
+    if (!exists.Item) throw new AccountNotFoundError(accountId);
+    return false;
   }
   const version = head?.statusVersion?.N ?? '1';
   const slices = slicesOf(head);
@@ -75,4 +95,5 @@ export async function setSliceStatus(
       }
     }),
   );
+  return true;
 }

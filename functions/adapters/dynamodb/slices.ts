@@ -209,8 +209,8 @@ export class Slices extends StorePart {
   }
 
   /** The status on the account item and every slice, converging whatever runs at once (slice-status.ts). */
-  setStatus(accountId: string, status: AccountStatus, now: string): Promise<void> {
-    return setSliceStatus(this.wire, this.tables, accountId, status, now);
+  setStatus(accountId: string, status: AccountStatus, now: string, cause?: string): Promise<boolean> {
+    return setSliceStatus(this.wire, this.tables, accountId, status, now, cause);
   }
 
   /**

@@ -93,8 +93,13 @@ export class DynamoStore implements Store {
     if (now > had) await this.transfers.rebalance(accountId);
     return now;
   }
-  setAccountStatus(accountId: string, status: AccountStatus, now: string): Promise<void> {
-    return this.accounts.setAccountStatus(accountId, status, now);
+  setAccountStatus(
+    accountId: string,
+    status: AccountStatus,
+    now: string,
+    options: { cause?: string } = {},
+  ): Promise<boolean> {
+    return this.accounts.setAccountStatus(accountId, status, now, options);
   }
   createKey(key: KeyRecord): Promise<void> {
     return this.accounts.createKey(key);

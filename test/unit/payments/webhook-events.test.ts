@@ -256,6 +256,41 @@ describe('charge.dispute.created', () => {
   });
 });
 
+describe('charge.dispute.created, delivered again', () => {
+  it("does not suspend again an account the operator reinstated after the dispute: Stripe's retry of the same event is not a new dispute", async () => {
+    const { intent, completed } = paidSession('acct-a', 2_000);
+    await post(completed);
+    const created = stripeEvent('charge.dispute.created', dispute(charge(intent, 2_000).id, intent, 2_000));
+    await post(created);
+    expect((await store.getAccount('acct-a'))?.status).toBe('suspended');
+    await store.setAccountStatus('acct-a', 'active');
+    expect((await post(created)).body.outcome).toBe('disputed');
+    expect((await store.getAccount('acct-a'))?.status).toBe('active');
+  });
+
+  it('suspends on the retry when the first delivery failed between taking the credit back and suspending', async () => {
+    const { intent, completed } = paidSession('acct-a', 2_000);
+    await post(completed);
+    const dp = dispute(charge(intent, 2_000).id, intent, 2_000);
+    await store.removeCredits('acct-a', `stripe:dispute:${dp.id}`, 2_000n * CENT, new Date().toISOString(), {
+      force: true,
+    });
+    expect((await store.getAccount('acct-a'))?.status).toBe('active');
+    await post(stripeEvent('charge.dispute.created', dp));
+    expect(await store.getAccount('acct-a')).toMatchObject({ status: 'suspended', balanceNano: 0n });
+  });
+
+  it('a second, different dispute suspends again after a reinstatement', async () => {
+    const { intent, completed } = paidSession('acct-a', 2_000);
+    await post(completed);
+    const ch = charge(intent, 2_000);
+    await post(stripeEvent('charge.dispute.created', dispute(ch.id, intent, 500)));
+    await store.setAccountStatus('acct-a', 'active');
+    await post(stripeEvent('charge.dispute.created', dispute(ch.id, intent, 700)));
+    expect((await store.getAccount('acct-a'))?.status).toBe('suspended');
+  });
+});
+
 describe('events that write nothing', () => {
   it('an account the store does not have: 200, counted for the alarm, nothing written', async () => {
     const { completed } = paidSession('acct-gone', 1_000);
