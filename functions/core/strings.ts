@@ -26,3 +26,12 @@ export function cutToBytes(s: string, maxBytes: number): string {
   }
   return s.slice(0, end);
 }
+
+/**
+ * Orders two strings as DynamoDB orders a sort key (by their bytes; for the ASCII of ids, by code unit),
+ * not as `localeCompare` does (which puts "0b" before "0V"): a list merged from several queries keeps
+ * the order, and the cursor, of the queries themselves.
+ */
+export function byBytes(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

@@ -150,4 +150,28 @@ describe.each(stores)('activity on the store %s', (_name, make) => {
     } while (after);
     expect(seen).toEqual([...ids].sort().reverse());
   });
+
+  it('orders charges of the same second as DynamoDB does (by bytes: "0V..." before "0b..."), every one once over the pages', async () => {
+    const { accountId, keyId } = await newAccount();
+    if (store instanceof DynamoStore) await store.splitAccount(accountId, 2);
+    const at = Date.parse('2026-03-03T00:00:00Z');
+    const ids: string[] = [];
+    for (let i = 0; i < 24; i++) {
+      const slice = store instanceof DynamoStore ? i % 2 : 0;
+      // Upper and lower case after the slice's character: a locale-aware order would interleave them.
+      const id = `gen-${at / 1000}-${slice}${i % 3 === 0 ? 'V' : i % 3 === 1 ? 'b' : 'a'}${String(i).padStart(18, 'x')}`;
+      ids.push(id);
+      await store.settleCharge(
+        chargeEntry(accountId, keyId, 10n, { generationId: id, ...(slice ? { slice } : {}) }),
+      );
+    }
+    const seen: string[] = [];
+    let after: string | undefined;
+    do {
+      const page = await store.listCharges(accountId, { limit: 5, ...(after ? { after } : {}) });
+      seen.push(...page.charges.map((c) => c.entryId));
+      after = page.next;
+    } while (after);
+    expect(seen).toEqual([...ids].sort().reverse());
+  });
 });

@@ -31,6 +31,7 @@ import {
   topUpEntryId,
   utcDay,
 } from '../../functions/core/store.js';
+import { byBytes } from '../../functions/core/strings.js';
 
 export class MemoryStore implements Store {
   readonly accounts = new Map<string, AccountRecord>();
@@ -383,7 +384,7 @@ export class MemoryStore implements Store {
   async listCreditHistory(accountId: string): Promise<LedgerEntry[]> {
     return (this.ledger.get(accountId) ?? [])
       .filter((e) => e.type === 'topup' || e.type === 'correction')
-      .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || b.entryId.localeCompare(a.entryId));
+      .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || byBytes(b.entryId, a.entryId));
   }
 
   /** Summed from the ledger itself: what the DynamoDB adapter's counters must always equal. */
@@ -403,7 +404,7 @@ export class MemoryStore implements Store {
     const after = options.after;
     const all = (this.ledger.get(accountId) ?? [])
       .filter((e) => e.type === 'charge' && (after === undefined || e.entryId < after))
-      .sort((a, b) => b.entryId.localeCompare(a.entryId));
+      .sort((a, b) => byBytes(b.entryId, a.entryId));
     const charges = all.slice(0, options.limit);
     const last = charges.at(-1);
     return all.length > options.limit && last ? { charges, next: last.entryId } : { charges };

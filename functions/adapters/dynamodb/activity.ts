@@ -27,6 +27,7 @@
 import { randomUUID } from 'node:crypto';
 import type { GetItemCommandOutput, QueryCommandOutput } from '@aws-sdk/client-dynamodb';
 import type { ChargePage, DaySpend } from '../../core/store.js';
+import { byBytes } from '../../core/strings.js';
 import {
   accountOfItem,
   dayCounters,
@@ -124,7 +125,9 @@ export class Activity extends StorePart {
             ':hi': S(upper),
           },
           ScanIndexForward: false,
-          Limit: options.limit + 1,
+          // One more than a page tells whether there is a next one; BETWEEN includes the cursor's own
+          // entry (filtered out below), so a page after a cursor reads one more still.
+          Limit: options.limit + (options.after ? 2 : 1),
           ConsistentRead: true,
         });
         return out.Items ?? [];
@@ -134,7 +137,7 @@ export class Activity extends StorePart {
       .flat()
       .map(toLedgerEntry)
       .filter((entry) => entry.type === 'charge' && entry.entryId !== options.after)
-      .sort((a, b) => b.entryId.localeCompare(a.entryId));
+      .sort((a, b) => byBytes(b.entryId, a.entryId));
     const charges = all.slice(0, options.limit);
     const last = charges.at(-1);
     return all.length > options.limit && last ? { charges, next: last.entryId } : { charges };

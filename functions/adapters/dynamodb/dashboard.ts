@@ -13,6 +13,7 @@
 import type { GetItemCommandOutput } from '@aws-sdk/client-dynamodb';
 import type { DashboardSession, LedgerEntry } from '../../core/store.js';
 import { correctionEntryId, topUpEntryId } from '../../core/store.js';
+import { byBytes } from '../../core/strings.js';
 import { N, S, toLedgerEntry } from './items.js';
 import { DASHBOARD_TABLE_ENV, LOCAL_DASHBOARD_TABLE_NAME } from './schema.js';
 import { type Db, queryAll, StorePart } from './store-db.js';
@@ -118,6 +119,6 @@ export class DashboardItems extends StorePart {
     ]);
     return [...topUps, ...corrections]
       .map(toLedgerEntry)
-      .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || b.entryId.localeCompare(a.entryId));
+      .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || byBytes(b.entryId, a.entryId));
   }
 }

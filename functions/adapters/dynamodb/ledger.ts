@@ -19,6 +19,7 @@ import {
   topUpEntryId,
   utcDay,
 } from '../../core/store.js';
+import { byBytes } from '../../core/strings.js';
 import { heldCounter } from './holds.js';
 import {
   chargeItem,
@@ -290,7 +291,7 @@ export class Ledger extends StorePart {
     return pages
       .flat()
       .map(toLedgerEntry)
-      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.entryId.localeCompare(b.entryId));
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || byBytes(a.entryId, b.entryId));
   }
 
   /**
