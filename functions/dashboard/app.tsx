@@ -43,6 +43,8 @@ export interface DashboardDeps {
   publicOrigin: string;
   /** Where the buy form may redirect the browser (CSP form-action): Stripe's checkout origin(s). */
   checkoutOrigins: readonly string[];
+  /** Where the sign-out form's redirect goes (CSP form-action): the identity provider's origin. */
+  signOutOrigin?: string | undefined;
   /** The accepted `x-origin-verify` values; none: no check (local use). */
   originVerify: () => Promise<string[]>;
   now?: () => Date;
@@ -95,7 +97,7 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
         styleSrc: ["'self'"],
         imgSrc: ["'self'"],
         connectSrc: ["'self'"],
-        formAction: ["'self'", ...deps.checkoutOrigins],
+        formAction: ["'self'", ...deps.checkoutOrigins, ...(deps.signOutOrigin ? [deps.signOutOrigin] : [])],
         frameAncestors: ["'none'"],
         baseUri: ["'none'"],
       },
@@ -176,7 +178,9 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
 
   app.post('/sign-out', async (c) => {
     await endSession(c, store);
-    return c.redirect('/dashboard/', 303);
+    // Then out of the provider's sign-in too; should its discovery fail, our session is ended anyway.
+    const provider = await deps.oidc().catch(() => undefined);
+    return c.redirect(provider?.signOutUrl?.().href ?? '/dashboard/', 303);
   });
 
   app.route('/', customerRoutes(deps, now));

@@ -8,6 +8,8 @@
  *   secret holding it as plain text; locally OIDC_CLIENT_SECRET): Cognito's user pool
  *   (`https://cognito-idp.<region>.amazonaws.com/<pool id>`) and its app client on AWS, the local
  *   OpenID provider (lib/local/oidc.ts) locally. One code path: discovery from the issuer.
+ * - OIDC_SIGN_OUT_ORIGIN: Cognito's managed login domain, where sign-out sends the browser (its
+ *   `/logout`); locally unset, the issuer's origin.
  * - Stripe: as the payments function (functions/payments/config.ts): STRIPE_SECRET_ARN, or locally
  *   STRIPE_API_KEY, STRIPE_WEBHOOK_SECRET and STRIPE_API_BASE (the stand-in).
  * - DASHBOARD_TABLE (functions/adapters/dynamodb/dashboard.ts) and the four tables of the store.
@@ -46,6 +48,16 @@ export async function oidcSettings(env: NodeJS.ProcessEnv = process.env): Promis
   if (!clientSecret)
     throw new DashboardNotConfiguredError('set OIDC_CLIENT_SECRET_ARN (or OIDC_CLIENT_SECRET locally)');
   return { issuer, clientId, clientSecret, redirectUri: `${publicOrigin(env)}/dashboard/callback` };
+}
+
+/**
+ * Where the sign-out form's redirect goes (the provider's `/logout`, functions/dashboard/oidc.ts), for
+ * the pages' CSP `form-action`: OIDC_SIGN_OUT_ORIGIN (Cognito's managed login domain, which is not the
+ * issuer's host), else the issuer's origin (the local provider serves both).
+ */
+export function signOutOrigin(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const at = env.OIDC_SIGN_OUT_ORIGIN || env.OIDC_ISSUER;
+  return at ? new URL(at).origin : undefined;
 }
 
 /**

@@ -11,7 +11,7 @@ import { originVerifyValues } from '../adapters/secrets.js';
 import { stripeSettings } from '../payments/config.js';
 import { type StripeApi, stripeApi, stripeClient } from '../payments/stripe-api.js';
 import { createDashboardApp } from './app.js';
-import { checkoutOrigins, oidcSettings, publicOrigin } from './config.js';
+import { checkoutOrigins, oidcSettings, publicOrigin, signOutOrigin } from './config.js';
 import { type OidcClient, openIdClient } from './oidc.js';
 
 let oidc: Promise<OidcClient> | undefined;
@@ -43,6 +43,7 @@ const app = createDashboardApp({
   stripe: stripeFor,
   publicOrigin: publicOrigin(),
   checkoutOrigins: checkoutOrigins(),
+  signOutOrigin: signOutOrigin(),
   originVerify: () => originVerifyValues(),
 });
 

@@ -28,6 +28,13 @@ export interface OidcClient {
   begin(): Promise<{ url: URL; checks: SignInChecks }>;
   /** The callback (its full public URL with the query), exchanged for a verified ID token's subject. */
   finish(callbackUrl: URL, checks: SignInChecks): Promise<SignedInUser>;
+  /**
+   * Where the browser ends the provider's own sign-in at sign-out, then comes back to the dashboard's
+   * home (the app client's allowed sign-out URL): Cognito's managed login `/logout` with `client_id`
+   * and `logout_uri`, on the host of its authorize endpoint. Without it the provider's session would
+   * sign the next person at that browser straight back in.
+   */
+  signOutUrl?(): URL;
 }
 
 /** The sign-in failed at the provider or its checks (state, nonce, PKCE, signature): start again. */
@@ -65,6 +72,12 @@ export async function openIdClient(
     },
   );
   return {
+    signOutUrl() {
+      const url = new URL('/logout', config.serverMetadata().authorization_endpoint ?? settings.issuer);
+      url.searchParams.set('client_id', settings.clientId);
+      url.searchParams.set('logout_uri', new URL('./', settings.redirectUri).href);
+      return url;
+    },
     async begin() {
       const checks = {
         codeVerifier: client.randomPKCECodeVerifier(),

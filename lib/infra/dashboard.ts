@@ -202,6 +202,9 @@ export class Dashboard extends Construct {
         DASHBOARD_ORIGIN: props.origin,
         OIDC_ISSUER: `https://cognito-idp.${stack.region}.${Aws.URL_SUFFIX}/${this.userPool.userPoolId}`,
         OIDC_CLIENT_ID: this.client.userPoolClientId,
+        // Where sign-out sends the browser (Cognito's /logout on the managed login domain): the
+        // pages' CSP must let the sign-out form's redirect go there.
+        OIDC_SIGN_OUT_ORIGIN: this.domain.baseUrl(),
         OIDC_CLIENT_SECRET_ARN: this.clientSecret.secretArn,
         STRIPE_SECRET_ARN: props.stripeSecret.secretArn,
         ORIGIN_VERIFY_SECRET_ARN: props.originSecret.secretArn,

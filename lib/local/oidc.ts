@@ -59,6 +59,9 @@ interface ProviderInstance {
     options?: object,
   ): Promise<void>;
   Grant: new (init: { accountId: string; clientId: string }) => GrantInstance;
+  Session: {
+    get(ctx: { req: IncomingMessage; res: ServerResponse }): Promise<{ destroy(): Promise<void> }>;
+  };
 }
 type ProviderClass = new (issuer: string, configuration: object) => ProviderInstance;
 
@@ -112,6 +115,28 @@ async function formOf(req: IncomingMessage): Promise<URLSearchParams> {
   return new URLSearchParams(Buffer.concat(parts).toString('utf8'));
 }
 
+/**
+ * Cognito's managed login sign-out (`GET /logout?client_id=...&logout_uri=...`): ends this browser's
+ * session at the provider and redirects to `logout_uri` when it is one of the client's allowed
+ * sign-out URLs (the dashboard's home beside each callback, as the CDK app client lists it); 400 else.
+ */
+async function signOut(
+  provider: ProviderInstance,
+  url: URL,
+  req: IncomingMessage,
+  res: ServerResponse,
+  allowed: { clientId: string; logoutUris: string[] },
+) {
+  const returnTo = url.searchParams.get('logout_uri') ?? '';
+  if (url.searchParams.get('client_id') !== allowed.clientId || !allowed.logoutUris.includes(returnTo)) {
+    res.writeHead(400, { 'content-type': 'text/plain; charset=utf-8' });
+    return void res.end('logout: unknown client_id or a logout_uri the client does not allow');
+  }
+  await (await provider.Session.get({ req, res })).destroy();
+  res.writeHead(302, { location: returnTo, 'cache-control': 'no-store' });
+  res.end();
+}
+
 export async function startLocalOidc(options: LocalOidcOptions): Promise<RunningLocalOidc> {
   const user = {
     email: options.user?.email ?? 'dev@example.com',
@@ -139,6 +164,11 @@ export async function startLocalOidc(options: LocalOidcOptions): Promise<Running
   async function serve(req: IncomingMessage, res: ServerResponse) {
     if (!provider || !handle) throw new Error('not ready');
     const url = new URL(req.url ?? '/', issuer);
+    if (url.pathname === '/logout' && req.method === 'GET')
+      return signOut(provider, url, req, res, {
+        clientId,
+        logoutUris: options.redirectUris.map((uri) => new URL('./', uri).href),
+      });
     const match = /^\/interaction\/([^/]+)(\/login)?$/.exec(url.pathname);
     if (!match) return handle(req, res);
     const details = await provider.interactionDetails(req, res);

@@ -144,6 +144,30 @@ describe('the dashboard over HTTP (local OpenID provider, Stripe stand-in, Dynam
     expect(await store.listKeys(accountId)).toHaveLength(1);
   });
 
+  it("signs out of the identity provider too (Cognito's /logout): the next sign-in in that browser asks for the password", async () => {
+    const browser = new Browser();
+    await signIn(browser);
+    // Signed in at the provider, a sign-in goes through without a password: what sign-out must end,
+    // or anyone at a shared computer is signed back in with one click.
+    expect((await browser.open(`${origin}/dashboard/sign-in`)).url).toBe(`${origin}/dashboard/`);
+    const out = await post(browser, '/dashboard/sign-out', {});
+    expect(out.status).toBe(303);
+    const logout = new URL(out.headers.get('location') ?? '');
+    expect(`${logout.origin}${logout.pathname}`).toBe(`${oidc.issuer}/logout`);
+    expect(logout.searchParams.get('client_id')).toBe(oidc.clientId);
+    expect(logout.searchParams.get('logout_uri')).toBe(`${origin}/dashboard/`);
+    expect((await browser.open(logout.href)).url).toBe(`${origin}/dashboard/`);
+    const again = await browser.open(`${origin}/dashboard/sign-in`);
+    expect(again.url.startsWith(`${oidc.issuer}/interaction/`)).toBe(true);
+    expect(again.body).toContain('type="password"');
+    // A logout_uri the client does not allow is refused, not followed.
+    const elsewhere = await fetch(
+      `${oidc.issuer}/logout?client_id=${oidc.clientId}&logout_uri=${encodeURIComponent('http://evil.example/')}`,
+      { redirect: 'manual' },
+    );
+    expect(elsewhere.status).toBe(400);
+  });
+
   it('refuses a cross-origin POST (403) and answers 403 on the bare Function URL', async () => {
     const browser = new Browser();
     await signIn(browser);
