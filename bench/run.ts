@@ -826,6 +826,12 @@ async function main() {
     sayBundleFacts(say, await bundleFacts());
     process.exit(0);
   }
+  // BENCH_ONLY=activity: the dashboard's page times and Activity for a 1,000,000-generation account
+  // (bench/activity.ts, its own DynamoDB Local; about 10 minutes; BENCH_ACTIVITY_GENERATIONS sets the size).
+  if (process.env.BENCH_ONLY === 'activity') {
+    await import('./activity.js');
+    process.exit(0);
+  }
   // BENCH_ONLY=coldburst: the cold-burst table alone (bench/cold-burst.ts, about a minute; BENCH_BURST sets its size).
   if (process.env.BENCH_ONLY === 'coldburst') {
     const dynamo = await startDynamoLocal();
