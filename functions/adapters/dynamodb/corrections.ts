@@ -25,6 +25,7 @@ import {
   retryWait,
   StorePart,
   sleep,
+  sortKeyPrefix,
 } from './store-db.js';
 import type { Transfers } from './transfers.js';
 
@@ -167,8 +168,8 @@ export class Corrections extends StorePart {
   async total(accountId: string): Promise<bigint> {
     const items = await queryAll(this.wire, {
       TableName: this.tables.ledger,
-      KeyConditionExpression: 'accountId = :accountId AND begins_with(entryId, :correction)',
-      ExpressionAttributeValues: { ':accountId': S(accountId), ':correction': S(PREFIX) },
+      KeyConditionExpression: `accountId = :accountId AND ${sortKeyPrefix('entryId', PREFIX).condition}`,
+      ExpressionAttributeValues: { ':accountId': S(accountId), ...sortKeyPrefix('entryId', PREFIX).values },
       ProjectionExpression: 'amountNanoUsd',
       ConsistentRead: true,
     });

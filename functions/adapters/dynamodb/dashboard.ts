@@ -16,7 +16,7 @@ import { correctionEntryId, topUpEntryId } from '../../core/store.js';
 import { byBytes } from '../../core/strings.js';
 import { N, S, toLedgerEntry } from './items.js';
 import { DASHBOARD_TABLE_ENV, LOCAL_DASHBOARD_TABLE_NAME } from './schema.js';
-import { type Db, queryAll, StorePart } from './store-db.js';
+import { type Db, queryAll, StorePart, sortKeyPrefix } from './store-db.js';
 
 /** The dashboard table's name: DASHBOARD_TABLE, required in Lambda; the local name elsewhere. */
 export function dashboardTableFromEnv(env: NodeJS.ProcessEnv = process.env): string {
@@ -109,8 +109,8 @@ export class DashboardItems extends StorePart {
     const byPrefix = (prefix: string) =>
       queryAll(this.wire, {
         TableName: this.tables.ledger,
-        KeyConditionExpression: 'accountId = :accountId AND begins_with(entryId, :prefix)',
-        ExpressionAttributeValues: { ':accountId': S(accountId), ':prefix': S(prefix) },
+        KeyConditionExpression: `accountId = :accountId AND ${sortKeyPrefix('entryId', prefix).condition}`,
+        ExpressionAttributeValues: { ':accountId': S(accountId), ...sortKeyPrefix('entryId', prefix).values },
         ConsistentRead: true,
       });
     const [topUps, corrections] = await Promise.all([

@@ -46,6 +46,7 @@ import {
   retryWait,
   StorePart,
   sleep,
+  sortKeyPrefix,
 } from './store-db.js';
 import type { Transfers } from './transfers.js';
 
@@ -302,8 +303,11 @@ export class Ledger extends StorePart {
   async totalCredits(accountId: string): Promise<bigint> {
     const items = await queryAll(this.wire, {
       TableName: this.tables.ledger,
-      KeyConditionExpression: 'accountId = :accountId AND begins_with(entryId, :topup)',
-      ExpressionAttributeValues: { ':accountId': S(accountId), ':topup': S(topUpEntryId('')) },
+      KeyConditionExpression: `accountId = :accountId AND ${sortKeyPrefix('entryId', topUpEntryId('')).condition}`,
+      ExpressionAttributeValues: {
+        ':accountId': S(accountId),
+        ...sortKeyPrefix('entryId', topUpEntryId('')).values,
+      },
       ProjectionExpression: 'amountNanoUsd',
       ConsistentRead: true,
     });

@@ -204,3 +204,16 @@ export function requestToken(kind: string, id: string): string {
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/**
+ * A key condition on the entries whose sort key starts with `prefix`, written as a BETWEEN range (the
+ * prefix up to the prefix and the highest code point) rather than begins_with: the same on DynamoDB,
+ * and on DynamoDB Local, whose begins_with walks the whole partition (an account's million charges
+ * took Billing's credit history from 4 ms to 242 ms there, bench/activity.ts).
+ */
+export function sortKeyPrefix(name: string, prefix: string) {
+  return {
+    condition: `${name} BETWEEN :prefixLow AND :prefixHigh`,
+    values: { ':prefixLow': { S: prefix }, ':prefixHigh': { S: `${prefix}\u{10FFFF}` } },
+  };
+}
