@@ -8,7 +8,10 @@
  *
  * `npx tsx bench/billed-cpu.ts [checkout...]` (default: this one; another is a worktree of an older
  * commit, e.g. `git worktree add /work/wt/before 19af6c5`, with node_modules linked in).
- * BILLED_ROUNDS (5), BILLED_CALLS (600), BILLED_PACED (150), BILLED_GAP_MS (5). With BILLED_PROFILE set
+ * BILLED_ROUNDS (5), BILLED_CALLS (600), BILLED_PACED (150), BILLED_GAP_MS (5). BILLED_CAPPED=1: the
+ * key has a daily spend cap ($1,000, never reached), so each request is billed as a capped key's is
+ * (functions/completions/admission.ts): the read, the hold conditioned on the key's day counter, and
+ * the settlement that releases it (a checkout with per-key caps only). With BILLED_PROFILE set
  * to a directory each process also writes a V8 CPU profile of its measured calls there (sampled by
  * the wall clock: a socket write during which the process was descheduled reads as CPU there, which
  * it is not); with BILLED_THREADS set it prints the back to back CPU by thread (main, V8's, libuv's).
@@ -117,7 +120,9 @@ async function child(root: string, endpoint: string): Promise<void> {
   const { createAccount, createKey } = await from('lib/admin/operations.ts');
   const accountId = `bench-${randomUUID().slice(0, 8)}`;
   await createAccount({ store: new DynamoStore(admin, tables) }, accountId, '1000');
-  const { key } = await createKey({ store: new DynamoStore(admin, tables) }, accountId, 'bench');
+  const { key, keyId } = await createKey({ store: new DynamoStore(admin, tables) }, accountId, 'bench');
+  const capNano = process.env.BILLED_CAPPED ? 1_000_000_000_000n : undefined;
+  if (capNano) await new DynamoStore(admin, tables).setKeyDailyCap(accountId, keyId, capNano);
   admin.destroy();
 
   const { getStore } = await from('functions/adapters/dynamodb/client.ts');
@@ -128,7 +133,20 @@ async function child(root: string, endpoint: string): Promise<void> {
   const billedRequest = async () => {
     const principal = await store.loadPrincipal(hashKey(key));
     if (!principal) throw new Error('no principal');
-    await store.settleCharge(floorCharge(principal, newGenerationId()));
+    const charge = floorCharge(principal, newGenerationId());
+    if (!capNano) return void (await store.settleCharge(charge));
+    // A capped key's request: its worst case held against the key's day counter first (one slice: the
+    // share is the cap), then settled with the hold released in the same transaction.
+    const hold = {
+      accountId: principal.accountId,
+      holdId: charge.generationId,
+      amountNano: 1_000_000n,
+      expiresAt: Date.now() + 360_000,
+      createdAt: charge.createdAt,
+      keyId: principal.keyId,
+    };
+    if ((await store.placeHold(hold, { capShareNano: capNano })) !== 'held') throw new Error('hold refused');
+    await store.settleCharge(charge, { hold });
   };
   const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
   const measure = async (calls: number, gapMs: number) => {
