@@ -105,4 +105,3 @@ export function autoTopUpCents(below: string, buy: string): { belowCents: number
 export function alertThresholdCents(input: string): number {
   return dollarsWithin(input, ALERT_THRESHOLD_CENTS, 'The alert threshold');
 }
-
