@@ -11,16 +11,11 @@ import {
   purchaseCentsFromDollars,
 } from '../payments/amounts.js';
 import { createCheckout, createSaveCardCheckout } from '../payments/checkout.js';
-import {
-  createAccountKey,
-  KeyRequestError,
-  keysWith,
-  MAX_ACTIVE_KEYS,
-  revokeAccountKey,
-} from './accounts.js';
+import { createAccountKey, KeyRequestError, revokeAccountKey } from './accounts.js';
 import { activityRoutes } from './activity-routes.js';
 import type { DashboardDeps, DashboardEnv } from './app.js';
-import { BillingPage, KeysPage, MessagePage, SuccessPage } from './pages.js';
+import { keyCapRoute, keysPage } from './key-caps.js';
+import { BillingPage, MessagePage, SuccessPage } from './pages.js';
 import { currentSession } from './sessions.js';
 
 /** The buy buttons, in cents: $10, $25, $50, $100 (any other amount is the custom field's). */
@@ -68,21 +63,20 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
     return account;
   };
 
-  routes.get('/settings/api', async (c) =>
-    c.html(<KeysPage keys={await store.listKeys(c.var.session.accountId)} maxKeys={MAX_ACTIVE_KEYS} />),
-  );
+  routes.get('/settings/api', async (c) => c.html(await keysPage(store, c.var.session.accountId, now())));
+  keyCapRoute(routes, store, now);
 
   routes.post('/settings/api/keys', async (c) => {
     const { accountId } = c.var.session;
     const form = await c.req.parseBody();
     try {
       const { key, record } = await createAccountKey(store, accountId, form.name, now().toISOString());
-      const keys = await keysWith(store, accountId, record);
-      return c.html(<KeysPage keys={keys} created={{ name: record.name, key }} maxKeys={MAX_ACTIVE_KEYS} />);
+      return c.html(
+        await keysPage(store, accountId, now(), { changed: record, created: { name: record.name, key } }),
+      );
     } catch (error) {
       if (!(error instanceof KeyRequestError)) throw error;
-      const keys = await store.listKeys(accountId);
-      return c.html(<KeysPage keys={keys} error={error.message} maxKeys={MAX_ACTIVE_KEYS} />, error.status);
+      return c.html(await keysPage(store, accountId, now(), { error: error.message }), error.status);
     }
   });
 
@@ -94,7 +88,7 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
         <MessagePage title="Not found" message="There is no such key on your account." signedIn={true} />,
         404,
       );
-    return c.html(<KeysPage keys={await keysWith(store, accountId, revoked)} maxKeys={MAX_ACTIVE_KEYS} />);
+    return c.html(await keysPage(store, accountId, now(), { changed: revoked }));
   });
 
   const { watches } = deps;

@@ -8,6 +8,7 @@ import type { Child } from 'hono/jsx';
 import { formatDecimal } from '../billing/money.js';
 import type { AccountRecord, KeyRecord, LedgerEntry } from '../core/store.js';
 import type { Watch } from '../core/watch.js';
+import { KeyCapCell } from './key-caps.js';
 
 const STATIC = '/dashboard/static';
 
@@ -120,6 +121,8 @@ export function KeysPage(props: {
   created?: { name: string; key: string };
   error?: string;
   maxKeys: number;
+  /** Each active key's spend today (UTC), for its cap column (key-caps.tsx). */
+  spent?: Map<string, bigint>;
 }) {
   const keys = [...props.keys].sort((a, b) => b.createdAt.localeCompare(a.createdAt));
   return (
@@ -155,6 +158,7 @@ export function KeysPage(props: {
             <th scope="col">Key</th>
             <th scope="col">Created</th>
             <th scope="col">Status</th>
+            <th scope="col">Daily spend cap</th>
             <th scope="col">
               <span class="visually-hidden">Actions</span>
             </th>
@@ -163,7 +167,7 @@ export function KeysPage(props: {
         <tbody>
           {keys.length === 0 ? (
             <tr>
-              <td colspan={5}>No keys yet.</td>
+              <td colspan={6}>No keys yet.</td>
             </tr>
           ) : (
             keys.map((key) => (
@@ -174,6 +178,11 @@ export function KeysPage(props: {
                 </td>
                 <td>{when(key.createdAt)}</td>
                 <td>{key.status === 'active' ? 'Active' : `Revoked ${when(key.revokedAt ?? '')}`}</td>
+                <td>
+                  {key.status === 'active' ? (
+                    <KeyCapCell keyRecord={key} spentNano={props.spent?.get(key.keyId) ?? 0n} />
+                  ) : null}
+                </td>
                 <td>
                   {key.status === 'active' ? (
                     <form method="post" action={`/dashboard/settings/api/keys/${key.keyId}/revoke`}>

@@ -78,6 +78,8 @@ const AUTO_TOP_UP_BELOW_CENTS = { min: 100, max: 100_000 } as const;
 const AUTO_TOP_UP_BUY_CENTS = { min: MIN_PURCHASE_CENTS, max: MAX_PURCHASE_CENTS } as const;
 /** The bounds of a low-balance alert's threshold, in cents: $1 to $10,000. */
 const ALERT_THRESHOLD_CENTS = { min: 100, max: 1_000_000 } as const;
+/** A key's daily spend cap as the dashboard takes it: $0.01 to $10,000, whole cents. */
+const KEY_CAP_CENTS = { min: 1, max: 1_000_000 } as const;
 
 /** Dollars as typed (`"12.50"`) to cents, exact (never rounded), within `bounds`; else a message for the customer. */
 function dollarsWithin(input: string, bounds: { min: number; max: number }, what: string): number {
@@ -99,6 +101,11 @@ export function autoTopUpCents(below: string, buy: string): { belowCents: number
     belowCents: dollarsWithin(below, AUTO_TOP_UP_BELOW_CENTS, 'The balance to top up below'),
     buyCents: dollarsWithin(buy, AUTO_TOP_UP_BUY_CENTS, 'The amount to buy'),
   };
+}
+
+/** A key's daily spend cap as typed, in cents. */
+export function keyCapCents(input: string): number {
+  return dollarsWithin(input, KEY_CAP_CENTS, 'The daily cap');
 }
 
 /** A low-balance alert's threshold as typed, in cents. */

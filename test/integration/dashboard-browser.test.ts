@@ -27,6 +27,7 @@ import type { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
 import { nanoToUsd, usdToNano } from '../../functions/billing/money.js';
 import { GENERATION_ID_PATTERN } from '../../functions/core/ids.js';
 import { type LedgerEntry, utcDay } from '../../functions/core/store.js';
+import { usd } from '../../functions/dashboard/pages.js';
 import { REPO_ROOT } from '../../lib/infra/service-function.js';
 import type { LocalStack } from '../../lib/local/stack.js';
 import type { SentEvent } from '../../lib/local/stripe/state.js';
@@ -386,12 +387,47 @@ describe('the dashboard in headless Chromium (local OpenID provider, Stripe stan
       expect(usdToNano(record.cost_usd as string)).toBe(made.get(entry.entryId)?.nano);
     }
 
-    // Revoked on the page: the SDK's next call is a 401.
+    // A daily spend cap set on the page: a request that spends past it is served (the cap had room
+    // when it was admitted, on a hold of its worst case), and the SDK's next call is refused before
+    // the upstream with a 402 naming the key's cap.
     await go(
       () => page.locator('header nav').getByRole('link', { name: 'API keys' }).click(),
       (u) => u.pathname === '/dashboard/settings/api',
     );
     expect(await page.locator('body').textContent()).not.toContain(key);
+    await page.getByLabel('Daily cap, USD (empty: none)').fill('0.01');
+    await go(
+      () => page.getByRole('button', { name: 'Set cap' }).click(),
+      (u) => u.pathname.endsWith('/cap'),
+    );
+    expect(await page.locator('body').textContent()).toContain('$0.01 a day');
+    const long = await client(key).chat.completions.create({
+      model: 'svc-pro',
+      max_tokens: 7_000,
+      messages: [{ role: 'user', content: 'Write at length [[sim:tokens=6000]]' }],
+    });
+    const longCost = usdToNano(String((long.usage as unknown as { cost: number }).cost));
+    expect(longCost).toBeGreaterThanOrEqual(usdToNano('0.01'));
+    const capped = await ask().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(capped).toBeInstanceOf(APIError);
+    expect((capped as APIError).status).toBe(402);
+    expect(JSON.stringify([(capped as APIError).error, (capped as APIError).message])).toContain(
+      'Key daily spend cap reached',
+    );
+    // The page shows the cap and today's spend past it (the ledger has the long request, once settled).
+    const capRow = await eventually(async () => {
+      await page.reload();
+      const body = (await page.locator('body').textContent()) ?? '';
+      return /\$0\.01 a day, \$0\.0[1-9]\d* spent today/.test(body) ? body : undefined;
+    });
+    const spentToday = [...made.values()].reduce((sum, m) => sum + m.nano, longCost);
+    expect(capRow).toContain(`$0.01 a day, ${usd(spentToday)} spent today (UTC)`);
+    await shot('settings-api-capped');
+
+    // Revoked on the page: the SDK's next call is a 401.
     await go(
       () => page.getByRole('button', { name: 'Revoke' }).click(),
       (u) => u.pathname.endsWith('/revoke'),

@@ -1,0 +1,53 @@
+/**
+ * Settings → API: a key's daily spend cap, set and removed on the page, checked on the server, over the
+ * memory store (support.ts). The cap itself (the 402 past it) is the request path's: key-cap tests.
+ */
+import { describe, expect, it } from 'vitest';
+import { accountOf, dashboard } from './support.js';
+
+async function withKey() {
+  const d = dashboard();
+  const b = d.browser();
+  await d.signIn(b, 'user-1');
+  const accountId = accountOf(d.store, 'user-1');
+  await d.post(b, '/dashboard/settings/api/keys', { name: 'ci' });
+  const [key] = await d.store.listKeys(accountId);
+  return { ...d, b, accountId, keyId: key?.keyId as string };
+}
+
+describe('a key daily spend cap on Settings → API', () => {
+  it('sets a cap in whole cents, shows it with what the key spent today, and removes it', async () => {
+    const { b, post, get, store, keyId } = await withKey();
+    const set = await post(b, `/dashboard/settings/api/keys/${keyId}/cap`, { cap: '12.50' });
+    expect(set.status).toBe(200);
+    expect((await store.findKeyById(keyId))?.dailyCapNano).toBe(12_500_000_000n);
+    const page = (await get(b, '/dashboard/settings/api')).body;
+    expect(page).toContain('$12.50 a day');
+    expect(page).toContain('$0.00 spent today (UTC)');
+    await post(b, `/dashboard/settings/api/keys/${keyId}/cap`, { cap: '' });
+    expect((await store.findKeyById(keyId))?.dailyCapNano).toBeUndefined();
+    expect((await get(b, '/dashboard/settings/api')).body).toContain('No cap');
+  });
+
+  it.each(['0', '-5', '4.999', '1e9', 'abc', '10000.01'])(
+    'refuses a cap of %s with a clear message (400) and writes nothing',
+    async (cap) => {
+      const { b, post, store, keyId } = await withKey();
+      const refused = await post(b, `/dashboard/settings/api/keys/${keyId}/cap`, { cap });
+      expect(refused.status).toBe(400);
+      expect(await refused.text()).toMatch(/The daily cap must be .*\$0\.01 to \$10,000\.00/);
+      expect((await store.findKeyById(keyId))?.dailyCapNano).toBeUndefined();
+    },
+  );
+
+  it("answers 404 for another account's key, and leaves it uncapped", async () => {
+    const { b, post, store, signIn, browser } = await withKey();
+    const other = browser();
+    await signIn(other, 'user-2');
+    await post(other, '/dashboard/settings/api/keys', { name: 'theirs' });
+    const [theirs] = await store.listKeys(accountOf(store, 'user-2'));
+    const attempt = await post(b, `/dashboard/settings/api/keys/${theirs?.keyId}/cap`, { cap: '1' });
+    expect(attempt.status).toBe(404);
+    expect((await store.findKeyById(theirs?.keyId as string))?.dailyCapNano).toBeUndefined();
+  });
+});
