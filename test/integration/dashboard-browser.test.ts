@@ -427,6 +427,59 @@ describe('the dashboard in headless Chromium (local OpenID provider, Stripe stan
     expect(capRow).toContain(`$0.01 a day, ${usd(spentToday)} spent today (UTC)`);
     await shot('settings-api-capped');
 
+    // Auto top-up: a card saved by buying $20 with it through Checkout, then "when below $40, buy
+    // $25" (the balance is under $30 by then); one run of the balance watch buys once, off-session,
+    // and the Billing page shows the balance up by exactly $25 once the webhook has landed.
+    await go(
+      () => page.locator('header nav').getByRole('link', { name: 'Billing' }).click(),
+      (u) => u.pathname === '/dashboard/billing',
+    );
+    await page.getByLabel('Buy (USD) and save the card').fill('20');
+    await go(
+      () => page.getByRole('button', { name: 'Save a card' }).click(),
+      (u) => u.href.startsWith(`${standIn.url}/checkout/cs_`),
+    );
+    await go(
+      () => page.getByRole('button', { name: 'Pay $20.00', exact: true }).click(),
+      (u) => u.pathname === '/dashboard/billing/success',
+    );
+    await standIn.stripe.idle();
+    await eventually(async () => {
+      await page.goto(`${origin}/dashboard/billing`);
+      return ((await page.locator('body').textContent()) ?? '').includes('Saved card:') ? true : undefined;
+    });
+    await page.getByLabel('When below (USD)').fill('40');
+    await page.getByLabel('buy (USD)', { exact: true }).fill('25');
+    await page.getByLabel('On').check();
+    await go(
+      () =>
+        page
+          .locator('form[action="/dashboard/billing/auto-top-up"]')
+          .getByRole('button', { name: 'Save' })
+          .click(),
+      (u) => u.pathname.startsWith('/dashboard/billing'),
+    );
+    const beforeTopUp = (await store.getAccount(accountId))?.balanceNano ?? 0n;
+    expect(beforeTopUp).toBeLessThan(usdToNano('40'));
+    const paymentsBefore = standIn.stripe.deliveries.length;
+    await local.watch();
+    await standIn.stripe.idle();
+    expect(standIn.stripe.deliveries.length).toBeGreaterThan(paymentsBefore);
+    const restored = await eventually(async () => {
+      await page.goto(`${origin}/dashboard/billing`);
+      const shown = await text('.balance');
+      return shown === usd(beforeTopUp + usdToNano('25')) ? shown : undefined;
+    });
+    expect(restored).toBe(usd(beforeTopUp + usdToNano('25')));
+    await local.watch();
+    await standIn.stripe.idle();
+    expect((await store.getAccount(accountId))?.balanceNano).toBe(beforeTopUp + usdToNano('25'));
+    await shot('billing-auto-top-up');
+    await go(
+      () => page.locator('header nav').getByRole('link', { name: 'API keys' }).click(),
+      (u) => u.pathname === '/dashboard/settings/api',
+    );
+
     // Revoked on the page: the SDK's next call is a 401.
     await go(
       () => page.getByRole('button', { name: 'Revoke' }).click(),
