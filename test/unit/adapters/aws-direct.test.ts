@@ -7,6 +7,7 @@ import { connectionFromEnv, regionalHost } from '../../../functions/adapters/dyn
 import { cancellationReasons, queryAll, scanAll } from '../../../functions/adapters/dynamodb/store-db.js';
 import { DynamoWire } from '../../../functions/adapters/dynamodb/wire.js';
 import { getSecretValue } from '../../../functions/adapters/secrets-manager.js';
+import { sendEmail } from '../../../functions/adapters/ses.js';
 
 /**
  * The calls the functions make without the AWS SDK (their bundles carry none of it): DynamoDB's with
@@ -266,4 +267,52 @@ describe('Secrets Manager without the SDK', () => {
     expect(silent.seen).toHaveLength(3);
     expect(Date.now() - started).toBeLessThan(7_500);
   }, 10_000);
+});
+
+describe('SES SendEmail without the SDK', () => {
+  const where = (url: string) => ({
+    url,
+    region: 'eu-west-1',
+    credentials: () => ({ accessKeyId: 'AKIDENV', secretAccessKey: 'env-secret' }),
+  });
+  const email = { from: 'alerts@example.com', to: 'dev@example.com', subject: 'Low', text: 'Below $5' };
+
+  it('sends a Simple message by its REST-JSON protocol, signed for ses, and answers its MessageId', async () => {
+    const ses = await fake((_, __, response) => json(response, 200, { MessageId: 'm-1' }));
+    expect(await sendEmail(where(ses.endpoint), email)).toBe('m-1');
+    expect(ses.seen).toHaveLength(1);
+    expect(ses.seen[0]).toMatchObject({ target: undefined, scope: 'eu-west-1/ses' });
+    expect(JSON.parse(ses.seen[0]?.body ?? '')).toEqual({
+      FromEmailAddress: 'alerts@example.com',
+      Destination: { ToAddresses: ['dev@example.com'] },
+      Content: {
+        Simple: {
+          Subject: { Data: 'Low', Charset: 'UTF-8' },
+          Body: { Text: { Data: 'Below $5', Charset: 'UTF-8' } },
+        },
+      },
+    });
+  });
+
+  it("retries a 429, and names a refusal by its X-Amzn-Errortype header without retrying it (REST-JSON's errors)", async () => {
+    const busy = await fake((_, attempt, response) => {
+      if (attempt === 1) json(response, 429, { message: 'Maximum sending rate exceeded.' });
+      else json(response, 200, { MessageId: 'm-2' });
+    });
+    expect(await sendEmail(where(busy.endpoint), email)).toBe('m-2');
+    expect(busy.seen).toHaveLength(2);
+    server?.closeAllConnections();
+    server?.close();
+    const rejected = await fake((_, __, response) =>
+      response
+        .writeHead(400, {
+          'content-type': 'application/json',
+          'x-amzn-errortype': 'MessageRejected:http://internal.amazon.com/coral/com.amazon.ses/',
+        })
+        .end(JSON.stringify({ message: 'Email address is not verified.' })),
+    );
+    const error = await sendEmail(where(rejected.endpoint), email).catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: 'MessageRejected', message: 'Email address is not verified.' });
+    expect(rejected.seen).toHaveLength(1);
+  });
 });
