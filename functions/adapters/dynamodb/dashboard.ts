@@ -19,7 +19,7 @@ import { DASHBOARD_TABLE_ENV, LOCAL_DASHBOARD_TABLE_NAME } from './schema.js';
 import { type Db, queryAll, StorePart, sortKeyPrefix } from './store-db.js';
 
 /** The dashboard table's name: DASHBOARD_TABLE, required in Lambda; the local name elsewhere. */
-export function dashboardTableFromEnv(env: NodeJS.ProcessEnv = process.env): string {
+function dashboardTableFromEnv(env: NodeJS.ProcessEnv = process.env): string {
   const name = env[DASHBOARD_TABLE_ENV];
   if (name) return name;
   if (env.AWS_LAMBDA_FUNCTION_NAME)
@@ -30,18 +30,21 @@ export function dashboardTableFromEnv(env: NodeJS.ProcessEnv = process.env): str
 const sessionId = (hash: string) => `session#${hash}`;
 const userId = (subject: string) => `user#${subject}`;
 
-export class DashboardItems extends StorePart {
+/** A part of the store whose items live in the dashboard table, named at first use. */
+export class DashboardTablePart extends StorePart {
   private table: string | undefined;
 
   constructor(db: Db) {
     super(db);
   }
 
-  private name(): string {
+  protected name(): string {
     this.table ??= dashboardTableFromEnv();
     return this.table;
   }
+}
 
+export class DashboardItems extends DashboardTablePart {
   async putSession(session: DashboardSession): Promise<void> {
     await this.wire.call('PutItem', {
       TableName: this.name(),

@@ -27,7 +27,7 @@ import {
   type Watch,
   type WatchStore,
 } from '../../core/watch.js';
-import { dashboardTableFromEnv } from './dashboard.js';
+import { DashboardTablePart } from './dashboard.js';
 import { type Item, N, S } from './items.js';
 import { DASHBOARD_TABLE_ENV, INDEX } from './schema.js';
 import { cancellationReasons, type Db, queryAll, StorePart } from './store-db.js';
@@ -41,24 +41,24 @@ export function watchTableConfigured(env: NodeJS.ProcessEnv = process.env): bool
   return Boolean(env[DASHBOARD_TABLE_ENV]) || !env.AWS_LAMBDA_FUNCTION_NAME;
 }
 
+/** What every change of a customer's settings sets: listed in the index, its account, when, and where to e-mail. */
+function settingsUpdate(accountId: string, email: string | undefined, now: string) {
+  const sets = ['watchList = :list', 'accountId = :account', 'updatedAt = :now'];
+  const values: Item = { ':list': S('watch'), ':account': S(accountId), ':now': S(now) };
+  if (email) {
+    sets.push('email = :email');
+    values[':email'] = S(email);
+  }
+  return { sets, values };
+}
+
 const failedCondition = (error: unknown): boolean => {
   if ((error as { name?: string } | undefined)?.name === 'ConditionalCheckFailedException') return true;
   const reasons = cancellationReasons(error);
   return reasons?.some((r) => r.Code === 'ConditionalCheckFailed') === true;
 };
 
-export class WatchItems extends StorePart implements WatchStore {
-  private table: string | undefined;
-
-  constructor(db: Db) {
-    super(db);
-  }
-
-  private name(): string {
-    this.table ??= dashboardTableFromEnv();
-    return this.table;
-  }
-
+export class WatchItems extends DashboardTablePart implements WatchStore {
   /** An update of the watch item; false when its condition failed. */
   private async update(
     accountId: string,
@@ -155,17 +155,9 @@ export class WatchItems extends StorePart implements WatchStore {
     email: string | undefined,
     now: string,
   ) {
-    const values: Item = {
-      ':list': S('watch'),
-      ':account': S(accountId),
-      ':now': S(now),
-      ':armed': S('armed'),
-    };
-    const sets = ['watchList = :list', 'accountId = :account', 'updatedAt = :now', 'alertState = :armed'];
-    if (email) {
-      sets.push('email = :email');
-      values[':email'] = S(email);
-    }
+    const { sets, values } = settingsUpdate(accountId, email, now);
+    sets.push('alertState = :armed');
+    values[':armed'] = S('armed');
     let expression: string;
     if (thresholdCents === undefined) expression = `SET ${sets.join(', ')} REMOVE thresholdCents`;
     else {
@@ -182,26 +174,13 @@ export class WatchItems extends StorePart implements WatchStore {
     email: string | undefined,
     now: string,
   ) {
-    const values: Item = {
-      ':list': S('watch'),
-      ':account': S(accountId),
-      ':now': S(now),
+    const { sets, values } = settingsUpdate(accountId, email, now);
+    sets.push('autoBelowCents = :below', 'autoBuyCents = :buy', 'autoEnabled = :enabled');
+    Object.assign(values, {
       ':below': N(settings.belowCents),
       ':buy': N(settings.buyCents),
       ':enabled': { BOOL: settings.enabled },
-    };
-    const sets = [
-      'watchList = :list',
-      'accountId = :account',
-      'updatedAt = :now',
-      'autoBelowCents = :below',
-      'autoBuyCents = :buy',
-      'autoEnabled = :enabled',
-    ];
-    if (email) {
-      sets.push('email = :email');
-      values[':email'] = S(email);
-    }
+    });
     // Switched on again: the reason it went off is the past.
     const remove = settings.enabled ? ' REMOVE autoOffReason, autoOffAt' : '';
     await this.update(accountId, `SET ${sets.join(', ')}${remove}`, values);
