@@ -243,26 +243,7 @@ export class StripeObjects {
   }
 
   private succeed(session: StripeObject, intent: StripeObject): void {
-    const charge: StripeObject = {
-      id: newId('ch'),
-      object: 'charge',
-      amount: intent.amount,
-      amount_captured: intent.amount,
-      amount_refunded: 0,
-      captured: true,
-      created: nowSeconds(),
-      currency: intent.currency,
-      disputed: false,
-      livemode: false,
-      // Left empty: the webhook must find the account through the PaymentIntent, whatever Stripe copies.
-      metadata: {},
-      paid: true,
-      payment_intent: intent.id,
-      refunded: false,
-      status: 'succeeded',
-    };
-    this.charges.set(charge.id, charge);
-    Object.assign(intent, { status: 'succeeded', amount_received: intent.amount, latest_charge: charge.id });
+    this.chargeIntent(intent);
     session.payment_status = 'paid';
   }
 
@@ -424,10 +405,11 @@ export class StripeObjects {
       currency: intent.currency,
       disputed: false,
       livemode: false,
+      // Left empty: the webhook must find the account through the PaymentIntent, whatever Stripe copies.
       metadata: {},
       paid: true,
       payment_intent: intent.id,
-      payment_method: intent.payment_method,
+      payment_method: intent.payment_method ?? null,
       refunded: false,
       status: 'succeeded',
     };
