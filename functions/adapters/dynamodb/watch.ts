@@ -30,7 +30,7 @@ import {
 import { DashboardTablePart } from './dashboard.js';
 import { type Item, N, S } from './items.js';
 import { DASHBOARD_TABLE_ENV, INDEX } from './schema.js';
-import { cancellationReasons, type Db, queryAll, StorePart } from './store-db.js';
+import { cancellationReasons, queryAll } from './store-db.js';
 import { str, toWatch } from './watch-item.js';
 
 const watchId = (accountId: string) => `watch#${accountId}`;
