@@ -319,6 +319,8 @@ export interface Store {
   setKeyDailyCap(accountId: string, keyId: string, capNano: bigint | undefined): Promise<KeyRecord>;
   /** What the key committed on UTC day `day`: its day counters over the slices, read strongly consistently. */
   keyDailySpend(accountId: string, keyId: string, day: string): Promise<bigint>;
+  /** keyDailySpend of each of `keyIds` (0 for one not of the account), read in one pass over the slices. */
+  keysDailySpend(accountId: string, keyIds: readonly string[], day: string): Promise<Map<string, bigint>>;
 
   /** The key by its hash, read strongly consistently. */
   getKey(keyHash: string): Promise<KeyRecord | undefined>;

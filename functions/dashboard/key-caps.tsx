@@ -16,8 +16,11 @@ import { KeysPage, MessagePage, usd } from './pages.js';
 async function spentToday(store: Store, accountId: string, keys: KeyRecord[], now: Date) {
   const day = dayOf(now.getTime());
   const active = keys.filter((key) => key.status === 'active');
-  const spent = await Promise.all(active.map((key) => store.keyDailySpend(accountId, key.keyId, day)));
-  return new Map(active.map((key, i) => [key.keyId, spent[i] ?? 0n]));
+  return store.keysDailySpend(
+    accountId,
+    active.map((key) => key.keyId),
+    day,
+  );
 }
 
 /** The Settings → API page of an account, its keys' spend of the day beside them. */

@@ -11,7 +11,8 @@ import {
 } from '../../functions/core/store.js';
 import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';
-import { accountWith, chargeEntry } from '../support/fixtures.js';
+import { watchDynamoCalls } from '../support/dynamo-calls.js';
+import { accountWith, chargeEntry, keyFor } from '../support/fixtures.js';
 import { MemoryStore } from '../support/memory-store.js';
 
 /**
@@ -216,16 +217,7 @@ describe.each(stores)('the store %s', (_name, make) => {
 
   it("keeps each key's usage, once per generation, over every slice, and reads a key by its hash", async () => {
     const { accountId, keyHash, keyId } = await account(10_000n);
-    const other = generateApiKey();
-    await store.createKey({
-      keyHash: other.keyHash,
-      keyId: other.keyId,
-      accountId,
-      name: 'other',
-      displayPrefix: other.displayPrefix,
-      status: 'active',
-      createdAt: now(),
-    });
+    const other = await keyFor(store, accountId, 'other');
     await store.splitAccount(accountId, 4);
     const onSlice = (key: string, billed: bigint, slice: number) =>
       charge(accountId, key, billed, {
@@ -248,6 +240,40 @@ describe.each(stores)('the store %s', (_name, make) => {
       status: 'active',
     });
     expect(await store.getKey(generateApiKey().keyHash)).toBeUndefined();
+  });
+
+  it("reads several keys' spend of one day together, summed over every slice, as each alone", async () => {
+    const { accountId, keyId } = await account(10_000n);
+    const other = await keyFor(store, accountId, 'other');
+    await store.splitAccount(accountId, 3);
+    const day = '2030-02-01';
+    const onSlice = (key: string, billed: bigint, slice: number, createdAt = `${day}T12:00:00.000Z`) =>
+      charge(accountId, key, billed, {
+        generationId: newGenerationId(Date.now(), slice),
+        createdAt,
+        ...(slice ? { slice } : {}),
+      });
+    for (const entry of [
+      onSlice(keyId, 400n, 0),
+      onSlice(keyId, 25n, 2),
+      onSlice(other.keyId, 70n, 1),
+      onSlice(other.keyId, 5n, 2),
+      // Another day's spend is not this day's.
+      onSlice(keyId, 1_000n, 1, '2030-01-31T23:59:59.999Z'),
+    ])
+      expect(await store.settleCharge(entry)).toBe('settled');
+    const unknown = generateApiKey().keyId;
+    const spent = await store.keysDailySpend(accountId, [keyId, other.keyId, unknown], day);
+    expect(spent).toEqual(
+      new Map([
+        [keyId, 425n],
+        [other.keyId, 75n],
+        [unknown, 0n],
+      ]),
+    );
+    for (const [id, nano] of spent) expect(await store.keyDailySpend(accountId, id, day)).toBe(nano);
+    expect(await store.keysDailySpend(accountId, [], day)).toEqual(new Map());
+    expect(await store.keysDailySpend('no-such-account', [keyId], day)).toEqual(new Map([[keyId, 0n]]));
   });
 
   it("sets and removes a key's daily cap on its own account only, and the principal carries it", async () => {
@@ -343,5 +369,27 @@ describe.each(stores)('the store %s', (_name, make) => {
     await expect(
       store.setAccountStatus('no-such-account', 'suspended', now(), { cause: 'x' }),
     ).rejects.toBeInstanceOf(AccountNotFoundError);
+  });
+});
+
+describe('the DynamoDB store', () => {
+  it("reads any number of keys' spend of a day in the calls it makes for one key", async () => {
+    const store = new DynamoStore(client, tables);
+    const made = await accountWith(store, '1', `contract-calls-${randomBytes(4).toString('hex')}`);
+    await store.splitAccount(made.accountId, 3);
+    const calls = async (read: () => Promise<unknown>) => {
+      const seen: string[] = [];
+      const stop = watchDynamoCalls((call) => seen.push(call));
+      try {
+        await read();
+      } finally {
+        stop();
+      }
+      return seen;
+    };
+    const keyIds = Array.from({ length: 20 }, () => generateApiKey().keyId);
+    const one = await calls(() => store.keyDailySpend(made.accountId, made.keyId, '2030-02-01'));
+    expect(one).toEqual(['dynamodb:GetItem', 'dynamodb:BatchGetItem']);
+    expect(await calls(() => store.keysDailySpend(made.accountId, keyIds, '2030-02-01'))).toEqual(one);
   });
 });

@@ -14,19 +14,23 @@ export async function accountWith(
   usd: string,
   accountId = `acct-${Date.now().toString(36)}-${++counter}`,
 ) {
-  const now = new Date().toISOString();
-  await store.createAccount(accountId, usdToNano(usd), now);
+  await store.createAccount(accountId, usdToNano(usd), new Date().toISOString());
+  return { accountId, ...(await keyFor(store, accountId)) };
+}
+
+/** A new active key of `accountId`, named `name`: the key and its hash and id. */
+export async function keyFor(store: Pick<Store, 'createKey'>, accountId: string, name = 'test') {
   const key = generateApiKey();
   await store.createKey({
     keyHash: key.keyHash,
     keyId: key.keyId,
     accountId,
-    name: 'test',
+    name,
     displayPrefix: key.displayPrefix,
     status: 'active',
-    createdAt: now,
+    createdAt: new Date().toISOString(),
   });
-  return { accountId, key: key.key, keyHash: key.keyHash, keyId: key.keyId };
+  return { key: key.key, keyHash: key.keyHash, keyId: key.keyId };
 }
 
 /** A charge of `billedNano` for a new generation (10 prompt and 5 completion tokens of svc-fast). */

@@ -354,6 +354,14 @@ export class MemoryStore implements Store {
     return this.keyDay(accountId, day, keyId);
   }
 
+  async keysDailySpend(
+    accountId: string,
+    keyIds: readonly string[],
+    day: string,
+  ): Promise<Map<string, bigint>> {
+    return new Map(keyIds.map((keyId) => [keyId, this.keyDay(accountId, day, keyId)]));
+  }
+
   async getKey(keyHash: string): Promise<KeyRecord | undefined> {
     const key = this.keys.get(keyHash);
     return key ? { ...key } : undefined;

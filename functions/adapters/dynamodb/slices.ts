@@ -195,17 +195,38 @@ export class Slices extends StorePart {
    * What the key committed on UTC day `day`: its day counter (`kc_<YYYYMMDD>_<keyId>`, items.ts)
    * summed over the slices, read as keyUsage reads its total (no transaction writes it on two slices).
    */
-  keyDailySpend(accountId: string, keyId: string, day: string): Promise<bigint> {
-    return this.sumOverSlices(accountId, keyDayAttribute(day, keyId));
+  async keyDailySpend(accountId: string, keyId: string, day: string): Promise<bigint> {
+    return (await this.keysDailySpend(accountId, [keyId], day)).get(keyId) ?? 0n;
+  }
+
+  /** keyDailySpend of several keys: the same reads as for one, each item's counters taken together. */
+  async keysDailySpend(
+    accountId: string,
+    keyIds: readonly string[],
+    day: string,
+  ): Promise<Map<string, bigint>> {
+    const sums = await this.sumsOverSlices(
+      accountId,
+      keyIds.map((keyId) => keyDayAttribute(day, keyId)),
+    );
+    return new Map(keyIds.map((keyId, i) => [keyId, sums[i] ?? 0n]));
   }
 
   private async sumOverSlices(accountId: string, attribute: string | undefined): Promise<bigint> {
-    if (!attribute) return 0n;
+    return (await this.sumsOverSlices(accountId, [attribute]))[0] ?? 0n;
+  }
+
+  /** Each attribute summed over the account's slices (0 for none, or an account that is gone), in one pass. */
+  private async sumsOverSlices(accountId: string, attributes: (string | undefined)[]): Promise<bigint[]> {
+    const none = attributes.map(() => 0n);
+    if (!attributes.some(Boolean)) return none;
     const head = await this.head(accountId);
-    if (!head) return 0n;
+    if (!head) return none;
     const slices = slicesOf(head);
     const items = slices === 1 ? [head] : [head, ...(await this.read(accountId, 1, slices))];
-    return items.reduce((sum, item) => sum + BigInt(item?.[attribute]?.N ?? '0'), 0n);
+    return attributes.map((attribute) =>
+      attribute ? items.reduce((sum, item) => sum + BigInt(item?.[attribute]?.N ?? '0'), 0n) : 0n,
+    );
   }
 
   /** The status on the account item and every slice, converging whatever runs at once (slice-status.ts). */

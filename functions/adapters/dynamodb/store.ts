@@ -126,6 +126,10 @@ export class DynamoStore implements Store {
     return this.accounts.slices.keyDailySpend(accountId, keyId, day);
   }
 
+  keysDailySpend(accountId: string, keyIds: readonly string[], day: string): Promise<Map<string, bigint>> {
+    return this.accounts.slices.keysDailySpend(accountId, keyIds, day);
+  }
+
   settleCharge(
     entry: ChargeEntry,
     options: { hold?: Hold; deadline?: number; contention?: Contention } = {},
