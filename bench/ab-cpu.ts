@@ -6,10 +6,11 @@
  *
  * Each checkout runs its own `npm start` (bin/local.ts, LOCAL_RUNTIME=aws-lambda-ric: the bundles as the
  * stack builds them, each instance a Node 22 process under AWS's runtime client at 160 MB's heap flags),
- * with its own account and key (no daily cap); `floor` in place of a checkout is the floor with billing
- * (bench/bare-proxy/billed-json.ts, billed-stream.ts). The CPU of the instances serving a request is read
- * from /proc (every thread's schedstat, nanoseconds) before and after it. The bodies are the side by
- * side's: a ~500-word prompt, 16 tokens, gzip accepted.
+ * with its own account and key (no daily cap); `floor` in place of a checkout is this checkout's floor
+ * with billing (bench/bare-proxy/billed-json.ts, billed-stream.ts), `floor@<checkout>` another's
+ * (bench/ab-floor.ts). The CPU of the instances serving a request is read from /proc (every thread's
+ * schedstat, nanoseconds) before and after it. The bodies are the side by side's: a ~500-word prompt,
+ * 16 tokens, gzip accepted.
  *
  * Three things this machine does that the design answers (each measured while building it):
  * - CPU time a request drifts by up to 2x within a minute, on every process alike (a virtual machine's
@@ -23,7 +24,7 @@
  * each round's median and mean are both reported. As a check of the instrument, a checkout with a
  * 1 ms busy loop added to the handler read +0.87 ms (JSON) and +1.01 ms (stream) in one round.
  *
- * `npx tsx bench/ab-cpu.ts <baseline> [<checkout>|floor ...]`: the first is the baseline (e.g. a worktree
+ * `npx tsx bench/ab-cpu.ts <baseline> [<checkout>|floor|floor@<checkout> ...]`: the first is the baseline (e.g. a worktree
  * of an older commit, `git worktree add --detach /work/wt/before 02d13f9` with node_modules linked in);
  * with one, this checkout is compared with it. `<checkout>+cap` serves a key with a daily cap (never
  * reached), to read what a capped key's request costs. AB_ROUNDS (6), AB_REQUESTS (1000 of each kind a round),
@@ -41,7 +42,6 @@ import { runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
 import { ensureTables, freePort, localClient, startDynamoLocal } from '../lib/local/dynamodb-local.js';
 import { localTableNames } from '../lib/local/stack.js';
 import { TABLE_ENV } from '../lib/tables.js';
-import { startBareProxies } from './bare-proxy.js';
 import { processCpuMs } from './process-cpu.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
@@ -50,7 +50,7 @@ const REQUESTS = Number(process.env.AB_REQUESTS ?? 1000);
 /** Requests of each kind before the rounds: the JIT's warm-up read 4.3 ms a JSON request in the first round after 50, 2.7 by the fourth. */
 const WARM = Number(process.env.AB_WARM ?? 500);
 const HERE = resolve(fileURLToPath(import.meta.url), '../..');
-/** In place of a checkout: the floor with billing, from this checkout. */
+/** In place of a checkout: the floor with billing, of this checkout (`floor`) or another (`floor@<checkout>`). */
 const FLOOR = 'floor';
 /** After a checkout: its key has a daily cap (a checkout given twice must be two worktrees: each bundles into its own). */
 const CAPPED = '+cap';
@@ -107,14 +107,14 @@ function start(command: string[], cwd: string, env: Record<string, string>, read
   });
 }
 
-/** A gateway's completions instances: its children whose working directory is that bundle's. */
-function completionsPids(gatewayPid: number): number[] {
+/** A process's function instances of one function: its children whose working directory is that bundle's. */
+function instancePids(parentPid: number, bundle: string): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const ppid = Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.split(' ')[1]);
-      if (ppid === gatewayPid && basename(readlinkSync(`/proc/${entry}/cwd`)) === 'completions')
+      if (ppid === parentPid && basename(readlinkSync(`/proc/${entry}/cwd`)) === bundle)
         pids.push(Number(entry));
     } catch {
       // the process has gone
@@ -201,8 +201,9 @@ function ratios(values: number[]): string {
 }
 
 interface Checkout {
-  /** The checkout's directory, or FLOOR. */
   dir: string;
+  /** Its floor with billing, not its `npm start`. */
+  floor: boolean;
   /** As given on the command line (`+cap`: its key has a daily cap). */
   label: string;
   key: string;
@@ -230,33 +231,46 @@ async function startGateway(checkout: Checkout, dynamoEndpoint: string, upstream
     label: checkout.label,
     key: checkout.key,
     urlFor: () => `http://127.0.0.1:${port}/api/v1/chat/completions`,
-    pids: () => completionsPids(child.pid ?? 0),
-    stop: () =>
-      new Promise<void>((done) => {
-        if (child.exitCode !== null) return done();
-        child.once('exit', () => done());
-        child.kill('SIGTERM');
-      }),
+    pids: () => instancePids(child.pid ?? 0, 'completions'),
+    stop: () => stopProcess(child),
   };
 }
 
+const stopProcess = (child: ChildProcess) =>
+  new Promise<void>((done) => {
+    if (child.exitCode !== null) return done();
+    child.once('exit', () => done());
+    child.kill('SIGTERM');
+  });
+
 /**
- * The floor with billing (bench/bare-proxy/billed-json.ts, billed-stream.ts): a bare relay under the same
- * runtime client, with billing's read and settlement through this checkout's store adapter.
+ * The floor with billing (bench/bare-proxy/billed-json.ts, billed-stream.ts) of a checkout: a bare relay
+ * under the same runtime client, with billing's read and settlement through that checkout's store
+ * adapter, started by bench/ab-floor.ts in the checkout's directory.
  */
 async function startFloor(
   checkout: Checkout,
   billing: Record<string, string>,
   upstream: string,
 ): Promise<Gateway> {
-  const bare = await startBareProxies(upstream, billing);
+  const started = await start(
+    [resolve(HERE, 'bench/ab-floor.ts')],
+    checkout.dir,
+    {
+      UPSTREAM_BASE_URL: upstream,
+      AB_FLOOR_BILLING: JSON.stringify(billing),
+      LAMBDA_RUNTIME_DIR: RUNTIME_DIR,
+    },
+    /FLOOR (\S+) (\S+)/,
+  );
+  const { child, match } = started;
   const name = (kind: Kind) => (kind === 'json' ? 'bare-billed' : 'bare-billed-stream');
   return {
     label: checkout.label,
     key: checkout.key,
-    urlFor: (kind) => bare.urls[name(kind)],
-    pids: (kind) => bare.pids(name(kind)),
-    stop: () => bare.close(),
+    urlFor: (kind) => (kind === 'json' ? match[1] : match[2]) ?? '',
+    pids: (kind) => instancePids(child.pid ?? 0, name(kind)),
+    stop: () => stopProcess(child),
   };
 }
 
@@ -295,8 +309,10 @@ async function main(paths: string[]): Promise<void> {
       // A cap never reached ($10,000 a day): each request is admitted and billed as a capped key's.
       if (capped) await store.setKeyDailyCap(account, keyId, 10_000_000_000_000n);
       const path = capped ? arg.slice(0, -CAPPED.length) : arg;
-      const dir = path === FLOOR ? FLOOR : resolve(path);
-      checkouts.push({ dir, label: `${basename(dir)}${capped ? CAPPED : ''}`, key });
+      const floor = path === FLOOR || path.startsWith(`${FLOOR}@`);
+      const dir = path === FLOOR ? HERE : resolve(floor ? path.slice(FLOOR.length + 1) : path);
+      const label = floor ? (path === FLOOR ? FLOOR : `${FLOOR}@${basename(dir)}`) : basename(dir);
+      checkouts.push({ dir, floor, label: `${label}${capped ? CAPPED : ''}`, key });
     }
     console.log(
       `${checkouts.length} checkouts, ${ROUNDS} rounds, each on fresh instances: ${WARM} requests of each kind to warm, then ${REQUESTS} JSON requests and ${REQUESTS} 16-event streams on each, one at a time, the checkouts taking turns; CPU ms a request of the completions instances.`,
@@ -311,7 +327,7 @@ async function main(paths: string[]): Promise<void> {
       gateways = [];
       for (const checkout of order)
         gateways.push(
-          checkout.dir === FLOOR
+          checkout.floor
             ? await startFloor(checkout, billing, upstream)
             : await startGateway(checkout, dynamo.endpoint, upstream),
         );
