@@ -31,7 +31,6 @@
  * AB_WARM (500 of each kind first).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { basename, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -42,7 +41,7 @@ import { runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
 import { ensureTables, freePort, localClient, startDynamoLocal } from '../lib/local/dynamodb-local.js';
 import { localTableNames } from '../lib/local/stack.js';
 import { TABLE_ENV } from '../lib/tables.js';
-import { processCpuMs } from './process-cpu.js';
+import { instancePids, processCpuMs } from './process-cpu.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 6);
@@ -105,22 +104,6 @@ function start(command: string[], cwd: string, env: Record<string, string>, read
     child.stderr?.on('data', onData);
     child.once('exit', (code) => fail(new Error(`${cwd}: ${command.join(' ')} exited ${code}: ${out}`)));
   });
-}
-
-/** A process's function instances of one function: its children whose working directory is that bundle's. */
-function instancePids(parentPid: number, bundle: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const ppid = Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.split(' ')[1]);
-      if (ppid === parentPid && basename(readlinkSync(`/proc/${entry}/cwd`)) === bundle)
-        pids.push(Number(entry));
-    } catch {
-      // the process has gone
-    }
-  }
-  return pids;
 }
 
 const cpuByPid = (gateway: Gateway, kind: Kind) =>

@@ -1,18 +1,8 @@
-/**
- * The floor for the CPU bench: what a Lambda function costs when it does the least its job needs,
- * under the same runtime client (aws-lambda-ric on Node 22, each instance its own process) and the
- * same emulator as the service's functions. Three handlers (bench/bare-proxy/): a buffered one that
- * answers a fixed JSON body (the account function's floor), a response-streaming one that relays one
- * kept-alive upstream call's JSON reply whole, and one that relays its SSE body piece by piece (the
- * completions function's floors); and the two relays with billing's two DynamoDB exchanges through
- * the service's store adapter (bench/bare-proxy/billed-json.ts, billed-stream.ts), when given a
- * DynamoDB to bill in.
- */
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
 import { build } from 'esbuild';
 import { bundle, ricLauncher } from '../lib/local/aws-lambda-ric.js';
 import { startEmulator } from '../lib/local/emulator.js';
+import { instancePids, processesCpuMs } from './process-cpu.js';
 
 const HANDLERS = {
   'bare-json': 'json',
@@ -72,20 +62,7 @@ export async function startBareProxies(
     env: { UPSTREAM_BASE_URL: upstreamBaseUrl, PATH: process.env.PATH ?? '', ...billing },
     launcher: ricLauncher(bundles),
   });
-  const pids = (name: BareName) => {
-    const found: number[] = [];
-    for (const entry of readdirSync('/proc')) {
-      if (!/^\d+$/.test(entry)) continue;
-      try {
-        const ppid = Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.split(' ')[1]);
-        if (ppid === process.pid && basename(readlinkSync(`/proc/${entry}/cwd`)) === name)
-          found.push(Number(entry));
-      } catch {
-        // the process has gone
-      }
-    }
-    return found;
-  };
+  const pids = (name: BareName) => instancePids(process.pid, name);
   return {
     urls: {
       'bare-json': `${emulator.url}/bare-json`,
@@ -95,18 +72,7 @@ export async function startBareProxies(
       'bare-billed-stream': `${emulator.url}/bare-billed-stream`,
     },
     pids,
-    cpuMs: (name) => {
-      let ns = 0;
-      for (const pid of pids(name)) {
-        try {
-          for (const tid of readdirSync(`/proc/${pid}/task`))
-            ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-        } catch {
-          // the process or thread has gone
-        }
-      }
-      return ns / 1e6;
-    },
+    cpuMs: (name) => processesCpuMs(pids(name)),
     close: () => emulator.close(),
   };
 }

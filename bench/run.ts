@@ -1,16 +1,8 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import {
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  readlinkSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { cpus, tmpdir } from 'node:os';
-import { basename, dirname, join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { createGunzip } from 'node:zlib';
 import autocannon from 'autocannon';
 import { DynamoStore } from '../functions/adapters/dynamodb/index.js';
@@ -31,7 +23,7 @@ import { available as cgroupAvailable, cpuShare, limitCpu, PERIOD_US, pinToCore 
 import { pacedRate } from './paced-rate.js';
 import { startPortkey } from './portkey.js';
 import { PRICES, PRICES_DATE } from './prices.js';
-import { processCpuMs } from './process-cpu.js';
+import { instancePids, processCpuMs, processesCpuMs } from './process-cpu.js';
 
 /**
  * `npm run bench`: what the gateway adds on top of the model, and what a request costs (issue 15).
@@ -158,37 +150,15 @@ const ms = (value: number) => `${value.toFixed(2)}`;
 
 type FunctionName = 'completions' | 'models';
 
-/** The gateway's function instances: its child processes whose working directory is that function's bundle. */
-function functionPids(gatewayPid: number, name: FunctionName): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const ppid = Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.split(' ')[1]);
-      if (ppid === gatewayPid && basename(readlinkSync(`/proc/${entry}/cwd`)) === name)
-        pids.push(Number(entry));
-    } catch {
-      // the process has gone
-    }
-  }
-  return pids;
-}
+/** The gateway's function instances (the emulator starts each in its function's bundle directory). */
+const functionPids = (gatewayPid: number, name: FunctionName) => instancePids(gatewayPid, name);
 
 /**
  * CPU ms of all instances of a function: the time each of its threads has run (/proc/<pid>/task/<tid>/schedstat,
  * nanoseconds, so short runs are measured exactly, unlike /proc/<pid>/stat's 10 ms ticks).
  */
 function functionCpuMs(gatewayPid: number, name: FunctionName): number {
-  let ns = 0;
-  for (const pid of functionPids(gatewayPid, name)) {
-    try {
-      for (const tid of readdirSync(`/proc/${pid}/task`))
-        ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-    } catch {
-      // the process or thread has gone
-    }
-  }
-  return ns / 1e6;
+  return processesCpuMs(functionPids(gatewayPid, name));
 }
 
 /** Largest current and peak RSS (bytes) among a function's instances (VmRSS, VmHWM). */
