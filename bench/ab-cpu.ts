@@ -30,7 +30,6 @@
  * reached), to read what a capped key's request costs. AB_ROUNDS (6), AB_REQUESTS (1000 of each kind a round),
  * AB_WARM (500 of each kind first).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { basename, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -42,6 +41,7 @@ import { ensureTables, freePort, localClient, startDynamoLocal } from '../lib/lo
 import { localTableNames } from '../lib/local/stack.js';
 import { TABLE_ENV } from '../lib/tables.js';
 import { instancePids, processCpuMs } from './process-cpu.js';
+import { startService, stopService } from './service-process.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 6);
@@ -79,32 +79,6 @@ interface Gateway {
 }
 
 type Kind = 'json' | 'stream';
-
-function start(command: string[], cwd: string, env: Record<string, string>, ready: RegExp) {
-  const child = spawn(process.execPath, ['--import', 'tsx', ...command], {
-    cwd,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  return new Promise<{ child: ChildProcess; match: RegExpExecArray }>((done, fail) => {
-    const timer = setTimeout(
-      () => fail(new Error(`${cwd}: ${command.join(' ')} did not start: ${out}`)),
-      120_000,
-    );
-    const onData = (data: Buffer) => {
-      out += data.toString();
-      const match = ready.exec(out);
-      if (match) {
-        clearTimeout(timer);
-        done({ child, match });
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onData);
-    child.once('exit', (code) => fail(new Error(`${cwd}: ${command.join(' ')} exited ${code}: ${out}`)));
-  });
-}
 
 const cpuByPid = (gateway: Gateway, kind: Kind) =>
   new Map(
@@ -195,10 +169,9 @@ interface Checkout {
 /** A checkout's `npm start` on a free port, against the shared DynamoDB Local and simulator. */
 async function startGateway(checkout: Checkout, dynamoEndpoint: string, upstream: string): Promise<Gateway> {
   const port = await freePort();
-  const started = await start(
-    ['bin/local.ts'],
-    checkout.dir,
-    {
+  const { child } = await startService(['bin/local.ts'], /Ctrl-C/, {
+    cwd: checkout.dir,
+    env: {
       PORT: String(port),
       LOCAL_RUNTIME: 'aws-lambda-ric',
       LAMBDA_RUNTIME_DIR: RUNTIME_DIR,
@@ -207,24 +180,15 @@ async function startGateway(checkout: Checkout, dynamoEndpoint: string, upstream
       LOG_LEVEL: 'SILENT',
       POWERTOOLS_METRICS_DISABLED: 'true',
     },
-    /Ctrl-C/,
-  );
-  const { child } = started;
+  });
   return {
     label: checkout.label,
     key: checkout.key,
     urlFor: () => `http://127.0.0.1:${port}/api/v1/chat/completions`,
     pids: () => instancePids(child.pid ?? 0, 'completions'),
-    stop: () => stopProcess(child),
+    stop: () => stopService(child),
   };
 }
-
-const stopProcess = (child: ChildProcess) =>
-  new Promise<void>((done) => {
-    if (child.exitCode !== null) return done();
-    child.once('exit', () => done());
-    child.kill('SIGTERM');
-  });
 
 /**
  * The floor with billing (bench/bare-proxy/billed-json.ts, billed-stream.ts) of a checkout: a bare relay
@@ -236,24 +200,21 @@ async function startFloor(
   billing: Record<string, string>,
   upstream: string,
 ): Promise<Gateway> {
-  const started = await start(
-    [resolve(HERE, 'bench/ab-floor.ts')],
-    checkout.dir,
-    {
+  const { child, match } = await startService([resolve(HERE, 'bench/ab-floor.ts')], /FLOOR (\S+) (\S+)/, {
+    cwd: checkout.dir,
+    env: {
       UPSTREAM_BASE_URL: upstream,
       AB_FLOOR_BILLING: JSON.stringify(billing),
       LAMBDA_RUNTIME_DIR: RUNTIME_DIR,
     },
-    /FLOOR (\S+) (\S+)/,
-  );
-  const { child, match } = started;
+  });
   const name = (kind: Kind) => (kind === 'json' ? 'bare-billed' : 'bare-billed-stream');
   return {
     label: checkout.label,
     key: checkout.key,
     urlFor: (kind) => (kind === 'json' ? match[1] : match[2]) ?? '',
     pids: (kind) => instancePids(child.pid ?? 0, name(kind)),
-    stop: () => stopProcess(child),
+    stop: () => stopService(child),
   };
 }
 
@@ -272,7 +233,7 @@ async function main(paths: string[]): Promise<void> {
   const tables = localTableNames();
   await ensureTables(client, tables);
   const store = new DynamoStore(client, tables);
-  const sim = await start(['bench/simulator.ts'], HERE, {}, /SIMULATOR (\S+)/);
+  const sim = await startService(['bench/simulator.ts'], /SIMULATOR (\S+)/, { cwd: HERE });
   const upstream = sim.match[1] ?? '';
   const billing = {
     DYNAMODB_ENDPOINT: dynamo.endpoint,

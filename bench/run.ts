@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { cpus, tmpdir } from 'node:os';
@@ -24,6 +24,7 @@ import { pacedRate } from './paced-rate.js';
 import { startPortkey } from './portkey.js';
 import { PRICES, PRICES_DATE } from './prices.js';
 import { instancePids, processCpuMs, processesCpuMs } from './process-cpu.js';
+import { startService } from './service-process.js';
 
 /**
  * `npm run bench`: what the gateway adds on top of the model, and what a request costs (issue 15).
@@ -46,35 +47,6 @@ const DURATION_S = Number(process.env.BENCH_SECONDS ?? 5);
 const CONCURRENCY = [1, 16, 64];
 const TTFB_SAMPLES = Number(process.env.BENCH_TTFB_SAMPLES ?? 200);
 const CLK_TCK = 100; // Linux USER_HZ: /proc/<pid>/stat counts CPU time in 1/100 s
-
-function spawnService(
-  args: string[],
-  env: Record<string, string>,
-  ready: RegExp,
-  nodeFlags: string[] = [],
-): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
-  const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${args.join(' ')} did not start: ${out}`)), 60_000);
-    const onData = (data: Buffer) => {
-      out += data.toString();
-      const match = ready.exec(out);
-      if (match) {
-        clearTimeout(timer);
-        resolve({ child, match });
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', (d: Buffer) => {
-      out += d.toString();
-    });
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}: ${out}`)));
-  });
-}
 
 /** User and system CPU time of a process, all its threads, in ms. */
 function cpuMs(pid: number): { user: number; sys: number } {
@@ -829,12 +801,11 @@ async function main() {
 
   // The gateway reaches DynamoDB Local through a proxy that counts the capacity units each call consumes.
   const capacity = await startCapacityProxy(dynamo.endpoint);
-  const sim = await spawnService(['bench/simulator.ts'], {}, /SIMULATOR (\S+)/);
+  const sim = await startService(['bench/simulator.ts'], /SIMULATOR (\S+)/);
   const simUrl = sim.match[1] ?? '';
   const gatewayPort = await freePort();
-  const gateway = await spawnService(
-    ['bin/local.ts'],
-    {
+  const gateway = await startService(['bin/local.ts'], /Ctrl-C/, {
+    env: {
       PORT: String(gatewayPort),
       LOCAL_RUNTIME: 'aws-lambda-ric',
       // BENCH_PROFILE=1: each function instance writes a V8 CPU profile to bench/results/profile/
@@ -848,8 +819,7 @@ async function main() {
       LOG_LEVEL: 'SILENT',
       POWERTOOLS_METRICS_DISABLED: 'true',
     },
-    /Ctrl-C/,
-  );
+  });
   const gatewayPid = gateway.child.pid ?? 0;
   const direct = `${simUrl}/chat/completions`;
   const viaGateway = `http://127.0.0.1:${gatewayPort}/api/v1/chat/completions`;
