@@ -27,7 +27,8 @@
  * `npx tsx bench/ab-cpu.ts <baseline> [<checkout>|floor|floor@<checkout> ...]`: the first is the baseline (e.g. a worktree
  * of an older commit, `git worktree add --detach /work/wt/before 02d13f9` with node_modules linked in);
  * with one, this checkout is compared with it. `<checkout>+cap` serves a key with a daily cap (never
- * reached), to read what a capped key's request costs. AB_ROUNDS (6), AB_REQUESTS (1000 of each kind a round),
+ * reached), to read what a capped key's request costs; `<checkout>+identity` sends requests that do not
+ * accept gzip, to read what compression costs (either suffix may follow `floor`). AB_ROUNDS (6), AB_REQUESTS (1000 of each kind a round),
  * AB_WARM (500 of each kind first).
  */
 import { request as httpRequest } from 'node:http';
@@ -53,6 +54,8 @@ const HERE = resolve(fileURLToPath(import.meta.url), '../..');
 const FLOOR = 'floor';
 /** After a checkout: its key has a daily cap (a checkout given twice must be two worktrees: each bundles into its own). */
 const CAPPED = '+cap';
+/** After a checkout: its requests do not accept gzip (to read what compression costs). */
+const IDENTITY = '+identity';
 const RUNTIME_DIR = resolve(HERE, process.env.LAMBDA_RUNTIME_DIR ?? '.cache/lambda-runtime');
 
 /** About 500 prompt tokens of plain words, as the side by side sends. */
@@ -72,6 +75,8 @@ const body = (stream: boolean) =>
 interface Gateway {
   label: string;
   key: string;
+  /** Its requests accept gzip. */
+  gzip: boolean;
   urlFor: (kind: Kind) => string;
   /** The processes (function instances) serving that kind. */
   pids: (kind: Kind) => number[];
@@ -100,7 +105,7 @@ function send(gateway: Gateway, kind: Kind): Promise<number> {
         method: 'POST',
         headers: {
           'content-type': 'application/json',
-          'accept-encoding': 'gzip, deflate',
+          ...(gateway.gzip ? { 'accept-encoding': 'gzip, deflate' } : {}),
           authorization: `Bearer ${gateway.key}`,
         },
       },
@@ -161,9 +166,10 @@ interface Checkout {
   dir: string;
   /** Its floor with billing, not its `npm start`. */
   floor: boolean;
-  /** As given on the command line (`+cap`: its key has a daily cap). */
+  /** As given on the command line (`+cap`: its key has a daily cap; `+identity`: no gzip accepted). */
   label: string;
   key: string;
+  gzip: boolean;
 }
 
 /** A checkout's `npm start` on a free port, against the shared DynamoDB Local and simulator. */
@@ -184,6 +190,7 @@ async function startGateway(checkout: Checkout, dynamoEndpoint: string, upstream
   return {
     label: checkout.label,
     key: checkout.key,
+    gzip: checkout.gzip,
     urlFor: () => `http://127.0.0.1:${port}/api/v1/chat/completions`,
     pids: () => instancePids(child.pid ?? 0, 'completions'),
     stop: () => stopService(child),
@@ -212,6 +219,7 @@ async function startFloor(
   return {
     label: checkout.label,
     key: checkout.key,
+    gzip: checkout.gzip,
     urlFor: (kind) => (kind === 'json' ? match[1] : match[2]) ?? '',
     pids: (kind) => instancePids(child.pid ?? 0, name(kind)),
     stop: () => stopService(child),
@@ -249,14 +257,22 @@ async function main(paths: string[]): Promise<void> {
       const account = `ab-${i}`;
       await createAccount({ store }, account, '1000000');
       const { key, keyId } = await createKey({ store }, account, 'ab');
-      const capped = arg.endsWith(CAPPED);
+      const identity = arg.endsWith(IDENTITY);
+      const rest = identity ? arg.slice(0, -IDENTITY.length) : arg;
+      const capped = rest.endsWith(CAPPED);
       // A cap never reached ($10,000 a day): each request is admitted and billed as a capped key's.
       if (capped) await store.setKeyDailyCap(account, keyId, 10_000_000_000_000n);
-      const path = capped ? arg.slice(0, -CAPPED.length) : arg;
+      const path = capped ? rest.slice(0, -CAPPED.length) : rest;
       const floor = path === FLOOR || path.startsWith(`${FLOOR}@`);
       const dir = path === FLOOR ? HERE : resolve(floor ? path.slice(FLOOR.length + 1) : path);
       const label = floor ? (path === FLOOR ? FLOOR : `${FLOOR}@${basename(dir)}`) : basename(dir);
-      checkouts.push({ dir, floor, label: `${label}${capped ? CAPPED : ''}`, key });
+      checkouts.push({
+        dir,
+        floor,
+        label: `${label}${capped ? CAPPED : ''}${identity ? IDENTITY : ''}`,
+        key,
+        gzip: !identity,
+      });
     }
     console.log(
       `${checkouts.length} checkouts, ${ROUNDS} rounds, each on fresh instances: ${WARM} requests of each kind to warm, then ${REQUESTS} JSON requests and ${REQUESTS} 16-event streams on each, one at a time, the checkouts taking turns; CPU ms a request of the completions instances.`,
