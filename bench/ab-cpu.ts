@@ -28,7 +28,8 @@
  * of an older commit, `git worktree add --detach /work/wt/before 02d13f9` with node_modules linked in);
  * with one, this checkout is compared with it. `<checkout>+cap` serves a key with a daily cap (never
  * reached), to read what a capped key's request costs; `<checkout>+identity` sends requests that do not
- * accept gzip, to read what compression costs (either suffix may follow `floor`). AB_ROUNDS (6), AB_REQUESTS (1000 of each kind a round),
+ * accept gzip, to read what compression costs (`+cap+identity` for both; the floor takes `+identity`
+ * only, since it bills without admission and never reads a cap). AB_ROUNDS (6), AB_REQUESTS (1000 of each kind a round),
  * AB_WARM (500 of each kind first).
  */
 import { request as httpRequest } from 'node:http';
@@ -264,6 +265,8 @@ async function main(paths: string[]): Promise<void> {
       if (capped) await store.setKeyDailyCap(account, keyId, 10_000_000_000_000n);
       const path = capped ? rest.slice(0, -CAPPED.length) : rest;
       const floor = path === FLOOR || path.startsWith(`${FLOOR}@`);
+      // The floor bills without admission: a cap on its key would be measured as if it cost nothing.
+      if (floor && capped) throw new Error(`${arg}: the floor with billing does not read key caps`);
       const dir = path === FLOOR ? HERE : resolve(floor ? path.slice(FLOOR.length + 1) : path);
       const label = floor ? (path === FLOOR ? FLOOR : `${FLOOR}@${basename(dir)}`) : basename(dir);
       checkouts.push({
