@@ -76,7 +76,7 @@ export interface ApiStackProps extends StackProps {
   stage: Stage;
   /**
    * Concurrency reserved for completions: its ceiling, and so on in-flight spend, and the overdraft
-   * bound's concurrency (README "Billing: holds and the overdraft bound"). Prod needs it or maxConcurrency.
+   * bound's concurrency (docs/billing.md, "Holds and the overdraft bound"). Prod needs it or maxConcurrency.
    */
   reservedConcurrency?: number;
   /** The overdraft bound's concurrency without a reservation (MAX_CONCURRENCY): at least the account's limit. */
