@@ -6,9 +6,14 @@
  * Admission: available credit = balance - held. With no available credit: 402. A request needs a hold
  * when the account could otherwise overdraw: when available < (requests that can run at once) x worst
  * case. A hold is placed by one conditional write (available > 0 before it) and released by the
- * settlement transaction. So at any moment the requests in flight without a hold can cost at most what
- * is available, and each held request was admitted only while the held amounts, which cover every held
- * request's bill, left credit over: the balance can end below zero by at most one request's own bill.
+ * settlement transaction. A request admitted without a hold writes nothing before its settlement, so
+ * holds placed after it do not count it and may spend the credit it was admitted on. The overdraft
+ * bound is therefore: one request's bill plus the bills of the requests that were unbilled without a
+ * live hold when it was admitted (fast-path ones still running: at most maxConcurrency - 1, each
+ * admitted on maxConcurrency x its worst case; and any whose function ended unbilled). Why: with
+ * E = balance - held - the worst cases of those unheld unbilled requests, only an admission lowers E
+ * (a held one to above minus those worst cases and its own, a fast one to at least minus theirs), and
+ * every bill raises it by its worst case minus its bill.
  */
 
 import type { UpstreamTarget } from '../core/tiers.js';

@@ -350,7 +350,7 @@ export class Alarms extends Construct {
       'NegativeBalances',
       negative,
       1,
-      'An account is below zero: the overdraft bound allows one request each; look at its ledger',
+      'An account is below zero: the overdraft bound allows one bill plus its unheld requests in flight (docs/billing.md); look at its ledger',
     );
     const alarmedTables: [string, TableV2, TableDefinition][] = [
       ['Keys', tables.keys, TABLES.keys],
