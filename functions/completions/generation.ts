@@ -172,6 +172,8 @@ export class Generation {
       config: this.ports.config,
       deadline: this.deadlines.relay,
       outputCap: this.cap,
+      // The client's own choice: the upstream is asked for usage whatever it was (core/forwarding.ts).
+      includeUsage: this.request.stream_options?.include_usage === true,
       gzip: this.gzip,
       headers,
     });
