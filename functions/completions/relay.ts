@@ -7,8 +7,9 @@
  * gets OpenAI's shape: `"usage": null` on every chunk, then a last chunk of its own with no choices
  * and the usage. Any other client gets the usage on the last chunk that carries a finish_reason, so
  * that every chunk it reads has a choice (`chunk.choices[0].delta` never fails): the relay holds the
- * latest finish chunk back until `finish` (sending it as it was should a newer chunk follow), and
- * writes one of its own if the upstream sent none.
+ * latest finish chunk back until `finish` (sending it as it was should a newer chunk follow; what it
+ * carries besides its finish_reason goes out at once, on a chunk of its own), and writes one of its
+ * own if the upstream sent none.
  *
  * The relay never depends on the client: Lambda gives no disconnect signal, so the upstream is read
  * to its end and delivered whether or not anyone still listens. Writes to a gone client are dropped.
@@ -173,8 +174,22 @@ async function relayEvents(options: RelayOptions, send: (text: string) => void):
           // A chunk held back goes out as it came once a newer one follows: events stay in order.
           if (held) send(`data: ${JSON.stringify(held)}\n\n`);
           held = undefined;
-          if (finished && !options.includeUsage) held = relayed;
-          else send(`data: ${JSON.stringify(relayed)}\n\n`);
+          if (!finished || options.includeUsage) send(`data: ${JSON.stringify(relayed)}\n\n`);
+          else if (choices.every(bare)) held = relayed;
+          else {
+            // What the finish chunk carries (its last text, a tool call's end, logprobs) is not held
+            // back while the bill is made: it goes out now, and only the finish waits for the usage.
+            send(
+              `data: ${JSON.stringify({ ...relayed, choices: choices.map((c) => ({ ...c, finish_reason: null })) })}\n\n`,
+            );
+            held = {
+              ...envelope,
+              ...extras,
+              choices: choices
+                .filter((choice) => choice.finish_reason)
+                .map(({ index, finish_reason }) => ({ index, delta: {}, logprobs: null, finish_reason })),
+            };
+          }
           break;
         }
       }
@@ -264,6 +279,11 @@ function lastFinishChunk(options: RelayOptions, relayed: Relayed): Chunk | undef
     choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: reason }],
     ...usageField,
   };
+}
+
+/** A choice that carries nothing but its finish: a delta with no value in it, and no logprobs. */
+function bare(choice: { delta: object; logprobs?: unknown }): boolean {
+  return choice.logprobs == null && Object.values(choice.delta).every((v) => v == null || v === '');
 }
 
 /** OpenRouter's practice: an error object in a chunk whose only choice finished with "error". */

@@ -424,11 +424,13 @@ describe('where the usage goes', () => {
       enc.encode(`${chunk('Hel') + chunk('lo') + finishChunk('stop', '!') + usageChunk}data: [DONE]\n\n`),
     ]);
     const chunks = chunksOf(events);
-    expect(chunks).toHaveLength(3);
     expect(chunks.every((c) => c.choices.length === 1)).toBe(true);
-    expect(chunks.slice(0, 2).every((c) => !('usage' in c))).toBe(true);
-    expect(chunks[2].choices[0]).toMatchObject({ delta: { content: '!' }, finish_reason: 'stop' });
-    expect(chunks[2].usage).toMatchObject({ prompt_tokens: 1, completion_tokens: 2, cost: 0.5 });
+    expect(chunks.slice(0, -1).every((c) => !('usage' in c))).toBe(true);
+    // What the finish chunk carried went out at once, on a chunk of its own; only the finish waited.
+    expect(chunks.map((c) => c.choices[0].delta.content ?? '').join('')).toBe('Hello!');
+    expect(chunks.map((c) => c.choices[0].finish_reason)).toEqual([null, null, null, 'stop']);
+    expect(chunks[3].choices[0]).toEqual(stop);
+    expect(chunks[3].usage).toMatchObject({ prompt_tokens: 1, completion_tokens: 2, cost: 0.5 });
   });
 
   it('sends an earlier finish chunk as it came once a newer one arrives, the usage on the last', async () => {
@@ -511,11 +513,14 @@ describe('where the usage goes', () => {
     expect(chunks.map((c) => c.usage?.cost ?? c.usage)).toEqual([null, null, 0.5]);
   });
 
-  it('keeps sending keep-alives while a finish chunk is held back for the bill', async () => {
+  it('keeps sending keep-alives while a finish chunk is held back for the bill, its text sent', async () => {
     const relayed = relay(
-      relayOptions(upstreamEventsFrom([enc.encode(`${chunk('a') + finishChunk('stop')}data: [DONE]\n\n`)]), {
-        keepAliveMs: 20,
-      }),
+      relayOptions(
+        upstreamEventsFrom([enc.encode(`${chunk('a') + finishChunk('stop', 'b')}data: [DONE]\n\n`)]),
+        {
+          keepAliveMs: 20,
+        },
+      ),
     );
     let text = '';
     relayed.body.on('data', (part: Buffer) => {
@@ -524,8 +529,9 @@ describe('where the usage goes', () => {
     const ended = new Promise((resolve) => relayed.body.once('end', resolve));
     await relayed.delivered;
     // The bill takes its time: keep-alives go on, after the content, the finish chunk not yet sent.
-    await vi.waitFor(() => expect(text.split('\n\n').slice(2)).toContain(': keep-alive'));
+    await vi.waitFor(() => expect(text.split('\n\n').slice(3)).toContain(': keep-alive'));
     expect(text).not.toContain('"finish_reason":"stop"');
+    expect(text).toContain('"content":"b"');
     relayed.finish(FIXED_USAGE);
     await ended;
     const events = text.split('\n\n').filter((e) => e.startsWith('data: '));
