@@ -172,6 +172,8 @@ export class Generation {
       config: this.ports.config,
       deadline: this.deadlines.relay,
       outputCap: this.cap,
+      // The client's own choice: the upstream is asked for usage whatever it was (core/forwarding.ts).
+      includeUsage: this.request.stream_options?.include_usage === true,
       gzip: this.gzip,
       headers,
     });
@@ -224,7 +226,8 @@ export class Generation {
 
 /**
  * A stream's bill, once its relay has delivered: priced and settled, then the stream ended with its
- * usage chunk, or with a billing error chunk if it could not be priced. Module-level, so that it
+ * usage (on the finish chunk, or on a chunk of its own for a client that asked for include_usage), or
+ * with a billing error chunk if it could not be priced. Module-level, so that it
  * holds neither the generation nor its request while the stream lives.
  */
 async function billStream(reply: StreamReply, bill: (delivered: Delivered) => Promise<Bill>) {

@@ -12,14 +12,16 @@ export interface Relay {
   /** The client's stream (compressed if asked). */
   body: Readable;
   /**
-   * Resolves once the upstream is done and stopped, everything but the final chunks written (a cut's
-   * length chunk included); keep-alives go on until `finish`. Rejects only on a fault of the relay's
+   * Resolves once the upstream is done and stopped, everything but the final chunks written (the
+   * finish chunk held back for the usage, and a cut's length chunk, are `finish`'s); keep-alives go
+   * on until `finish`. Rejects only on a fault of the relay's
    * own, logged, its stream then ended.
    */
   delivered: Promise<RelayOutcome>;
   /**
    * Ends the stream once delivered: the final chunk with the billed usage (on an error chunk if the
-   * upstream failed), or with none (the generation could not be priced) a billing error chunk; then
+   * upstream failed; on a chunk with no choices if the client asked for include_usage; else on the
+   * finish chunk), or with none (the generation could not be priced) a billing error chunk; then
    * `[DONE]`.
    */
   finish(usage: ClientUsage | undefined): void;
@@ -53,6 +55,12 @@ export interface RelayOptions {
   deadline?: number;
   /** The request's output cap in tokens: a completion clearly beyond it is cut. */
   outputCap?: number;
+  /**
+   * The client asked for `stream_options.include_usage` (the upstream is always asked, whatever the
+   * client said): OpenAI's shape, `"usage": null` on every chunk and a last chunk with no choices
+   * carrying the usage. Otherwise the usage rides on the last finish chunk.
+   */
+  includeUsage?: boolean;
   /**
    * Compresses what the relay writes, write by write, when the client takes a compressed reply
    * (shared/compression.ts `SyncGzip`): the relay's own stream carries the compressed bytes, one

@@ -1,14 +1,23 @@
 /**
  * Relays an upstream SSE stream to the client, rewriting `id` and `model`. Once the upstream is done
  * it resolves `delivered` with what the client was sent; the generation prices that and `finish`
- * ends the stream with exactly one usage chunk carrying the billed cost, then `data: [DONE]`.
+ * ends the stream with exactly one chunk carrying the billed usage and cost, then `data: [DONE]`.
+ *
+ * Where that usage goes depends on the client. One that asked for `stream_options.include_usage`
+ * gets OpenAI's shape: `"usage": null` on every chunk, then a last chunk of its own with no choices
+ * and the usage. Any other client gets the usage on the last chunk that carries a finish_reason, so
+ * that every chunk it reads has a choice (`chunk.choices[0].delta` never fails): the relay holds the
+ * latest finish chunk back until `finish` (sending it as it was should a newer chunk follow; what it
+ * carries besides its finish_reason goes out at once, on a chunk of its own), and writes one of its
+ * own if the upstream sent none.
  *
  * The relay never depends on the client: Lambda gives no disconnect signal, so the upstream is read
  * to its end and delivered whether or not anyone still listens. Writes to a gone client are dropped.
  *
  * It always delivers inside the function's deadline: at `deadline` (the function's timeout minus
  * the settlement reserve), or once the streamed completion clearly exceeds the output cap, it aborts
- * the upstream, sends a `finish_reason: "length"` chunk and delivers what was streamed. And it is
+ * the upstream and delivers what was streamed; `finish` then sends a `finish_reason: "length"` chunk
+ * (with the usage, for a client that did not ask for include_usage). And it is
  * never silent for longer than `keepAliveMs` (CloudFront's origin read timeout applies between
  * packets), until it is finished: an SSE comment goes out whenever nothing else has.
  */
@@ -29,7 +38,7 @@ const CHUNKS_PER_TOKEN = 4;
 export function relay(options: RelayOptions): Relay {
   const stream = relayStream(options);
   let relayed: Relayed | undefined;
-  const delivered = relayEvents(options, stream.send, stream.write).then(
+  const delivered = relayEvents(options, stream.send).then(
     (done) => {
       relayed = done;
       return done.outcome;
@@ -51,11 +60,23 @@ export function relay(options: RelayOptions): Relay {
   return { body: stream.out, delivered, finish };
 }
 
-/** What relayEvents found out, and the error chunk's type and code should it end on a failure. */
+/** What relayEvents found out, and what the final chunks are made from. */
 interface Relayed {
   outcome: RelayOutcome;
+  /** The error chunk's type and code should the relay end on a failure. */
   failureKind: { type: string; code: string };
+  /**
+   * The upstream's latest finish chunk, not yet sent (only for a client that did not ask for
+   * include_usage, and only on a clean end): `finish` sends it with the usage.
+   */
+  held: Chunk | undefined;
+  /** The last choice chunk relayed (or held) carried a finish_reason: no finish chunk of our own. */
+  finished: boolean;
+  /** The finish_reason a tool call (or a legacy function call) relayed calls for, if one was. */
+  calledTool: 'tool_calls' | 'function_call' | undefined;
 }
+
+type Chunk = ReturnType<typeof chunkEnvelope> & { choices: unknown[] };
 
 function chunkEnvelope(options: Pick<RelayOptions, 'generationId' | 'created' | 'tier'>) {
   return {
@@ -66,12 +87,11 @@ function chunkEnvelope(options: Pick<RelayOptions, 'generationId' | 'created' | 
   };
 }
 
-/** Relays the upstream's events and stops the upstream: all but the final chunks are written. */
-async function relayEvents(
-  options: RelayOptions,
-  send: (text: string) => void,
-  write: (text: string) => void,
-): Promise<Relayed> {
+/**
+ * Relays the upstream's events and stops the upstream: all but the final chunks are written (the
+ * finish chunk held back for the usage is returned, unsent).
+ */
+async function relayEvents(options: RelayOptions, send: (text: string) => void): Promise<Relayed> {
   const outcome: RelayOutcome = {
     usage: undefined,
     deliveredText: '',
@@ -80,6 +100,11 @@ async function relayEvents(
     finishReason: undefined,
   };
   const envelope = chunkEnvelope(options);
+  // `"usage": null` on every chunk but the last, as OpenAI sends it to a client that asked for usage.
+  const usageField = options.includeUsage ? { usage: null } : {};
+  let held: Chunk | undefined;
+  let finished = false;
+  let calledTool: Relayed['calledTool'];
   let done = false;
   let deliveredBytes = 0;
   let choiceChunks = 0;
@@ -140,7 +165,31 @@ async function relayEvents(
             ...(system_fingerprint !== undefined ? { system_fingerprint } : {}),
             ...(service_tier !== undefined ? { service_tier } : {}),
           };
-          send(`data: ${JSON.stringify({ ...envelope, ...extras, choices })}\n\n`);
+          const relayed: Chunk = { ...envelope, ...extras, choices, ...usageField };
+          finished = choices.some((choice) => choice.finish_reason);
+          for (const { delta } of choices) {
+            if (delta.tool_calls) calledTool = 'tool_calls';
+            else if (delta.function_call) calledTool ??= 'function_call';
+          }
+          // A chunk held back goes out as it came once a newer one follows: events stay in order.
+          if (held) send(`data: ${JSON.stringify(held)}\n\n`);
+          held = undefined;
+          if (!finished || options.includeUsage) send(`data: ${JSON.stringify(relayed)}\n\n`);
+          else if (choices.every(bare)) held = relayed;
+          else {
+            // What the finish chunk carries (its last text, a tool call's end, logprobs) is not held
+            // back while the bill is made: it goes out now, and only the finish waits for the usage.
+            send(
+              `data: ${JSON.stringify({ ...relayed, choices: choices.map((c) => ({ ...c, finish_reason: null })) })}\n\n`,
+            );
+            held = {
+              ...envelope,
+              ...extras,
+              choices: choices
+                .filter((choice) => choice.finish_reason)
+                .map(({ index, finish_reason }) => ({ index, delta: {}, logprobs: null, finish_reason })),
+            };
+          }
           break;
         }
       }
@@ -163,36 +212,78 @@ async function relayEvents(
       error: errorOf(error),
     });
   }
-  if (outcome.cut) {
-    write(
-      `data: ${JSON.stringify({ ...chunkEnvelope(options), choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: 'length' }] })}\n\n`,
-    );
+  // A stream that did not end cleanly ends on a length or error chunk of our own: what was held back
+  // goes out now, as it came.
+  if (held && (outcome.failure || outcome.cut)) {
+    send(`data: ${JSON.stringify(held)}\n\n`);
+    held = undefined;
+    finished = false;
   }
-
-  return { outcome, failureKind };
+  return { outcome, failureKind, held, finished, calledTool };
 }
 
 /**
- * The final chunks: the usage chunk (on an error chunk if the upstream failed), or, with no usage (the
- * generation could not be priced), a billing error chunk; then [DONE] either way.
+ * The final chunks, then [DONE] whatever happened:
+ * - the upstream failed: an error chunk with the usage;
+ * - it did not, to a client that asked for include_usage: the finish chunk, if the stream needs one
+ *   of ours (a `length` one if it was cut, or the upstream sent none), with `"usage": null`, then a
+ *   chunk with no choices and the usage;
+ * - to any other client: the usage on the finish chunk, the upstream's (held back) or ours;
+ * - with no usage (the generation could not be priced), the chunk held back or the length chunk as
+ *   they are, then a billing error chunk.
  */
 function writeLast(
   options: RelayOptions,
-  { outcome, failureKind }: Relayed,
+  relayed: Relayed,
   usage: ClientUsage | undefined,
   write: (text: string) => void,
 ): void {
+  const { outcome, failureKind } = relayed;
+  const last = outcome.failure ? undefined : lastFinishChunk(options, relayed);
   if (!usage) {
+    // Only what the upstream sent or the cut says: no finish of our own before the billing error.
+    if (last && (relayed.held || outcome.cut)) write(`data: ${JSON.stringify(last)}\n\n`);
     write(
       `data: ${JSON.stringify(errorChunk(options, 'The generation could not be billed. Retry later.', { type: 'upstream_error', code: 'billing_failed' }))}\n\n`,
     );
   } else if (outcome.failure) {
     // Still ended by [DONE]: naive SSE readers wait for it (a stream always ends with it).
     write(`data: ${stringifyJson({ ...errorChunk(options, outcome.failure, failureKind), usage })}\n\n`);
-  } else {
+  } else if (options.includeUsage) {
+    if (last) write(`data: ${JSON.stringify(last)}\n\n`);
     write(`data: ${stringifyJson({ ...chunkEnvelope(options), choices: [], usage })}\n\n`);
+  } else {
+    // lastFinishChunk always gives one here (no include_usage, no failure): the usage rides on it.
+    write(`data: ${stringifyJson({ ...last, usage })}\n\n`);
   }
   write('data: [DONE]\n\n');
+}
+
+/**
+ * The finish chunk still to be sent on an end without failure: the one held back; a `length` one of
+ * ours on a cut; or, when the last chunk relayed carried no finish_reason, ours with the upstream's
+ * last finish_reason, else `tool_calls` after a tool call (`function_call` after a legacy one) and
+ * `stop` otherwise (a JSON reply without a finish_reason reads `stop` too). None when the upstream's
+ * finish chunk was the last one sent (a client that asked for include_usage gets it at once).
+ */
+function lastFinishChunk(options: RelayOptions, relayed: Relayed): Chunk | undefined {
+  const { outcome } = relayed;
+  const usageField = options.includeUsage ? { usage: null } : {};
+  if (relayed.held) return relayed.held;
+  let reason: string;
+  if (outcome.cut) reason = 'length';
+  else if (relayed.finished && options.includeUsage) return undefined;
+  else reason = outcome.finishReason ?? relayed.calledTool ?? 'stop';
+  return {
+    ...chunkEnvelope(options),
+    choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: reason }],
+    ...usageField,
+  };
+}
+
+/** A choice that carries nothing but its finish: a delta with no value in it, and no logprobs. */
+function bare(choice: { delta: object; logprobs?: unknown }): boolean {
+  return choice.logprobs == null && Object.values(choice.delta).every((v) => v == null || v === '');
 }
 
 /** OpenRouter's practice: an error object in a chunk whose only choice finished with "error". */

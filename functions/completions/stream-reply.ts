@@ -29,6 +29,8 @@ export function streamReply(reply: {
   /** Epoch ms by which the relay stops reading and delivers what it has. */
   deadline: number;
   outputCap: number;
+  /** The client asked for `stream_options.include_usage` (relay-options.ts). */
+  includeUsage: boolean;
   gzip: boolean;
   headers: Record<string, string>;
 }): StreamReply {
@@ -40,6 +42,7 @@ export function streamReply(reply: {
     idleTimeoutMs: config.idleTimeoutMs,
     deadline: reply.deadline,
     outputCap: reply.outputCap,
+    includeUsage: reply.includeUsage,
     ...(reply.gzip ? { compress: new SyncGzip() } : {}),
     abortUpstream: opened.abort,
   });

@@ -63,7 +63,7 @@ describe('the official openai client', () => {
     expect(before - (await balanceNano(target, accountId))).toBe(costNano(usage.cost));
   });
 
-  it('streams chunks with one id, then a final usage chunk whose cost is the drop in creditBalance', async () => {
+  it('streams chunks with one id, the last with the finish and a usage whose cost is the drop in creditBalance', async () => {
     const { accountId, key } = await newAccount(target);
     const before = await balanceNano(target, accountId);
     const stream = await client(key).chat.completions.create({
@@ -79,8 +79,10 @@ describe('the official openai client', () => {
     expect(chunks.every((c) => c.model === 'svc-fast' && c.object === 'chat.completion.chunk')).toBe(true);
     const text = chunks.map((c) => c.choices[0]?.delta.content ?? '').join('');
     expect(text.length).toBeGreaterThan(0);
+    // No include_usage asked: the usage rides on the finish chunk, every chunk with a choice.
+    expect(chunks.every((c) => c.choices.length === 1)).toBe(true);
     const last = chunks.at(-1);
-    expect(last?.choices).toEqual([]);
+    expect(last?.choices[0]?.finish_reason).toBe('stop');
     const usage = last?.usage as OpenAI.CompletionUsage & { cost: number };
     expect(usage.completion_tokens).toBe(20);
     expect(chunks.filter((c) => c.usage).length).toBe(1);

@@ -91,7 +91,7 @@ function lyingUsage(usage: unknown): Behaviour {
 const call = (key: string, model: string, stream: boolean, extra: Record<string, unknown> = {}) =>
   postCompletion(target, key, model, stream, extra);
 
-/** The client's usage block, from a JSON body or the final usage chunk of a stream. */
+/** The client's usage block, from a JSON body or the last chunk of a stream (its finish chunk). */
 async function clientUsage(response: Response, stream: boolean) {
   if (!stream) return ((await response.json()) as { usage: Record<string, number> }).usage;
   const { data } = await readSse(response);
@@ -307,7 +307,7 @@ describe('an upstream that streams forever', () => {
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(data.at(-1)).toBe('[DONE]');
     const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
-    expect(chunks.at(-2).choices[0].finish_reason).toBe('length');
+    expect(chunks.at(-1).choices[0].finish_reason).toBe('length');
     const usage = chunks.at(-1).usage;
     expect(usage.completion_tokens).toBe(20 + CAP_MARGIN);
     const { charge, adjusted } = await oneCharge(accountId);

@@ -26,16 +26,21 @@ export function relayOptions(
 
 /**
  * The relay, finished as a generation finishes it once it has delivered, here at a fixed usage and
- * cost (0.5); `onDelivered` sees what it delivered first.
+ * cost (0.5), or with no usage if `billed` is false (a generation that could not be priced);
+ * `onDelivered` sees what it delivered first.
  */
 export function relayFinishedAtFixedUsage(
   options: RelayOptions,
   onDelivered: (outcome: RelayOutcome) => void = () => {},
+  billed = true,
 ): Readable {
   const relayed = relay(options);
   void relayed.delivered.then((outcome) => {
     onDelivered(outcome);
-    relayed.finish(usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5'));
+    relayed.finish(billed ? FIXED_USAGE : undefined);
   });
   return relayed.body;
 }
+
+/** The usage relayFinishedAtFixedUsage finishes with. */
+export const FIXED_USAGE = usageForClient({ promptTokens: 1, completionTokens: 2, cachedTokens: 0 }, '0.5');

@@ -1,9 +1,10 @@
 import { constants, gunzipSync } from 'node:zlib';
 import { describe, expect, it, vi } from 'vitest';
 import { stringifyJson } from '../../../functions/billing/usage.js';
+import { relay } from '../../../functions/completions/relay.js';
 import type { Compressor, RelayOutcome } from '../../../functions/completions/relay-options.js';
 import { SyncGzip } from '../../../functions/shared/compression.js';
-import { relayFinishedAtFixedUsage, relayOptions } from '../../support/relay-options.js';
+import { FIXED_USAGE, relayFinishedAtFixedUsage, relayOptions } from '../../support/relay-options.js';
 import { upstreamEventsFrom } from '../../support/upstream-events.js';
 
 /** Feeds the relay an upstream body cut into the given byte pieces and collects what the client gets. */
@@ -25,6 +26,10 @@ async function run(
     abortThrows?: boolean;
     /** The relay compresses what it writes (the client gets it decoded here, and `parts` as sent). */
     compress?: Compressor;
+    /** The client asked for `stream_options.include_usage`. */
+    includeUsage?: boolean;
+    /** The generation could not be priced: the relay is finished with no usage. */
+    unbilled?: boolean;
   } = {},
 ) {
   let settled: RelayOutcome | undefined;
@@ -48,6 +53,7 @@ async function run(
       ...(opts.idleTimeoutMs !== undefined ? { idleTimeoutMs: opts.idleTimeoutMs } : {}),
       ...(opts.deadlineInMs !== undefined ? { deadline: Date.now() + opts.deadlineInMs } : {}),
       ...(opts.outputCap !== undefined ? { outputCap: opts.outputCap } : {}),
+      ...(opts.includeUsage ? { includeUsage: true } : {}),
       abortUpstream: () => {
         aborted += 1;
         if (opts.abortThrows) throw new Error('abort failed');
@@ -56,6 +62,7 @@ async function run(
     (outcome) => {
       settled = outcome;
     },
+    !opts.unbilled,
   );
   // Counted from here: the relay's first write comes after this turn of the event loop.
   let writes = 0;
@@ -111,7 +118,7 @@ describe('relay', () => {
     expect(writes).toBe(3);
   });
 
-  it('rewrites id and model, drops the upstream usage chunk and ends with one usage chunk and [DONE]', async () => {
+  it('rewrites id and model, drops the upstream usage chunk and ends with one chunk with usage and [DONE]', async () => {
     const { events, settled, text } = await run([
       enc.encode(`${chunk('Hel') + chunk('lo') + usageChunk}data: [DONE]\n\n`),
     ]);
@@ -122,7 +129,8 @@ describe('relay', () => {
       parsed.every((c) => c.id === 'gen-1767225600-AAAAAAAAAAAAAAAAAAAA' && c.model === 'svc-fast'),
     ).toBe(true);
     expect(parsed.filter((c) => c.usage)).toHaveLength(1);
-    expect(parsed.at(-1).choices).toEqual([]);
+    // No finish chunk from this upstream: the relay's own carries the usage, a choice in it.
+    expect(parsed.at(-1).choices).toEqual([{ index: 0, delta: {}, logprobs: null, finish_reason: 'stop' }]);
     expect(parsed.at(-1).usage.cost).toBe(0.5);
     expect(settled?.usage).toMatchObject({
       usage: { promptTokens: 4, completionTokens: 2, cachedTokens: 0 },
@@ -398,5 +406,137 @@ describe('relay limits', () => {
       await new Promise((resolve) => out.once('close', resolve));
       expect(closed).toBe(1);
     });
+  });
+});
+
+describe('where the usage goes', () => {
+  const finishChunk = (reason: string, content = '') =>
+    chunk(content).replace('"finish_reason":null', `"finish_reason":"${reason}"`);
+  /** The chunks the client got, [DONE] left out (it must be last). */
+  const chunksOf = (events: string[]) => {
+    expect(events.at(-1)).toBe('[DONE]');
+    return events.slice(0, -1).map((e) => JSON.parse(e));
+  };
+  const stop = { index: 0, delta: {}, logprobs: null, finish_reason: 'stop' };
+
+  it('puts it on the finish chunk, held back until billed, when the client did not ask for it', async () => {
+    const { events } = await run([
+      enc.encode(`${chunk('Hel') + chunk('lo') + finishChunk('stop', '!') + usageChunk}data: [DONE]\n\n`),
+    ]);
+    const chunks = chunksOf(events);
+    expect(chunks.every((c) => c.choices.length === 1)).toBe(true);
+    expect(chunks.slice(0, -1).every((c) => !('usage' in c))).toBe(true);
+    // What the finish chunk carried went out at once, on a chunk of its own; only the finish waited.
+    expect(chunks.map((c) => c.choices[0].delta.content ?? '').join('')).toBe('Hello!');
+    expect(chunks.map((c) => c.choices[0].finish_reason)).toEqual([null, null, null, 'stop']);
+    expect(chunks[3].choices[0]).toEqual(stop);
+    expect(chunks[3].usage).toMatchObject({ prompt_tokens: 1, completion_tokens: 2, cost: 0.5 });
+  });
+
+  it('sends an earlier finish chunk as it came once a newer one arrives, the usage on the last', async () => {
+    const { events } = await run([
+      enc.encode(`${chunk('a') + finishChunk('stop') + finishChunk('stop')}data: [DONE]\n\n`),
+    ]);
+    const chunks = chunksOf(events);
+    expect(chunks.map((c) => c.choices[0].finish_reason)).toEqual([null, 'stop', 'stop']);
+    expect(chunks.map((c) => 'usage' in c)).toEqual([false, false, true]);
+  });
+
+  it('adds a finish chunk of its own when the upstream sent none: stop, or tool_calls after a tool call', async () => {
+    const plain = chunksOf((await run([enc.encode(`${chunk('a')}data: [DONE]\n\n`)])).events);
+    expect(plain.at(-1).choices).toEqual([stop]);
+    expect(plain.at(-1).usage.cost).toBe(0.5);
+    const call = chunk('').replace(
+      '"delta":{"content":""}',
+      '"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}',
+    );
+    const tool = chunksOf((await run([enc.encode(`${call}data: [DONE]\n\n`)])).events);
+    expect(tool.at(-1).choices[0].finish_reason).toBe('tool_calls');
+    // A finish followed by a chunk without one: the upstream's last finish_reason is said again.
+    const after = chunksOf(
+      (await run([enc.encode(`${finishChunk('length') + chunk('')}data: [DONE]\n\n`)])).events,
+    );
+    expect(after.map((c) => c.choices[0].finish_reason)).toEqual(['length', null, 'length']);
+    expect(after.map((c) => 'usage' in c)).toEqual([false, false, true]);
+  });
+
+  it('puts it on the length chunk of a cut, after the finish chunk it held back', async () => {
+    const { events, settled } = await run([enc.encode(chunk('partial ') + finishChunk('stop'))], {
+      hangAfter: true,
+      idleTimeoutMs: 10_000,
+      deadlineInMs: 150,
+    });
+    expect(settled?.cut).toBe('deadline');
+    const chunks = chunksOf(events);
+    expect(chunks.map((c) => c.choices[0].finish_reason)).toEqual([null, 'stop', 'length']);
+    expect(chunks.map((c) => 'usage' in c)).toEqual([false, false, true]);
+    expect(chunks.at(-1).usage.cost).toBe(0.5);
+  });
+
+  it('keeps the error chunk with the usage on a failure, what it held back sent before it', async () => {
+    const { events } = await run([enc.encode(chunk('a') + finishChunk('stop'))], { failAfter: true });
+    const chunks = chunksOf(events);
+    expect(chunks.map((c) => c.choices[0].finish_reason)).toEqual([null, 'stop', 'error']);
+    expect(chunks.at(-1).usage.cost).toBe(0.5);
+  });
+
+  it('sends what it held back as it came, then the billing error, when the generation is not priced', async () => {
+    const { events } = await run([enc.encode(`${chunk('a') + finishChunk('stop')}data: [DONE]\n\n`)], {
+      unbilled: true,
+    });
+    const chunks = chunksOf(events);
+    expect(chunks.map((c) => c.choices[0].finish_reason)).toEqual([null, 'stop', 'error']);
+    expect(chunks.some((c) => 'usage' in c)).toBe(false);
+    expect(chunks.at(-1).error.code).toBe('billing_failed');
+  });
+
+  it("gives OpenAI's include_usage shape to a client that asked: usage null, then choices [] with the usage", async () => {
+    for (const upstream of [
+      `${chunk('Hel') + chunk('lo') + finishChunk('stop') + usageChunk}data: [DONE]\n\n`,
+      `${chunk('Hel') + chunk('lo')}data: [DONE]\n\n`,
+    ]) {
+      const chunks = chunksOf((await run([enc.encode(upstream)], { includeUsage: true })).events);
+      expect(chunks.slice(0, -1).every((c) => c.usage === null && c.choices.length === 1)).toBe(true);
+      // A finish_reason before the usage, the upstream's or the relay's own.
+      expect(chunks.at(-2).choices[0].finish_reason).toBe('stop');
+      expect(chunks.at(-1).choices).toEqual([]);
+      expect(chunks.at(-1).usage).toMatchObject({ completion_tokens: 2, cost: 0.5 });
+    }
+    const cut = await run([enc.encode(chunk('partial '))], {
+      includeUsage: true,
+      hangAfter: true,
+      idleTimeoutMs: 10_000,
+      deadlineInMs: 150,
+    });
+    const chunks = chunksOf(cut.events);
+    expect(chunks.map((c) => c.choices[0]?.finish_reason)).toEqual([null, 'length', undefined]);
+    expect(chunks.map((c) => c.usage?.cost ?? c.usage)).toEqual([null, null, 0.5]);
+  });
+
+  it('keeps sending keep-alives while a finish chunk is held back for the bill, its text sent', async () => {
+    const relayed = relay(
+      relayOptions(
+        upstreamEventsFrom([enc.encode(`${chunk('a') + finishChunk('stop', 'b')}data: [DONE]\n\n`)]),
+        {
+          keepAliveMs: 20,
+        },
+      ),
+    );
+    let text = '';
+    relayed.body.on('data', (part: Buffer) => {
+      text += part.toString();
+    });
+    const ended = new Promise((resolve) => relayed.body.once('end', resolve));
+    await relayed.delivered;
+    // The bill takes its time: keep-alives go on, after the content, the finish chunk not yet sent.
+    await vi.waitFor(() => expect(text.split('\n\n').slice(3)).toContain(': keep-alive'));
+    expect(text).not.toContain('"finish_reason":"stop"');
+    expect(text).toContain('"content":"b"');
+    relayed.finish(FIXED_USAGE);
+    await ended;
+    const events = text.split('\n\n').filter((e) => e.startsWith('data: '));
+    const last = JSON.parse((events.at(-2) ?? '').slice(6));
+    expect(last.choices[0].finish_reason).toBe('stop');
+    expect(last.usage.cost).toBe(0.5);
   });
 });

@@ -173,6 +173,23 @@ describe('forwarding', () => {
     expect((assistant?.tool_calls as Record<string, unknown>[] | undefined)?.[0]).not.toHaveProperty('index');
   });
 
+  it('asks the upstream for usage whatever the client asked (the relay keeps the client its own shape)', () => {
+    for (const stream_options of [
+      undefined,
+      null,
+      { include_usage: false },
+      { include_obfuscation: false },
+    ]) {
+      const asked = parseChatRequest(JSON.stringify({ ...base, stream: true, stream_options }));
+      const { body } = toUpstreamBody(asked, { model: 'up-model', extraFields: 'forward' });
+      expect(body.stream_options).toEqual({ ...(stream_options ?? {}), include_usage: true });
+    }
+    const json = parseChatRequest(JSON.stringify({ ...base, stream_options: { include_usage: true } }));
+    expect(toUpstreamBody(json, { model: 'up-model', extraFields: 'forward' }).body).not.toHaveProperty(
+      'stream_options',
+    );
+  });
+
   it('drops them for a drop target and names what it dropped', () => {
     const { body, dropped } = toUpstreamBody(request, { model: 'gpt-4o', extraFields: 'drop' });
     expect(dropped).toEqual([
