@@ -61,6 +61,35 @@ Environment: DYNAMODB_ENDPOINT (a running DynamoDB), else DynamoDB Local on DYNA
 not running. With KEYS_TABLE, ACCOUNTS_TABLE, LEDGER_TABLE and HOLDS_TABLE set and no DYNAMODB_ENDPOINT,
 the deployed tables in AWS (credentials and region from the environment).`;
 
+/** The commands there are: each group's verbs, and the commands that take no verb (none: no verb). */
+const COMMANDS: Readonly<Record<string, readonly string[]>> = {
+  account: ['create', 'show', 'list', 'suspend', 'ban', 'reinstate', 'split'],
+  credits: ['add', 'remove'],
+  key: ['create', 'cap', 'revoke', 'list'],
+  usage: [],
+  holds: [],
+  reconcile: [],
+  'bill-logged': [],
+};
+
+const listed = (names: readonly string[]): string => names.join(', ');
+
+/**
+ * Refuses, before anything is opened, a command line that names no command or one there is not: the
+ * message says which, and names the commands (or the group's verbs) there are.
+ */
+function checkCommand(positionals: string[]): void {
+  const [group, verb] = positionals;
+  if (group === undefined) throw new UsageError('no command given');
+  const verbs = Object.hasOwn(COMMANDS, group) ? COMMANDS[group] : undefined;
+  if (verbs === undefined)
+    throw new UsageError(`unknown command "${group}": the commands are ${listed(Object.keys(COMMANDS))}`);
+  if (verbs.length === 0) return;
+  if (verb === undefined) throw new UsageError(`"${group}" needs a command: ${listed(verbs)}`);
+  if (!verbs.includes(verb))
+    throw new UsageError(`unknown command "${group} ${verb}": ${group} takes ${listed(verbs)}`);
+}
+
 class UsageError extends Error {
   constructor(message: string) {
     super(message);
@@ -605,10 +634,7 @@ export async function main(
       print.out(USAGE);
       return 0;
     }
-    const [group] = parsed.positionals;
-    // `holds` and `reconcile` stand alone (every account); every other command names its verb or object.
-    if (!group || (parsed.positionals.length < 2 && group !== 'reconcile' && group !== 'holds'))
-      throw new UsageError('no command given');
+    checkCommand(parsed.positionals);
   } catch (error) {
     print.usage((error as Error).message);
     return 2;

@@ -246,6 +246,23 @@ describe('operator CLI', () => {
     }
   });
 
+  it('an unknown command says so and names the commands there are, exit 2 (not "no command given")', async () => {
+    const unknown = await admin('bogus');
+    expect(unknown.code).toBe(2);
+    const first = unknown.stderr.split('\n')[0] ?? '';
+    expect(first).toContain('unknown command "bogus"');
+    for (const command of ['account', 'credits', 'key', 'usage', 'holds', 'reconcile', 'bill-logged'])
+      expect(first).toContain(command);
+    expect(unknown.stderr).toContain('usage:');
+    const verb = await admin('account', 'fly', 'x');
+    expect(verb.code).toBe(2);
+    expect(verb.stderr.split('\n')[0]).toMatch(/unknown command "account fly".*create, show, list/);
+    const bare = await admin('key');
+    expect(bare.code).toBe(2);
+    expect(bare.stderr.split('\n')[0]).toMatch(/"key" needs a command: create, cap, revoke, list/);
+    expect((await admin()).stderr.split('\n')[0]).toContain('no command given');
+  });
+
   it('exits 1 with one line for an unknown account or key, or a bad amount', async () => {
     for (const args of [
       ['account', 'show', 'ghost'],
