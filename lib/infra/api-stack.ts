@@ -704,6 +704,11 @@ export class ApiStack extends Stack {
         value: dashboard.userPool.userPoolId,
         description: 'The dashboard\'s Cognito user pool (docs/deploy.md, "Connecting Cognito")',
       });
+      new CfnOutput(this, 'DashboardTableName', {
+        value: dashboard.table.tableName,
+        description:
+          "The dashboard's table: its users' e-mail addresses, which the operator CLI shows and finds accounts by (DASHBOARD_TABLE)",
+      });
       new CfnOutput(this, 'DashboardSignInDomain', {
         value: dashboard.domain.baseUrl(),
         description: "Cognito's managed login for the dashboard (its prefix: -c authDomainPrefix=...)",
