@@ -9,7 +9,13 @@
  */
 
 import type { Store } from '../core/store.js';
-import { autoTopUpIdempotencyKey, switchedOffMessage, type Watch, type WatchStore } from '../core/watch.js';
+import {
+  autoTopUpIdempotencyKey,
+  switchedOffMessage,
+  type Watch,
+  type WatchStore,
+  yourAccount,
+} from '../core/watch.js';
 import { centsToNano } from '../payments/amounts.js';
 import type { OffSessionPayments } from '../payments/stripe-api.js';
 import { logger } from '../shared/observability.js';
@@ -100,7 +106,7 @@ async function watchOne(deps: WatchDeps, watch: Watch, run: WatchRun): Promise<v
             to: watch.email,
             subject: `Your balance is below ${centsText(watch.thresholdCents)}`,
             text: [
-              `The balance of your account ${watch.accountId} is ${usdText(balance)}, below the ${centsText(watch.thresholdCents)} you set.`,
+              `The balance of ${yourAccount(watch.email)} is ${usdText(balance)}, below the ${centsText(watch.thresholdCents)} you set.`,
               '',
               `Buy credits: ${deps.billingUrl ?? 'the Billing page of your dashboard'}`,
               'You get this once each time the balance falls below the threshold.',

@@ -143,6 +143,12 @@ export const SAVE_CARD_KIND = 'save_card';
 const dollars = (cents: number) =>
   `$${Math.floor(cents / 100).toLocaleString('en-US')}.${String(cents % 100).padStart(2, '0')}`;
 
+/**
+ * The account as its customer knows it in an e-mail: by the address they set the e-mail up with,
+ * never by its id (a dashboard account's `acct-<hex>` is shown to them nowhere).
+ */
+export const yourAccount = (email: string): string => `your account (${email})`;
+
 /** The e-mail that says auto top-up was switched off, and why (the watch's path and the webhook's). */
 export function switchedOffMessage(
   watch: Pick<Watch, 'accountId' | 'email'>,
@@ -155,7 +161,7 @@ export function switchedOffMessage(
     to: watch.email,
     subject: 'Auto top-up is switched off: the card was not charged',
     text: [
-      `Auto top-up of ${dollars(buyCents)} for your account ${watch.accountId} could not charge your saved card, and is now switched off.`,
+      `Auto top-up of ${dollars(buyCents)} for ${yourAccount(watch.email)} could not charge your saved card, and is now switched off.`,
       `Stripe said: ${reason}`,
       '',
       `Buy credits, or switch it on again (or save another card): ${billingUrl ?? 'the Billing page of your dashboard'}`,

@@ -4,20 +4,23 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoStore, tableNamesFromEnv } from '../../functions/adapters/dynamodb/index.js';
 import { nanoToUsd } from '../../functions/billing/money.js';
 import { TRANSFER_DELAY_MS } from '../../functions/core/store.js';
-import { ensureTables, localClient } from '../local/dynamodb-local.js';
+import { ensureDashboardTable, ensureTables, localClient } from '../local/dynamodb-local.js';
 import { localDynamoSettings } from '../local/settings.js';
 import { connectDynamo, localTableNames } from '../local/stack.js';
-import { TABLE_ENV } from '../tables.js';
+import { DASHBOARD_TABLE_ENV, LOCAL_DASHBOARD_TABLE_NAME, TABLE_ENV } from '../tables.js';
 import { toCsv } from './csv.js';
+import { dashboardEmails } from './emails.js';
 import {
   type AccountView,
   type AdminContext,
+  accountEmails,
   accountView,
   addCredits,
   checkAccountId,
   createAccount,
   createKey,
   dollars,
+  findAccountsByEmail,
   listAccounts,
   listHolds,
   listKeys,
@@ -37,7 +40,9 @@ const USAGE = `usage: npm run --silent admin -- <command> [--json]
 
   account create <accountId> [--credits <usd>]
   account show <accountId>
-  account list [--limit <n>] [--after <next>]   a page of accounts (100, or n up to 1000); then the next
+  account list [--limit <n>] [--after <next>]   a page of accounts (100, or n up to 1000), with each one's
+                                                e-mail (its dashboard user's); then the next
+  account find <email>   the accounts of a dashboard user's e-mail address (any case)
   account suspend <accountId>
   account ban <accountId>
   account reinstate <accountId>
@@ -56,10 +61,42 @@ const USAGE = `usage: npm run --silent admin -- <command> [--json]
 Amounts are USD with at most 9 decimals, at most $${MAX_AMOUNT_USD} a command. JSON (--json, --format json)
 gives every amount as an exact decimal string ("12.5"): a JSON number would round a large one.
 
+E-mail addresses are read from the dashboard's table: DASHBOARD_TABLE (the stack output
+DashboardTableName), locally the local stack's.
+
 Environment: DYNAMODB_ENDPOINT (a running DynamoDB), else DynamoDB Local on DYNAMODB_LOCAL_PORT
 (default 8000) with its data under SVC_DATA_DIR (default .data), started for the command if it is
 not running. With KEYS_TABLE, ACCOUNTS_TABLE, LEDGER_TABLE and HOLDS_TABLE set and no DYNAMODB_ENDPOINT,
 the deployed tables in AWS (credentials and region from the environment).`;
+
+/** The commands there are: each group's verbs, and the commands that take no verb (none: no verb). */
+const COMMANDS: Readonly<Record<string, readonly string[]>> = {
+  account: ['create', 'show', 'list', 'find', 'suspend', 'ban', 'reinstate', 'split'],
+  credits: ['add', 'remove'],
+  key: ['create', 'cap', 'revoke', 'list'],
+  usage: [],
+  holds: [],
+  reconcile: [],
+  'bill-logged': [],
+};
+
+const listed = (names: readonly string[]): string => names.join(', ');
+
+/**
+ * Refuses, before anything is opened, a command line that names no command or one there is not: the
+ * message says which, and names the commands (or the group's verbs) there are.
+ */
+function checkCommand(positionals: string[]): void {
+  const [group, verb] = positionals;
+  if (group === undefined) throw new UsageError('no command given');
+  const verbs = Object.hasOwn(COMMANDS, group) ? COMMANDS[group] : undefined;
+  if (verbs === undefined)
+    throw new UsageError(`unknown command "${group}": the commands are ${listed(Object.keys(COMMANDS))}`);
+  if (verbs.length === 0) return;
+  if (verb === undefined) throw new UsageError(`"${group}" needs a command: ${listed(verbs)}`);
+  if (!verbs.includes(verb))
+    throw new UsageError(`unknown command "${group} ${verb}": ${group} takes ${listed(verbs)}`);
+}
 
 class UsageError extends Error {
   constructor(message: string) {
@@ -190,6 +227,15 @@ export async function runCommand(ctx: AdminContext, parsed: Parsed): Promise<Cli
     case 'account list': {
       expectArgs(p, 2, ['limit', 'after'], values);
       return accountListCommand(ctx, values);
+    }
+    case 'account find': {
+      expectArgs(p, 3, [], values);
+      const accounts = await findAccountsByEmail(ctx, arg);
+      if (accounts.length === 0) throw new Error(`no account has the e-mail address ${arg}`);
+      return {
+        json: { email: arg, accounts },
+        text: accountTable(accounts.map((a) => ({ ...a, email: a.emails.join(', ') }))),
+      };
     }
     case 'account split': {
       expectArgs(p, 3, ['slices'], values);
@@ -338,20 +384,47 @@ async function accountListCommand(ctx: AdminContext, values: Parsed['values']): 
   if (values.after !== undefined && !PAGE_KEY.test(values.after))
     throw new UsageError(`--after takes the "next" of a previous page, not "${values.after}"`);
   const page = await listAccounts(ctx, { limit, ...(values.after ? { after: values.after } : {}) });
-  const rows = page.accounts.map((a) => [
-    a.accountId,
-    a.status,
-    dollars(a.creditBalance),
-    dollars(a.held),
-    String(a.slices),
-    a.createdAt ?? '',
-  ]);
-  const lines = rows.length
-    ? [columns([['accountId', 'status', 'creditBalance', 'held', 'slices', 'created'], ...rows])]
-    : ['no accounts'];
+  // The e-mail column where the dashboard's table is known; without it, a warning says how.
+  const emails = ctx.emails ? await accountEmails(ctx) : undefined;
+  const accounts = page.accounts.map((a) => ({
+    ...a,
+    ...(emails ? { emails: emails.get(a.accountId) ?? [] } : {}),
+  }));
+  const lines = [
+    accounts.length
+      ? accountTable(accounts.map((a) => ({ ...a, ...(a.emails ? { email: a.emails.join(', ') } : {}) })))
+      : 'no accounts',
+  ];
   if (page.next)
     lines.push(`more: account list --after ${page.next}${values.limit ? ` --limit ${limit}` : ''}`);
-  return { json: { accounts: page.accounts, next: page.next ?? null }, text: lines.join('\n') };
+  return {
+    json: { accounts, next: page.next ?? null },
+    text: lines.join('\n'),
+    ...(emails
+      ? {}
+      : {
+          warnings: [
+            'e-mail addresses are not shown: set DASHBOARD_TABLE (the stack output DashboardTableName) to see them',
+          ],
+        }),
+  };
+}
+
+/** Accounts as a table: a header, then a row each; the e-mail column where the rows have one ("-": none). */
+function accountTable(accounts: (AccountView & { createdAt?: string; email?: string })[]): string {
+  const withEmail = accounts.some((a) => a.email !== undefined);
+  return columns([
+    ['accountId', ...(withEmail ? ['email'] : []), 'status', 'creditBalance', 'held', 'slices', 'created'],
+    ...accounts.map((a) => [
+      a.accountId,
+      ...(withEmail ? [a.email ? safe(a.email) : '-'] : []),
+      a.status,
+      dollars(a.creditBalance),
+      dollars(a.held),
+      String(a.slices),
+      a.createdAt ?? '',
+    ]),
+  ]);
 }
 
 const CSV_COLUMNS = [
@@ -548,8 +621,12 @@ async function openContext(
     if (!env[TABLE_ENV.holds])
       throw new UsageError(`set ${TABLE_ENV.holds} too (the stack output HoldsTableName)`);
     const client = new DynamoDBClient({});
+    const dashboardTable = env[DASHBOARD_TABLE_ENV];
     return {
-      ctx: { store: new DynamoStore(client, tableNamesFromEnv(env)) },
+      ctx: {
+        store: new DynamoStore(client, tableNamesFromEnv(env)),
+        ...(dashboardTable ? { emails: dashboardEmails(client, dashboardTable) } : {}),
+      },
       close: async () => client.destroy(),
     };
   }
@@ -560,8 +637,11 @@ async function openContext(
   const client = localClient(dynamo.endpoint);
   const tables = env[TABLE_ENV.keys] ? tableNamesFromEnv(env) : localTableNames();
   await ensureTables(client, tables);
+  // The local stack's dashboard table (lib/local/stack.ts), or the one named.
+  const dashboardTable = env[DASHBOARD_TABLE_ENV] || LOCAL_DASHBOARD_TABLE_NAME;
+  await ensureDashboardTable(client, dashboardTable);
   return {
-    ctx: { store: new DynamoStore(client, tables) },
+    ctx: { store: new DynamoStore(client, tables), emails: dashboardEmails(client, dashboardTable) },
     close: async () => {
       client.destroy();
       await dynamo.stop();
@@ -605,10 +685,7 @@ export async function main(
       print.out(USAGE);
       return 0;
     }
-    const [group] = parsed.positionals;
-    // `holds` and `reconcile` stand alone (every account); every other command names its verb or object.
-    if (!group || (parsed.positionals.length < 2 && group !== 'reconcile' && group !== 'holds'))
-      throw new UsageError('no command given');
+    checkCommand(parsed.positionals);
   } catch (error) {
     print.usage((error as Error).message);
     return 2;

@@ -20,6 +20,8 @@ import {
   type Store,
 } from '../../functions/core/store.js';
 
+import { type AccountEmails, type EmailDirectory, sameAddress } from './emails.js';
+
 export type { LedgerEntry };
 
 class AdminError extends Error {
@@ -32,6 +34,8 @@ class AdminError extends Error {
 /** The operator works through the same store port as the functions. */
 export interface AdminContext {
   store: Store;
+  /** The dashboard's customers' e-mail addresses (emails.ts); absent where its table is not known. */
+  emails?: EmailDirectory;
 }
 
 /** An account as the CLI shows it: amounts as exact USD decimal strings. */
@@ -163,6 +167,31 @@ export async function listAccounts(
     accounts.push({ ...toView(account), ...(item.createdAt ? { createdAt: item.createdAt } : {}) });
   }
   return { accounts, ...(page.next ? { next: page.next } : {}) };
+}
+
+/** The addresses of every account, or an error saying where they are when the CLI was not told. */
+export function accountEmails(ctx: AdminContext): Promise<AccountEmails> {
+  if (!ctx.emails)
+    throw new AdminError(
+      "the customers' e-mail addresses are in the dashboard table: set DASHBOARD_TABLE (the stack output DashboardTableName)",
+    );
+  return ctx.emails.accountEmails();
+}
+
+/** The accounts with `email` among their addresses (any case), each with all its addresses. */
+export async function findAccountsByEmail(
+  ctx: AdminContext,
+  email: string,
+): Promise<(AccountView & { emails: string[] })[]> {
+  if (!/^[^\s@]+@[^\s@]+$/.test(email.trim())) throw new AdminError(`"${email}" is not an e-mail address`);
+  const found = [];
+  for (const [accountId, emails] of await accountEmails(ctx)) {
+    if (!emails.some((known) => sameAddress(email, known))) continue;
+    const account = await getAccount(ctx, accountId);
+    // Linked by a sign-in, then removed from the accounts table: nothing to show.
+    if (account) found.push({ ...toView(account), emails });
+  }
+  return found.sort((a, b) => a.accountId.localeCompare(b.accountId));
 }
 
 /**

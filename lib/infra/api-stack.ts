@@ -1,4 +1,13 @@
-import { CfnOutput, Duration, RemovalPolicy, SecretValue, Stack, type StackProps, Tags } from 'aws-cdk-lib';
+import {
+  CfnOutput,
+  Duration,
+  RemovalPolicy,
+  SecretValue,
+  Stack,
+  type StackProps,
+  Tags,
+  Token,
+} from 'aws-cdk-lib';
 import { Certificate } from 'aws-cdk-lib/aws-certificatemanager';
 import {
   AllowedMethods,
@@ -43,6 +52,7 @@ import { TABLE_ENV } from '../tables.js';
 import { Alarms } from './alarms.js';
 import { TableBackups } from './backup.js';
 import { BalanceWatch } from './balance-watch.js';
+import { ConfigurationError } from './configuration-error.js';
 import { DASHBOARD_PATHS, Dashboard } from './dashboard.js';
 import { edgeFunction } from './edge-function.js';
 import {
@@ -52,7 +62,7 @@ import {
   type EdgeFunction,
   KEY_CHECKED,
 } from './edge-routes.js';
-import { edgeWebAclArn } from './edge-waf.js';
+import { checkEdgeWafRegion, edgeWebAclArn } from './edge-waf.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
 import { addGenerationMetrics, usageLinePattern } from './generation-metrics.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
@@ -115,6 +125,12 @@ export interface ApiStackProps extends StackProps {
   waf?: boolean;
   /** Use this CLOUDFRONT-scope web ACL (created in us-east-1) instead of creating one. */
   webAclArn?: string;
+  /**
+   * Where an environment-agnostic stack deploys: the CDK CLI's region (CDK_DEFAULT_REGION), which is
+   * where `cdk deploy` puts a stack with no region of its own. Read only by the checks that depend on
+   * the region (the WAF's); the template stays environment-agnostic.
+   */
+  deployRegion?: string;
   /** WAF's per-IP limit on requests without an `Authorization` header: requests per 5 minutes before an address is answered 429. */
   wafRateLimit?: number;
 }
@@ -130,7 +146,7 @@ export class ApiStack extends Stack {
     const removalPolicy = sandbox ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN;
     const logRetention = sandbox ? RetentionDays.ONE_WEEK : RetentionDays.THREE_MONTHS;
     if (!sandbox && !props.tiersConfig) {
-      throw new Error(
+      throw new ConfigurationError(
         'the prod stage needs the tier routing (tiersConfig): cdk deploy -c stage=prod -c tiersFile=tiers.json',
       );
     }
@@ -143,26 +159,34 @@ export class ApiStack extends Stack {
     for (const name of ['reservedConcurrency', 'maxConcurrency'] as const) {
       const value = props[name];
       if (value !== undefined && !(Number.isInteger(value) && value >= 1))
-        throw new Error(`${name} must be a whole number from 1, got ${value}`);
+        throw new ConfigurationError(`${name} must be a whole number from 1, got ${value}`);
     }
     if (props.reservedConcurrency !== undefined && props.maxConcurrency !== undefined) {
-      throw new Error(
+      throw new ConfigurationError(
         'give -c reservedConcurrency=<n> or -c maxConcurrency=<n>, not both: a reservation is itself the concurrency the overdraft bound counts on',
       );
     }
     if (!sandbox && props.reservedConcurrency === undefined && props.maxConcurrency === undefined) {
-      throw new Error(CONCURRENCY_REQUIRED);
+      throw new ConfigurationError(CONCURRENCY_REQUIRED);
     }
     if (!sandbox && !props.alarmEmail && !props.alarmTopicArn) {
-      throw new Error(
+      throw new ConfigurationError(
         'the prod stage needs an alarm destination: -c alarmEmail=<address> or -c alarmTopicArn=<arn>',
       );
     }
     if (!sandbox && props.monthlyBudgetUsd === undefined) {
-      throw new Error(
+      throw new ConfigurationError(
         'the prod stage needs a cost guardrail: -c monthlyBudgetUsd=<USD> (an AWS Budgets budget notifying the alarm topic at 80%)',
       );
     }
+
+    const waf = {
+      enabled: props.waf ?? !sandbox,
+      webAclArn: props.webAclArn,
+      rateLimit: props.wafRateLimit,
+    };
+    // Before anything is built (or bundled): a web ACL that could not be created in this region.
+    checkEdgeWafRegion(Token.isUnresolved(this.region) ? props.deployRegion : this.region, waf);
 
     // On every resource that takes tags: cost allocation and ownership by service and stage.
     Tags.of(this).add('service', 'hosted-model-api');
@@ -588,11 +612,7 @@ export class ApiStack extends Stack {
       if (!origin) throw new Error(`no origin for ${fn}`);
       return origin;
     };
-    const webAclId = edgeWebAclArn(this, {
-      enabled: props.waf ?? !sandbox,
-      webAclArn: props.webAclArn,
-      rateLimit: props.wafRateLimit,
-    });
+    const webAclId = edgeWebAclArn(this, waf);
     const distribution = new Distribution(this, 'Api', {
       comment: `hosted-model-api ${props.stage}`,
       httpVersion: HttpVersion.HTTP2_AND_3,
@@ -683,6 +703,11 @@ export class ApiStack extends Stack {
       new CfnOutput(this, 'DashboardUserPoolId', {
         value: dashboard.userPool.userPoolId,
         description: 'The dashboard\'s Cognito user pool (docs/deploy.md, "Connecting Cognito")',
+      });
+      new CfnOutput(this, 'DashboardTableName', {
+        value: dashboard.table.tableName,
+        description:
+          "The dashboard's table: its users' e-mail addresses, which the operator CLI shows and finds accounts by (DASHBOARD_TABLE)",
       });
       new CfnOutput(this, 'DashboardSignInDomain', {
         value: dashboard.domain.baseUrl(),

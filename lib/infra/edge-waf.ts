@@ -2,6 +2,7 @@ import { type Stack, Token } from 'aws-cdk-lib';
 import { CfnWebACL } from 'aws-cdk-lib/aws-wafv2';
 import { PermissionDeniedError } from '../../functions/core/errors.js';
 import { EXPOSED_HEADERS } from '../../functions/shared/cors.js';
+import { ConfigurationError } from './configuration-error.js';
 
 /**
  * Requests without an `Authorization` header one IP may send in 5 minutes before WAF answers it 429
@@ -66,18 +67,27 @@ const visibility = (metricName: string) => ({
  * A web ACL of scope CLOUDFRONT exists only in us-east-1 (AWS WAF Developer Guide, "Resources that
  * you can protect": "you must use the Region US East (N. Virginia) to create your web ACL"), and
  * CloudFormation creates a stack's resources in the stack's own region. So the ACL is created here
- * only when the stack is in us-east-1 (or its region is left to deploy time: then it deploys only
- * there); a stack elsewhere takes the ARN of one created in us-east-1 (`-c webAclArn=...`) or opts out.
+ * only when the stack deploys to us-east-1 (its own region, or for a stack without one the CDK CLI's,
+ * where `cdk deploy` puts it); a stack elsewhere takes the ARN of one created in us-east-1
+ * (`-c webAclArn=...`) or opts out.
  */
+/**
+ * Refuses a web ACL this stack would create outside us-east-1. `region` is where the stack deploys:
+ * its own, or for a stack without one the CDK CLI's (where `cdk deploy` puts it); undefined when
+ * neither is known (the ACL then deploys only in us-east-1).
+ */
+export function checkEdgeWafRegion(region: string | undefined, options: EdgeWafOptions): void {
+  if (!options.enabled || options.webAclArn || region === undefined || region === 'us-east-1') return;
+  throw new ConfigurationError(
+    `a CLOUDFRONT-scope WAF web ACL can only be created in us-east-1, and this stack deploys to ${region}: ` +
+      'deploy it in us-east-1, pass -c webAclArn=<ARN of a web ACL created in us-east-1>, or opt out with -c waf=false',
+  );
+}
+
 export function edgeWebAclArn(stack: Stack, options: EdgeWafOptions): string | undefined {
   if (!options.enabled) return undefined;
   if (options.webAclArn) return options.webAclArn;
-  if (!Token.isUnresolved(stack.region) && stack.region !== 'us-east-1') {
-    throw new Error(
-      `a CLOUDFRONT-scope WAF web ACL can only be created in us-east-1, and this stack deploys to ${stack.region}: ` +
-        'deploy it in us-east-1, pass -c webAclArn=<ARN of a web ACL created in us-east-1>, or opt out with -c waf=false',
-    );
-  }
+  checkEdgeWafRegion(Token.isUnresolved(stack.region) ? undefined : stack.region, options);
   const rateLimited = {
     error: {
       message: 'Too many requests from this address. Retry with exponential backoff.',

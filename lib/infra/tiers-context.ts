@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { ConfigurationError } from './configuration-error.js';
 
 /**
  * The tier routing from CDK context, as the CLI passes it whole: `-c tiersFile=<path>` (read here,
@@ -14,13 +15,15 @@ export function tiersFromContext(
   const file = context('tiersFile');
   const inline = context('tiersConfig');
   if (file !== undefined && inline !== undefined)
-    throw new Error('give the tier routing once: -c tiersFile=<path> or -c tiersConfig=<one-line JSON>');
+    throw new ConfigurationError(
+      'give the tier routing once: -c tiersFile=<path> or -c tiersConfig=<one-line JSON>',
+    );
   if (file !== undefined) {
     let text: string;
     try {
       text = readFileSync(resolve(cwd, file), 'utf8');
     } catch (error) {
-      throw new Error(`tiersFile ${file}: cannot read it (${(error as Error).message})`);
+      throw new ConfigurationError(`tiersFile ${file}: cannot read it (${(error as Error).message})`);
     }
     return checkedJson(text, `tiersFile ${file}`);
   }
@@ -36,7 +39,7 @@ function checkedJson(text: string, source: string, hint = ''): string {
   try {
     JSON.parse(text);
   } catch (error) {
-    throw new Error(`${source} is not JSON: ${(error as Error).message}${hint}`);
+    throw new ConfigurationError(`${source} is not JSON: ${(error as Error).message}${hint}`);
   }
   return text;
 }

@@ -9,10 +9,11 @@
  */
 import { request } from 'node:http';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { format } from 'node:util';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { REPO_ROOT } from '../../lib/infra/service-function.js';
 import { bundle, ricLauncher, runtimeInstalled } from '../../lib/local/aws-lambda-ric.js';
-import { type RunningEmulator, startEmulator } from '../../lib/local/emulator.js';
+import { type RunningEmulator, startEmulator, workerLauncherWithOutput } from '../../lib/local/emulator.js';
 import { newAccount, startTarget, type Target } from '../support/target.js';
 
 const RIC = runtimeInstalled();
@@ -29,6 +30,26 @@ let emulated: Side;
 let ric: Side | undefined;
 let compared = 0;
 
+/**
+ * What the probe instances, the emulator and its Runtime API say during a test: several probes fail on
+ * purpose (a throw, a timeout, a crash), and each such failure is reported with its stack trace, as
+ * Lambda logs it. Kept here for the test's length and printed only if the test fails, so a green run
+ * is quiet and a red one shows everything that was said.
+ */
+const testLog: string[] = [];
+beforeEach(({ onTestFailed }) => {
+  testLog.length = 0;
+  vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => {
+    testLog.push(format(...args));
+  });
+  onTestFailed(() => {
+    if (testLog.length > 0) process.stderr.write(`${testLog.join('\n')}\n`);
+  });
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
 async function startSide(launcher?: ReturnType<typeof ricLauncher>): Promise<Side> {
   const probe = (name: string, maxInstances: number, timeoutMs = TIMEOUT_MS) => ({
     name,
@@ -43,7 +64,9 @@ async function startSide(launcher?: ReturnType<typeof ricLauncher>): Promise<Sid
       { match: (p) => p.startsWith('/pool/'), fn: probe('probe-pool', 2, 10_000) },
       { match: () => true, fn: probe('probe', 1) },
     ],
-    ...(launcher ? { launcher } : {}),
+    // The emulator's instances' output into the test log (the RIC's is dropped: aws-lambda-ric.ts).
+    launcher:
+      launcher ?? workerLauncherWithOutput((fn, stream, line) => testLog.push(`[${fn} ${stream}] ${line}`)),
   });
   const target = await startTarget(launcher ? { launcher } : {});
   const { key } = await newAccount(target, '10');
@@ -324,6 +347,21 @@ describe('the probe function', () => {
     },
     (seen) => expect(seen).toEqual({ instances: 2, maxInFlight: 1 }),
   );
+});
+
+describe("a probe's expected failure", () => {
+  it('is kept in the test log, shown only if its test fails: a green run prints no stack trace', async () => {
+    const seen = await send(`${emulated.emulator.url}/throw-before`);
+    expect(seen.status).toBe(502);
+    // The instance's own report (its stack trace) and the Runtime API's line, both kept.
+    await vi.waitFor(() => {
+      expect(testLog.some((line) => line.includes('Invoke Error Error: thrown before the first write'))).toBe(
+        true,
+      );
+      expect(testLog.some((line) => line.includes('at '))).toBe(true);
+      expect(testLog).toContainEqual(expect.stringContaining('[runtime-api] probe: function error'));
+    });
+  });
 });
 
 describe('the service functions', () => {

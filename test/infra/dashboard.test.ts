@@ -245,6 +245,10 @@ describe('the dashboard with a custom domain (the prod test stage)', () => {
     expect(template.findOutputs('DashboardUrl').DashboardUrl?.Value).toBe(`${ORIGIN}/dashboard/`);
     expect(Object.keys(template.findOutputs('DashboardUserPoolId'))).toEqual(['DashboardUserPoolId']);
     expect(Object.keys(template.findOutputs('DashboardSignInDomain'))).toEqual(['DashboardSignInDomain']);
+    // The operator CLI's DASHBOARD_TABLE: where the customers' e-mail addresses are (account list, account find).
+    expect(template.findOutputs('DashboardTableName').DashboardTableName?.Value).toEqual({
+      Ref: expect.stringMatching(/^DashboardTable/),
+    });
   });
 
   it('keeps cdk-nag clean', () => {

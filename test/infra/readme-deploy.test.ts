@@ -130,6 +130,20 @@ describe("the README's deploy commands", () => {
     expect(section).toMatch(/AccountLimit\.UnreservedConcurrentExecutions/);
   });
 
+  it('write no file git would commit: what a `cp` line makes (tiers.json) is ignored by git', async () => {
+    const written = COMMANDS.map((c) => /^cp\s+\S+\s+(\S+)$/.exec(c)?.[1]).filter(
+      (path): path is string => path !== undefined,
+    );
+    expect(written).toContain('tiers.json');
+    for (const path of written) {
+      // Exit 0 and the path named: ignored; exit 1: git would offer the operator's tier routing for a commit.
+      const ignored = await run('git', ['check-ignore', '--no-index', path], { cwd: ROOT }).catch(
+        (error: { code: number }) => ({ stdout: `exit ${error.code}` }),
+      );
+      expect(ignored.stdout.trim(), path).toBe(path);
+    }
+  });
+
   it('synthesize the sandbox with `npm run synth` too: the same synth as the sandbox deploy line', () => {
     // Run once, not twice (a synth takes 30-40 s here): the script adds only --no-notices to
     // `cdk synth --quiet`, and the default stage is the sandbox.
@@ -149,7 +163,9 @@ describe("the README's deploy commands", () => {
   it.each(synths)(
     'synthesize through the CDK CLI with no AWS credentials: $command',
     async ({ command, index }) => {
-      const { out } = await runThrough(index);
+      const { out, stderr } = await runThrough(index);
+      // Every feature flag of this aws-cdk-lib is set in cdk.json: the CLI has nothing to say about them.
+      expect(stderr).not.toMatch(/feature flags are not configured/);
       // Nothing left for a lookup (an environment-agnostic stack synthesizes offline).
       expect(manifest(out).missing).toBeUndefined();
       const stage = /-c stage=prod\b/.test(command) ? 'prod' : 'sandbox';

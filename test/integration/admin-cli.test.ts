@@ -7,7 +7,9 @@ import { promisify } from 'node:util';
 import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { describe, expect, inject, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
-import { freePort, localClient } from '../../lib/local/dynamodb-local.js';
+import { WatchItems } from '../../functions/adapters/dynamodb/watch.js';
+import { accountForSignIn } from '../../functions/dashboard/accounts.js';
+import { ensureDashboardTable, freePort, localClient } from '../../lib/local/dynamodb-local.js';
 import { runAdmin } from '../support/admin-cli.js';
 import { cliTables } from '../support/cli-tables.js';
 import { TEST_SIGNING_KEY, usageLineOf } from '../support/usage-lines.js';
@@ -246,6 +248,23 @@ describe('operator CLI', () => {
     }
   });
 
+  it('an unknown command says so and names the commands there are, exit 2 (not "no command given")', async () => {
+    const unknown = await admin('bogus');
+    expect(unknown.code).toBe(2);
+    const first = unknown.stderr.split('\n')[0] ?? '';
+    expect(first).toContain('unknown command "bogus"');
+    for (const command of ['account', 'credits', 'key', 'usage', 'holds', 'reconcile', 'bill-logged'])
+      expect(first).toContain(command);
+    expect(unknown.stderr).toContain('usage:');
+    const verb = await admin('account', 'fly', 'x');
+    expect(verb.code).toBe(2);
+    expect(verb.stderr.split('\n')[0]).toMatch(/unknown command "account fly".*create, show, list/);
+    const bare = await admin('key');
+    expect(bare.code).toBe(2);
+    expect(bare.stderr.split('\n')[0]).toMatch(/"key" needs a command: create, cap, revoke, list/);
+    expect((await admin()).stderr.split('\n')[0]).toContain('no command given');
+  });
+
   it('exits 1 with one line for an unknown account or key, or a bad amount', async () => {
     for (const args of [
       ['account', 'show', 'ghost'],
@@ -400,8 +419,68 @@ describe('operator CLI: as the README says', () => {
     expect(seen.find((a) => a.accountId === 'listed-b')).toMatchObject({ creditBalance: '8', slices: 4 });
     expect(pages).toBeGreaterThan(1);
     const text = await admin('account', 'list', '--limit', '1');
-    expect(text.stdout.split('\n')[0]).toMatch(/^accountId +status +creditBalance +held +slices +created$/);
+    expect(text.stdout.split('\n')[0]).toMatch(
+      /^accountId +email +status +creditBalance +held +slices +created$/,
+    );
     expect(text.stdout).toMatch(/\nmore: account list --after \S+ --limit 1\n$/);
+  });
+});
+
+describe('operator CLI: customers by e-mail', () => {
+  it("account list shows each account's e-mail; account find <email> finds its account, any case", async () => {
+    // A customer as the dashboard makes one: the account of a first sign-in, and the address it signed in with.
+    const table = env.DASHBOARD_TABLE;
+    process.env.DASHBOARD_TABLE = table; // the store's dashboard items read it at their first use
+    const client = localClient(inject('dynamoEndpoint'));
+    await ensureDashboardTable(client, table);
+    const store = new DynamoStore(client, tables);
+    const subject = `subject-${randomBytes(4).toString('hex')}`;
+    const now = new Date().toISOString();
+    const accountId = await accountForSignIn(store, subject, now);
+    await new WatchItems({ client: store.client, tables: store.tables, wire: store.wire }).rememberEmail(
+      subject,
+      'Ann.Customer@Example.com',
+      now,
+    );
+    client.destroy();
+    expect(accountId).toMatch(/^acct-[0-9a-f]{24}$/);
+
+    await json('account', 'create', 'mailless'); // made by an operator: no dashboard user, no address
+    const listed = (await json('account', 'list', '--limit', '1000')) as {
+      accounts: { accountId: string; emails: string[] }[];
+    };
+    expect(listed.accounts.find((a) => a.accountId === accountId)?.emails).toEqual([
+      'Ann.Customer@Example.com',
+    ]);
+    expect(listed.accounts.find((a) => a.accountId === 'mailless')?.emails).toEqual([]);
+    const text = await admin('account', 'list', '--limit', '1000');
+    expect(text.stdout.split('\n')[0]).toMatch(
+      /^accountId +email +status +creditBalance +held +slices +created$/,
+    );
+    expect(text.stdout).toMatch(new RegExp(`\\n${accountId} +Ann\\.Customer@Example\\.com +active +\\$0 `));
+
+    expect(await json('account', 'find', 'ann.customer@example.com')).toEqual({
+      email: 'ann.customer@example.com',
+      accounts: [
+        {
+          accountId,
+          status: 'active',
+          creditBalance: '0',
+          held: '0',
+          slices: 1,
+          emails: ['Ann.Customer@Example.com'],
+        },
+      ],
+    });
+    const found = await admin('account', 'find', 'ann.customer@example.com');
+    expect(found.stdout).toMatch(
+      new RegExp(`^accountId +email +status.*\\n${accountId} +Ann\\.Customer@Example\\.com +active`),
+    );
+    const nobody = await admin('account', 'find', 'nobody@example.com');
+    expect([nobody.code, nobody.stderr.trim().split('\n')]).toEqual([
+      1,
+      ['error: no account has the e-mail address nobody@example.com'],
+    ]);
   });
 });
 

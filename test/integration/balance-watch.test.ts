@@ -65,7 +65,9 @@ async function settleAtOnce(accountId: string, count: number, cents: number): Pr
 }
 
 const balance = async (accountId: string) => (await store.getAccount(accountId))?.balanceNano;
-const mailTo = (accountId: string) => local.ses.messages.filter((m) => m.text.includes(accountId));
+/** Each account's customer its own address, so that a test reads its account's e-mails only (they name no account id). */
+const addressOf = (accountId: string) => `owner-${accountId}@example.com`;
+const mailTo = (accountId: string) => local.ses.messages.filter((m) => m.to.includes(addressOf(accountId)));
 const api = () => stripeApi(stripeClient({ apiKey: local.stripe.apiKey, apiBase: local.stripe.url }));
 const intentsOf = (accountId: string) =>
   [...local.stripe.stripe.paymentIntents.values()].filter(
@@ -89,7 +91,7 @@ async function saveCard(accountId: string, cents: number): Promise<void> {
 describe('low-balance alert', () => {
   it('200 settlements crossing at once, two runs at once and a third: one e-mail; a top-up above and a second crossing: a second', async () => {
     const { accountId } = await newAccount(target, '10');
-    await watches.setAlert(accountId, 500, 'dev@example.com', new Date().toISOString());
+    await watches.setAlert(accountId, 500, addressOf(accountId), new Date().toISOString());
     await local.watch();
     expect(mailTo(accountId)).toEqual([]);
 
@@ -99,7 +101,7 @@ describe('low-balance alert', () => {
     await local.watch();
     const first = mailTo(accountId);
     expect(first).toHaveLength(1);
-    expect(first[0]).toMatchObject({ from: local.ses.sender, to: ['dev@example.com'] });
+    expect(first[0]).toMatchObject({ from: local.ses.sender, to: [addressOf(accountId)] });
     expect(first[0]?.subject).toContain('$5.00');
     expect(first[0]?.text).toContain('$4.00');
     expect(first[0]?.service).toBe('ses');
@@ -135,7 +137,7 @@ describe('auto top-up', () => {
     await watches.setAutoTopUp(
       accountId,
       { belowCents: 800, buyCents: 2_000, enabled: true },
-      'dev@example.com',
+      addressOf(accountId),
       new Date().toISOString(),
     );
 
@@ -186,7 +188,7 @@ describe('auto top-up', () => {
       await watches.setAutoTopUp(
         accountId,
         { belowCents: 1_500, buyCents: 5_000, enabled: true },
-        'dev@example.com',
+        addressOf(accountId),
         new Date().toISOString(),
       );
       await settleAtOnce(accountId, 200, 3);

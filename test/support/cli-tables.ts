@@ -1,6 +1,7 @@
 import { beforeAll, inject } from 'vitest';
 import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';
+import { LOCAL_DASHBOARD_TABLE_NAME } from '../../lib/tables.js';
 
 /**
  * Tables of a test file's own in DynamoDB Local, named with `prefix` and made before its tests run,
@@ -15,6 +16,8 @@ export function cliTables(prefix: string) {
     ACCOUNTS_TABLE: tables.accounts,
     LEDGER_TABLE: tables.ledger,
     HOLDS_TABLE: tables.holds,
+    // The dashboard's (its users' e-mail addresses), made by the CLI itself when it is missing.
+    DASHBOARD_TABLE: `${prefix}${LOCAL_DASHBOARD_TABLE_NAME}`,
   };
   beforeAll(async () => {
     const client = localClient(inject('dynamoEndpoint'));

@@ -18,9 +18,9 @@ import { MemoryWatchStore } from '../../support/memory-watch.js';
 
 const CENT = 10_000_000n;
 
-function setup(balanceCents: number) {
+function setup(balanceCents: number, account = 'acct') {
   const watches = new MemoryWatchStore();
-  const balances = new Map<string, bigint>([['acct', BigInt(balanceCents) * CENT]]);
+  const balances = new Map<string, bigint>([[account, BigInt(balanceCents) * CENT]]);
   const sent: { to: string; subject: string; text: string }[] = [];
   const created: { request: OffSessionRequest; key: string }[] = [];
   let nextOutcome: 'ok' | 'card_declined' | 'authentication_required' | 'network' = 'ok';
@@ -68,7 +68,7 @@ function setup(balanceCents: number) {
     deps,
     sent,
     created,
-    setBalance: (cents: number) => balances.set('acct', BigInt(cents) * CENT),
+    setBalance: (cents: number) => balances.set(account, BigInt(cents) * CENT),
     fail: (outcome: typeof nextOutcome) => {
       nextOutcome = outcome;
     },
@@ -194,6 +194,42 @@ describe('auto top-up', () => {
     await runWatch(t.deps);
     expect(t.created.map((c) => c.key)).toEqual(['auto-top-up:acct:1', 'auto-top-up:acct:1']);
     expect((await t.watches.getWatch('acct'))?.inFlight?.paymentIntent).toBe('pi_auto-top-up:acct:1');
+  });
+});
+
+describe('what the e-mails call the account', () => {
+  // A dashboard account's id as its first sign-in makes it (functions/dashboard/accounts.ts): the
+  // customer never sees it, so an e-mail naming the account by it names nothing they know.
+  const ACCOUNT = 'acct-5d41402abc4b2a76b9719d91';
+
+  it('the low-balance alert: "your account" and the address it was set up with, not the account id', async () => {
+    const t = setup(2_000, ACCOUNT);
+    await t.watches.setAlert(ACCOUNT, 1_000, 'ann@example.com', '2026-12-01T00:00:00Z');
+    t.setBalance(999);
+    await runWatch(t.deps);
+    expect(t.sent).toHaveLength(1);
+    expect(t.sent[0]?.text).toContain('your account (ann@example.com)');
+    expect(`${t.sent[0]?.subject}\n${t.sent[0]?.text}`).not.toContain(ACCOUNT);
+  });
+
+  it('auto top-up switched off: the same', async () => {
+    const t = setup(100, ACCOUNT);
+    await t.watches.recordCard(
+      ACCOUNT,
+      { customer: 'cus_1', paymentMethod: 'pm_1', brand: 'visa', last4: '4242', from: 1 },
+      'now',
+    );
+    await t.watches.setAutoTopUp(
+      ACCOUNT,
+      { belowCents: 500, buyCents: 2_000, enabled: true },
+      'ann@example.com',
+      'now',
+    );
+    t.fail('card_declined');
+    await runWatch(t.deps);
+    expect(t.sent).toHaveLength(1);
+    expect(t.sent[0]?.text).toContain('your account (ann@example.com)');
+    expect(`${t.sent[0]?.subject}\n${t.sent[0]?.text}`).not.toContain(ACCOUNT);
   });
 });
 
