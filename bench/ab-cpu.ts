@@ -171,6 +171,8 @@ interface Checkout {
   label: string;
   key: string;
   gzip: boolean;
+  /** `+cap`: its key has a daily cap, and its `npm start` runs with per-key daily caps on. */
+  capped: boolean;
 }
 
 /** A checkout's `npm start` on a free port, against the shared DynamoDB Local and simulator. */
@@ -186,6 +188,8 @@ async function startGateway(checkout: Checkout, dynamoEndpoint: string, upstream
       UPSTREAM_BASE_URL: upstream,
       LOG_LEVEL: 'SILENT',
       POWERTOOLS_METRICS_DISABLED: 'true',
+      // Caps are off by default: a capped key is measured as one only with them on.
+      ...(checkout.capped ? { KEY_DAILY_CAPS: 'on' } : {}),
     },
   });
   return {
@@ -275,6 +279,7 @@ async function main(paths: string[]): Promise<void> {
         label: `${label}${capped ? CAPPED : ''}${identity ? IDENTITY : ''}`,
         key,
         gzip: !identity,
+        capped,
       });
     }
     console.log(

@@ -37,6 +37,8 @@ function build(app: App): void {
     return { [name]: value };
   };
 
+  // -c keyDailyCaps=true turns per-key daily spend caps on (off by default); the stack reads that
+  // context itself (lib/infra/service-function.ts keyDailyCapsEnv), as it does the memory sizes.
   new ApiStack(app, `HostedModelApi-${stage}`, {
     stage,
     ...(reserved ? { reservedConcurrency: Number(reserved) } : {}),

@@ -1,5 +1,6 @@
 import { dirname, join } from 'node:path';
 import { GENERATION_USAGE_MESSAGE } from '../functions/billing/usage-line.js';
+import { keyDailyCapsOn } from '../functions/shared/env.js';
 import { createAccount, createKey, getAccount } from '../lib/admin/operations.js';
 import { bundle, bundleFunctions, ricLauncher, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
 import { JavaMissingError } from '../lib/local/dynamodb-local.js';
@@ -24,6 +25,8 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 async function main(): Promise<void> {
   const env = process.env;
   const shortConsole = requestConsole(env);
+  // Per-key daily spend caps (off unless KEY_DAILY_CAPS=on): a bad value is refused here, before anything starts.
+  const keyCaps = keyDailyCapsOn(env);
   const settings = localDynamoSettings(env);
   const dynamo = env.DYNAMODB_ENDPOINT
     ? { endpoint: env.DYNAMODB_ENDPOINT }
@@ -70,6 +73,11 @@ async function main(): Promise<void> {
   );
   console.log(
     `  e-mail:    ${stack.ses.url}/  (the SES stand-in's outbox: low-balance alerts, auto top-up notices)`,
+  );
+  console.log(
+    keyCaps
+      ? '  key caps:  per-key daily spend caps on (KEY_DAILY_CAPS=on; npm run admin needs it too)'
+      : '  key caps:  off, as the product contract has it (KEY_DAILY_CAPS=on npm start turns them on)',
   );
 
   if (!(await getAccount(ctx, DEV_ACCOUNT))) {

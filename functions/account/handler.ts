@@ -8,14 +8,23 @@ import { getStore } from '../adapters/dynamodb/index.js';
 import { answerBy } from '../shared/answer-by.js';
 import type { CallerContext } from '../shared/authenticate.js';
 import { handlerChain } from '../shared/chain.js';
+import { keyDailyCapsOn } from '../shared/env.js';
 import { type FunctionUrlEvent, type FunctionUrlResult, jsonResponse, requestIdOf } from '../shared/http.js';
 import type { RoutedContext } from '../shared/routing.js';
 import { answer } from './routes.js';
 
 type AccountContext = CallerContext & RoutedContext<'models'>;
 
+/** Whether `/key` states a key's daily cap (read once, at cold start). */
+const KEY_DAILY_CAPS = keyDailyCapsOn();
+
 async function account(event: FunctionUrlEvent, context: AccountContext): Promise<FunctionUrlResult> {
-  const body = await answer(context.routed, { event, caller: context.caller, store: getStore() });
+  const body = await answer(context.routed, {
+    event,
+    caller: context.caller,
+    store: getStore(),
+    keyDailyCaps: KEY_DAILY_CAPS,
+  });
   return jsonResponse(200, body, { 'x-request-id': requestIdOf(context) });
 }
 

@@ -49,6 +49,8 @@ interface RouteContext {
   >;
   /** The clock (epoch ms) whose UTC day is "today" for a key's daily figures; Date.now unless a test sets it. */
   now?: () => number;
+  /** Per-key daily caps on (KEY_DAILY_CAPS=on, shared/env.ts); off (the default), `/key` states no cap. */
+  keyDailyCaps?: boolean;
 }
 
 /** Each route of this function in the route table (shared/routes.ts), and its answer. */
@@ -56,8 +58,8 @@ const ANSWERS: Record<RouteNameOf<'models'>, (context: RouteContext, rest: strin
   models: () => MODEL_LIST,
   model: (_context, id) => modelById(id),
   credits: ({ caller, store }) => credits(caller, store),
-  key: ({ event, caller, store, now }) => currentKey(event, caller, store, (now ?? Date.now)()),
-  authKey: ({ event, caller, store, now }) => currentKey(event, caller, store, (now ?? Date.now)()),
+  key: (context) => currentKey(context),
+  authKey: (context) => currentKey(context),
   generation: ({ event, caller, store }) => generation(event, caller, store),
 };
 
@@ -102,18 +104,15 @@ async function credits(principal: Principal, store: Pick<Store, 'getAccount' | '
  * spent, exact: the running total its settlements keep, store.keyUsage), its daily spend cap in
  * OpenRouter's fields (core/store.ts, "KEY DAILY CAPS"): `limit` the cap, `limit_remaining` what is
  * left of it today (UTC; never below 0), `limit_reset` "daily" (OpenRouter's value for a limit reset
- * at 00:00 UTC; all three null for a key without a cap), `usage_daily` what the key committed today
+ * at 00:00 UTC; all three null for a key without a cap, and for every key while caps are off: a cap
+ * stored then is not in force), `usage_daily` what the key committed today
  * (its day counters summed over the slices: its charges, and a capped key's requests in flight at
  * their worst case), no expiry, and when it was created. The fields nothing here keeps are answered
  * as docs/compatibility.md says: 0 for usage by week and month (not kept) and for BYOK usage (none),
  * null for the owners a key does not have, OpenRouter's own -1 in the deprecated rate_limit.
  */
-async function currentKey(
-  event: FunctionUrlEvent,
-  principal: Principal,
-  store: Pick<Store, 'getKey' | 'keyUsage' | 'keyDailySpend'>,
-  nowMs: number,
-) {
+async function currentKey({ event, caller: principal, store, now, keyDailyCaps }: RouteContext) {
+  const nowMs = (now ?? Date.now)();
   // The route authenticated this very header: it parses.
   const keyHash = hashKey(parseBearerKey(header(event, 'authorization')));
   const [key, usage, today] = await Promise.all([
@@ -122,7 +121,7 @@ async function currentKey(
     store.keyDailySpend(principal.accountId, principal.keyId, dayOf(nowMs)),
   ]);
   if (!key) throw new AuthenticationError('Invalid API key.');
-  const cap = key.dailyCapNano;
+  const cap = keyDailyCaps ? key.dailyCapNano : undefined;
   const remaining = cap === undefined ? undefined : cap > today ? cap - today : 0n;
   return {
     data: {

@@ -24,7 +24,10 @@
  * path would anyway need a share of 1000 worst cases (some $10 for a $0.01 request).
  */
 
+import type { KeyCapView, Principal } from '../core/access.js';
+import { KeyDailyCapError } from '../core/errors.js';
 import { utcDay } from '../core/store.js';
+import { nanoToUsd } from './money.js';
 
 const DAY_MS = 86_400_000;
 
@@ -46,15 +49,6 @@ export interface CapAdmission {
   spentNano: bigint;
 }
 
-/** What a principal knows of its key's cap (core/access.ts Principal.keyCap). */
-export interface KeyCapView {
-  capNano: bigint;
-  /** How many slices the account has, as the read saw it. */
-  slices: number;
-  /** The key's day counters on the slice read (`YYYY-MM-DD` -> nano-USD). */
-  spentByDay: Readonly<Record<string, bigint>>;
-}
-
 /**
  * Whether the slice's share of the cap is reached today (the UTC day of `nowMs`, the request's own
  * start: its hold and charge count on that day's counter); if not, the request is held, its hold
@@ -68,3 +62,22 @@ export function capAdmission(cap: KeyCapView, slice: number, nowMs: number): Cap
 
 /** The UTC day (`YYYY-MM-DD`) of an instant: the day a charge or hold created then counts on. */
 export const dayOf = (nowMs: number): string => utcDay(new Date(nowMs).toISOString());
+
+/**
+ * The 402 of a key whose daily spend cap is reached (core/errors.ts KeyDailyCapError says why 402):
+ * the cap, the next 00:00 UTC after `nowMs`, the account's balance (over all its slices where the
+ * read found it), and where the cap is raised or removed (`urls.caps`, the dashboard's Settings → API).
+ */
+export function refuseKeyCap(
+  principal: Principal,
+  nowMs: number,
+  urls: { topUp: string; caps?: string | undefined },
+): KeyDailyCapError {
+  const balanceNano = principal.accountBalanceNano ?? principal.balanceNano;
+  return new KeyDailyCapError(
+    nanoToUsd(principal.keyCap?.capNano ?? 0n),
+    new Date(nextUtcMidnight(nowMs)).toISOString(),
+    nanoToUsd(balanceNano),
+    urls,
+  );
+}

@@ -3,14 +3,8 @@
  * beside generation.ts, which owns the hold once placed (its settlement or release).
  */
 import { needsHold } from '../billing/holds.js';
-import { capAdmission } from '../billing/key-cap.js';
-import {
-  type Principal,
-  refuseCredit,
-  refuseKeyCap,
-  refuseStatus,
-  withAccountBalance,
-} from '../core/access.js';
+import { capAdmission, refuseKeyCap } from '../billing/key-cap.js';
+import { type Principal, refuseCredit, refuseStatus, withAccountBalance } from '../core/access.js';
 import { ServiceUnavailableError } from '../core/errors.js';
 import { type Hold, type HoldOutcome, sliceOf } from '../core/store.js';
 import { logger } from '../shared/observability.js';
@@ -24,7 +18,8 @@ import type { GenerationPorts } from './generation.js';
  * (billing/key-cap.ts) is refused (402) when its share of the cap on the slice is spent today (the
  * UTC day of the generation's start, the clock's), else always held, its hold on the key's day
  * counter and conditioned on it. A database failure here is a 503; `onLost` is handed the hold then
- * (its write may have committed with only its answer lost).
+ * (its write may have committed with only its answer lost). With caps off (config.keyDailyCaps, the
+ * default) a key's stored cap is not read at all: the key is admitted as any other.
  */
 export async function admit(
   generation: { id: string; caller: Principal; deadlines: Deadlines; worstCaseNano: bigint },
@@ -34,8 +29,11 @@ export async function admit(
   const { caller, deadlines, worstCaseNano: amountNano } = generation;
   const { config, store } = ports;
   const startedAt = deadlines.startedAt;
-  // Nothing of this for a key without a cap: the request path of every other key is unchanged.
-  const cap = caller.keyCap ? capAdmission(caller.keyCap, caller.slice ?? 0, startedAt) : undefined;
+  // Nothing of this for a key without a cap, or with caps off: the request path is then unchanged.
+  const cap =
+    config.keyDailyCaps && caller.keyCap
+      ? capAdmission(caller.keyCap, caller.slice ?? 0, startedAt)
+      : undefined;
   if (cap?.kind === 'reached') throw await refusal('capped', caller, ports, startedAt);
   // A capped key's request is always held (billing/key-cap.ts says why): its hold is on the counter.
   if (!cap && !needsHold(caller, amountNano, config.maxConcurrency)) return undefined;
@@ -81,8 +79,8 @@ async function refusal(
 ): Promise<Error> {
   if (placed !== 'refused' && placed !== 'capped') return refuseStatus(placed);
   const principal = await withAccountBalance(caller, ports.store);
-  const { topUpUrl } = ports.config;
+  const { topUpUrl, keyCapsUrl } = ports.config;
   return placed === 'capped'
-    ? refuseKeyCap(principal, startedAt, topUpUrl)
+    ? refuseKeyCap(principal, startedAt, { topUp: topUpUrl, caps: keyCapsUrl })
     : refuseCredit(principal, topUpUrl);
 }

@@ -1,6 +1,6 @@
 import type { RetryPolicy } from '../adapters/upstream.js';
 import { type TierConfig, tiersFromEnv } from '../core/tiers.js';
-import { positiveIntFromEnv } from '../shared/env.js';
+import { keyDailyCapsOn, positiveIntFromEnv } from '../shared/env.js';
 
 /** Everything the completions function reads from its environment, checked once at cold start. */
 export interface CompletionsConfig {
@@ -35,6 +35,10 @@ export interface CompletionsConfig {
   holdExpiryMarginMs: number;
   /** Upper bound on a buffered (non-streaming) upstream body. */
   maxResponseBytes: number;
+  /** Per-key daily spend caps enforced (KEY_DAILY_CAPS=on, shared/env.ts); off, a stored cap is ignored. */
+  keyDailyCaps: boolean;
+  /** Where a key's cap is raised or removed (the dashboard's Settings → API page), for the cap's 402. */
+  keyCapsUrl?: string;
 }
 
 const DEFAULT_TOP_UP_URL = 'https://dashboard.example.com/settings/billing';
@@ -62,5 +66,7 @@ export function loadCompletionsConfig(env: NodeJS.ProcessEnv = process.env): Com
     maxConcurrency: positiveIntFromEnv(env, 'MAX_CONCURRENCY', 1_000),
     holdExpiryMarginMs: positiveIntFromEnv(env, 'HOLD_EXPIRY_MARGIN_MS', 60_000),
     maxResponseBytes: positiveIntFromEnv(env, 'UPSTREAM_MAX_RESPONSE_BYTES', 8 * 1024 * 1024),
+    keyDailyCaps: keyDailyCapsOn(env),
+    ...(env.KEY_CAPS_URL ? { keyCapsUrl: env.KEY_CAPS_URL } : {}),
   };
 }

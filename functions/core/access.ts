@@ -1,16 +1,17 @@
-import type { KeyCapView } from '../billing/key-cap.js';
-import { nextUtcMidnight } from '../billing/key-cap.js';
 import { nanoToUsd } from '../billing/money.js';
-import {
-  AuthenticationError,
-  InsufficientCreditsError,
-  KeyDailyCapError,
-  PermissionDeniedError,
-} from './errors.js';
-import type { Store } from './store.js';
+import { AuthenticationError, InsufficientCreditsError, PermissionDeniedError } from './errors.js';
 
 export type KeyStatus = 'active' | 'revoked';
 export type AccountStatus = 'active' | 'suspended' | 'banned';
+
+/** What a principal knows of its key's daily spend cap (billing/key-cap.ts decides with it). */
+export interface KeyCapView {
+  capNano: bigint;
+  /** How many slices the account has, as the read saw it. */
+  slices: number;
+  /** The key's day counters on the slice read (`YYYY-MM-DD` -> nano-USD). */
+  spentByDay: Readonly<Record<string, bigint>>;
+}
 
 /** What one strongly consistent read returns about a key and its account. */
 export interface Principal {
@@ -82,28 +83,14 @@ export function refuseCredit(principal: Principal, topUpUrl: string): Insufficie
 }
 
 /**
- * The 402 of a key whose daily spend cap is reached (errors.ts KeyDailyCapError says why 402): the
- * cap, the next 00:00 UTC after `nowMs`, and the account's balance (over all its slices where the
- * read found it).
- */
-export function refuseKeyCap(principal: Principal, nowMs: number, topUpUrl: string): KeyDailyCapError {
-  const balanceNano = principal.accountBalanceNano ?? principal.balanceNano;
-  return new KeyDailyCapError(
-    nanoToUsd(principal.keyCap?.capNano ?? 0n),
-    new Date(nextUtcMidnight(nowMs)).toISOString(),
-    nanoToUsd(balanceNano),
-    topUpUrl,
-  );
-}
-
-/**
  * The principal with its account's balance over all slices, for a 402 to state (the slice a request
  * drew is not the account): one read of the account's slices, made on a refused request only. Where
  * the read fails or finds nothing, the principal as it was read.
  */
 export async function withAccountBalance(
   principal: Principal,
-  store: Pick<Store, 'accountBalance'>,
+  // Store.accountBalance (store.ts), named here by its shape: store.ts imports this module's types.
+  store: { accountBalance(accountId: string): Promise<bigint | undefined> },
 ): Promise<Principal> {
   try {
     const accountBalanceNano = await store.accountBalance(principal.accountId);

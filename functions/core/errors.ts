@@ -120,17 +120,26 @@ export class InsufficientCreditsError extends HttpError {
  * (saying in its error which limit, `openrouter_key_limit`), and a client that handles this service's
  * 402 already reads this body: `error` says which limit ("Key daily spend cap reached", where the
  * account's is "Insufficient credits"), `message` the cap, that it resets at 00:00 UTC and when next
- * (ISO), `balance` is still the account's balance (it is not what stops the request), and `topUpUrl`
- * the dashboard, where the key's cap is set. The OpenAI SDKs do not retry a 402.
+ * (ISO) and where the cap is raised or removed (the dashboard's Settings → API page, `urls.caps`;
+ * not Billing: credit does not lift a cap), `balance` is still the account's balance (it is not what
+ * stops the request), and `topUpUrl` the same field as the credit 402's. The OpenAI SDKs do not retry
+ * a 402.
  */
 export class KeyDailyCapError extends HttpError {
   readonly balanceUsd: string;
   readonly topUpUrl: string;
 
-  constructor(capUsd: string, resetsAt: string, balanceUsd: string, topUpUrl: string) {
+  constructor(
+    capUsd: string,
+    resetsAt: string,
+    balanceUsd: string,
+    urls: { topUp: string; caps?: string | undefined },
+  ) {
+    const topUpUrl = urls.topUp;
+    const where = urls.caps ? `at ${urls.caps}` : "in the dashboard's Settings → API";
     super(
       402,
-      `This API key's daily spend cap of ${capUsd} USD is reached. It resets at 00:00 UTC (next: ${resetsAt}). Raise or remove the cap at ${topUpUrl}, or use another key.`,
+      `This API key's daily spend cap of ${capUsd} USD is reached. It resets at 00:00 UTC (next: ${resetsAt}). Raise or remove the cap ${where}, or use another key.`,
       {
         type: 'insufficient_credits',
         code: 'key_daily_cap_reached',

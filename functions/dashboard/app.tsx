@@ -47,6 +47,11 @@ export interface DashboardDeps {
   signOutOrigin?: string | undefined;
   /** The accepted `x-origin-verify` values; none: no check (local use). */
   originVerify: () => Promise<string[]>;
+  /**
+   * Per-key daily spend caps on (KEY_DAILY_CAPS=on, shared/env.ts): Settings → API shows each key's cap
+   * and its form. Off or absent (the default): no cap column, no form, and the cap's POST is a 404.
+   */
+  keyDailyCaps?: boolean;
   now?: () => Date;
 }
 

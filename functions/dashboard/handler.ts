@@ -10,6 +10,7 @@ import { WatchItems } from '../adapters/dynamodb/watch.js';
 import { originVerifyValues } from '../adapters/secrets.js';
 import { stripeSettings } from '../payments/config.js';
 import { type StripeApi, stripeApi, stripeClient } from '../payments/stripe-api.js';
+import { keyDailyCapsOn } from '../shared/env.js';
 import { createDashboardApp } from './app.js';
 import { checkoutOrigins, oidcSettings, publicOrigin, signOutOrigin } from './config.js';
 import { type OidcClient, openIdClient } from './oidc.js';
@@ -45,6 +46,7 @@ const app = createDashboardApp({
   checkoutOrigins: checkoutOrigins(),
   signOutOrigin: signOutOrigin(),
   originVerify: () => originVerifyValues(),
+  keyDailyCaps: keyDailyCapsOn(),
 });
 
 export const handler = handle(app);

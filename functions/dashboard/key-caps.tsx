@@ -3,6 +3,7 @@
  * Settings → API: a key's daily spend cap (billing/key-cap.ts enforces it on the API: a 402 once the
  * key has spent it in the UTC day). Shown beside each active key with what the key spent today, set
  * or removed by a form of its own; the amount is checked on the server ($0.01 to $10,000, whole cents).
+ * Only while per-key daily caps are on (DashboardDeps.keyDailyCaps); off, the page has none of this.
  */
 import type { Hono } from 'hono';
 import { dayOf } from '../billing/key-cap.js';
@@ -23,25 +24,33 @@ async function spentToday(store: Store, accountId: string, keys: KeyRecord[], no
   );
 }
 
-/** The Settings → API page of an account, its keys' spend of the day beside them. */
+/**
+ * The Settings → API page of an account; with caps on, its keys' caps and spend of the day beside
+ * them (caps off: the day's spend is not even read).
+ */
 export async function keysPage(
   store: Store,
   accountId: string,
   now: Date,
+  caps: boolean,
   extra: { changed?: KeyRecord; created?: { name: string; key: string }; error?: string } = {},
 ) {
   const keys = await keysWith(store, accountId, extra.changed);
-  const spent = await spentToday(store, accountId, keys, now);
+  const spent = caps ? await spentToday(store, accountId, keys, now) : undefined;
   return (
     <KeysPage
       keys={keys}
-      spent={spent}
+      {...(spent ? { spent } : {})}
       maxKeys={MAX_ACTIVE_KEYS}
       {...(extra.created ? { created: extra.created } : {})}
       {...(extra.error ? { error: extra.error } : {})}
     />
   );
 }
+
+/** Whether an active key has spent its daily cap today (UTC): its status says so. */
+export const capReached = (key: KeyRecord, spentNano: bigint): boolean =>
+  key.dailyCapNano !== undefined && spentNano >= key.dailyCapNano;
 
 /** The cap cell of one active key: the cap and today's spend, and the form that sets or removes it. */
 export function KeyCapCell(props: { keyRecord: KeyRecord; spentNano: bigint }) {
@@ -72,7 +81,7 @@ export function keyCapRoute(routes: Hono<DashboardEnv>, store: Store, now: () =>
       capNano = typed === '' ? undefined : centsToNano(keyCapCents(typed));
     } catch (error) {
       if (!(error instanceof InvalidPurchaseAmountError)) throw error;
-      return c.html(await keysPage(store, accountId, now(), { error: error.message }), 400);
+      return c.html(await keysPage(store, accountId, now(), true, { error: error.message }), 400);
     }
     let changed: KeyRecord;
     try {
@@ -84,6 +93,6 @@ export function keyCapRoute(routes: Hono<DashboardEnv>, store: Store, now: () =>
         404,
       );
     }
-    return c.html(await keysPage(store, accountId, now(), { changed }));
+    return c.html(await keysPage(store, accountId, now(), true, { changed }));
   });
 }

@@ -63,8 +63,12 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
     return account;
   };
 
-  routes.get('/settings/api', async (c) => c.html(await keysPage(store, c.var.session.accountId, now())));
-  keyCapRoute(routes, store, now);
+  // Per-key daily caps are off unless the deploy turns them on: then only is a cap shown or set.
+  const caps = deps.keyDailyCaps === true;
+  routes.get('/settings/api', async (c) =>
+    c.html(await keysPage(store, c.var.session.accountId, now(), caps)),
+  );
+  if (caps) keyCapRoute(routes, store, now);
 
   routes.post('/settings/api/keys', async (c) => {
     const { accountId } = c.var.session;
@@ -72,11 +76,14 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
     try {
       const { key, record } = await createAccountKey(store, accountId, form.name, now().toISOString());
       return c.html(
-        await keysPage(store, accountId, now(), { changed: record, created: { name: record.name, key } }),
+        await keysPage(store, accountId, now(), caps, {
+          changed: record,
+          created: { name: record.name, key },
+        }),
       );
     } catch (error) {
       if (!(error instanceof KeyRequestError)) throw error;
-      return c.html(await keysPage(store, accountId, now(), { error: error.message }), error.status);
+      return c.html(await keysPage(store, accountId, now(), caps, { error: error.message }), error.status);
     }
   });
 
@@ -88,7 +95,7 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
         <MessagePage title="Not found" message="There is no such key on your account." signedIn={true} />,
         404,
       );
-    return c.html(await keysPage(store, accountId, now(), { changed: revoked }));
+    return c.html(await keysPage(store, accountId, now(), caps, { changed: revoked }));
   });
 
   const { watches } = deps;

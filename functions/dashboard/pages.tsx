@@ -8,7 +8,7 @@ import type { Child } from 'hono/jsx';
 import { formatDecimal } from '../billing/money.js';
 import type { AccountRecord, KeyRecord, LedgerEntry } from '../core/store.js';
 import type { Watch } from '../core/watch.js';
-import { KeyCapCell } from './key-caps.js';
+import { capReached, KeyCapCell } from './key-caps.js';
 
 const STATIC = '/dashboard/static';
 
@@ -121,10 +121,21 @@ export function KeysPage(props: {
   created?: { name: string; key: string };
   error?: string;
   maxKeys: number;
-  /** Each active key's spend today (UTC), for its cap column (key-caps.tsx). */
+  /**
+   * Each active key's spend today (UTC), for its cap column (key-caps.tsx). Absent: per-key daily caps
+   * are off, and the page has no cap column.
+   */
   spent?: Map<string, bigint>;
 }) {
   const keys = [...props.keys].sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+  const { spent } = props;
+  const spentOf = (key: KeyRecord) => spent?.get(key.keyId) ?? 0n;
+  const status = (key: KeyRecord) =>
+    key.status !== 'active'
+      ? `Revoked ${when(key.revokedAt ?? '')}`
+      : spent && capReached(key, spentOf(key))
+        ? 'Cap reached today (resets 00:00 UTC)'
+        : 'Active';
   return (
     <Layout title="Settings → API" signedIn={true}>
       {props.created ? (
@@ -158,7 +169,7 @@ export function KeysPage(props: {
             <th scope="col">Key</th>
             <th scope="col">Created</th>
             <th scope="col">Status</th>
-            <th scope="col">Daily spend cap</th>
+            {spent ? <th scope="col">Daily spend cap</th> : null}
             <th scope="col">
               <span class="visually-hidden">Actions</span>
             </th>
@@ -167,7 +178,7 @@ export function KeysPage(props: {
         <tbody>
           {keys.length === 0 ? (
             <tr>
-              <td colspan={6}>No keys yet.</td>
+              <td colspan={spent ? 6 : 5}>No keys yet.</td>
             </tr>
           ) : (
             keys.map((key) => (
@@ -177,12 +188,12 @@ export function KeysPage(props: {
                   <code>{key.displayPrefix}</code>
                 </td>
                 <td>{when(key.createdAt)}</td>
-                <td>{key.status === 'active' ? 'Active' : `Revoked ${when(key.revokedAt ?? '')}`}</td>
-                <td>
-                  {key.status === 'active' ? (
-                    <KeyCapCell keyRecord={key} spentNano={props.spent?.get(key.keyId) ?? 0n} />
-                  ) : null}
-                </td>
+                <td>{status(key)}</td>
+                {spent ? (
+                  <td>
+                    {key.status === 'active' ? <KeyCapCell keyRecord={key} spentNano={spentOf(key)} /> : null}
+                  </td>
+                ) : null}
                 <td>
                   {key.status === 'active' ? (
                     <form method="post" action={`/dashboard/settings/api/keys/${key.keyId}/revoke`}>

@@ -4,6 +4,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoStore, tableNamesFromEnv } from '../../functions/adapters/dynamodb/index.js';
 import { nanoToUsd } from '../../functions/billing/money.js';
 import { TRANSFER_DELAY_MS } from '../../functions/core/store.js';
+import { keyDailyCapsOn } from '../../functions/shared/env.js';
 import { ensureDashboardTable, ensureTables, localClient } from '../local/dynamodb-local.js';
 import { localDynamoSettings } from '../local/settings.js';
 import { connectDynamo, localTableNames } from '../local/stack.js';
@@ -50,7 +51,8 @@ const USAGE = `usage: npm run --silent admin -- <command> [--json]
   credits add <accountId> <usd> --ref <reference>
   credits remove <accountId> <usd> --ref <reference> [--force]   take credit back (refund, correction)
   key create <accountId> --name <label> [--daily-cap-usd <usd>]
-  key cap <keyId> --usd <usd> | --none   a key's daily spend cap (resets at 00:00 UTC), or none
+  key cap <keyId> --usd <usd> | --none   a key's daily spend cap (resets at 00:00 UTC), or none;
+                                         caps only with KEY_DAILY_CAPS=on (the stack's -c keyDailyCaps=true)
   key revoke <keyId>
   key list <accountId>
   usage <accountId> [--since <iso time>] [--format json|csv] [--by key|user|day]
@@ -625,6 +627,7 @@ async function openContext(
     return {
       ctx: {
         store: new DynamoStore(client, tableNamesFromEnv(env)),
+        keyDailyCaps: keyDailyCapsOn(env),
         ...(dashboardTable ? { emails: dashboardEmails(client, dashboardTable) } : {}),
       },
       close: async () => client.destroy(),
@@ -641,7 +644,11 @@ async function openContext(
   const dashboardTable = env[DASHBOARD_TABLE_ENV] || LOCAL_DASHBOARD_TABLE_NAME;
   await ensureDashboardTable(client, dashboardTable);
   return {
-    ctx: { store: new DynamoStore(client, tables), emails: dashboardEmails(client, dashboardTable) },
+    ctx: {
+      store: new DynamoStore(client, tables),
+      keyDailyCaps: keyDailyCapsOn(env),
+      emails: dashboardEmails(client, dashboardTable),
+    },
     close: async () => {
       client.destroy();
       await dynamo.stop();

@@ -19,6 +19,7 @@ import {
   MAX_SLICES,
   type Store,
 } from '../../functions/core/store.js';
+import { KEY_DAILY_CAPS_OFF } from '../../functions/shared/env.js';
 
 import { type AccountEmails, type EmailDirectory, sameAddress } from './emails.js';
 
@@ -36,6 +37,16 @@ export interface AdminContext {
   store: Store;
   /** The dashboard's customers' e-mail addresses (emails.ts); absent where its table is not known. */
   emails?: EmailDirectory;
+  /**
+   * Per-key daily caps on (KEY_DAILY_CAPS=on in the admin's environment, functions/shared/env.ts). Off
+   * or absent (the default): a cap is neither set nor shown, and a stored one is left as it is.
+   */
+  keyDailyCaps?: boolean;
+}
+
+/** Refuses a cap while per-key daily caps are off, in one line naming the setting that turns them on. */
+function requireKeyDailyCaps(ctx: AdminContext): void {
+  if (!ctx.keyDailyCaps) throw new AdminError(KEY_DAILY_CAPS_OFF);
 }
 
 /** An account as the CLI shows it: amounts as exact USD decimal strings. */
@@ -283,6 +294,7 @@ export async function createKey(
   name: string,
   options: { dailyCapUsd?: string } = {},
 ): Promise<{ key: string; keyId: string; name: string; accountId: string; dailyCap?: string }> {
+  if (options.dailyCapUsd !== undefined) requireKeyDailyCaps(ctx);
   if (!isValidKeyName(name)) throw new AdminError(`the key name must be 1-${MAX_KEY_NAME_LENGTH} characters`);
   const cap = options.dailyCapUsd === undefined ? undefined : parseCredits(options.dailyCapUsd);
   const { key, record } = newApiKey(accountId, name, new Date().toISOString());
@@ -307,26 +319,28 @@ export async function setKeyDailyCap(
   keyId: string,
   capUsd: string | undefined,
 ): Promise<KeyView> {
+  requireKeyDailyCaps(ctx);
   if (!KEY_ID.test(keyId)) throw new AdminError(`invalid key id "${keyId}": key_ and letters or digits`);
   const cap = capUsd === undefined ? undefined : parseCredits(capUsd);
   const found = await ctx.store.findKeyById(keyId);
   if (!found) throw new AdminError(`no such key: ${keyId}`);
-  return toKeyView(await ctx.store.setKeyDailyCap(found.accountId, keyId, cap));
+  return toKeyView(await ctx.store.setKeyDailyCap(found.accountId, keyId, cap), ctx);
 }
 
 export async function revokeKey(ctx: AdminContext, keyId: string): Promise<KeyView> {
   if (!KEY_ID.test(keyId)) throw new AdminError(`invalid key id "${keyId}": key_ and letters or digits`);
   const found = await ctx.store.findKeyById(keyId);
   if (!found) throw new AdminError(`no such key: ${keyId}`);
-  return toKeyView(await ctx.store.revokeKey(found.keyHash, new Date().toISOString()));
+  return toKeyView(await ctx.store.revokeKey(found.keyHash, new Date().toISOString()), ctx);
 }
 
 export async function listKeys(ctx: AdminContext, accountId: string): Promise<KeyView[]> {
   if (!(await getAccount(ctx, accountId))) throw new AdminError(`no such account: ${accountId}`);
-  return (await ctx.store.listKeys(accountId)).map(toKeyView);
+  return (await ctx.store.listKeys(accountId)).map((key) => toKeyView(key, ctx));
 }
 
-function toKeyView(key: KeyRecord): KeyView {
+/** A key as the CLI shows it; its daily cap only while caps are on (off, a stored cap is not in force). */
+function toKeyView(key: KeyRecord, ctx: AdminContext): KeyView {
   return {
     keyId: key.keyId,
     name: key.name,
@@ -334,7 +348,7 @@ function toKeyView(key: KeyRecord): KeyView {
     status: key.status,
     createdAt: key.createdAt,
     ...(key.revokedAt ? { revokedAt: key.revokedAt } : {}),
-    ...(key.dailyCapNano !== undefined ? { dailyCap: nanoToUsd(key.dailyCapNano) } : {}),
+    ...(ctx.keyDailyCaps && key.dailyCapNano !== undefined ? { dailyCap: nanoToUsd(key.dailyCapNano) } : {}),
   };
 }
 

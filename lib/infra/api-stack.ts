@@ -67,7 +67,7 @@ import { FUNCTION_SETTINGS } from './function-settings.js';
 import { addGenerationMetrics, usageLinePattern } from './generation-metrics.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
 import { Payments } from './payments.js';
-import { ServiceFunction } from './service-function.js';
+import { keyDailyCapsEnv, ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
 
 export type Stage = 'sandbox' | 'prod';
@@ -245,6 +245,14 @@ export class ApiStack extends Stack {
     const topUpUrl =
       props.topUpUrl ?? (publicOrigin ? `${publicOrigin}${DASHBOARD_PATHS.billing}` : undefined);
 
+    // Per-key daily caps (-c keyDailyCaps=true; off by default): the cap's 402 names the dashboard's
+    // Settings → API page, where a key's cap is set, where the dashboard is deployed.
+    const capsEnv = keyDailyCapsEnv(this);
+    const keyCapsEnv =
+      capsEnv.KEY_DAILY_CAPS && publicOrigin
+        ? { ...capsEnv, KEY_CAPS_URL: `${publicOrigin}${DASHBOARD_PATHS.keys}` }
+        : capsEnv;
+
     let upstreamEnv: Record<string, string> = props.tiersConfig ? { TIERS_CONFIG: props.tiersConfig } : {};
     if (sandbox) {
       // The sandbox never spends real money: its upstream is the simulator, as its own function.
@@ -286,6 +294,7 @@ export class ApiStack extends Stack {
           props.reservedConcurrency ?? props.maxConcurrency ?? ACCOUNT_CONCURRENCY_DEFAULT,
         ),
         ...(topUpUrl ? { TOP_UP_URL: topUpUrl } : {}),
+        ...keyCapsEnv,
       },
     });
     // Tokens and billed amount by tier, read from the completions log's usage lines.
@@ -299,6 +308,8 @@ export class ApiStack extends Stack {
       environment: {
         ...tableEnv,
         ...originEnv,
+        // GET /api/v1/key states a key's cap only with caps on.
+        ...capsEnv,
         // What /models states per tier (context length, prices), from the same tier configuration.
         MODELS_CATALOG: JSON.stringify(
           modelCatalog(

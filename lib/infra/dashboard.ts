@@ -41,14 +41,16 @@ import { Construct } from 'constructs';
 import { DASHBOARD_TABLE, DASHBOARD_TABLE_ENV, TABLES } from '../tables.js';
 import { EDGE_ORIGINS } from './edge-routes.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
-import { ServiceFunction } from './service-function.js';
+import { keyDailyCapsEnv, ServiceFunction } from './service-function.js';
 import { serviceTable } from './service-tables.js';
 
-/** The dashboard's paths under its origin: the OpenID callback, where sign-out lands, and billing (the 402's topUpUrl). */
+/** The dashboard's paths under its origin: the OpenID callback, where sign-out lands, billing (the 402's topUpUrl), keys. */
 export const DASHBOARD_PATHS = {
   home: '/dashboard/',
   callback: '/dashboard/callback',
   billing: '/dashboard/billing',
+  /** Settings → API: the keys, and their daily caps where caps are on (the cap's 402 names it). */
+  keys: '/dashboard/settings/api',
 } as const;
 
 /**
@@ -208,6 +210,8 @@ export class Dashboard extends Construct {
         OIDC_CLIENT_SECRET_ARN: this.clientSecret.secretArn,
         STRIPE_SECRET_ARN: props.stripeSecret.secretArn,
         ORIGIN_VERIFY_SECRET_ARN: props.originSecret.secretArn,
+        // Settings → API shows and sets a key's cap only with -c keyDailyCaps=true.
+        ...keyDailyCapsEnv(this),
       },
     });
     const fn = this.function.fn;

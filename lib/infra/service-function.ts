@@ -147,6 +147,20 @@ function memorySizeFor(scope: Construct, id: string, fallback: number): number {
   return value;
 }
 
+/**
+ * Per-key daily spend caps, off unless the deploy turns them on with `-c keyDailyCaps=true` (the
+ * product's contract has no per-key budget: the caller tracks `usage.cost` itself). On, the functions
+ * that read a cap (completions, the account function's /key, the dashboard) get KEY_DAILY_CAPS=on
+ * (functions/shared/env.ts reads it); off, none of them is told anything. Read from the context of the
+ * app `scope` is in; `true` or `false`, anything else refused by name.
+ */
+export function keyDailyCapsEnv(scope: Construct): Record<string, string> {
+  const raw: unknown = scope.node.tryGetContext('keyDailyCaps');
+  if (raw === undefined || raw === '' || raw === false || raw === 'false') return {};
+  if (raw === true || raw === 'true') return { KEY_DAILY_CAPS: 'on' };
+  throw new Error(`keyDailyCaps must be true or false, got ${String(raw)}`);
+}
+
 export interface ServiceFunctionProps {
   /** Entry file relative to the repository root, e.g. `functions/completions/handler.ts`. */
   entry: string;

@@ -5,6 +5,7 @@ import { DynamoStore, type TableNames } from '../../functions/adapters/dynamodb/
 import { WATCH_INTERVAL_MINUTES } from '../../functions/balance-watch/schedule.js';
 import { modelCatalog } from '../../functions/core/catalog.js';
 import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tiers.js';
+import { keyDailyCapsOn } from '../../functions/shared/env.js';
 import { startSimulator } from '../../functions/simulator/server.js';
 import { SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
 import { edgeFunctionCode } from '../infra/edge-function.js';
@@ -317,6 +318,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       if (!givenTopUp) defaultedTopUpUrl = topUpUrl;
       const env = {
         TOP_UP_URL: topUpUrl,
+        // With per-key daily caps on (KEY_DAILY_CAPS=on npm start), the cap's 402 names Settings → API.
+        ...(keyDailyCapsOn() ? { KEY_CAPS_URL: `${origin}/dashboard/settings/api` } : {}),
         DASHBOARD_ORIGIN: origin,
         OIDC_ISSUER: oidc.issuer,
         OIDC_CLIENT_ID: oidc.clientId,

@@ -696,3 +696,60 @@ describe('operator CLI: holds and bill-logged', () => {
     expect(await json('account', 'show', 'forged')).toMatchObject({ creditBalance: '0.99998934' });
   });
 });
+
+describe("a key's daily spend cap from the CLI", () => {
+  /** The operator's environment without KEY_DAILY_CAPS (caps off, the default), and with it on. */
+  const capsOff: NodeJS.ProcessEnv = { ...env };
+  delete capsOff.KEY_DAILY_CAPS;
+  const capsOn = { ...capsOff, KEY_DAILY_CAPS: 'on' };
+  const OFF_LINE =
+    'error: per-key daily caps are off: deploy with -c keyDailyCaps=true (locally KEY_DAILY_CAPS=on, for npm start and npm run admin)\n';
+
+  it('refuses `key cap` and `--daily-cap-usd` with caps off: one line naming the setting, exit 1, nothing written', async () => {
+    await json('account', 'create', 'uncapped');
+    const created = await json('key', 'create', 'uncapped', '--name', 'ci');
+    const keyId = String(created.keyId);
+    const cap = await runAdmin(['key', 'cap', keyId, '--usd', '1'], capsOff);
+    expect([cap.code, cap.stdout, cap.stderr]).toEqual([1, '', OFF_LINE]);
+    const none = await runAdmin(['key', 'cap', keyId, '--none'], capsOff);
+    expect([none.code, none.stderr]).toEqual([1, OFF_LINE]);
+    const withCap = await runAdmin(
+      ['key', 'create', 'uncapped', '--name', 'x', '--daily-cap-usd', '1'],
+      capsOff,
+    );
+    expect([withCap.code, withCap.stdout, withCap.stderr]).toEqual([1, '', OFF_LINE]);
+    const keys = (
+      JSON.parse((await runAdmin(['key', 'list', 'uncapped', '--json'], capsOff)).stdout) as {
+        keys: Record<string, unknown>[];
+      }
+    ).keys;
+    expect(keys.map((k) => [k.name, k.dailyCap])).toEqual([['ci', undefined]]);
+  });
+
+  it('sets, shows and removes a cap with KEY_DAILY_CAPS=on; with caps off the stored cap is kept but not shown', async () => {
+    await json('account', 'create', 'capping');
+    const created = await json('key', 'create', 'capping', '--name', 'ci');
+    const keyId = String(created.keyId);
+    const set = await runAdmin(['key', 'cap', keyId, '--usd', '2.5', '--json'], capsOn);
+    expect(set.code, set.stderr).toBe(0);
+    expect(JSON.parse(set.stdout)).toMatchObject({ keyId, dailyCap: '2.5' });
+    expect((await runAdmin(['key', 'list', 'capping'], capsOn)).stdout).toContain('daily cap');
+    const offList = await runAdmin(['key', 'list', 'capping'], capsOff);
+    expect(offList.stdout).not.toContain('daily cap');
+    // Kept, not deleted: on again, it is there.
+    expect(
+      (
+        JSON.parse((await runAdmin(['key', 'list', 'capping', '--json'], capsOn)).stdout) as {
+          keys: Record<string, unknown>[];
+        }
+      ).keys[0],
+    ).toMatchObject({ dailyCap: '2.5' });
+    const createdCapped = await runAdmin(
+      ['key', 'create', 'capping', '--name', 'y', '--daily-cap-usd', '1', '--json'],
+      capsOn,
+    );
+    expect(JSON.parse(createdCapped.stdout)).toMatchObject({ dailyCap: '1' });
+    const removed = await runAdmin(['key', 'cap', keyId, '--none', '--json'], capsOn);
+    expect(JSON.parse(removed.stdout).dailyCap).toBeUndefined();
+  });
+});

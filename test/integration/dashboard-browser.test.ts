@@ -53,7 +53,8 @@ beforeAll(async () => {
     return;
   }
   await mkdir(SHOTS, { recursive: true });
-  [target, browser] = await Promise.all([startTarget(), launchChromium()]);
+  // Per-key daily caps on: the page's cap form is walked through below.
+  [target, browser] = await Promise.all([startTarget({ env: { KEY_DAILY_CAPS: 'on' } }), launchChromium()]);
   local = target.local as LocalStack;
   context = await browser.newContext({
     viewport: { width: 1100, height: 760 },
@@ -425,6 +426,8 @@ describe('the dashboard in headless Chromium (local OpenID provider, Stripe stan
     });
     const spentToday = [...made.values()].reduce((sum, m) => sum + m.nano, longCost);
     expect(capRow).toContain(`$0.01 a day, ${usd(spentToday)} spent today (UTC)`);
+    // And its status says the cap is reached for today, not Active.
+    expect(capRow).toContain('Cap reached today (resets 00:00 UTC)');
     await shot('settings-api-capped');
 
     // Auto top-up: a card saved by buying $20 with it through Checkout, then "when below $40, buy

@@ -25,6 +25,7 @@ import { getWithKey, landTransfers, newAccount, startTarget, type Target } from 
  * request's worst case past its share, so a day's spend at most cap + n x one worst case) over random
  * interleavings of admissions, settlements, releases and expiries, and under 200 concurrent requests
  * on one capped key, unsplit and split into 4; the refusals are 402 and never reach the upstream.
+ * With per-key daily caps on (KEY_DAILY_CAPS=on); off, the default, is key-cap-off.test.ts.
  */
 let target: Target;
 let simulator: Awaited<ReturnType<typeof startSimulator>>;
@@ -56,7 +57,12 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
   const { port } = proxy.address() as AddressInfo;
-  target = await startTarget({ sweepIntervalMs: 200, upstreamBaseUrl: `http://127.0.0.1:${port}/v1` });
+  // Per-key daily caps on (off by default: key-cap-off.test.ts).
+  target = await startTarget({
+    env: { KEY_DAILY_CAPS: 'on' },
+    sweepIntervalMs: 200,
+    upstreamBaseUrl: `http://127.0.0.1:${port}/v1`,
+  });
 }, 60_000);
 afterAll(async () => {
   await target?.stop();
@@ -251,6 +257,10 @@ describe('200 concurrent requests on one capped key', () => {
         expect(r.body).toMatchObject({ error: 'Key daily spend cap reached', topUpUrl: expect.any(String) });
         expect(r.body.message).toMatch(
           /daily spend cap of 0\.005 USD is reached\. It resets at 00:00 UTC \(next: \d{4}-\d\d-\d\dT00:00:00\.000Z\)/,
+        );
+        // Where the cap is raised or removed: the dashboard's Settings → API page, not Billing.
+        expect(r.body.message).toMatch(
+          /Raise or remove the cap at http:\/\/[^ ]+\/dashboard\/settings\/api,/,
         );
         // The account's balance, not the key's.
         expect(typeof r.body.balance).toBe('number');

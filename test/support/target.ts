@@ -3,6 +3,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { inject } from 'vitest';
 import { DynamoStore, type TableNames, tableNamesFromEnv } from '../../functions/adapters/dynamodb/index.js';
 import { TRANSFER_DELAY_MS } from '../../functions/core/store.js';
+import { keyDailyCapsOn } from '../../functions/shared/env.js';
 import { moveDueTransfers } from '../../functions/sweeper/sweep.js';
 import { type AdminContext, createAccount, createKey, getAccount } from '../../lib/admin/operations.js';
 import type { Principal } from '../../lib/local/iam-policies.js';
@@ -40,7 +41,7 @@ export async function startTarget({ adminAs, ...options }: TargetOptions = {}): 
     const tables = tableNamesFromEnv();
     return {
       baseUrl: process.env.SVC_BASE_URL.replace(/\/+$/, ''),
-      admin: { store: new DynamoStore(client, tables) },
+      admin: { store: new DynamoStore(client, tables), keyDailyCaps: keyDailyCapsOn() },
       client,
       tables,
       local: undefined,
@@ -54,7 +55,8 @@ export async function startTarget({ adminAs, ...options }: TargetOptions = {}): 
   });
   return {
     baseUrl: local.baseUrl,
-    admin: { store: adminAs ? local.storeAs(adminAs) : local.store },
+    // The operator's per-key daily caps setting as the stack's (options.env is in process.env by now).
+    admin: { store: adminAs ? local.storeAs(adminAs) : local.store, keyDailyCaps: keyDailyCapsOn() },
     client: local.client,
     tables: local.tables,
     local,

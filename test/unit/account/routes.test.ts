@@ -159,7 +159,13 @@ describe('the account function route table', () => {
     const keyOf = async (dailyCapNano: bigint, now = NOW) => {
       const e = event('/api/v1/key');
       const body = stringifyJson(
-        await answer(routeOf(e, 'models'), { event: e, caller, store: capped(dailyCapNano), now: () => now }),
+        await answer(routeOf(e, 'models'), {
+          event: e,
+          caller,
+          store: capped(dailyCapNano),
+          now: () => now,
+          keyDailyCaps: true,
+        }),
       );
       return JSON.parse(body).data;
     };
@@ -186,11 +192,34 @@ describe('the account function route table', () => {
           caller,
           store: capped(1_000_000_000n),
           now: () => NOW,
+          keyDailyCaps: true,
         }),
       ),
     );
     if (!parsed.ok) throw parsed.error;
     expect(parsed.value.data).toMatchObject({ limit: 1, limitRemaining: 0.749999999, limitReset: 'daily' });
+  });
+
+  it('states no cap while per-key daily caps are off (the default), whatever the key item stores', async () => {
+    const storedCap = {
+      ...store,
+      getKey: async (keyHash: string) => {
+        const found = await store.getKey(keyHash);
+        return found ? { ...found, dailyCapNano: 1_000_000_000n } : undefined;
+      },
+    };
+    const e = event('/api/v1/key');
+    const data = JSON.parse(
+      stringifyJson(
+        await answer(routeOf(e, 'models'), { event: e, caller, store: storedCap, now: () => NOW }),
+      ),
+    ).data;
+    expect(data).toMatchObject({
+      limit: null,
+      limit_remaining: null,
+      limit_reset: null,
+      usage_daily: 0.250000001,
+    });
   });
 
   it("answers the key in a body the OpenRouter SDK's own schema takes", async () => {

@@ -15,9 +15,18 @@ import { MemoryStore } from '../../support/memory-store.js';
  */
 let sim: Awaited<ReturnType<typeof startSimulator>>;
 let config: ReturnType<typeof loadCompletionsConfig>;
+/** The default: per-key daily caps off (KEY_DAILY_CAPS unset). */
+let configCapsOff: ReturnType<typeof loadCompletionsConfig>;
+const KEY_CAPS_URL = 'https://example.test/dashboard/settings/api';
 beforeAll(async () => {
   sim = await startSimulator({ port: 0 });
-  config = loadCompletionsConfig({ UPSTREAM_BASE_URL: sim.url, MAX_CONCURRENCY: '100' });
+  configCapsOff = loadCompletionsConfig({ UPSTREAM_BASE_URL: sim.url, MAX_CONCURRENCY: '100' });
+  config = loadCompletionsConfig({
+    UPSTREAM_BASE_URL: sim.url,
+    MAX_CONCURRENCY: '100',
+    KEY_DAILY_CAPS: 'on',
+    KEY_CAPS_URL,
+  });
 });
 afterAll(async () => {
   await sim?.close();
@@ -42,7 +51,12 @@ async function cappedKey(capUsd: string | undefined) {
 }
 
 /** One request at the clock's `at`: its status and body; upstream calls counted by the credential port. */
-async function requestAt(store: MemoryStore, at: string, upstream: { calls: number }) {
+async function requestAt(
+  store: MemoryStore,
+  at: string,
+  upstream: { calls: number },
+  configUsed: ReturnType<typeof loadCompletionsConfig> = config,
+) {
   const caller = authorize(await store.loadPrincipal('hash'), { requireCredit: true, topUpUrl: 'https://t' });
   const body = JSON.stringify({
     model: 'svc-fast',
@@ -55,7 +69,7 @@ async function requestAt(store: MemoryStore, at: string, upstream: { calls: numb
       { caller, requestId: 'r', remainingMs: 300_000, afterReply: (work) => settlements.push(work) },
       {
         store,
-        config,
+        config: configUsed,
         clock: () => Date.parse(at),
         credential: async () => {
           upstream.calls += 1;
@@ -94,7 +108,7 @@ describe("a key's daily spend cap, with an injected clock", () => {
     expect(refused.body).toEqual({
       error: 'Key daily spend cap reached',
       balance: Number(nanoToUsd(usdToNano('100') - billed)),
-      message: `This API key's daily spend cap of 0.000001 USD is reached. It resets at 00:00 UTC (next: 2030-07-01T00:00:00.000Z). Raise or remove the cap at ${config.topUpUrl}, or use another key.`,
+      message: `This API key's daily spend cap of 0.000001 USD is reached. It resets at 00:00 UTC (next: 2030-07-01T00:00:00.000Z). Raise or remove the cap at ${KEY_CAPS_URL}, or use another key.`,
       topUpUrl: config.topUpUrl,
     });
     expect(refused.headers).toMatchObject({ 'x-key-limit-reset': '2030-07-01T00:00:00.000Z' });
@@ -125,5 +139,29 @@ describe("a key's daily spend cap, with an injected clock", () => {
     expect(store.holds.size).toBe(0);
     const billed = usdToNano(String((served.body.usage as { cost: number }).cost));
     expect(await store.keyDailySpend('acct', KEY_ID, '2030-06-30')).toBe(billed);
+  });
+});
+
+describe('with per-key daily caps off (the default)', () => {
+  it('reads no cap: a key whose stored cap is spent today is served on the fast path and charged', async () => {
+    expect(configCapsOff.keyDailyCaps).toBe(false);
+    const store = await cappedKey('0.000001');
+    const first = await requestAt(store, '2030-06-30T12:00:00.000Z', { calls: 0 }, configCapsOff);
+    expect(first.status).toBe(200);
+    const spent = await store.keyDailySpend('acct', KEY_ID, '2030-06-30');
+    // Past the stored cap today: with caps on this key would be refused (the test above).
+    expect(spent).toBeGreaterThan(usdToNano('0.000001'));
+    store.calls.length = 0;
+    const upstream = { calls: 0 };
+    const second = await requestAt(store, '2030-06-30T12:00:01.000Z', upstream, configCapsOff);
+    expect(second.status).toBe(200);
+    expect(upstream.calls).toBeGreaterThan(0);
+    // No hold: a funded key takes the fast path, its cap unread.
+    expect(store.calls).toEqual(['loadPrincipal', 'settleCharge']);
+    const billed = usdToNano(String((second.body.usage as { cost: number }).cost));
+    const firstBilled = usdToNano(String((first.body.usage as { cost: number }).cost));
+    expect((await store.getAccount('acct'))?.balanceNano).toBe(usdToNano('100') - firstBilled - billed);
+    // The stored cap is kept, not deleted.
+    expect(store.keys.get('hash')?.dailyCapNano).toBe(usdToNano('0.000001'));
   });
 });

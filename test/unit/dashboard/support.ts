@@ -56,7 +56,7 @@ export class StubStripe implements StripeApi {
   }
 }
 
-export function dashboard(options: { originVerify?: string[] } = {}) {
+export function dashboard(options: { originVerify?: string[]; keyDailyCaps?: boolean } = {}) {
   const store = new MemoryStore();
   const oidc = new StubOidc();
   const stripe = new StubStripe();
@@ -69,6 +69,7 @@ export function dashboard(options: { originVerify?: string[] } = {}) {
     checkoutOrigins: ['https://checkout.stripe.com'],
     originVerify: async () => options.originVerify ?? [],
     now: () => clock.now,
+    ...(options.keyDailyCaps ? { keyDailyCaps: true } : {}),
   });
   const send = async (url: URL, init: RequestInit) => app.request(url.href, init);
   const browser = () => new Browser(send);
