@@ -17,16 +17,18 @@ import { sendEmail } from '../adapters/ses.js';
 import { stripeSettings } from '../payments/config.js';
 import { offSessionPayments, stripeClient } from '../payments/stripe-api.js';
 import { logContext, logger } from '../shared/observability.js';
+import { sdkLookup } from './lookup.js';
 import { runWatch, type WatchRun } from './watch.js';
 
 /** One SDK client per instance, rebuilt only when the key changes (a rotation). */
 let client: { apiKey: string; apiBase: string | undefined; sdk: Stripe } | undefined;
-async function payments() {
+async function sdk(): Promise<Stripe> {
   const settings = await stripeSettings();
   if (client?.apiKey !== settings.apiKey || client.apiBase !== settings.apiBase)
     client = { apiKey: settings.apiKey, apiBase: settings.apiBase, sdk: stripeClient(settings) };
-  return offSessionPayments(client.sdk);
+  return client.sdk;
 }
+const payments = async () => offSessionPayments(await sdk());
 
 let watches: WatchItems | undefined;
 
@@ -50,6 +52,14 @@ export const handler = middy<unknown, WatchRun>()
       from,
       now: () => new Date(),
       ...(env.BILLING_URL ? { billingUrl: env.BILLING_URL } : {}),
+      // An auto top-up whose outcome's event was lost: read from Stripe, applied as the webhook would.
+      lookUpTopUp: async (watch) =>
+        sdkLookup(await sdk(), {
+          store,
+          watches: watches as WatchItems,
+          now: () => new Date().toISOString(),
+          ...(env.BILLING_URL ? { billingUrl: env.BILLING_URL } : {}),
+        })(watch),
     });
     logger.info('balance watch run', { ...result });
     // A run that failed on an account or an e-mail fails the invocation: the Errors alarm sees it.

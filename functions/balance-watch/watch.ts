@@ -19,6 +19,7 @@ import {
 import { centsToNano } from '../payments/amounts.js';
 import type { OffSessionPayments } from '../payments/stripe-api.js';
 import { logger } from '../shared/observability.js';
+import { LOOK_UP_AFTER_MS } from './lookup.js';
 
 interface Mailer {
   /** Sends one e-mail; resolves with SES's message id once SES accepted it. */
@@ -36,6 +37,8 @@ export interface WatchDeps {
   now: () => Date;
   /** The dashboard's billing page, linked from the e-mails. */
   billingUrl?: string;
+  /** Reads a top-up in flight too long at Stripe and applies its outcome (lookup.ts). */
+  lookUpTopUp?: (watch: Watch) => Promise<unknown>;
 }
 
 export interface WatchRun {
@@ -128,6 +131,9 @@ async function watchOne(deps: WatchDeps, watch: Watch, run: WatchRun): Promise<v
     const age = now.getTime() - Date.parse(watch.inFlight.startedAt);
     if (!watch.inFlight.paymentIntent && age > RETRY_UNANSWERED_MS)
       await charge(deps, watch, watch.inFlight.seq, run);
+    // Its outcome's event lost (the webhook down): asked of Stripe instead (lookup.ts).
+    else if (watch.inFlight.paymentIntent && age > LOOK_UP_AFTER_MS && deps.lookUpTopUp)
+      await deps.lookUpTopUp(watch);
     return;
   }
   if (!auto.enabled || balance >= centsToNano(auto.belowCents)) return;

@@ -43,6 +43,20 @@ export const ACCOUNT_METADATA_KEY = 'accountId';
 /** The metadata key that says what a payment is for: a save-card Checkout, an auto top-up. */
 export const KIND_METADATA_KEY = 'kind';
 
+/**
+ * The event types applyEvent acts on: the webhook endpoint's subscription (docs/deploy.md) and what
+ * the reconciler (functions/reconciler/) asks Stripe for among the events it did not deliver.
+ */
+export const HANDLED_EVENT_TYPES = [
+  'checkout.session.completed',
+  'checkout.session.async_payment_succeeded',
+  'checkout.session.async_payment_failed',
+  'charge.refunded',
+  'charge.dispute.created',
+  'payment_intent.succeeded',
+  'payment_intent.payment_failed',
+] as const;
+
 /** References in the ledger: the top-up of a payment, the correction of a refund or a dispute. */
 const paymentReference = (paymentIntentId: string) => `stripe:${paymentIntentId}`;
 const refundReference = (refundId: string) => `stripe:refund:${refundId}`;

@@ -22,6 +22,13 @@ export const PAYMENT_METRICS = {
   disputes: 'PaymentsDisputes',
   /** Credit added by a payment (count), for dashboards. */
   credited: 'PaymentsCredited',
+  /**
+   * An event the webhook had not applied, applied by the reconciler or the balance watch's lookup
+   * (credit added or taken back, an auto top-up switched off): the webhook is missing events.
+   */
+  reconciled: 'PaymentsReconciled',
+  /** A reconciler run that finished: its heartbeat (the "not running" alarm watches for none in an hour). */
+  reconcilerRuns: 'PaymentsReconcilerRuns',
 } as const;
 
 type PaymentMetric = keyof typeof PAYMENT_METRICS;
@@ -33,6 +40,8 @@ export const paymentCounters: Record<PaymentMetric, number> = {
   unknownAccounts: 0,
   disputes: 0,
   credited: 0,
+  reconciled: 0,
+  reconcilerRuns: 0,
 };
 
 const metrics = new Metrics({
@@ -48,7 +57,7 @@ export function recordPayment(
 ): void {
   paymentCounters[metric] += 1;
   if (metric === 'failures') logger.error(message, details);
-  else if (metric === 'credited') logger.info(message, details);
+  else if (metric === 'credited' || metric === 'reconcilerRuns') logger.info(message, details);
   else logger.warn(message, details);
   metrics.addMetric(PAYMENT_METRICS[metric], MetricUnit.Count, 1);
   metrics.publishStoredMetrics();

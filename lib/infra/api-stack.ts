@@ -67,6 +67,7 @@ import { FUNCTION_SETTINGS } from './function-settings.js';
 import { addGenerationMetrics, usageLinePattern } from './generation-metrics.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
 import { Payments } from './payments.js';
+import { Reconciler } from './reconciler.js';
 import { keyDailyCapsEnv, ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
 
@@ -661,6 +662,17 @@ export class ApiStack extends Stack {
         ? { backupVault: (this.node.tryFindChild('Backups') as TableBackups).vault }
         : {}),
       tables,
+    });
+
+    // The payments reconciler (reconciler.ts): the Stripe events the webhook missed, applied on a schedule.
+    new Reconciler(this, 'Reconcile', {
+      tables,
+      tableEnv,
+      stripeSecret: payments.secret,
+      ...(dashboard ? { dashboard: { table: dashboard.table, billingUrl: dashboard.billingUrl } } : {}),
+      alarmTopic: monitoring.topic,
+      logRetention,
+      removalPolicy,
     });
 
     // The balance watch (balance-watch.ts): low-balance e-mails and auto top-ups, beside the dashboard.

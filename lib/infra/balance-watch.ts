@@ -37,7 +37,7 @@ function checkAlertSender(sender: string): string {
 }
 
 export interface BalanceWatchProps {
-  tables: { accounts: TableV2 };
+  tables: { accounts: TableV2; ledger: TableV2; holds: TableV2 };
   /** The dashboard's table: the watch items live there (functions/adapters/dynamodb/watch.ts). */
   dashboardTable: TableV2;
   tableEnv: Record<string, string>;
@@ -100,6 +100,18 @@ export class BalanceWatch extends Construct {
     // - the balance: one snapshot of the account's slices (GetItem, TransactGetItems' Gets);
     fn.addToRolePolicy(
       new PolicyStatement({ actions: ['dynamodb:GetItem'], resources: [props.tables.accounts.tableArn] }),
+    );
+    // - an auto top-up whose outcome's event was lost, applied as the webhook would
+    //   (functions/balance-watch/lookup.ts): the top-up's ledger entry and balance (a transaction's Put
+    //   and Update; on a split account a transfer item; a switch-off is the watch item's update above);
+    fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [props.tables.ledger.tableArn] }),
+    );
+    fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [props.tables.accounts.tableArn] }),
+    );
+    fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [props.tables.holds.tableArn] }),
     );
     // - Stripe's key (the off-session PaymentIntent), as the payments function reads it;
     fn.addToRolePolicy(

@@ -102,7 +102,13 @@ export const BUNDLE_BOUNDS_KIB: Readonly<Record<string, number>> = {
   // The balance watch (functions/balance-watch/): 353.5 KiB measured on 2026-11-28, the stripe SDK
   // most of it (its off-session PaymentIntent), its own code 11.9 (the watch items, the SES call, the
   // state machines). Run every minute by a schedule, never on an API request's path.
-  'functions/balance-watch/handler.ts': 358,
+  // 361.7 KiB measured on 2026-12-07 with the lookup of an auto top-up whose event was lost (the
+  // webhook's applyEvent, functions/payments/events.ts, 8.2 KiB of it).
+  'functions/balance-watch/handler.ts': 365,
+  // The payments reconciler (functions/reconciler/): 359.2 KiB measured on 2026-12-07, the stripe SDK
+  // most of it (the events list, the PaymentIntent and refunds reads). Run every 10 minutes by a
+  // schedule, never on an API request's path.
+  'functions/reconciler/handler.ts': 363,
 };
 
 /**

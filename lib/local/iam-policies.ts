@@ -24,6 +24,7 @@ const PRINCIPALS = [
   'payments',
   'dashboard',
   'balanceWatch',
+  'reconciler',
   'ciSuite',
 ] as const;
 export type Principal = (typeof PRINCIPALS)[number];
@@ -66,6 +67,7 @@ const FUNCTION_IDS: Record<Exclude<Principal, 'ciSuite'>, string> = {
   payments: 'Payments',
   dashboard: 'DashboardFunction',
   balanceWatch: 'BalanceWatch',
+  reconciler: 'PaymentsReconciler',
 };
 /**
  * The custom domain the synthesized sandbox is given, so that it has the dashboard: a name that never

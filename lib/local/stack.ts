@@ -5,6 +5,7 @@ import { DynamoStore, type TableNames } from '../../functions/adapters/dynamodb/
 import { WATCH_INTERVAL_MINUTES } from '../../functions/balance-watch/schedule.js';
 import { modelCatalog } from '../../functions/core/catalog.js';
 import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tiers.js';
+import { RECONCILE_INTERVAL_MINUTES } from '../../functions/reconciler/schedule.js';
 import { keyDailyCapsOn } from '../../functions/shared/env.js';
 import { startSimulator } from '../../functions/simulator/server.js';
 import { SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
@@ -69,6 +70,8 @@ export interface LocalStackOptions {
   sweepIntervalMs?: number;
   /** How often the balance watch runs (default: as deployed, WATCH_INTERVAL_MINUTES). */
   watchIntervalMs?: number;
+  /** How often the payments reconciler runs (default: as deployed, RECONCILE_INTERVAL_MINUTES). */
+  reconcileIntervalMs?: number;
   /** How CloudFront reaches each function (default: as deployed, EDGE_ORIGINS); a test may set another. */
   origins?: Partial<Record<EdgeFunction, OriginSetup>>;
   /** DynamoDB's limits in front of DynamoDB Local (dynamodb-limits.ts), scaled by k; off when undefined. */
@@ -113,7 +116,17 @@ export interface LocalStack {
    * One run of the balance watch (functions/balance-watch/watch.ts), as its timer runs it, with its
    * role's credentials (DynamoDB through the IAM layer, SES signed), Stripe through the stand-in.
    */
-  watch(): Promise<import('../../functions/balance-watch/watch.js').WatchRun>;
+  watch(options?: { now?: () => Date }): Promise<import('../../functions/balance-watch/watch.js').WatchRun>;
+  /**
+   * One run of the payments reconciler (functions/reconciler/reconcile.ts), as its timer runs it, with
+   * its role's credentials, Stripe through the stand-in; `nowMs` the clock it runs on (default the
+   * stand-in's, which a test moves forward).
+   */
+  reconcile(options?: {
+    nowMs?: () => number;
+    maxPages?: number;
+    pageSize?: number;
+  }): Promise<import('../../functions/reconciler/reconcile.js').ReconcileRun>;
   /** The dashboard: `<emulator origin>/dashboard/`, behind the emulated distribution as in AWS. */
   dashboardUrl: string;
   /** The dashboard's table (sessions, OpenID subject links), named with the stack's table prefix. */
@@ -371,6 +384,21 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     );
     watchTimer.unref();
     stops.push(async () => clearInterval(watchTimer));
+
+    // The payments reconciler on its deployed schedule (an EventBridge Scheduler schedule there), with its role.
+    const reconcile = await localReconcile(storeAs('reconciler'), stripe);
+    const reconcileTimer = setInterval(
+      () => {
+        reconcile().catch((error: unknown) =>
+          console.error(
+            `payments reconciler failed: ${error instanceof Error ? error.message : String(error)}`,
+          ),
+        );
+      },
+      options.reconcileIntervalMs ?? RECONCILE_INTERVAL_MINUTES * 60_000,
+    );
+    reconcileTimer.unref();
+    stops.push(async () => clearInterval(reconcileTimer));
     return {
       baseUrl: `${emulator.url}/api/v1`,
       emulator,
@@ -386,6 +414,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       stripe,
       ses,
       watch,
+      reconcile,
       dashboardUrl: `${emulator.url}/dashboard/`,
       dashboardTable,
       oidc: { issuer: oidc.issuer, clientId: oidc.clientId, user: oidc.user },
@@ -411,10 +440,12 @@ async function localWatch(
   const { WatchItems } = await import('../../functions/adapters/dynamodb/watch.js');
   const { sendEmail } = await import('../../functions/adapters/ses.js');
   const { offSessionPayments, stripeClient } = await import('../../functions/payments/stripe-api.js');
+  const { sdkLookup } = await import('../../functions/balance-watch/lookup.js');
   const watches = new WatchItems({ client: store.client, tables: store.tables, wire: store.wire });
-  const payments = offSessionPayments(stripeClient({ apiKey: stripe.apiKey, apiBase: stripe.url }));
+  const sdk = stripeClient({ apiKey: stripe.apiKey, apiBase: stripe.url });
+  const payments = offSessionPayments(sdk);
   const credentials = credentialsOf('balanceWatch');
-  return () =>
+  return (options = {}) =>
     runWatch({
       watches,
       store,
@@ -423,7 +454,45 @@ async function localWatch(
         send: (email) => sendEmail({ url: ses.url, region: 'local', credentials: () => credentials }, email),
       },
       from: ses.sender,
-      now: () => new Date(),
+      now: options.now ?? (() => new Date()),
       ...(process.env.TOP_UP_URL ? { billingUrl: process.env.TOP_UP_URL } : {}),
+      lookUpTopUp: sdkLookup(sdk, {
+        store,
+        watches,
+        now: () => new Date().toISOString(),
+        ...(process.env.TOP_UP_URL ? { billingUrl: process.env.TOP_UP_URL } : {}),
+      }),
+    });
+}
+
+/**
+ * The payments reconciler as its handler runs it (functions/reconciler/handler.ts), in this process:
+ * its role's store (DynamoDB through the IAM layer), Stripe through the stand-in with the real SDK.
+ */
+async function localReconcile(
+  store: DynamoStore,
+  stripe: RunningStripeStandIn,
+): Promise<LocalStack['reconcile']> {
+  const { reconcile } = await import('../../functions/reconciler/reconcile.js');
+  const { ledgerCheckpoints } = await import('../../functions/reconciler/checkpoint.js');
+  const { stripeEvents } = await import('../../functions/reconciler/stripe-events.js');
+  const { WatchItems } = await import('../../functions/adapters/dynamodb/watch.js');
+  const { stripeApi, stripeClient } = await import('../../functions/payments/stripe-api.js');
+  const watches = new WatchItems({ client: store.client, tables: store.tables, wire: store.wire });
+  const sdk = stripeClient({ apiKey: stripe.apiKey, apiBase: stripe.url });
+  return (options = {}) =>
+    reconcile({
+      payments: {
+        store,
+        stripe: stripeApi(sdk),
+        watches,
+        now: () => new Date().toISOString(),
+        ...(process.env.TOP_UP_URL ? { billingUrl: process.env.TOP_UP_URL } : {}),
+      },
+      events: stripeEvents(sdk),
+      checkpoints: ledgerCheckpoints(store),
+      nowMs: options.nowMs ?? (() => stripe.stripe.nowMs()),
+      ...(options.maxPages !== undefined ? { maxPages: options.maxPages } : {}),
+      ...(options.pageSize !== undefined ? { pageSize: options.pageSize } : {}),
     });
 }

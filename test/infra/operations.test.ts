@@ -280,10 +280,13 @@ describe('backups', () => {
     const schedules = Object.entries(all)
       .filter(
         ([, r]) =>
-          r.Type === 'AWS::Events::Rule' &&
-          ((r.Properties?.Targets as { Arn: unknown }[] | undefined) ?? []).some((t) =>
-            writers.includes(ref(t.Arn) ?? ''),
-          ),
+          (r.Type === 'AWS::Events::Rule' &&
+            ((r.Properties?.Targets as { Arn: unknown }[] | undefined) ?? []).some((t) =>
+              writers.includes(ref(t.Arn) ?? ''),
+            )) ||
+          // EventBridge Scheduler's (the payments reconciler's): one target each.
+          (r.Type === 'AWS::Scheduler::Schedule' &&
+            writers.includes(ref((r.Properties?.Target as { Arn: unknown } | undefined)?.Arn) ?? '')),
       )
       .map(([id]) => id);
     const name = (id: string) => id.replace(/[0-9A-F]{8}$/, '');
@@ -295,8 +298,14 @@ describe('backups', () => {
       'HoldSweeperFunction',
       'LoggedUsageFunction',
       'PaymentsFunction',
+      'PaymentsReconcilerFunction',
     ]);
-    expect(schedules.map(name).sort()).toEqual(['BalanceCheck', 'BalanceWatchSchedule', 'HoldSweep']);
+    expect(schedules.map(name).sort()).toEqual([
+      'BalanceCheck',
+      'BalanceWatchSchedule',
+      'HoldSweep',
+      'PaymentsReconcilerSchedule',
+    ]);
     const deploy = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8');
     const runbook = deploy.slice(deploy.indexOf('## Restoring a table'));
     const stop = runbook.slice(runbook.indexOf('1. Stop every writer'), runbook.indexOf('\n2. '));
@@ -305,6 +314,8 @@ describe('backups', () => {
     expect(stop).toMatch(/put-function-concurrency[\s\S]*--reserved-concurrent-executions 0/);
     expect(stop).toMatch(/disable-rule/);
     expect(runbook).toMatch(/enable-rule/);
+    expect(stop).toMatch(/scheduler update-schedule[\s\S]*--state DISABLED/);
+    expect(runbook).toMatch(/--state ENABLED/);
     expect(runbook).toMatch(/delete-function-concurrency/);
   });
 

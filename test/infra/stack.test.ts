@@ -92,7 +92,8 @@ describe('cdk-nag AwsSolutions', () => {
 describe('functions', () => {
   it('run Node.js 22 on arm64 with source maps, ESM bundles and their own log groups', () => {
     const fns = userFunctions(sandbox.template);
-    expect(fns).toHaveLength(6); // completions, models, hold sweeper, logged usage, payments, simulator
+    // completions, models, hold sweeper, logged usage, payments, payments reconciler, simulator
+    expect(fns).toHaveLength(7);
     for (const [, fn] of fns) {
       const p = (fn as { Properties: Record<string, unknown> }).Properties;
       expect(p.Runtime).toBe('nodejs22.x');
@@ -187,7 +188,7 @@ describe('functions', () => {
       },
     });
     // No simulator; the dashboard and the balance watch (a custom domain).
-    expect(userFunctions(prod.template)).toHaveLength(7);
+    expect(userFunctions(prod.template)).toHaveLength(8);
     prod.template.hasResourceProperties('AWS::Lambda::Function', {
       Environment: { Variables: Match.objectLike({ TIERS_CONFIG: TIERS }) },
     });
@@ -757,6 +758,88 @@ describe('least privilege', () => {
   });
 });
 
+describe('the payments reconciler', () => {
+  const policies = (template: Template) =>
+    Object.entries(template.findResources('AWS::IAM::Policy')).map(([id, p]) => ({
+      id,
+      statements: (
+        p as {
+          Properties: { PolicyDocument: { Statement: { Action: string | string[]; Resource: unknown }[] } };
+        }
+      ).Properties.PolicyDocument.Statement,
+    }));
+
+  it('runs every 10 minutes by EventBridge Scheduler, with a role that may invoke only it and send to its dead-letter queue', () => {
+    for (const { template } of [sandbox, prod]) {
+      const schedules = Object.values(template.findResources('AWS::Scheduler::Schedule')) as {
+        Properties: { ScheduleExpression: string; Target: Record<string, unknown> };
+      }[];
+      expect(schedules).toHaveLength(1);
+      const [schedule] = schedules;
+      expect(schedule?.Properties.ScheduleExpression).toBe('rate(10 minutes)');
+      expect(schedule?.Properties.Target).toMatchObject({
+        Arn: { 'Fn::GetAtt': [expect.stringMatching(/^PaymentsReconcilerFunction/), 'Arn'] },
+        RetryPolicy: { MaximumRetryAttempts: 0, MaximumEventAgeInSeconds: 600 },
+        DeadLetterConfig: {
+          Arn: { 'Fn::GetAtt': [expect.stringMatching(/^PaymentsReconcilerFailures/), 'Arn'] },
+        },
+      });
+      const role = Object.entries(template.findResources('AWS::IAM::Role')).find(([id]) =>
+        id.startsWith('PaymentsReconcilerScheduleRole'),
+      )?.[1] as {
+        Properties: {
+          Policies: { PolicyDocument: { Statement: { Action: string; Resource: unknown }[] } }[];
+        };
+      };
+      const statements = role.Properties.Policies.flatMap((p) => p.PolicyDocument.Statement);
+      expect(statements.map((st) => st.Action).sort()).toEqual(['lambda:InvokeFunction', 'sqs:SendMessage']);
+      // The function's ARN itself, no version or alias wildcard.
+      expect(JSON.stringify(statements)).not.toContain(':*');
+    }
+  });
+
+  it("has the webhook's ledger grants, its checkpoint's, the Stripe secret's read, and the watch items only where the dashboard is", () => {
+    for (const [template, dashboard] of [
+      [sandbox.template, false],
+      [prod.template, true],
+    ] as const) {
+      const reconciler = policies(template).find((p) => p.id.startsWith('PaymentsReconciler'));
+      const on = (table: string) =>
+        (reconciler?.statements ?? [])
+          .filter((st) => JSON.stringify(st.Resource).includes(table))
+          .flatMap((st) => [st.Action].flat())
+          .sort();
+      expect(on('ledger')).toEqual(['dynamodb:GetItem', 'dynamodb:PutItem']);
+      expect(on('accounts')).toEqual(['dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:UpdateItem']);
+      expect(on('holds')).toEqual(['dynamodb:PutItem']);
+      expect(on('StripeCredentials')).toEqual(['secretsmanager:GetSecretValue']);
+      expect(on('keys')).toEqual([]);
+      expect(on('dashboard').length > 0).toBe(dashboard);
+    }
+  });
+
+  it('alarms on its errors, its dead-letter queue, no run in an hour, and any event it had to apply', () => {
+    const alarms = Object.values(prod.template.findResources('AWS::CloudWatch::Alarm')) as {
+      Properties: Record<string, unknown>;
+    }[];
+    const named = (metric: string) => alarms.filter((a) => a.Properties.MetricName === metric);
+    expect(named('PaymentsReconcilerRuns')[0]?.Properties).toMatchObject({
+      Threshold: 1,
+      ComparisonOperator: 'LessThanThreshold',
+      TreatMissingData: 'breaching',
+      Period: 3600,
+    });
+    expect(named('PaymentsReconciled')[0]?.Properties).toMatchObject({
+      Threshold: 1,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+    });
+    const queueAlarm = alarms.find((a) =>
+      JSON.stringify(a.Properties).includes('PaymentsReconcilerFailures'),
+    );
+    expect(queueAlarm?.Properties.MetricName).toBe('ApproximateNumberOfMessagesVisible');
+  });
+});
+
 describe('alarms and outputs', () => {
   it('watch the money invariants: accounts below zero, the sweeper heartbeat, DynamoDB throttles and system errors per table', () => {
     const alarms = Object.values(prod.template.findResources('AWS::CloudWatch::Alarm')) as {
@@ -846,8 +929,9 @@ describe('alarms and outputs', () => {
       Properties: Record<string, unknown>;
     }[];
     const names = alarms.map((a) => JSON.stringify(a.Properties));
-    // Completions, models, payments, the sweeper and (prod has a custom domain) the dashboard and the balance watch.
-    expect(alarms.filter((a) => a.Properties.MetricName === 'Errors')).toHaveLength(6);
+    // Completions, models, payments, the sweeper, the payments reconciler and (prod has a custom domain)
+    // the dashboard and the balance watch.
+    expect(alarms.filter((a) => a.Properties.MetricName === 'Errors')).toHaveLength(7);
     for (const metric of [
       'PaymentsWebhookFailures',
       'PaymentsSignatureFailures',

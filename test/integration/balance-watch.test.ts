@@ -271,6 +271,47 @@ describe('the Billing page', () => {
   });
 });
 
+describe("the watch's lookup of an auto top-up whose event was lost", () => {
+  it('credits it once on a split account and clears the in-flight mark; the event arriving late moves nothing', async () => {
+    const { accountId } = await newAccount(target, '10');
+    await saveCard(accountId, 2_000);
+    expect(await store.splitAccount(accountId, 2)).toBe(2);
+    await watches.setAutoTopUp(
+      accountId,
+      { belowCents: 4_000, buyCents: 2_500, enabled: true },
+      'dev@example.com',
+      new Date().toISOString(),
+    );
+    // The webhook gets nothing: its payment_intent.succeeded is held (lost, as far as it knows).
+    local.stripe.stripe.hold();
+    await local.watch();
+    const inFlight = (await watches.getWatch(accountId))?.inFlight;
+    expect(inFlight?.paymentIntent).toMatch(/^pi_/);
+    // Younger than the lookup's wait: left alone.
+    await local.watch();
+    expect((await watches.getWatch(accountId))?.inFlight).toEqual(inFlight);
+    expect(await balance(accountId)).toBe(3_000n * CENT);
+    // Six minutes on: looked up at Stripe (succeeded), credited once, the mark cleared.
+    await local.watch({ now: () => new Date(Date.now() + 6 * 60_000) });
+    expect((await watches.getWatch(accountId))?.inFlight).toBeUndefined();
+    expect(await balance(accountId)).toBe(5_500n * CENT);
+    const entries = async () =>
+      (await store.listLedger(accountId)).filter(
+        (e) => e.entryId === `topup#stripe:${inFlight?.paymentIntent}`,
+      );
+    expect((await entries()).map((e) => e.deltaNano)).toEqual([2_500n * CENT]);
+    // The event delivered after all, twice: nothing more.
+    const held = local.stripe.stripe.heldEvents().map((e) => e.id);
+    await local.stripe.stripe.release([...held, ...held]);
+    await local.stripe.stripe.idle();
+    expect(
+      local.stripe.stripe.deliveries.filter((d) => held.includes(d.eventId)).every((d) => d.status === 200),
+    ).toBe(true);
+    expect(await balance(accountId)).toBe(5_500n * CENT);
+    expect(await entries()).toHaveLength(1);
+  });
+});
+
 describe("the balance watch's role", () => {
   it('needed every DynamoDB permission the stack grants it, and no other', async () => {
     const table = (arn: string) =>
@@ -293,7 +334,11 @@ describe("the balance watch's role", () => {
       'dynamodb:DeleteItem dashboard',
       'dynamodb:GetItem accounts',
       'dynamodb:PutItem dashboard',
+      // An auto top-up looked up and credited: its ledger entry, the balance, a transfer between slices.
+      'dynamodb:PutItem holds',
+      'dynamodb:PutItem ledger',
       'dynamodb:Query dashboard/index/watchList',
+      'dynamodb:UpdateItem accounts',
       'dynamodb:UpdateItem dashboard',
     ]);
   });

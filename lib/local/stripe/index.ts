@@ -12,13 +12,18 @@
  *   GET  /v1/payment_methods/:id        GET /v1/customers/:id        GET /v1/charges/:id
  *   GET  /v1/refunds?charge=&payment_intent=&limit=&starting_after=     POST /v1/refunds
  * Pages: GET /checkout/:id (plain HTML, no script), POST /checkout/:id/pay (method=card|async).
- * Controls (JSON bodies): /_stand-in/resend {eventId}, /hold, /release {order}, /delay {ms},
+ *   GET  /v1/events?type=|types[]=&created[gte]=&delivery_success=&limit=&starting_after=&ending_before=
+ *   GET  /v1/events/:id   (events kept 30 days; an unknown parameter refused, 400 parameter_unknown)
+ * Webhooks: each event POSTed signed; a failed attempt retried on Stripe's live-mode schedule (state.ts,
+ *   RETRY_POLICY) for up to 3 days on the stand-in's clock, which a test moves with /advance.
+ * Controls (JSON bodies): /_stand-in/resend {eventId}, /hold, /release {order}, /delay {ms}, /advance {ms},
  *   /refund {charge, amount?}, /dispute {charge, amount?}, /settle {session, outcome},
  *   /next-off-session {outcome: card_declined | authentication_required}.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type FormObject, formList, formMetadata, formObject, formText, parseForm } from './form.js';
+import { checkParams, inRange, LIST_PARAMS, page } from './params.js';
 import { newId, type StandInState, StripeApiError, type StripeObject, StripeObjects } from './state.js';
 
 export interface StripeStandInOptions {
@@ -128,6 +133,11 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
         if (answer.replayed) res.setHeader('idempotent-replayed', 'true');
         return sendJson(res, answer.status, answer.body);
       }
+      case 'GET /events':
+        return sendJson(res, 200, listEvents(form));
+      case 'GET /events/:id':
+        checkParams(form, { expand: 'list' });
+        return sendJson(res, 200, stripe.retrieveEvent(id));
       case 'GET /payment_methods/:id':
         return sendJson(res, 200, stripe.retrieve(stripe.paymentMethods, 'payment_method', id));
       case 'GET /customers/:id':
@@ -163,6 +173,55 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
       default:
         throw new StripeApiError(404, `Unrecognized request URL (${req.method}: /v1/${path.join('/')}).`);
     }
+  };
+
+  /**
+   * `GET /v1/events` as Stripe answers it ("List all events"): newest first, going back 30 days;
+   * `type` (one name, or a group with `*`: `charge.*`) or `types` (up to 20 names), not both;
+   * `created` (an integer, or `[gt]`/`[gte]`/`[lt]`/`[lte]`); `delivery_success` (false: the events
+   * still pending or whose every attempt failed); Stripe's pagination. Any other parameter is refused.
+   */
+  const listEvents = (form: FormObject) => {
+    const params = checkParams(form, {
+      ...LIST_PARAMS,
+      created: 'range',
+      delivery_success: 'boolean',
+      type: 'text',
+      types: 'list',
+    });
+    const type = params.text('type');
+    const types = params.list('types');
+    if (type !== undefined && types !== undefined)
+      throw new StripeApiError(400, 'You may only specify one of these parameters: type, types.', {
+        code: 'parameters_exclusive',
+        param: 'type',
+      });
+    if (types && types.length > 20)
+      throw new StripeApiError(400, 'You may pass at most 20 event types.', { param: 'types' });
+    const created = params.range('created');
+    const deliverySuccess = params.boolean('delivery_success');
+    const typeMatches = (name: string) =>
+      type === undefined
+        ? types === undefined || types.includes(name)
+        : type.endsWith('*')
+          ? name.startsWith(type.slice(0, -1))
+          : name === type;
+    const retained = stripe.retainedEvents();
+    const delivered = new Map(retained.map((e) => [e.event.id, e.delivered]));
+    return page(
+      '/v1/events',
+      retained.map((e) => e.event),
+      (event) =>
+        typeMatches(String(event.type)) &&
+        inRange(Number(event.created), created) &&
+        (deliverySuccess === undefined || delivered.get(event.id) === deliverySuccess),
+      {
+        limit: params.integer('limit'),
+        startingAfter: params.text('starting_after'),
+        endingBefore: params.text('ending_before'),
+      },
+      'event',
+    );
   };
 
   const createSession = (form: FormObject): StripeObject => {
@@ -274,6 +333,11 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
       }
       case 'events':
         return sendJson(res, 200, { events: stripe.events, deliveries: stripe.deliveries });
+      case 'advance':
+        return sendJson(res, 200, {
+          deliveries: await stripe.advance(Number(body.ms) || 0),
+          now: stripe.nowMs(),
+        });
       default:
         throw new StripeApiError(404, `no control ${action}`);
     }
@@ -305,6 +369,8 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
   baseUrl = `http://127.0.0.1:${port}`;
+  // Stripe's retries on its own schedule, in real time (a test moves the clock with advance instead).
+  const stopRetries = stripe.startRetries();
   return {
     url: baseUrl,
     apiKey: settings.apiKey,
@@ -315,6 +381,7 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
       settings.webhookUrl = url;
     },
     async close() {
+      stopRetries();
       await stripe.idle();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

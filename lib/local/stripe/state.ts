@@ -39,7 +39,6 @@ export const newId = (prefix: string, length = 24) =>
     .replace(/[^A-Za-z0-9]/g, '')
     .slice(0, length)}`;
 
-const nowSeconds = () => Math.floor(Date.now() / 1000);
 const snapshot = <T>(object: T): T => structuredClone(object);
 
 export interface SentEvent {
@@ -55,6 +54,40 @@ export interface Delivery {
   /** The webhook's HTTP status; 0 when it could not be reached or no URL is set. */
   status: number;
   body: string;
+  /** What sent it: Stripe's own attempts (the first and its retries), or a resend asked for. */
+  by: 'stripe' | 'resend';
+  /** When, on the stand-in's clock (ms since the epoch). */
+  at: number;
+}
+
+/**
+ * Stripe's automatic delivery in live mode: "for up to 3 days with an exponential back off" (its
+ * webhooks guide; sandboxes retry three times over a few hours). Stripe does not state the intervals:
+ * here the first retry is a minute after the first attempt, each wait doubles up to 12 hours, and no
+ * attempt is made later than 3 days after the event was created. An event never delivered then is
+ * never sent again unless resent; it keeps `pending_webhooks: 1` and is listed with
+ * `delivery_success=false` for as long as Stripe keeps events (30 days).
+ */
+export const RETRY_POLICY = {
+  firstRetryMs: 60_000,
+  maxWaitMs: 12 * 3600_000,
+  giveUpAfterMs: 3 * 24 * 3600_000,
+} as const;
+/** How long Stripe keeps an event: listing and retrieving reach back this far ("List all events"). */
+export const EVENT_RETENTION_MS = 30 * 24 * 3600_000;
+
+/** Where an event's automatic delivery stands. */
+interface DeliveryState {
+  /** Stripe's attempts so far (resends not counted). */
+  attempts: number;
+  /** When the next automatic attempt is due (stand-in clock, ms); none once delivered or given up. */
+  nextAt: number | undefined;
+  delivered: boolean;
+}
+
+/** The wait before automatic retry number `retry` (1 for the first retry). */
+export function retryWaitMs(retry: number): number {
+  return Math.min(RETRY_POLICY.firstRetryMs * 2 ** (retry - 1), RETRY_POLICY.maxWaitMs);
 }
 
 /** A confirmed off-session payment: succeeds, or is declined as Stripe declines one (402 card_error). */
@@ -100,7 +133,72 @@ export class StripeObjects {
   /** Each session's `payment_intent_data.setup_future_usage`: its card is saved to its customer. */
   private readonly setupFutureUsage = new Map<string, string>();
 
+  /** Each event's automatic delivery: attempts, the next one due, delivered or not. */
+  private readonly delivery = new Map<string, DeliveryState>();
+  /** How far the stand-in's clock is ahead of the wall clock (advance). */
+  private offsetMs = 0;
+  /** The automatic retries under way (one pass at a time). */
+  private retrying: Promise<void> = Promise.resolve();
+
   constructor(private readonly settings: StandInState) {}
+
+  // --- the clock ----------------------------------------------------------------------------------
+
+  /**
+   * The stand-in's clock (ms since the epoch): the wall clock plus what advance added. Objects'
+   * `created`, events' retention and the retry schedule run on it; a webhook's signature carries the
+   * wall clock's time, as the receiver checks it against its own.
+   */
+  nowMs(): number {
+    return Date.now() + this.offsetMs;
+  }
+
+  nowSeconds(): number {
+    return Math.floor(this.nowMs() / 1000);
+  }
+
+  /**
+   * Moves the clock `ms` forward, making each automatic retry that falls due on the way at its time,
+   * in order, each awaited: four simulated days of Stripe's retries without waiting for them.
+   */
+  async advance(ms: number): Promise<Delivery[]> {
+    const until = this.nowMs() + ms;
+    const made = await this.retryDue(until);
+    this.offsetMs += Math.max(0, until - this.nowMs());
+    return made;
+  }
+
+  /** Makes the automatic retries due by `until` (default now), moving the clock to each one's time. */
+  retryDue(until = this.nowMs()): Promise<Delivery[]> {
+    const run = this.retrying.then(async () => {
+      const made: Delivery[] = [];
+      for (;;) {
+        let next: { sent: SentEvent; at: number } | undefined;
+        for (const sent of this.events) {
+          const at = this.delivery.get(sent.id)?.nextAt;
+          if (at !== undefined && at <= until && (!next || at < next.at)) next = { sent, at };
+        }
+        if (!next) return made;
+        if (next.at > this.nowMs()) this.offsetMs += next.at - this.nowMs();
+        (this.delivery.get(next.sent.id) as DeliveryState).nextAt = undefined;
+        made.push(await this.deliver(next.sent, 'stripe'));
+      }
+    });
+    this.retrying = run.then(
+      () => {},
+      () => {},
+    );
+    return run;
+  }
+
+  /** Runs due retries every `intervalMs` of wall time (npm start: Stripe's schedule in real time). */
+  startRetries(intervalMs = 1000): () => void {
+    const timer = setInterval(() => {
+      this.background(this.retryDue());
+    }, intervalMs);
+    timer.unref();
+    return () => clearInterval(timer);
+  }
 
   // --- objects ------------------------------------------------------------------------------------
 
@@ -143,7 +241,7 @@ export class StripeObjects {
     setupFutureUsage?: string | undefined;
   }): StripeObject {
     const id = newId('cs_test', 58);
-    const created = nowSeconds();
+    const created = this.nowSeconds();
     const session: StripeObject = {
       id,
       object: 'checkout.session',
@@ -189,7 +287,7 @@ export class StripeObjects {
       amount: session.amount_total,
       amount_received: 0,
       currency: session.currency,
-      created: nowSeconds(),
+      created: this.nowSeconds(),
       latest_charge: null,
       livemode: false,
       metadata: { ...this.intentMetadata.get(sessionId) },
@@ -207,7 +305,7 @@ export class StripeObjects {
       const customer: StripeObject = {
         id: newId('cus', 14),
         object: 'customer',
-        created: nowSeconds(),
+        created: this.nowSeconds(),
         livemode: false,
         metadata: {},
       };
@@ -254,7 +352,7 @@ export class StripeObjects {
       type: 'card',
       card: { brand: 'visa', last4: '4242', exp_month: 12, exp_year: new Date().getUTCFullYear() + 3 },
       customer: null,
-      created: nowSeconds(),
+      created: this.nowSeconds(),
       livemode: false,
       metadata: {},
     };
@@ -360,7 +458,7 @@ export class StripeObjects {
       amount: fields.amount,
       amount_received: 0,
       currency: fields.currency,
-      created: nowSeconds(),
+      created: this.nowSeconds(),
       customer: fields.customer ?? null,
       latest_charge: null,
       last_payment_error: null,
@@ -401,7 +499,7 @@ export class StripeObjects {
       amount_captured: intent.amount,
       amount_refunded: 0,
       captured: true,
-      created: nowSeconds(),
+      created: this.nowSeconds(),
       currency: intent.currency,
       disputed: false,
       livemode: false,
@@ -435,7 +533,7 @@ export class StripeObjects {
       object: 'refund',
       amount,
       charge: charge.id,
-      created: nowSeconds(),
+      created: this.nowSeconds(),
       currency: charge.currency,
       metadata: {},
       payment_intent: charge.payment_intent,
@@ -456,7 +554,7 @@ export class StripeObjects {
       object: 'dispute',
       amount: cents ?? charge.amount,
       charge: charge.id,
-      created: nowSeconds(),
+      created: this.nowSeconds(),
       currency: charge.currency,
       is_charge_refundable: false,
       livemode: false,
@@ -490,7 +588,7 @@ export class StripeObjects {
       id: newId('evt'),
       object: 'event',
       api_version: Stripe.API_VERSION,
-      created: nowSeconds(),
+      created: this.nowSeconds(),
       data: { object: snapshot(object) },
       livemode: false,
       pending_webhooks: 1,
@@ -499,8 +597,9 @@ export class StripeObjects {
     };
     const sent = { id: event.id, type, event };
     this.events.push(sent);
+    this.delivery.set(event.id, { attempts: 0, nextAt: undefined, delivered: false });
     if (this.held) this.held.push(sent);
-    else await this.deliver(sent);
+    else await this.deliver(sent, 'stripe');
     return sent;
   }
 
@@ -508,7 +607,7 @@ export class StripeObjects {
   async resend(eventId: string): Promise<Delivery> {
     const sent = this.events.find((e) => e.id === eventId);
     if (!sent) throw new StripeApiError(404, `No such event: '${eventId}'`, { code: 'resource_missing' });
-    return this.deliver(sent);
+    return this.deliver(sent, 'resend');
   }
 
   /** From now on, events are kept instead of sent, until release. */
@@ -535,8 +634,38 @@ export class StripeObjects {
               return event;
             });
     const deliveries: Delivery[] = [];
-    for (const event of sequence) deliveries.push(await this.deliver(event));
+    for (const event of sequence) deliveries.push(await this.deliver(event, 'stripe'));
     return deliveries;
+  }
+
+  /**
+   * The events Stripe still keeps (made in the last 30 days on the stand-in's clock), newest first,
+   * each as it is now (`pending_webhooks`: 0 once delivered, else 1: the stand-in has one endpoint),
+   * with whether its delivery succeeded.
+   */
+  retainedEvents(): { event: StripeObject; delivered: boolean }[] {
+    const oldest = this.nowMs() - EVENT_RETENTION_MS;
+    return this.events
+      .filter((sent) => Number(sent.event.created) * 1000 >= oldest)
+      .reverse()
+      .map((sent) => ({
+        event: snapshot(sent.event),
+        delivered: this.delivery.get(sent.id)?.delivered ?? false,
+      }));
+  }
+
+  /** An event Stripe still keeps, as it is now. */
+  retrieveEvent(id: string): StripeObject {
+    const found = this.retainedEvents().find((e) => e.event.id === id);
+    if (!found)
+      throw new StripeApiError(404, `No such event: '${id}'`, { code: 'resource_missing', param: 'id' });
+    return found.event;
+  }
+
+  /** Whether an event's delivery succeeded, and when its next automatic attempt is due (none: not retried). */
+  deliveryOf(id: string): { delivered: boolean; attempts: number; nextAt: number | undefined } | undefined {
+    const state = this.delivery.get(id);
+    return state ? { ...state } : undefined;
   }
 
   /** The events held now. */
@@ -555,17 +684,39 @@ export class StripeObjects {
     this.inFlight.add(tracked);
   }
 
-  private async deliver(sent: SentEvent): Promise<Delivery> {
-    const work = this.post(sent);
+  private async deliver(sent: SentEvent, by: Delivery['by']): Promise<Delivery> {
+    const work = this.post(sent, by);
     this.background(work);
     return work;
   }
 
-  private async post(sent: SentEvent): Promise<Delivery> {
+  /**
+   * After an attempt: a 2xx delivers the event (`pending_webhooks` 0, never sent again); a failed
+   * attempt of Stripe's own is retried on RETRY_POLICY's schedule, until 3 days after the event was
+   * made. A failed resend changes nothing of the schedule.
+   */
+  private settle(sent: SentEvent, by: Delivery['by'], status: number, attemptedAt: number): void {
+    const state = this.delivery.get(sent.id);
+    if (!state || state.delivered) return;
+    if (status >= 200 && status < 300) {
+      Object.assign(state, { delivered: true, nextAt: undefined });
+      sent.event.pending_webhooks = 0;
+      return;
+    }
+    if (by !== 'stripe') return;
+    state.attempts += 1;
+    const at = attemptedAt + retryWaitMs(state.attempts);
+    const lastAt = Number(sent.event.created) * 1000 + RETRY_POLICY.giveUpAfterMs;
+    state.nextAt = at <= lastAt ? at : undefined;
+  }
+
+  private async post(sent: SentEvent, by: Delivery['by']): Promise<Delivery> {
     if (this.delayMs > 0) await sleep(this.delayMs);
     const url = this.settings.webhookUrl;
+    const at = this.nowMs();
     const record = (status: number, body: string) => {
-      const delivery = { eventId: sent.id, type: sent.type, status, body };
+      this.settle(sent, by, status, at);
+      const delivery = { eventId: sent.id, type: sent.type, status, body, by, at };
       this.deliveries.push(delivery);
       return delivery;
     };
