@@ -61,6 +61,24 @@ describe('Settings → API', () => {
     expect((await post(b, '/dashboard/settings/api/keys', { name: 'replacement' })).status).toBe(200);
   });
 
+  it('refuses a name with a C0, DEL, C1, separator or bidi control character (400 with the reason, nothing created)', async () => {
+    const { b, post, store, accountId } = await signedIn();
+    for (const name of [
+      'a\tb',
+      'a\x7fb',
+      'nel\u0085line',
+      'csi\u009b31m',
+      'a\u2028b',
+      'rtl\u202eevil',
+      'a\u2066b',
+    ]) {
+      const refused = await post(b, '/dashboard/settings/api/keys', { name });
+      expect(refused.status).toBe(400);
+      expect(await refused.text()).toContain('A key name may not contain control characters');
+    }
+    expect(await store.listKeys(accountId)).toEqual([]);
+  });
+
   it('refuses a blank or overlong name (400, nothing created)', async () => {
     const { b, post, store, accountId } = await signedIn();
     expect((await post(b, '/dashboard/settings/api/keys', { name: '   ' })).status).toBe(400);
