@@ -14,8 +14,8 @@ export const MAX_KEY_NAME_LENGTH = 128;
  * controls (a name that reorders the text around it where it is shown). A name is shown on the
  * dashboard, in the Activity CSV's key_name and in GET /api/v1/key's label.
  */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
 const FORBIDDEN_IN_NAME =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
   /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
 
 /** Why a key's name is refused (the message to show), or undefined for a good one. */
