@@ -6,6 +6,7 @@
  */
 import type { AccountStatus, KeyStatus, Principal } from './access.js';
 import type { DashboardSession } from './session.js';
+import { byBytes } from './strings.js';
 
 export type { DashboardSession } from './session.js';
 
@@ -181,7 +182,7 @@ export interface DaySpend {
   byTier: Record<string, bigint>;
 }
 
-/** A page of the account's charges, newest first (by generation id); `next` while there may be more. */
+/** A page of the account's charges, newest first (newestFirst); `next` while there may be more. */
 export interface ChargePage {
   charges: LedgerEntry[];
   next?: string;
@@ -191,6 +192,35 @@ export interface ChargePage {
 export function utcDay(iso: string): string {
   const at = Date.parse(iso);
   return Number.isNaN(at) ? '1970-01-01' : new Date(at).toISOString().slice(0, 10);
+}
+
+/**
+ * Activity's order, newest first: by the time the charge's request started (its createdAt, to the
+ * millisecond), then by id. A generation id names only its second (`gen-<unix seconds>-<random>`), so
+ * ids alone order the charges of one second at random.
+ */
+export function newestFirst(a: Pick<LedgerEntry, 'createdAt' | 'entryId'>, b: typeof a): number {
+  const at = (entry: typeof a) => Date.parse(entry.createdAt) || 0;
+  return at(b) - at(a) || byBytes(b.entryId, a.entryId);
+}
+
+/** The second a generation id names (`gen-<unix seconds>-...`): its digits, as they sort. */
+export const secondOfId = (entryId: string): string => entryId.slice(4, 14);
+
+/**
+ * Where a page after the cursor `after` (a charge id a previous page ended on) starts: that charge's
+ * place in newestFirst, taken from `known` (entries read that may include it); one not found stands
+ * as if made at the end of its id's second.
+ */
+export function cursorEntry(
+  after: string,
+  known: readonly LedgerEntry[],
+): Pick<LedgerEntry, 'createdAt' | 'entryId'> {
+  const found = known.find((entry) => entry.entryId === after);
+  if (found) return found;
+  const second = Number(secondOfId(after));
+  const end = Number.isFinite(second) ? second * 1000 + 999 : 0;
+  return { entryId: after, createdAt: new Date(end).toISOString() };
 }
 
 /** One page of accounts (Store.listAccounts), and where the next one starts when there may be more. */
@@ -352,7 +382,10 @@ export interface Store {
    * (`YYYY-MM-DD`), oldest first, every day listed; exact: every charge counted once, over all slices.
    */
   dailySpend(accountId: string, options: { today: string; days: number }): Promise<DaySpend[]>;
-  /** The account's charges, newest first, `limit` a page, after `after` (a previous page's `next`). */
+  /**
+   * The account's charges, newest first (newestFirst: their createdAt, then id), `limit` a page, after
+   * `after` (a previous page's `next`: the id of the charge it ended on).
+   */
   listCharges(accountId: string, options: { limit: number; after?: string }): Promise<ChargePage>;
 
   /** Dashboard: stores a new session (a new id at every sign-in). */

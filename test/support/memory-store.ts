@@ -17,6 +17,7 @@ import {
   type ChargePage,
   type CorrectionOutcome,
   correctionEntryId,
+  cursorEntry,
   type DashboardSession,
   type DaySpend,
   type Hold,
@@ -24,6 +25,7 @@ import {
   KeyNotFoundError,
   type KeyRecord,
   type LedgerEntry,
+  newestFirst,
   type SettleOutcome,
   type Store,
   type Transfer,
@@ -409,10 +411,9 @@ export class MemoryStore implements Store {
   }
 
   async listCharges(accountId: string, options: { limit: number; after?: string }): Promise<ChargePage> {
-    const after = options.after;
-    const all = (this.ledger.get(accountId) ?? [])
-      .filter((e) => e.type === 'charge' && (after === undefined || e.entryId < after))
-      .sort((a, b) => byBytes(b.entryId, a.entryId));
+    const ofAccount = (this.ledger.get(accountId) ?? []).filter((e) => e.type === 'charge');
+    const cursor = options.after === undefined ? undefined : cursorEntry(options.after, ofAccount);
+    const all = ofAccount.filter((e) => cursor === undefined || newestFirst(cursor, e) < 0).sort(newestFirst);
     const charges = all.slice(0, options.limit);
     const last = charges.at(-1);
     return all.length > options.limit && last ? { charges, next: last.entryId } : { charges };
