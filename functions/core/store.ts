@@ -339,10 +339,18 @@ export interface Store {
    */
   listAccounts(options: { limit: number; after?: string }): Promise<AccountPage>;
 
-  /** Throws AccountNotFoundError. */
-  createKey(key: KeyRecord): Promise<void>;
+  /**
+   * Stores a new active key and counts it on its account (the account's count of active keys, made
+   * from its keys the first time one is needed): one write. With `maxActive`, refused
+   * (TooManyKeysError) when the account has that many active keys already, a condition of that same
+   * write, so that keys created at once never pass the bound. Throws AccountNotFoundError.
+   */
+  createKey(key: KeyRecord, options?: { maxActive?: number }): Promise<void>;
   findKeyById(keyId: string): Promise<KeyRecord | undefined>;
-  /** Marks the key revoked (keeping the first revocation time) and returns it. */
+  /**
+   * Marks the key revoked (keeping the first revocation time) and returns it; an active key leaves its
+   * account's count of active keys in the same write.
+   */
   revokeKey(keyHash: string, now: string): Promise<KeyRecord>;
   listKeys(accountId: string): Promise<KeyRecord[]>;
   /** Sets (nano-USD > 0) or removes a key's daily cap: one write of a key of `accountId` (else KeyNotFoundError). */
@@ -414,8 +422,11 @@ export interface Store {
  */
 export const MAX_SLICES = 62;
 
-/** The store's refusals that are not HTTP answers (an unknown or existing account, a key not of the account). */
-export { AccountExistsError, AccountNotFoundError, KeyNotFoundError } from './errors.js';
+/**
+ * The store's refusals that are not HTTP answers (an unknown or existing account, a key not of the
+ * account, one key too many).
+ */
+export { AccountExistsError, AccountNotFoundError, KeyNotFoundError, TooManyKeysError } from './errors.js';
 
 /** The `slice` field of a hold or charge of a request admitted on `principal`'s slice (none for 0). */
 export const sliceOf = (principal: { slice?: number }): { slice?: number } =>

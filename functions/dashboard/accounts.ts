@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { keyNameProblem, newApiKey } from '../core/keys.js';
-import { AccountExistsError, type KeyRecord, type Store } from '../core/store.js';
+import { AccountExistsError, type KeyRecord, type Store, TooManyKeysError } from '../core/store.js';
 
 /** Most active keys an account may have at once (revoked ones do not count). */
 export const MAX_ACTIVE_KEYS = 20;
@@ -56,14 +56,17 @@ export async function createAccountKey(
   const trimmed = typeof name === 'string' ? name.trim() : '';
   const problem = keyNameProblem(trimmed);
   if (problem) throw new KeyRequestError(problem, 400);
-  const active = (await store.listKeys(accountId)).filter((key) => key.status === 'active');
-  if (active.length >= MAX_ACTIVE_KEYS)
+  const created = newApiKey(accountId, trimmed, now);
+  try {
+    // The bound is a condition of the key's own write (Store.createKey): keys created at once never pass it.
+    await store.createKey(created.record, { maxActive: MAX_ACTIVE_KEYS });
+  } catch (error) {
+    if (!(error instanceof TooManyKeysError)) throw error;
     throw new KeyRequestError(
       `You already have ${MAX_ACTIVE_KEYS} active keys, the most an account may have. Revoke one you no longer use, then create the new one.`,
       409,
     );
-  const created = newApiKey(accountId, trimmed, now);
-  await store.createKey(created.record);
+  }
   return created;
 }
 

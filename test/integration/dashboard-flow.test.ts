@@ -206,9 +206,9 @@ describe('the dashboard over HTTP (local OpenID provider, Stripe stand-in, Dynam
     expect([...used].sort()).toEqual([...granted].sort());
     expect([...granted].sort()).toEqual([
       'dynamodb:BatchGetItem accounts',
-      'dynamodb:ConditionCheckItem accounts',
       'dynamodb:DeleteItem dashboard',
       'dynamodb:GetItem accounts',
+      'dynamodb:GetItem keys',
       'dynamodb:GetItem dashboard',
       'dynamodb:PutItem accounts',
       'dynamodb:PutItem dashboard',
@@ -216,6 +216,7 @@ describe('the dashboard over HTTP (local OpenID provider, Stripe stand-in, Dynam
       'dynamodb:Query keys/index/byAccount',
       'dynamodb:Query keys/index/byKeyId',
       'dynamodb:Query ledger',
+      'dynamodb:UpdateItem accounts',
       'dynamodb:UpdateItem dashboard',
       'dynamodb:UpdateItem keys',
     ]);

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
 import { generateApiKey } from '../../functions/core/auth.js';
@@ -8,6 +9,7 @@ import {
   AccountNotFoundError,
   type Hold,
   type Store,
+  TooManyKeysError,
 } from '../../functions/core/store.js';
 import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';
@@ -101,6 +103,60 @@ describe.each(stores)('the store %s', (_name, make) => {
       AccountNotFoundError,
     );
   });
+
+  /** A key record of `accountId` (its full key unused). */
+  const keyRecord = (accountId: string) => {
+    const made = generateApiKey();
+    return {
+      keyHash: made.keyHash,
+      keyId: made.keyId,
+      accountId,
+      name: 'contract',
+      displayPrefix: made.displayPrefix,
+      status: 'active' as const,
+      createdAt: now(),
+    };
+  };
+  const active = async (accountId: string) =>
+    (await store.listKeys(accountId)).filter((k) => k.status === 'active').length;
+
+  it('holds an account to maxActive active keys as a condition of the write; a revoked key frees a place', async () => {
+    const { accountId, keyHash } = await account(0n);
+    await store.createKey(keyRecord(accountId), { maxActive: 2 });
+    await expect(store.createKey(keyRecord(accountId), { maxActive: 2 })).rejects.toBeInstanceOf(
+      TooManyKeysError,
+    );
+    expect(await active(accountId)).toBe(2);
+    // Without the bound (the operator's CLI): made, and counted.
+    await store.createKey(keyRecord(accountId));
+    await expect(store.createKey(keyRecord(accountId), { maxActive: 3 })).rejects.toBeInstanceOf(
+      TooManyKeysError,
+    );
+    await store.revokeKey(keyHash, now());
+    // A second revocation of the same key frees nothing more.
+    await store.revokeKey(keyHash, now());
+    await store.createKey(keyRecord(accountId), { maxActive: 3 });
+    await expect(store.createKey(keyRecord(accountId), { maxActive: 3 })).rejects.toBeInstanceOf(
+      TooManyKeysError,
+    );
+    expect(await active(accountId)).toBe(3);
+    await expect(store.createKey(keyRecord('no-such-account'), { maxActive: 3 })).rejects.toBeInstanceOf(
+      AccountNotFoundError,
+    );
+  });
+
+  it('30 keys created at once on an account with 10 active: exactly 20 active, the rest refused', async () => {
+    const { accountId } = await account(0n);
+    for (let i = 1; i < 10; i++) await store.createKey(keyRecord(accountId));
+    expect(await active(accountId)).toBe(10);
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 30 }, () => store.createKey(keyRecord(accountId), { maxActive: 20 })),
+    );
+    const refused = outcomes.filter((o) => o.status === 'rejected');
+    expect(outcomes.length - refused.length).toBe(10);
+    for (const o of refused) expect((o as PromiseRejectedResult).reason).toBeInstanceOf(TooManyKeysError);
+    expect(await active(accountId)).toBe(20);
+  }, 60_000);
 
   it('adds a top-up once per reference, and refuses one for an unknown account', async () => {
     const { accountId } = await account(0n);
@@ -373,6 +429,31 @@ describe.each(stores)('the store %s', (_name, make) => {
 });
 
 describe('the DynamoDB store', () => {
+  it('counts the active keys of an account made before counts were kept, also under 30 creates at once', async () => {
+    const store = new DynamoStore(client, tables);
+    const accountId = `contract-legacy-${randomBytes(4).toString('hex')}`;
+    await store.createAccount(accountId, 0n, now());
+    for (let i = 0; i < 12; i++) await keyFor(store, accountId);
+    const [revoked] = await store.listKeys(accountId);
+    await store.revokeKey(revoked?.keyHash as string, now());
+    // As an account item written before the count existed: no `activeKeys`.
+    await client.send(
+      new UpdateItemCommand({
+        TableName: tables.accounts,
+        Key: { accountId: { S: accountId } },
+        UpdateExpression: 'REMOVE activeKeys',
+      }),
+    );
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 30 }, (_, i) => keyFor(store, accountId, `new ${i}`, { maxActive: 20 })),
+    );
+    const refused = outcomes.filter((o) => o.status === 'rejected');
+    expect(outcomes.length - refused.length).toBe(9);
+    for (const o of refused) expect((o as PromiseRejectedResult).reason).toBeInstanceOf(TooManyKeysError);
+    const keys = await store.listKeys(accountId);
+    expect(keys.filter((k) => k.status === 'active')).toHaveLength(20);
+  }, 60_000);
+
   it("reads any number of keys' spend of a day in the calls it makes for one key", async () => {
     const store = new DynamoStore(client, tables);
     const made = await accountWith(store, '1', `contract-calls-${randomBytes(4).toString('hex')}`);

@@ -28,6 +28,7 @@ import {
   newestFirst,
   type SettleOutcome,
   type Store,
+  TooManyKeysError,
   type Transfer,
   type TransferOutcome,
   topUpEntryId,
@@ -322,8 +323,14 @@ export class MemoryStore implements Store {
     return ids.length > limit && last ? { accounts, next: last.accountId } : { accounts };
   }
 
-  async createKey(key: KeyRecord): Promise<void> {
+  /** The bound as the DynamoDB store keeps it: checked and the key stored in one step (no await between). */
+  async createKey(key: KeyRecord, options: { maxActive?: number } = {}): Promise<void> {
     if (!this.accounts.has(key.accountId)) throw new AccountNotFoundError(key.accountId);
+    const active = [...this.keys.values()].filter(
+      (k) => k.accountId === key.accountId && k.status === 'active',
+    ).length;
+    if (options.maxActive !== undefined && active >= options.maxActive)
+      throw new TooManyKeysError(key.accountId, options.maxActive);
     this.keys.set(key.keyHash, { ...key });
   }
 

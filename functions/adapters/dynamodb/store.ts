@@ -101,8 +101,8 @@ export class DynamoStore implements Store {
   ): Promise<boolean> {
     return this.accounts.setAccountStatus(accountId, status, now, options);
   }
-  createKey(key: KeyRecord): Promise<void> {
-    return this.accounts.createKey(key);
+  createKey(key: KeyRecord, options?: { maxActive?: number }): Promise<void> {
+    return this.accounts.createKey(key, options);
   }
   findKeyById(keyId: string): Promise<KeyRecord | undefined> {
     return this.accounts.findKeyById(keyId);
