@@ -5,10 +5,10 @@
  * (test/support/memory-store.ts). Money is integer nano-USD throughout.
  */
 import type { AccountStatus, KeyStatus, Principal } from './access.js';
-import type { DashboardSession } from './session.js';
+import type { DashboardSession, SessionNotice } from './session.js';
 import { byBytes } from './strings.js';
 
-export type { DashboardSession } from './session.js';
+export type { DashboardSession, SessionNotice } from './session.js';
 
 /** One charge: the ledger entry keyed by its generation id, and the deduction it stands for. */
 export interface ChargeEntry {
@@ -402,6 +402,10 @@ export interface Store {
   getSession(sessionHash: string, nowSeconds: number): Promise<DashboardSession | undefined>;
   /** Ends a session (sign-out): a copy of its id is worthless afterwards. */
   deleteSession(sessionHash: string): Promise<void>;
+  /** Leaves a notice on a live session for the next page (replacing any); nothing if the session is gone. */
+  setSessionNotice(sessionHash: string, notice: SessionNotice): Promise<void>;
+  /** The session's notice, deleted as it is read (one read gets it); undefined if none, or past its `until`. */
+  takeSessionNotice(sessionHash: string, nowSeconds: number): Promise<SessionNotice | undefined>;
   /** The account an OpenID subject is linked to, strongly consistent. */
   accountOfUser(subject: string): Promise<string | undefined>;
   /**

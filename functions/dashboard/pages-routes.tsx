@@ -4,6 +4,7 @@
  * (a GET without one goes to sign-in; a POST is refused) and acts on the session's account only.
  */
 import { Hono } from 'hono';
+import { hashKey } from '../core/auth.js';
 import {
   alertThresholdCents,
   autoTopUpCents,
@@ -16,13 +17,15 @@ import { activityRoutes } from './activity-routes.js';
 import type { DashboardDeps, DashboardEnv } from './app.js';
 import { keyCapRoute, keysPage } from './key-caps.js';
 import { BillingPage, MessagePage, SuccessPage } from './pages.js';
-import { currentSession } from './sessions.js';
+import { currentSession, redirectAfterPost, takeNotice } from './sessions.js';
 
 /** The buy buttons, in cents: $10, $25, $50, $100 (any other amount is the custom field's). */
 const FIXED_AMOUNTS_CENTS = [1_000, 2_500, 5_000, 10_000] as const;
 
 /** The billing page: where the API's 402 `topUpUrl` points. */
 const BILLING_PATH = '/dashboard/billing';
+/** Settings → API: the keys. */
+const KEYS_PATH = '/dashboard/settings/api';
 
 /** The amount a buy form asked for, in cents; throws InvalidPurchaseAmountError with the customer's message. */
 function requestedCents(form: Record<string, unknown>): number {
@@ -63,7 +66,20 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
     return account;
   };
 
-  routes.get('/settings/api', async (c) => c.html(await keysPage(store, c.var.session.accountId, now())));
+  // Every POST that changes something answers 303 to the page that shows it (redirectAfterPost); one
+  // refused for its input (nothing written) shows the form again with why (400 or 409).
+  routes.get('/settings/api', async (c) => {
+    const { session } = c.var;
+    const notice = await takeNotice(store, session, now());
+    const changedHash = notice?.created ? hashKey(notice.created.key) : notice?.changedKeyHash;
+    const changed = changedHash ? await store.getKey(changedHash) : undefined;
+    return c.html(
+      await keysPage(store, session.accountId, now(), {
+        ...(changed?.accountId === session.accountId ? { changed } : {}),
+        ...(notice?.created ? { created: notice.created } : {}),
+      }),
+    );
+  });
   keyCapRoute(routes, store, now);
 
   routes.post('/settings/api/keys', async (c) => {
@@ -71,9 +87,9 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
     const form = await c.req.parseBody();
     try {
       const { key, record } = await createAccountKey(store, accountId, form.name, now().toISOString());
-      return c.html(
-        await keysPage(store, accountId, now(), { changed: record, created: { name: record.name, key } }),
-      );
+      return redirectAfterPost(c, store, c.var.session, KEYS_PATH, now(), {
+        created: { name: record.name, key },
+      });
     } catch (error) {
       if (!(error instanceof KeyRequestError)) throw error;
       return c.html(await keysPage(store, accountId, now(), { error: error.message }), error.status);
@@ -88,7 +104,7 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
         <MessagePage title="Not found" message="There is no such key on your account." signedIn={true} />,
         404,
       );
-    return c.html(await keysPage(store, accountId, now(), { changed: revoked }));
+    return redirectAfterPost(c, store, c.var.session, KEYS_PATH, now(), { changedKeyHash: revoked.keyHash });
   });
 
   const { watches } = deps;
@@ -150,7 +166,7 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
       return c.html(await billingPage(accountId, { watchError: error.message }), 400);
     }
     await watches.setAlert(accountId, cents, await watches.emailOf(subject), now().toISOString());
-    return c.html(await billingPage(accountId));
+    return redirectAfterPost(c, store, c.var.session, BILLING_PATH, now());
   });
 
   // Auto top-up: "when below $X, buy $Y" (bounds checked here) and its switch; on only with a card.
@@ -179,7 +195,7 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
       await watches.emailOf(subject),
       now().toISOString(),
     );
-    return c.html(await billingPage(accountId));
+    return redirectAfterPost(c, store, c.var.session, BILLING_PATH, now());
   });
 
   // Saving a card: Checkout for an amount (credited as any purchase) that keeps the card for later.

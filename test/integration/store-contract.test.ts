@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
+import { DASHBOARD_TABLE_ENV, LOCAL_DASHBOARD_TABLE_NAME } from '../../functions/adapters/dynamodb/schema.js';
 import { generateApiKey } from '../../functions/core/auth.js';
 import { newGenerationId } from '../../functions/core/ids.js';
 import {
@@ -11,7 +12,7 @@ import {
   type Store,
   TooManyKeysError,
 } from '../../functions/core/store.js';
-import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
+import { ensureDashboardTable, ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';
 import { watchDynamoCalls } from '../support/dynamo-calls.js';
 import { accountWith, chargeEntry, keyFor } from '../support/fixtures.js';
@@ -27,6 +28,8 @@ const tables = localTableNames(`contract${randomBytes(3).toString('hex')}-`);
 const client = localClient(inject('dynamoEndpoint'));
 beforeAll(async () => {
   await ensureTables(client, tables);
+  // The dashboard's items (sessions) are in the table the adapter finds by its environment.
+  await ensureDashboardTable(client, process.env[DASHBOARD_TABLE_ENV] ?? LOCAL_DASHBOARD_TABLE_NAME);
 });
 
 const stores: [string, () => Store][] = [
@@ -157,6 +160,34 @@ describe.each(stores)('the store %s', (_name, make) => {
     for (const o of refused) expect((o as PromiseRejectedResult).reason).toBeInstanceOf(TooManyKeysError);
     expect(await active(accountId)).toBe(20);
   }, 60_000);
+
+  it("gives a session's notice to one read only, and none past its time or without the session", async () => {
+    const { accountId } = await account(0n);
+    const sessionHash = randomBytes(32).toString('hex');
+    const seconds = Math.floor(Date.now() / 1000);
+    await store.putSession({
+      sessionHash,
+      accountId,
+      subject: 'contract',
+      createdAt: now(),
+      expiresAt: seconds + 600,
+    });
+    const notice = { created: { name: 'laptop', key: 'svc_live_x' }, until: seconds + 60 };
+    await store.setSessionNotice(sessionHash, notice);
+    const reads = await Promise.all([
+      store.takeSessionNotice(sessionHash, seconds),
+      store.takeSessionNotice(sessionHash, seconds),
+    ]);
+    expect(reads.filter((read) => read !== undefined)).toEqual([notice]);
+    expect(await store.takeSessionNotice(sessionHash, seconds)).toBeUndefined();
+    await store.setSessionNotice(sessionHash, { changedKeyHash: 'h', until: seconds + 60 });
+    expect(await store.takeSessionNotice(sessionHash, seconds + 61)).toBeUndefined();
+    expect(await store.takeSessionNotice(sessionHash, seconds)).toBeUndefined();
+    await store.deleteSession(sessionHash);
+    await store.setSessionNotice(sessionHash, notice);
+    expect(await store.takeSessionNotice(sessionHash, seconds)).toBeUndefined();
+    expect(await store.getSession(sessionHash, seconds)).toBeUndefined();
+  });
 
   it('adds a top-up once per reference, and refuses one for an unknown account', async () => {
     const { accountId } = await account(0n);

@@ -26,6 +26,7 @@ import {
   type KeyRecord,
   type LedgerEntry,
   newestFirst,
+  type SessionNotice,
   type SettleOutcome,
   type Store,
   TooManyKeysError,
@@ -440,6 +441,19 @@ export class MemoryStore implements Store {
   async deleteSession(sessionHash: string): Promise<void> {
     this.calls.push('deleteSession');
     this.sessions.delete(sessionHash);
+    this.notices.delete(sessionHash);
+  }
+
+  readonly notices = new Map<string, SessionNotice>();
+
+  async setSessionNotice(sessionHash: string, notice: SessionNotice): Promise<void> {
+    if (this.sessions.has(sessionHash)) this.notices.set(sessionHash, structuredClone(notice));
+  }
+
+  async takeSessionNotice(sessionHash: string, nowSeconds: number): Promise<SessionNotice | undefined> {
+    const notice = this.notices.get(sessionHash);
+    this.notices.delete(sessionHash);
+    return notice && notice.until > nowSeconds ? notice : undefined;
   }
 
   async accountOfUser(subject: string): Promise<string | undefined> {
