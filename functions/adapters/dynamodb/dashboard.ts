@@ -110,7 +110,8 @@ export class DashboardItems extends DashboardTablePart {
         ReturnValues: 'UPDATED_OLD',
       });
     } catch (error) {
-      if ((error as { name?: string } | undefined)?.name === 'ConditionalCheckFailedException') return undefined;
+      if ((error as { name?: string } | undefined)?.name === 'ConditionalCheckFailedException')
+        return undefined;
       throw error;
     }
     const text = out.Attributes?.notice?.S;
