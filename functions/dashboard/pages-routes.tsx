@@ -5,6 +5,7 @@
  */
 import { Hono } from 'hono';
 import { hashKey } from '../core/auth.js';
+import { topUpEntryId } from '../core/store.js';
 import {
   alertThresholdCents,
   autoTopUpCents,
@@ -12,6 +13,9 @@ import {
   purchaseCentsFromDollars,
 } from '../payments/amounts.js';
 import { createCheckout, createSaveCardCheckout } from '../payments/checkout.js';
+import { paymentReference } from '../payments/events.js';
+import type { CheckoutSessionStatus } from '../payments/stripe-api.js';
+import { logger } from '../shared/observability.js';
 import { createAccountKey, KeyRequestError, revokeAccountKey } from './accounts.js';
 import { activityRoutes } from './activity-routes.js';
 import type { DashboardDeps, DashboardEnv } from './app.js';
@@ -218,11 +222,36 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
     return c.redirect(session.url, 303);
   });
 
-  // Shows the balance as it is: only the webhook credits (functions/payments/), never this page.
+  // Shows the balance as it is: only the webhook credits (functions/payments/), never this page. Until
+  // the session's payment is in the ledger (its top-up `stripe:<PaymentIntent>`), the page says the
+  // payment is being confirmed rather than show a balance without it.
   routes.get('/billing/success', async (c) => {
     const { accountId } = c.var.session;
-    const [account, history] = await Promise.all([accountOf(accountId), store.listCreditHistory(accountId)]);
-    return c.html(<SuccessPage account={account} history={history} />);
+    const sessionId = c.req.query('session_id') ?? '';
+    const [account, history, checkout] = await Promise.all([
+      accountOf(accountId),
+      store.listCreditHistory(accountId),
+      /^cs_[0-9A-Za-z_]{1,200}$/.test(sessionId)
+        ? deps
+            .stripe()
+            .then((stripe) => stripe.retrieveCheckoutSession(sessionId))
+            // Not read (Stripe unreachable): not known to be credited, so said to be confirming.
+            .catch((error: unknown): CheckoutSessionStatus => {
+              logger.warn('dashboard: checkout session not read', { error });
+              return { id: sessionId, accountId };
+            })
+        : undefined,
+    ]);
+    const ours = checkout?.accountId === accountId ? checkout : undefined;
+    const reference = ours?.paymentIntent && topUpEntryId(paymentReference(ours.paymentIntent));
+    const confirming = ours !== undefined && !history.some((entry) => entry.entryId === reference);
+    return c.html(
+      <SuccessPage
+        account={account}
+        history={history}
+        {...(confirming ? { confirming: { sessionId, amountCents: ours.amountTotal } } : {})}
+      />,
+    );
   });
 
   activityRoutes(routes, store, now);

@@ -206,9 +206,10 @@ describe('the dashboard in headless Chromium (local OpenID provider, Stripe stan
     expect(held.map((e) => e.type)).toEqual(['checkout.session.completed']);
     const [{ id: eventId, event }] = held as [SentEvent];
     expect((event.data as { object: { id: string } }).object.id).toBe(sessionId);
-    // Stripe has not confirmed it yet: the page says so, and no credit is shown.
-    expect(await text('main p')).toContain('The credits are added when Stripe confirms it');
-    expect(await text('.balance')).toBe('$0.00');
+    // Stripe has not confirmed it yet: the page says the payment is being confirmed, and shows no
+    // balance without it.
+    expect(await text('main p')).toContain('Your payment of $10.00 is being confirmed');
+    expect(await page.locator('.balance').count()).toBe(0);
 
     // Three deliveries, out of order: a retry first, overtaking the original still held; then the
     // original and one more retry, at the same time.

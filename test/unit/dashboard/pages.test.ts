@@ -186,15 +186,28 @@ describe('Billing', () => {
     expect(stripe.sessions).toEqual([]);
   });
 
-  it('the success page shows the balance and credits nothing itself', async () => {
-    const { b, get, store, accountId } = await signedIn();
+  it('the success page says the payment is being confirmed until its top-up is in the ledger, then shows the balance; it credits nothing itself', async () => {
+    const { b, get, post, store, stripe, accountId } = await signedIn();
+    await post(b, '/dashboard/billing/checkout', { amount: '1000' });
     const calls = store.calls.length;
-    const page = await get(b, '/dashboard/billing/success?session_id=cs_test_1');
-    expect(page.status).toBe(200);
-    expect(page.body).toContain('$0.00');
+    const pending = await get(b, '/dashboard/billing/success?session_id=cs_test_1');
+    expect(pending.status).toBe(200);
+    expect(pending.body).toContain('Your payment of $10.00 is being confirmed');
+    expect(pending.body).not.toContain('class="balance"');
+    expect(pending.body).toContain('href="/dashboard/billing/success?session_id=cs_test_1"');
     expect((await store.getAccount(accountId))?.balanceNano).toBe(0n);
     expect(await store.listLedger(accountId)).toEqual([]);
     expect(store.calls.slice(calls)).toEqual([]);
+    // Paid, but the webhook has not credited it yet: still being confirmed.
+    stripe.paid.set('cs_test_1', 'pi_test_1');
+    expect((await get(b, '/dashboard/billing/success?session_id=cs_test_1')).body).toContain(
+      'being confirmed',
+    );
+    // The webhook's top-up (functions/payments/events.ts): the balance, with it.
+    await store.topUp(accountId, 'stripe:pi_test_1', 10_000_000_000n, new Date().toISOString());
+    const credited = await get(b, '/dashboard/billing/success?session_id=cs_test_1');
+    expect(credited.body).not.toContain('being confirmed');
+    expect(credited.body).toContain('<strong class="balance">$10.00</strong>');
   });
 });
 
