@@ -6,7 +6,7 @@
 import { generateApiKey } from './auth.js';
 import type { KeyRecord } from './store.js';
 
-export const MAX_KEY_NAME_LENGTH = 128;
+const MAX_KEY_NAME_LENGTH = 128;
 
 /**
  * Characters a key name may not hold: C0 controls, DEL and C1 controls (U+0080-U+009F: U+0085 is a
