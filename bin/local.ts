@@ -104,6 +104,15 @@ Or with the OpenAI SDK (npm install openai):
       `\nAccount "${DEV_ACCOUNT}" exists; make another key with: npm run --silent admin -- key create ${DEV_ACCOUNT} --name <label>`,
     );
   }
+  // The dashboard's dev user owns the dev account: linked as a first sign-in links a user, once (a
+  // sign-in would otherwise make the user a new, empty account of its own).
+  const { user } = stack.oidc;
+  const linked = await stack.store.linkUser(user.subject, DEV_ACCOUNT, new Date().toISOString());
+  console.log(
+    linked === DEV_ACCOUNT
+      ? `Dashboard: ${user.email} signs in to account "${DEV_ACCOUNT}".`
+      : `Dashboard: ${user.email} signs in to account "${linked}" (linked at an earlier start).`,
+  );
   console.log('Ctrl-C stops the service and DynamoDB Local.');
 }
 

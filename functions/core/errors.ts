@@ -244,6 +244,17 @@ export class KeyNotFoundError extends Error {
   }
 }
 
+/** A key refused because its account has `max` active keys already (Store.createKey): not an HTTP answer. */
+export class TooManyKeysError extends Error {
+  constructor(
+    accountId: string,
+    readonly max: number,
+  ) {
+    super(`account ${accountId} has ${max} active keys already`);
+    this.name = 'TooManyKeysError';
+  }
+}
+
 /** Anything that is not an HttpError becomes a generic 500; its detail never reaches the client. */
 export function toHttpError(error: unknown): HttpError {
   return error instanceof HttpError ? error : new InternalError({ cause: error });

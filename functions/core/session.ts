@@ -12,3 +12,16 @@ export interface DashboardSession {
   /** Epoch seconds at which it ends (the dashboard table's TTL attribute). */
   expiresAt: number;
 }
+
+/**
+ * What a dashboard POST leaves for the page its redirect shows (Post/Redirect/Get), read once: the
+ * store deletes it as it is read, and a notice not read by `until` is never shown.
+ */
+export interface SessionNotice {
+  /** A key just created: its full text, shown this once and never kept after (the store has its hash). */
+  created?: { name: string; key: string };
+  /** The hash of a key just changed (revoked, capped): read by its hash, as an index may not show it yet. */
+  changedKeyHash?: string;
+  /** Epoch seconds after which it is not shown. */
+  until: number;
+}

@@ -5,9 +5,10 @@
  * (test/support/memory-store.ts). Money is integer nano-USD throughout.
  */
 import type { AccountStatus, KeyStatus, Principal } from './access.js';
-import type { DashboardSession } from './session.js';
+import type { DashboardSession, SessionNotice } from './session.js';
+import { byBytes } from './strings.js';
 
-export type { DashboardSession } from './session.js';
+export type { DashboardSession, SessionNotice } from './session.js';
 
 /** One charge: the ledger entry keyed by its generation id, and the deduction it stands for. */
 export interface ChargeEntry {
@@ -181,7 +182,7 @@ export interface DaySpend {
   byTier: Record<string, bigint>;
 }
 
-/** A page of the account's charges, newest first (by generation id); `next` while there may be more. */
+/** A page of the account's charges, newest first (newestFirst); `next` while there may be more. */
 export interface ChargePage {
   charges: LedgerEntry[];
   next?: string;
@@ -191,6 +192,35 @@ export interface ChargePage {
 export function utcDay(iso: string): string {
   const at = Date.parse(iso);
   return Number.isNaN(at) ? '1970-01-01' : new Date(at).toISOString().slice(0, 10);
+}
+
+/**
+ * Activity's order, newest first: by the time the charge's request started (its createdAt, to the
+ * millisecond), then by id. A generation id names only its second (`gen-<unix seconds>-<random>`), so
+ * ids alone order the charges of one second at random.
+ */
+export function newestFirst(a: Pick<LedgerEntry, 'createdAt' | 'entryId'>, b: typeof a): number {
+  const at = (entry: typeof a) => Date.parse(entry.createdAt) || 0;
+  return at(b) - at(a) || byBytes(b.entryId, a.entryId);
+}
+
+/** The second a generation id names (`gen-<unix seconds>-...`): its digits, as they sort. */
+export const secondOfId = (entryId: string): string => entryId.slice(4, 14);
+
+/**
+ * Where a page after the cursor `after` (a charge id a previous page ended on) starts: that charge's
+ * place in newestFirst, taken from `known` (entries read that may include it); one not found stands
+ * as if made at the end of its id's second.
+ */
+export function cursorEntry(
+  after: string,
+  known: readonly LedgerEntry[],
+): Pick<LedgerEntry, 'createdAt' | 'entryId'> {
+  const found = known.find((entry) => entry.entryId === after);
+  if (found) return found;
+  const second = Number(secondOfId(after));
+  const end = Number.isFinite(second) ? second * 1000 + 999 : 0;
+  return { entryId: after, createdAt: new Date(end).toISOString() };
 }
 
 /** One page of accounts (Store.listAccounts), and where the next one starts when there may be more. */
@@ -309,10 +339,18 @@ export interface Store {
    */
   listAccounts(options: { limit: number; after?: string }): Promise<AccountPage>;
 
-  /** Throws AccountNotFoundError. */
-  createKey(key: KeyRecord): Promise<void>;
+  /**
+   * Stores a new active key and counts it on its account (the account's count of active keys, made
+   * from its keys the first time one is needed): one write. With `maxActive`, refused
+   * (TooManyKeysError) when the account has that many active keys already, a condition of that same
+   * write, so that keys created at once never pass the bound. Throws AccountNotFoundError.
+   */
+  createKey(key: KeyRecord, options?: { maxActive?: number }): Promise<void>;
   findKeyById(keyId: string): Promise<KeyRecord | undefined>;
-  /** Marks the key revoked (keeping the first revocation time) and returns it. */
+  /**
+   * Marks the key revoked (keeping the first revocation time) and returns it; an active key leaves its
+   * account's count of active keys in the same write.
+   */
   revokeKey(keyHash: string, now: string): Promise<KeyRecord>;
   listKeys(accountId: string): Promise<KeyRecord[]>;
   /** Sets (nano-USD > 0) or removes a key's daily cap: one write of a key of `accountId` (else KeyNotFoundError). */
@@ -352,7 +390,10 @@ export interface Store {
    * (`YYYY-MM-DD`), oldest first, every day listed; exact: every charge counted once, over all slices.
    */
   dailySpend(accountId: string, options: { today: string; days: number }): Promise<DaySpend[]>;
-  /** The account's charges, newest first, `limit` a page, after `after` (a previous page's `next`). */
+  /**
+   * The account's charges, newest first (newestFirst: their createdAt, then id), `limit` a page, after
+   * `after` (a previous page's `next`: the id of the charge it ended on).
+   */
   listCharges(accountId: string, options: { limit: number; after?: string }): Promise<ChargePage>;
 
   /** Dashboard: stores a new session (a new id at every sign-in). */
@@ -361,6 +402,10 @@ export interface Store {
   getSession(sessionHash: string, nowSeconds: number): Promise<DashboardSession | undefined>;
   /** Ends a session (sign-out): a copy of its id is worthless afterwards. */
   deleteSession(sessionHash: string): Promise<void>;
+  /** Leaves a notice on a live session for the next page (replacing any); nothing if the session is gone. */
+  setSessionNotice(sessionHash: string, notice: SessionNotice): Promise<void>;
+  /** The session's notice, deleted as it is read (one read gets it); undefined if none, or past its `until`. */
+  takeSessionNotice(sessionHash: string, nowSeconds: number): Promise<SessionNotice | undefined>;
   /** The account an OpenID subject is linked to, strongly consistent. */
   accountOfUser(subject: string): Promise<string | undefined>;
   /**
@@ -381,8 +426,11 @@ export interface Store {
  */
 export const MAX_SLICES = 62;
 
-/** The store's refusals that are not HTTP answers (an unknown or existing account, a key not of the account). */
-export { AccountExistsError, AccountNotFoundError, KeyNotFoundError } from './errors.js';
+/**
+ * The store's refusals that are not HTTP answers (an unknown or existing account, a key not of the
+ * account, one key too many).
+ */
+export { AccountExistsError, AccountNotFoundError, KeyNotFoundError, TooManyKeysError } from './errors.js';
 
 /** The `slice` field of a hold or charge of a request admitted on `principal`'s slice (none for 0). */
 export const sliceOf = (principal: { slice?: number }): { slice?: number } =>

@@ -4,8 +4,8 @@
  * keys (created the one way keys are made, functions/core/keys.ts; revoked only if they are theirs).
  */
 import { createHash } from 'node:crypto';
-import { isValidKeyName, MAX_KEY_NAME_LENGTH, newApiKey } from '../core/keys.js';
-import { AccountExistsError, type KeyRecord, type Store } from '../core/store.js';
+import { keyNameProblem, newApiKey } from '../core/keys.js';
+import { AccountExistsError, type KeyRecord, type Store, TooManyKeysError } from '../core/store.js';
 
 /** Most active keys an account may have at once (revoked ones do not count). */
 export const MAX_ACTIVE_KEYS = 20;
@@ -46,9 +46,6 @@ export class KeyRequestError extends Error {
   }
 }
 
-// biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
-const CONTROL = /[\u0000-\u001f\u007f]/;
-
 /** A new key for the account, within the bound: the full key (shown once) and its record. */
 export async function createAccountKey(
   store: Store,
@@ -57,19 +54,19 @@ export async function createAccountKey(
   now: string,
 ): Promise<{ key: string; record: KeyRecord }> {
   const trimmed = typeof name === 'string' ? name.trim() : '';
-  if (!isValidKeyName(trimmed) || CONTROL.test(trimmed))
-    throw new KeyRequestError(
-      `A key name is 1 to ${MAX_KEY_NAME_LENGTH} characters (no control characters).`,
-      400,
-    );
-  const active = (await store.listKeys(accountId)).filter((key) => key.status === 'active');
-  if (active.length >= MAX_ACTIVE_KEYS)
+  const problem = keyNameProblem(trimmed);
+  if (problem) throw new KeyRequestError(problem, 400);
+  const created = newApiKey(accountId, trimmed, now);
+  try {
+    // The bound is a condition of the key's own write (Store.createKey): keys created at once never pass it.
+    await store.createKey(created.record, { maxActive: MAX_ACTIVE_KEYS });
+  } catch (error) {
+    if (!(error instanceof TooManyKeysError)) throw error;
     throw new KeyRequestError(
       `You already have ${MAX_ACTIVE_KEYS} active keys, the most an account may have. Revoke one you no longer use, then create the new one.`,
       409,
     );
-  const created = newApiKey(accountId, trimmed, now);
-  await store.createKey(created.record);
+  }
   return created;
 }
 

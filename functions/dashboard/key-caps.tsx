@@ -12,6 +12,7 @@ import { centsToNano, InvalidPurchaseAmountError, keyCapCents } from '../payment
 import { keysWith, MAX_ACTIVE_KEYS } from './accounts.js';
 import type { DashboardEnv } from './app.js';
 import { KeysPage, MessagePage, usd } from './pages.js';
+import { redirectAfterPost } from './sessions.js';
 
 /** What each active key spent today (UTC), over the account's slices: the page's cap column. */
 async function spentToday(store: Store, accountId: string, keys: KeyRecord[], now: Date) {
@@ -93,6 +94,8 @@ export function keyCapRoute(routes: Hono<DashboardEnv>, store: Store, now: () =>
         404,
       );
     }
-    return c.html(await keysPage(store, accountId, now(), true, { changed }));
+    return redirectAfterPost(c, store, c.var.session, '/dashboard/settings/api', now(), {
+      changedKeyHash: changed.keyHash,
+    });
   });
 }

@@ -4,6 +4,8 @@
  * (a GET without one goes to sign-in; a POST is refused) and acts on the session's account only.
  */
 import { Hono } from 'hono';
+import { hashKey } from '../core/auth.js';
+import { topUpEntryId } from '../core/store.js';
 import {
   alertThresholdCents,
   autoTopUpCents,
@@ -11,18 +13,23 @@ import {
   purchaseCentsFromDollars,
 } from '../payments/amounts.js';
 import { createCheckout, createSaveCardCheckout } from '../payments/checkout.js';
+import { paymentReference } from '../payments/events.js';
+import type { CheckoutSessionStatus } from '../payments/stripe-api.js';
+import { logger } from '../shared/observability.js';
 import { createAccountKey, KeyRequestError, revokeAccountKey } from './accounts.js';
 import { activityRoutes } from './activity-routes.js';
 import type { DashboardDeps, DashboardEnv } from './app.js';
 import { keyCapRoute, keysPage } from './key-caps.js';
 import { BillingPage, MessagePage, SuccessPage } from './pages.js';
-import { currentSession } from './sessions.js';
+import { currentSession, redirectAfterPost, takeNotice } from './sessions.js';
 
 /** The buy buttons, in cents: $10, $25, $50, $100 (any other amount is the custom field's). */
 const FIXED_AMOUNTS_CENTS = [1_000, 2_500, 5_000, 10_000] as const;
 
 /** The billing page: where the API's 402 `topUpUrl` points. */
 const BILLING_PATH = '/dashboard/billing';
+/** Settings → API: the keys. */
+const KEYS_PATH = '/dashboard/settings/api';
 
 /** The amount a buy form asked for, in cents; throws InvalidPurchaseAmountError with the customer's message. */
 function requestedCents(form: Record<string, unknown>): number {
@@ -64,10 +71,21 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
   };
 
   // Per-key daily caps are off unless the deploy turns them on: then only is a cap shown or set.
+  // Every POST that changes something answers 303 to the page that shows it (redirectAfterPost); one
+  // refused for its input (nothing written) shows the form again with why (400 or 409).
   const caps = deps.keyDailyCaps === true;
-  routes.get('/settings/api', async (c) =>
-    c.html(await keysPage(store, c.var.session.accountId, now(), caps)),
-  );
+  routes.get('/settings/api', async (c) => {
+    const { session } = c.var;
+    const notice = await takeNotice(store, session, now());
+    const changedHash = notice?.created ? hashKey(notice.created.key) : notice?.changedKeyHash;
+    const changed = changedHash ? await store.getKey(changedHash) : undefined;
+    return c.html(
+      await keysPage(store, session.accountId, now(), caps, {
+        ...(changed?.accountId === session.accountId ? { changed } : {}),
+        ...(notice?.created ? { created: notice.created } : {}),
+      }),
+    );
+  });
   if (caps) keyCapRoute(routes, store, now);
 
   routes.post('/settings/api/keys', async (c) => {
@@ -75,12 +93,9 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
     const form = await c.req.parseBody();
     try {
       const { key, record } = await createAccountKey(store, accountId, form.name, now().toISOString());
-      return c.html(
-        await keysPage(store, accountId, now(), caps, {
-          changed: record,
-          created: { name: record.name, key },
-        }),
-      );
+      return redirectAfterPost(c, store, c.var.session, KEYS_PATH, now(), {
+        created: { name: record.name, key },
+      });
     } catch (error) {
       if (!(error instanceof KeyRequestError)) throw error;
       return c.html(await keysPage(store, accountId, now(), caps, { error: error.message }), error.status);
@@ -95,7 +110,7 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
         <MessagePage title="Not found" message="There is no such key on your account." signedIn={true} />,
         404,
       );
-    return c.html(await keysPage(store, accountId, now(), caps, { changed: revoked }));
+    return redirectAfterPost(c, store, c.var.session, KEYS_PATH, now(), { changedKeyHash: revoked.keyHash });
   });
 
   const { watches } = deps;
@@ -157,7 +172,7 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
       return c.html(await billingPage(accountId, { watchError: error.message }), 400);
     }
     await watches.setAlert(accountId, cents, await watches.emailOf(subject), now().toISOString());
-    return c.html(await billingPage(accountId));
+    return redirectAfterPost(c, store, c.var.session, BILLING_PATH, now());
   });
 
   // Auto top-up: "when below $X, buy $Y" (bounds checked here) and its switch; on only with a card.
@@ -186,7 +201,7 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
       await watches.emailOf(subject),
       now().toISOString(),
     );
-    return c.html(await billingPage(accountId));
+    return redirectAfterPost(c, store, c.var.session, BILLING_PATH, now());
   });
 
   // Saving a card: Checkout for an amount (credited as any purchase) that keeps the card for later.
@@ -209,11 +224,36 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
     return c.redirect(session.url, 303);
   });
 
-  // Shows the balance as it is: only the webhook credits (functions/payments/), never this page.
+  // Shows the balance as it is: only the webhook credits (functions/payments/), never this page. Until
+  // the session's payment is in the ledger (its top-up `stripe:<PaymentIntent>`), the page says the
+  // payment is being confirmed rather than show a balance without it.
   routes.get('/billing/success', async (c) => {
     const { accountId } = c.var.session;
-    const [account, history] = await Promise.all([accountOf(accountId), store.listCreditHistory(accountId)]);
-    return c.html(<SuccessPage account={account} history={history} />);
+    const sessionId = c.req.query('session_id') ?? '';
+    const [account, history, checkout] = await Promise.all([
+      accountOf(accountId),
+      store.listCreditHistory(accountId),
+      /^cs_[0-9A-Za-z_]{1,200}$/.test(sessionId)
+        ? deps
+            .stripe()
+            .then((stripe) => stripe.retrieveCheckoutSession(sessionId))
+            // Not read (Stripe unreachable): not known to be credited, so said to be confirming.
+            .catch((error: unknown): CheckoutSessionStatus => {
+              logger.warn('dashboard: checkout session not read', { error });
+              return { id: sessionId, accountId };
+            })
+        : undefined,
+    ]);
+    const ours = checkout?.accountId === accountId ? checkout : undefined;
+    const reference = ours?.paymentIntent && topUpEntryId(paymentReference(ours.paymentIntent));
+    const confirming = ours !== undefined && !history.some((entry) => entry.entryId === reference);
+    return c.html(
+      <SuccessPage
+        account={account}
+        history={history}
+        {...(confirming ? { confirming: { sessionId, amountCents: ours.amountTotal } } : {})}
+      />,
+    );
   });
 
   activityRoutes(routes, store, now);

@@ -378,16 +378,30 @@ export function BillingPage(props: {
   );
 }
 
-export function SuccessPage(props: { account: AccountRecord; history: LedgerEntry[] }) {
+export function SuccessPage(props: {
+  account: AccountRecord;
+  history: LedgerEntry[];
+  /** The Checkout Session just paid is not in the ledger yet: the page says so, not a balance without it. */
+  confirming?: { sessionId: string; amountCents?: number | undefined };
+}) {
+  const { confirming } = props;
   return (
     <Layout title="Thank you" signedIn={true}>
-      <p>
-        Your payment was received. The credits are added when Stripe confirms it, usually within seconds:{' '}
-        <a href="/dashboard/billing/success">refresh</a> to see them.
-      </p>
-      <p>
-        Balance: <strong class="balance">{usd(props.account.balanceNano)}</strong>
-      </p>
+      {confirming ? (
+        <p class="notice" role="status">
+          Your payment
+          {confirming.amountCents ? ` of ${usd(BigInt(confirming.amountCents) * 10_000_000n)}` : ''} is being
+          confirmed: the credits are added as soon as Stripe confirms it, usually within seconds.{' '}
+          <a href={`/dashboard/billing/success?session_id=${confirming.sessionId}`}>Refresh</a> to see them.
+        </p>
+      ) : (
+        <>
+          <p>Your payment was received. Credits are added once Stripe confirms a payment.</p>
+          <p>
+            Balance: <strong class="balance">{usd(props.account.balanceNano)}</strong>
+          </p>
+        </>
+      )}
       <History entries={props.history.slice(0, 5)} />
       <p>
         <a href="/dashboard/billing">Back to billing</a>

@@ -17,7 +17,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Context } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
-import type { DashboardSession, Store } from '../core/store.js';
+import type { DashboardSession, SessionNotice, Store } from '../core/store.js';
 import type { SignInChecks } from './oidc.js';
 
 export const SESSION_COOKIE = '__Host-svc_session';
@@ -68,6 +68,39 @@ export async function endSession(c: Context, store: Store): Promise<void> {
   const id = getCookie(c, SESSION_COOKIE);
   if (id) await store.deleteSession(hashSessionId(id));
   deleteCookie(c, SESSION_COOKIE, cookieOptions(0));
+}
+
+/** How long a notice left by a POST waits for the page its redirect shows. */
+const NOTICE_TTL_SECONDS = 60;
+
+/**
+ * The answer to a POST that changed something (Post/Redirect/Get): a 303 to the page that shows it, so
+ * a reload there reads the page again and never sends the form twice. What that page must show of the
+ * change (a new key, in full, once) is left on the session as a notice, taken by the page's GET.
+ */
+export async function redirectAfterPost(
+  c: Context,
+  store: Store,
+  session: DashboardSession,
+  path: string,
+  now: Date,
+  notice?: Omit<SessionNotice, 'until'>,
+): Promise<Response> {
+  if (notice)
+    await store.setSessionNotice(session.sessionHash, {
+      ...notice,
+      until: Math.floor(now.getTime() / 1000) + NOTICE_TTL_SECONDS,
+    });
+  return c.redirect(path, 303);
+}
+
+/** The notice a POST left for this page (redirectAfterPost), deleted as it is read. */
+export function takeNotice(
+  store: Store,
+  session: DashboardSession,
+  now: Date,
+): Promise<SessionNotice | undefined> {
+  return store.takeSessionNotice(session.sessionHash, Math.floor(now.getTime() / 1000));
 }
 
 export function keepSignIn(c: Context, checks: SignInChecks): void {

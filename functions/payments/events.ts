@@ -58,7 +58,7 @@ export const HANDLED_EVENT_TYPES = [
 ] as const;
 
 /** References in the ledger: the top-up of a payment, the correction of a refund or a dispute. */
-const paymentReference = (paymentIntentId: string) => `stripe:${paymentIntentId}`;
+export const paymentReference = (paymentIntentId: string) => `stripe:${paymentIntentId}`;
 const refundReference = (refundId: string) => `stripe:refund:${refundId}`;
 const disputeReference = (disputeId: string) => `stripe:dispute:${disputeId}`;
 

@@ -31,7 +31,20 @@ export interface CheckoutSessionView {
   url: string;
 }
 
+/** What the success page reads of a Checkout Session: whose it is and the PaymentIntent that pays it. */
+export interface CheckoutSessionStatus {
+  id: string;
+  /** The account it buys for (`client_reference_id`, checkout.ts). */
+  accountId?: string;
+  /** Its PaymentIntent, once there is one: the top-up's reference (`stripe:<id>`, events.ts). */
+  paymentIntent?: string;
+  /** Its amount in cents. */
+  amountTotal?: number;
+}
+
 export interface StripeApi {
+  /** A Checkout Session, as the customer returns from it (the success page). */
+  retrieveCheckoutSession(id: string): Promise<CheckoutSessionStatus>;
   /** The PaymentIntent, its payment_method expanded (a save-card Checkout records the card from it). */
   retrievePaymentIntent(id: string): Promise<PaymentIntentView>;
   /** Every refund of the charge (all pages). */
@@ -102,6 +115,16 @@ export function stripeApi(client: Stripe): StripeApi {
         });
       }
       return refunds;
+    },
+    async retrieveCheckoutSession(id) {
+      const session = await client.checkout.sessions.retrieve(id);
+      const paymentIntent = idOf(session.payment_intent);
+      return {
+        id: session.id,
+        ...(session.client_reference_id ? { accountId: session.client_reference_id } : {}),
+        ...(paymentIntent ? { paymentIntent } : {}),
+        ...(typeof session.amount_total === 'number' ? { amountTotal: session.amount_total } : {}),
+      };
     },
     async createCheckoutSession(params) {
       const session = await client.checkout.sessions.create(params);

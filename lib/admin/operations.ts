@@ -8,7 +8,7 @@
 
 import { nanoToUsd, usdToNano } from '../../functions/billing/money.js';
 import type { AccountStatus } from '../../functions/core/access.js';
-import { isValidKeyName, MAX_KEY_NAME_LENGTH, newApiKey } from '../../functions/core/keys.js';
+import { keyNameProblem, newApiKey } from '../../functions/core/keys.js';
 import {
   AccountExistsError,
   AccountNotFoundError,
@@ -295,7 +295,8 @@ export async function createKey(
   options: { dailyCapUsd?: string } = {},
 ): Promise<{ key: string; keyId: string; name: string; accountId: string; dailyCap?: string }> {
   if (options.dailyCapUsd !== undefined) requireKeyDailyCaps(ctx);
-  if (!isValidKeyName(name)) throw new AdminError(`the key name must be 1-${MAX_KEY_NAME_LENGTH} characters`);
+  const problem = keyNameProblem(name);
+  if (problem) throw new AdminError(problem);
   const cap = options.dailyCapUsd === undefined ? undefined : parseCredits(options.dailyCapUsd);
   const { key, record } = newApiKey(accountId, name, new Date().toISOString());
   // Written with the key item itself: no second write.

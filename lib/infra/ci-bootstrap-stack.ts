@@ -20,8 +20,8 @@ const SANDBOX_STACK_NAME = 'HostedModelApi-sandbox';
  */
 export const SANDBOX_SUITE_DYNAMODB_ACTIONS = [
   // A transaction needs the action of each of its items (Put, Update, Delete, ConditionCheck), never
-  // one of its own ("Using IAM with DynamoDB transactions").
-  'dynamodb:ConditionCheckItem',
+  // one of its own ("Using IAM with DynamoDB transactions"): a key's creation is a Put of the key and an
+  // Update of its account's count of active keys.
   'dynamodb:GetItem',
   'dynamodb:PutItem',
   'dynamodb:Query',

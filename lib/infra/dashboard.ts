@@ -225,7 +225,8 @@ export class Dashboard extends Construct {
       }),
     );
     // - keys: listed by account and found by key id (the two indexes), created (a transaction's Put,
-    //   with a ConditionCheck on the account item) and revoked (UpdateItem);
+    //   with the Update of the account's count of active keys), read and revoked (GetItem, UpdateItem:
+    //   an active key's in a transaction with that count's Update);
     fn.addToRolePolicy(
       new PolicyStatement({
         actions: ['dynamodb:Query'],
@@ -234,21 +235,17 @@ export class Dashboard extends Construct {
     );
     fn.addToRolePolicy(
       new PolicyStatement({
-        actions: ['dynamodb:PutItem', 'dynamodb:UpdateItem'],
+        actions: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
         resources: [tables.keys.tableArn],
       }),
     );
-    // - accounts: made at a first sign-in ($0: the account item's Put alone, no ledger entry), checked
-    //   by a key's creation, and read as one snapshot of its slices (GetItem, TransactGetItems' Gets);
+    // - accounts: made at a first sign-in ($0: the account item's Put alone, no ledger entry), its count
+    //   of active keys updated by a key's creation and revocation (made from its keys when it has
+    //   none), and read as one snapshot of its slices (GetItem, TransactGetItems' Gets);
     //   Activity reads a split account's slices (each key's spend, the day counters) in one BatchGetItem;
     fn.addToRolePolicy(
       new PolicyStatement({
-        actions: [
-          'dynamodb:BatchGetItem',
-          'dynamodb:GetItem',
-          'dynamodb:PutItem',
-          'dynamodb:ConditionCheckItem',
-        ],
+        actions: ['dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
         resources: [tables.accounts.tableArn],
       }),
     );

@@ -189,10 +189,10 @@ describe('the dashboard with a custom domain (the prod test stage)', () => {
       .sort();
     expect(grants).toEqual([
       'dynamodb:BatchGetItem accounts',
-      'dynamodb:ConditionCheckItem accounts',
       'dynamodb:DeleteItem DashboardTable',
       'dynamodb:GetItem DashboardTable',
       'dynamodb:GetItem accounts',
+      'dynamodb:GetItem keys',
       'dynamodb:PutItem DashboardTable',
       'dynamodb:PutItem accounts',
       'dynamodb:PutItem keys',
@@ -201,6 +201,8 @@ describe('the dashboard with a custom domain (the prod test stage)', () => {
       'dynamodb:Query ledger',
       // The balance watch's settings on its watch item (lib/infra/balance-watch.ts).
       'dynamodb:UpdateItem DashboardTable',
+      // The account's count of active keys (a key created or revoked).
+      'dynamodb:UpdateItem accounts',
       'dynamodb:UpdateItem keys',
     ]);
   });

@@ -806,7 +806,7 @@ describe('the payments reconciler', () => {
       const reconciler = policies(template).find((p) => p.id.startsWith('PaymentsReconciler'));
       const on = (table: string) =>
         (reconciler?.statements ?? [])
-          .filter((st) => JSON.stringify(st.Resource).includes(table))
+          .filter((st) => JSON.stringify(st.Resource).toLowerCase().includes(table.toLowerCase()))
           .flatMap((st) => [st.Action].flat())
           .sort();
       expect(on('ledger')).toEqual(['dynamodb:GetItem', 'dynamodb:PutItem']);

@@ -135,6 +135,7 @@ describe.each(stores)('activity on the store %s', (_name, make) => {
       const slice = store instanceof DynamoStore ? i % 2 : 0;
       const entry = chargeEntry(accountId, keyId, 10n, {
         generationId: newGenerationId(base + i * 1000, slice),
+        createdAt: new Date(base + i * 1000).toISOString(),
         ...(slice ? { slice } : {}),
       });
       ids.push(entry.generationId);
@@ -151,7 +152,39 @@ describe.each(stores)('activity on the store %s', (_name, make) => {
     expect(seen).toEqual([...ids].sort().reverse());
   });
 
-  it('orders charges of the same second as DynamoDB does (by bytes: "0V..." before "0b..."), every one once over the pages', async () => {
+  it('orders charges of one second by their time to the ms, not by id, every one once over the pages and slices', async () => {
+    const { accountId, keyId } = await newAccount();
+    if (store instanceof DynamoStore) await store.splitAccount(accountId, 3);
+    const base = Date.parse('2026-03-04T00:00:19Z');
+    // Seconds 18, 19 and 20, each with 9 charges whose ids are in no relation to their milliseconds.
+    const made: { id: string; at: number }[] = [];
+    for (let i = 0; i < 27; i++) {
+      const second = base + (Math.floor(i / 9) - 1) * 1000;
+      const at = second + ((i * 337) % 1000);
+      const slice = store instanceof DynamoStore ? i % 3 : 0;
+      const entry = chargeEntry(accountId, keyId, 10n, {
+        generationId: newGenerationId(second, slice),
+        createdAt: new Date(at).toISOString(),
+        ...(slice ? { slice } : {}),
+      });
+      made.push({ id: entry.generationId, at });
+      await store.settleCharge(entry);
+    }
+    const expected = made.sort((a, b) => b.at - a.at).map((m) => m.id);
+    for (const limit of [4, 9, 50]) {
+      const seen: string[] = [];
+      let after: string | undefined;
+      do {
+        const page = await store.listCharges(accountId, { limit, ...(after ? { after } : {}) });
+        expect(page.charges.length).toBeLessThanOrEqual(limit);
+        seen.push(...page.charges.map((c) => c.entryId));
+        after = page.next;
+      } while (after);
+      expect(seen).toEqual(expected);
+    }
+  });
+
+  it('orders charges of the same ms as DynamoDB does (by bytes: "0V..." before "0b..."), every one once over the pages', async () => {
     const { accountId, keyId } = await newAccount();
     if (store instanceof DynamoStore) await store.splitAccount(accountId, 2);
     const at = Date.parse('2026-03-03T00:00:00Z');
@@ -162,7 +195,11 @@ describe.each(stores)('activity on the store %s', (_name, make) => {
       const id = `gen-${at / 1000}-${slice}${i % 3 === 0 ? 'V' : i % 3 === 1 ? 'b' : 'a'}${String(i).padStart(18, 'x')}`;
       ids.push(id);
       await store.settleCharge(
-        chargeEntry(accountId, keyId, 10n, { generationId: id, ...(slice ? { slice } : {}) }),
+        chargeEntry(accountId, keyId, 10n, {
+          generationId: id,
+          createdAt: new Date(at).toISOString(),
+          ...(slice ? { slice } : {}),
+        }),
       );
     }
     const seen: string[] = [];

@@ -12,6 +12,7 @@ import { accountForSignIn } from '../../functions/dashboard/accounts.js';
 import { ensureDashboardTable, freePort, localClient } from '../../lib/local/dynamodb-local.js';
 import { runAdmin } from '../support/admin-cli.js';
 import { cliTables } from '../support/cli-tables.js';
+import { keyFor } from '../support/fixtures.js';
 import { TEST_SIGNING_KEY, usageLineOf } from '../support/usage-lines.js';
 
 const run = promisify(execFile);
@@ -314,13 +315,21 @@ describe('operator CLI: what it echoes', () => {
     expect(hasRawControl(result.stderr)).toBe(false);
   });
 
-  it('--json leaves no control character raw (C1 and DEL as \\u escapes) and reads back the same', async () => {
+  it('refuses a key name with control characters; --json leaves none raw (C1 and DEL as \\u escapes) and reads back the same', async () => {
     await json('account', 'create', 'echoed');
     const name = 'ci\x9b31m\x7f\x1b[2J';
-    const created = await admin('key', 'create', 'echoed', '--name', name, '--json');
-    expect(hasRawControl(created.stdout)).toBe(false);
-    expect(created.stdout).toContain('\\u009b31m\\u007f\\u001b[2J');
-    expect(JSON.parse(created.stdout)).toMatchObject({ name });
+    const refused = await admin('key', 'create', 'echoed', '--name', name, '--json');
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('A key name may not contain control characters');
+    expect(hasRawControl(refused.stderr)).toBe(false);
+    // A key named so before the rule: listed escaped.
+    const client = localClient(inject('dynamoEndpoint'));
+    await keyFor(new DynamoStore(client, tables), 'echoed', name);
+    client.destroy();
+    const listed = await admin('key', 'list', 'echoed', '--json');
+    expect(hasRawControl(listed.stdout)).toBe(false);
+    expect(listed.stdout).toContain('\\u009b31m\\u007f\\u001b[2J');
+    expect(JSON.stringify(JSON.parse(listed.stdout))).toContain(JSON.stringify(name).slice(1, -1));
   });
 });
 

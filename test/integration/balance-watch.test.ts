@@ -235,7 +235,8 @@ describe('the Billing page', () => {
     expect(refused.status).toBe(400);
     expect(await refused.text()).toContain('from $1.00 to $1,000.00');
     const alert = await post('/dashboard/billing/alert', { threshold: '5' });
-    expect(alert.status).toBe(200);
+    expect(alert.status).toBe(303);
+    expect(alert.headers.get('location')).toBe('/dashboard/billing');
     const saved = await watches.getWatch(accountId);
     expect(saved).toMatchObject({ thresholdCents: 500, email: local.oidc.user.email });
 
@@ -250,9 +251,12 @@ describe('the Billing page', () => {
     expect(session).toMatchObject({ customer_creation: 'always', mode: 'payment', amount_total: 2_000 });
     await local.stripe.stripe.pay(String(session?.id));
     await local.stripe.stripe.idle();
-    const on = await post('/dashboard/billing/auto-top-up', { below: '10', buy: '20', enabled: 'on' });
-    const page = await on.text();
-    expect(on.status).toBe(200);
+    const on = await browser.open(`${origin}/dashboard/billing/auto-top-up`, {
+      form: { below: '10', buy: '20', enabled: 'on' },
+      origin,
+    });
+    const page = on.body;
+    expect(on.url).toBe(`${origin}/dashboard/billing`);
     expect(page).toContain('4242');
     expect((await watches.getWatch(accountId))?.autoTopUp).toMatchObject({
       belowCents: 1_000,

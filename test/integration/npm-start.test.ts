@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { dynamoAnswers, freePort } from '../../lib/local/dynamodb-local.js';
+import { Browser, formAction } from '../support/browser.js';
 
 /** `npm start` as a newcomer runs it: bin/local.ts in its own process. */
 function start(env: Record<string, string>) {
@@ -96,6 +97,30 @@ describe('npm start', () => {
       const printed = first.output().stdout.slice(first.output().stdout.indexOf('Ctrl-C'));
       expect(printed).not.toContain('generation usage');
       for (const each of printed.split('\n')) expect(each.length).toBeLessThanOrEqual(200);
+      // The banner's dashboard user owns the dev account: a key made on the dashboard spends its $5.
+      const dashboard = /dashboard: (\S+) +\(sign in as (\S+), password "([^"]+)"/.exec(stdout);
+      expect(dashboard).not.toBeNull();
+      const [, dashboardUrl, email, password] = dashboard as RegExpExecArray;
+      expect(stdout).toContain(`Dashboard: ${email} signs in to account "dev".`);
+      const browser = new Browser();
+      const signInPage = await browser.open(`${dashboardUrl}sign-in`);
+      const home = await browser.submit(signInPage, formAction(signInPage.body, /\/interaction\//), {
+        email: email as string,
+        password: password as string,
+      });
+      expect(home.body).toMatch(/\$4\.99\d*/);
+      const keysPage = await browser.open(`${dashboardUrl}settings/api/keys`, {
+        form: { name: 'from the dashboard' },
+        origin: new URL(dashboardUrl as string).origin,
+      });
+      const dashboardKey = /svc_live_[0-9A-Za-z]{43}/.exec(keysPage.body)?.[0];
+      expect(dashboardKey).toBeDefined();
+      const spent = await fetch(`${baseUrl}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${dashboardKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'svc-fast', messages: [{ role: 'user', content: 'Hello' }] }),
+      });
+      expect(spent.status).toBe(200);
       expect(await dynamoAnswers(`http://127.0.0.1:${dynamoPort}`)).toBe(true);
       first.child.kill('SIGINT');
       expect(await first.exited).toBe(0);

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
+import { DASHBOARD_TABLE_ENV, LOCAL_DASHBOARD_TABLE_NAME } from '../../functions/adapters/dynamodb/schema.js';
 import { generateApiKey } from '../../functions/core/auth.js';
 import { newGenerationId } from '../../functions/core/ids.js';
 import {
@@ -8,8 +10,9 @@ import {
   AccountNotFoundError,
   type Hold,
   type Store,
+  TooManyKeysError,
 } from '../../functions/core/store.js';
-import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
+import { ensureDashboardTable, ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';
 import { watchDynamoCalls } from '../support/dynamo-calls.js';
 import { accountWith, chargeEntry, keyFor } from '../support/fixtures.js';
@@ -25,6 +28,8 @@ const tables = localTableNames(`contract${randomBytes(3).toString('hex')}-`);
 const client = localClient(inject('dynamoEndpoint'));
 beforeAll(async () => {
   await ensureTables(client, tables);
+  // The dashboard's items (sessions) are in the table the adapter finds by its environment.
+  await ensureDashboardTable(client, process.env[DASHBOARD_TABLE_ENV] ?? LOCAL_DASHBOARD_TABLE_NAME);
 });
 
 const stores: [string, () => Store][] = [
@@ -100,6 +105,88 @@ describe.each(stores)('the store %s', (_name, make) => {
     await expect(store.setAccountStatus('no-such-account', 'banned', now())).rejects.toBeInstanceOf(
       AccountNotFoundError,
     );
+  });
+
+  /** A key record of `accountId` (its full key unused). */
+  const keyRecord = (accountId: string) => {
+    const made = generateApiKey();
+    return {
+      keyHash: made.keyHash,
+      keyId: made.keyId,
+      accountId,
+      name: 'contract',
+      displayPrefix: made.displayPrefix,
+      status: 'active' as const,
+      createdAt: now(),
+    };
+  };
+  const active = async (accountId: string) =>
+    (await store.listKeys(accountId)).filter((k) => k.status === 'active').length;
+
+  it('holds an account to maxActive active keys as a condition of the write; a revoked key frees a place', async () => {
+    const { accountId, keyHash } = await account(0n);
+    await store.createKey(keyRecord(accountId), { maxActive: 2 });
+    await expect(store.createKey(keyRecord(accountId), { maxActive: 2 })).rejects.toBeInstanceOf(
+      TooManyKeysError,
+    );
+    expect(await active(accountId)).toBe(2);
+    // Without the bound (the operator's CLI): made, and counted.
+    await store.createKey(keyRecord(accountId));
+    await expect(store.createKey(keyRecord(accountId), { maxActive: 3 })).rejects.toBeInstanceOf(
+      TooManyKeysError,
+    );
+    await store.revokeKey(keyHash, now());
+    // A second revocation of the same key frees nothing more.
+    await store.revokeKey(keyHash, now());
+    await store.createKey(keyRecord(accountId), { maxActive: 3 });
+    await expect(store.createKey(keyRecord(accountId), { maxActive: 3 })).rejects.toBeInstanceOf(
+      TooManyKeysError,
+    );
+    expect(await active(accountId)).toBe(3);
+    await expect(store.createKey(keyRecord('no-such-account'), { maxActive: 3 })).rejects.toBeInstanceOf(
+      AccountNotFoundError,
+    );
+  });
+
+  it('30 keys created at once on an account with 10 active: exactly 20 active, the rest refused', async () => {
+    const { accountId } = await account(0n);
+    for (let i = 1; i < 10; i++) await store.createKey(keyRecord(accountId));
+    expect(await active(accountId)).toBe(10);
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 30 }, () => store.createKey(keyRecord(accountId), { maxActive: 20 })),
+    );
+    const refused = outcomes.filter((o) => o.status === 'rejected');
+    expect(outcomes.length - refused.length).toBe(10);
+    for (const o of refused) expect((o as PromiseRejectedResult).reason).toBeInstanceOf(TooManyKeysError);
+    expect(await active(accountId)).toBe(20);
+  }, 60_000);
+
+  it("gives a session's notice to one read only, and none past its time or without the session", async () => {
+    const { accountId } = await account(0n);
+    const sessionHash = randomBytes(32).toString('hex');
+    const seconds = Math.floor(Date.now() / 1000);
+    await store.putSession({
+      sessionHash,
+      accountId,
+      subject: 'contract',
+      createdAt: now(),
+      expiresAt: seconds + 600,
+    });
+    const notice = { created: { name: 'laptop', key: 'svc_live_x' }, until: seconds + 60 };
+    await store.setSessionNotice(sessionHash, notice);
+    const reads = await Promise.all([
+      store.takeSessionNotice(sessionHash, seconds),
+      store.takeSessionNotice(sessionHash, seconds),
+    ]);
+    expect(reads.filter((read) => read !== undefined)).toEqual([notice]);
+    expect(await store.takeSessionNotice(sessionHash, seconds)).toBeUndefined();
+    await store.setSessionNotice(sessionHash, { changedKeyHash: 'h', until: seconds + 60 });
+    expect(await store.takeSessionNotice(sessionHash, seconds + 61)).toBeUndefined();
+    expect(await store.takeSessionNotice(sessionHash, seconds)).toBeUndefined();
+    await store.deleteSession(sessionHash);
+    await store.setSessionNotice(sessionHash, notice);
+    expect(await store.takeSessionNotice(sessionHash, seconds)).toBeUndefined();
+    expect(await store.getSession(sessionHash, seconds)).toBeUndefined();
   });
 
   it('adds a top-up once per reference, and refuses one for an unknown account', async () => {
@@ -373,6 +460,31 @@ describe.each(stores)('the store %s', (_name, make) => {
 });
 
 describe('the DynamoDB store', () => {
+  it('counts the active keys of an account made before counts were kept, also under 30 creates at once', async () => {
+    const store = new DynamoStore(client, tables);
+    const accountId = `contract-legacy-${randomBytes(4).toString('hex')}`;
+    await store.createAccount(accountId, 0n, now());
+    for (let i = 0; i < 12; i++) await keyFor(store, accountId);
+    const [revoked] = await store.listKeys(accountId);
+    await store.revokeKey(revoked?.keyHash as string, now());
+    // As an account item written before the count existed: no `activeKeys`.
+    await client.send(
+      new UpdateItemCommand({
+        TableName: tables.accounts,
+        Key: { accountId: { S: accountId } },
+        UpdateExpression: 'REMOVE activeKeys',
+      }),
+    );
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 30 }, (_, i) => keyFor(store, accountId, `new ${i}`, { maxActive: 20 })),
+    );
+    const refused = outcomes.filter((o) => o.status === 'rejected');
+    expect(outcomes.length - refused.length).toBe(9);
+    for (const o of refused) expect((o as PromiseRejectedResult).reason).toBeInstanceOf(TooManyKeysError);
+    const keys = await store.listKeys(accountId);
+    expect(keys.filter((k) => k.status === 'active')).toHaveLength(20);
+  }, 60_000);
+
   it("reads any number of keys' spend of a day in the calls it makes for one key", async () => {
     const store = new DynamoStore(client, tables);
     const made = await accountWith(store, '1', `contract-calls-${randomBytes(4).toString('hex')}`);

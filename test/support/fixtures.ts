@@ -18,18 +18,26 @@ export async function accountWith(
   return { accountId, ...(await keyFor(store, accountId)) };
 }
 
-/** A new active key of `accountId`, named `name`: the key and its hash and id. */
-export async function keyFor(store: Pick<Store, 'createKey'>, accountId: string, name = 'test') {
+/** A new active key of `accountId`, named `name` (createKey's options given): the key and its hash and id. */
+export async function keyFor(
+  store: Pick<Store, 'createKey'>,
+  accountId: string,
+  name = 'test',
+  options: { maxActive?: number } = {},
+) {
   const key = generateApiKey();
-  await store.createKey({
-    keyHash: key.keyHash,
-    keyId: key.keyId,
-    accountId,
-    name,
-    displayPrefix: key.displayPrefix,
-    status: 'active',
-    createdAt: new Date().toISOString(),
-  });
+  await store.createKey(
+    {
+      keyHash: key.keyHash,
+      keyId: key.keyId,
+      accountId,
+      name,
+      displayPrefix: key.displayPrefix,
+      status: 'active',
+      createdAt: new Date().toISOString(),
+    },
+    options,
+  );
   return { key: key.key, keyHash: key.keyHash, keyId: key.keyId };
 }
 

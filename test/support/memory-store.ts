@@ -17,6 +17,7 @@ import {
   type ChargePage,
   type CorrectionOutcome,
   correctionEntryId,
+  cursorEntry,
   type DashboardSession,
   type DaySpend,
   type Hold,
@@ -24,8 +25,11 @@ import {
   KeyNotFoundError,
   type KeyRecord,
   type LedgerEntry,
+  newestFirst,
+  type SessionNotice,
   type SettleOutcome,
   type Store,
+  TooManyKeysError,
   type Transfer,
   type TransferOutcome,
   topUpEntryId,
@@ -320,8 +324,14 @@ export class MemoryStore implements Store {
     return ids.length > limit && last ? { accounts, next: last.accountId } : { accounts };
   }
 
-  async createKey(key: KeyRecord): Promise<void> {
+  /** The bound as the DynamoDB store keeps it: checked and the key stored in one step (no await between). */
+  async createKey(key: KeyRecord, options: { maxActive?: number } = {}): Promise<void> {
     if (!this.accounts.has(key.accountId)) throw new AccountNotFoundError(key.accountId);
+    const active = [...this.keys.values()].filter(
+      (k) => k.accountId === key.accountId && k.status === 'active',
+    ).length;
+    if (options.maxActive !== undefined && active >= options.maxActive)
+      throw new TooManyKeysError(key.accountId, options.maxActive);
     this.keys.set(key.keyHash, { ...key });
   }
 
@@ -409,10 +419,9 @@ export class MemoryStore implements Store {
   }
 
   async listCharges(accountId: string, options: { limit: number; after?: string }): Promise<ChargePage> {
-    const after = options.after;
-    const all = (this.ledger.get(accountId) ?? [])
-      .filter((e) => e.type === 'charge' && (after === undefined || e.entryId < after))
-      .sort((a, b) => byBytes(b.entryId, a.entryId));
+    const ofAccount = (this.ledger.get(accountId) ?? []).filter((e) => e.type === 'charge');
+    const cursor = options.after === undefined ? undefined : cursorEntry(options.after, ofAccount);
+    const all = ofAccount.filter((e) => cursor === undefined || newestFirst(cursor, e) < 0).sort(newestFirst);
     const charges = all.slice(0, options.limit);
     const last = charges.at(-1);
     return all.length > options.limit && last ? { charges, next: last.entryId } : { charges };
@@ -432,6 +441,19 @@ export class MemoryStore implements Store {
   async deleteSession(sessionHash: string): Promise<void> {
     this.calls.push('deleteSession');
     this.sessions.delete(sessionHash);
+    this.notices.delete(sessionHash);
+  }
+
+  readonly notices = new Map<string, SessionNotice>();
+
+  async setSessionNotice(sessionHash: string, notice: SessionNotice): Promise<void> {
+    if (this.sessions.has(sessionHash)) this.notices.set(sessionHash, structuredClone(notice));
+  }
+
+  async takeSessionNotice(sessionHash: string, nowSeconds: number): Promise<SessionNotice | undefined> {
+    const notice = this.notices.get(sessionHash);
+    this.notices.delete(sessionHash);
+    return notice && notice.until > nowSeconds ? notice : undefined;
   }
 
   async accountOfUser(subject: string): Promise<string | undefined> {

@@ -17,6 +17,7 @@ import {
   type AccountRecord,
   KeyNotFoundError,
   type KeyRecord,
+  TooManyKeysError,
   topUpEntryId,
 } from '../../core/store.js';
 import {
@@ -36,8 +37,8 @@ import { SliceCredit } from './slice-credit.js';
 import { Slices } from './slices.js';
 import {
   cancellationReasons,
-  cancelledForContention,
   type Db,
+  isRetryableSettlementError,
   pages,
   queryAll,
   retried,
@@ -192,6 +193,7 @@ export class AccountsAndKeys extends StorePart {
             status: S('active'),
             creditBalance: N(initialCreditsNano),
             heldNano: N(0),
+            activeKeys: N(0),
             createdAt: S(now),
           },
           ConditionExpression: 'attribute_not_exists(accountId)',
@@ -227,37 +229,89 @@ export class AccountsAndKeys extends StorePart {
   }
 
   /**
-   * The key item, with a check that its account exists, in one transaction: sent again while DynamoDB
-   * cancels it for contention (a busy account's item is in other transactions most of the time).
+   * The key item and its account's count of active keys (`activeKeys` on the account item) in one
+   * transaction: the Put of the key and an ADD of 1 to the count, conditioned on the count being there
+   * and, with `maxActive`, below it. So keys created at once are held to the bound, whatever their
+   * number: each increment sees every earlier one. An account with no count yet (one made before it
+   * was kept) has its count made first, from its active keys (startKeyCount), then the transaction is
+   * sent again. Sent again too while DynamoDB cancels it for contention (a busy account's item is in
+   * other transactions most of the time) or its answer is lost.
    */
-  async createKey(key: KeyRecord): Promise<void> {
+  async createKey(key: KeyRecord, options: { maxActive?: number } = {}): Promise<void> {
+    const { maxActive } = options;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await retried(
+          () =>
+            this.wire.call('TransactWriteItems', {
+              TransactItems: [
+                {
+                  Update: {
+                    TableName: this.tables.accounts,
+                    Key: { accountId: S(key.accountId) },
+                    UpdateExpression: 'ADD activeKeys :one',
+                    ConditionExpression:
+                      maxActive === undefined
+                        ? 'attribute_exists(activeKeys)'
+                        : 'attribute_exists(activeKeys) AND activeKeys < :max',
+                    ExpressionAttributeValues: {
+                      ':one': N(1),
+                      ...(maxActive === undefined ? {} : { ':max': N(maxActive) }),
+                    },
+                    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+                  },
+                },
+                {
+                  Put: {
+                    TableName: this.tables.keys,
+                    Item: keyItem(key),
+                    ConditionExpression: 'attribute_not_exists(keyHash)',
+                  },
+                },
+              ],
+            }),
+          // Contention, throttling, an answer lost (sent again, a commit is seen on the key's Put).
+          isRetryableSettlementError,
+        );
+        return;
+      } catch (error) {
+        const [account, keyPut] = cancellationReasons(error) ?? [];
+        // The key is there: an earlier send of this transaction committed though its answer was lost.
+        if (keyPut?.Code === 'ConditionalCheckFailed') return;
+        if (account?.Code !== 'ConditionalCheckFailed') throw error;
+        if (!account.Item) throw new AccountNotFoundError(key.accountId);
+        if (account.Item.activeKeys?.N === undefined && attempt === 1) {
+          await this.startKeyCount(key.accountId);
+          continue;
+        }
+        throw new TooManyKeysError(key.accountId, maxActive ?? 0);
+      }
+    }
+  }
+
+  /**
+   * Makes the account's count of active keys, if it has none, from its keys (the keys-by-account
+   * index): only while it has none, so that two first keys at once make it once. Every key created
+   * since counts were kept is counted by its own transaction, which needs the count to exist: what the
+   * index may not show yet is at most a key made just before counts were kept. A key revoked while the
+   * count is being made may be counted: the count is then one too many (keys refused one early, never
+   * one too many allowed) until a revocation of a counted key.
+   */
+  private async startKeyCount(accountId: string): Promise<void> {
+    const active = (await this.listKeys(accountId)).filter((k) => k.status === 'active').length;
     try {
-      await retried(
-        () =>
-          this.wire.call('TransactWriteItems', {
-            TransactItems: [
-              {
-                ConditionCheck: {
-                  TableName: this.tables.accounts,
-                  Key: { accountId: S(key.accountId) },
-                  ConditionExpression: 'attribute_exists(accountId)',
-                },
-              },
-              {
-                Put: {
-                  TableName: this.tables.keys,
-                  Item: keyItem(key),
-                  ConditionExpression: 'attribute_not_exists(keyHash)',
-                },
-              },
-            ],
-          }),
-        cancelledForContention,
+      await retried(() =>
+        this.wire.call('UpdateItem', {
+          TableName: this.tables.accounts,
+          Key: { accountId: S(accountId) },
+          UpdateExpression: 'SET activeKeys = :active',
+          ConditionExpression: 'attribute_exists(accountId) AND attribute_not_exists(activeKeys)',
+          ExpressionAttributeValues: { ':active': N(active) },
+        }),
       );
     } catch (error) {
-      if (cancellationReasons(error)?.[0]?.Code === 'ConditionalCheckFailed')
-        throw new AccountNotFoundError(key.accountId);
-      throw error;
+      // Counted by another key's creation meanwhile, or no such account (the next attempt says so).
+      if ((error as { name?: string }).name !== 'ConditionalCheckFailedException') throw error;
     }
   }
 
@@ -282,7 +336,49 @@ export class AccountsAndKeys extends StorePart {
     return item ? toKey(item) : undefined;
   }
 
+  /**
+   * The key marked revoked; an active one leaves its account's count of active keys in the same
+   * transaction (when the account has a count: one that has none counts its keys when it needs to).
+   * Revoked already, or revoked meanwhile: only its status is written again (the first time kept).
+   */
   async revokeKey(keyHash: string, now: string): Promise<KeyRecord> {
+    const read = await this.getKey(keyHash);
+    if (read?.status === 'active') {
+      const revoke = {
+        TableName: this.tables.keys,
+        Key: { keyHash: S(keyHash) },
+        UpdateExpression: 'SET #status = :revoked, revokedAt = if_not_exists(revokedAt, :now)',
+        ConditionExpression: '#status = :active AND accountId = :accountId',
+        ExpressionAttributeNames: { '#status': 'status' },
+        ExpressionAttributeValues: {
+          ':revoked': S('revoked'),
+          ':now': S(now),
+          ':active': S('active'),
+          ':accountId': S(read.accountId),
+        },
+      };
+      const leaveCount = {
+        TableName: this.tables.accounts,
+        Key: { accountId: S(read.accountId) },
+        UpdateExpression: 'ADD activeKeys :minusOne',
+        ConditionExpression: 'attribute_exists(activeKeys)',
+        ExpressionAttributeValues: { ':minusOne': N(-1) },
+      };
+      try {
+        await retried(
+          () =>
+            this.wire.call('TransactWriteItems', {
+              TransactItems: [{ Update: revoke }, { Update: leaveCount }],
+            }),
+          // Sent again after a lost answer, a commit fails on the key's status: counted once.
+          isRetryableSettlementError,
+        );
+      } catch (error) {
+        // Revoked meanwhile, or an account without a count: the key's own write below.
+        if (!cancellationReasons(error)?.some((reason) => reason.Code === 'ConditionalCheckFailed'))
+          throw error;
+      }
+    }
     const out = await this.wire.call<UpdateItemCommandOutput>('UpdateItem', {
       TableName: this.tables.keys,
       Key: { keyHash: S(keyHash) },

@@ -26,8 +26,14 @@
 
 import { randomUUID } from 'node:crypto';
 import type { GetItemCommandOutput, QueryCommandOutput } from '@aws-sdk/client-dynamodb';
-import type { ChargePage, DaySpend } from '../../core/store.js';
-import { byBytes } from '../../core/strings.js';
+import {
+  type ChargePage,
+  cursorEntry,
+  type DaySpend,
+  type LedgerEntry,
+  newestFirst,
+  secondOfId,
+} from '../../core/store.js';
 import {
   accountOfItem,
   dayCounters,
@@ -107,40 +113,65 @@ export class Activity extends StorePart {
   }
 
   /**
-   * A page of charges, newest first: one Query per slice partition (its charges' ids, `gen-...`,
-   * below the cursor, newest first, at most `limit`), merged. Not a total: only what is listed.
+   * A page of charges, newest first (newestFirst: createdAt to the ms, then id): Queries of each slice
+   * partition by id, newest second first, merged. Ids order only whole seconds, so each slice is read
+   * until it has `limit + 1` charges of seconds before the cursor's and the whole of the last second
+   * it reached (its charges' order within that second is known only once all of them are read); the
+   * cursor's own second is read whole too, to place the cursor in it. Not a total: only what is listed.
    */
   async listCharges(accountId: string, options: { limit: number; after?: string }): Promise<ChargePage> {
     const head = await this.getItem(accountId, 'slices');
     if (!head) return { charges: [] };
-    const upper = options.after ?? LAST_ID;
+    const { after } = options;
+    // The whole of the cursor's second: every id that begins `gen-<second>-`.
+    const upper = after ? `gen-${secondOfId(after)}-~` : LAST_ID;
     const perSlice = await Promise.all(
-      Array.from({ length: slicesOf(head) }, async (_, slice) => {
-        const out = await this.wire.call<QueryCommandOutput>('Query', {
-          TableName: this.tables.ledger,
-          KeyConditionExpression: 'accountId = :a AND entryId BETWEEN :lo AND :hi',
-          ExpressionAttributeValues: {
-            ':a': S(sliceKey(accountId, slice)),
-            ':lo': S(FIRST_ID),
-            ':hi': S(upper),
-          },
-          ScanIndexForward: false,
-          // One more than a page tells whether there is a next one; BETWEEN includes the cursor's own
-          // entry (filtered out below), so a page after a cursor reads one more still.
-          Limit: options.limit + (options.after ? 2 : 1),
-          ConsistentRead: true,
-        });
-        return out.Items ?? [];
-      }),
+      Array.from({ length: slicesOf(head) }, (_, slice) =>
+        this.chargesDown(sliceKey(accountId, slice), upper, options.limit + 1, after && secondOfId(after)),
+      ),
     );
-    const all = perSlice
-      .flat()
-      .map(toLedgerEntry)
-      .filter((entry) => entry.type === 'charge' && entry.entryId !== options.after)
-      .sort((a, b) => byBytes(b.entryId, a.entryId));
+    const read = perSlice.flat().filter((entry) => entry.type === 'charge');
+    const cursor = after === undefined ? undefined : cursorEntry(after, read);
+    const all = read.filter((entry) => !cursor || newestFirst(cursor, entry) < 0).sort(newestFirst);
     const charges = all.slice(0, options.limit);
     const last = charges.at(-1);
     return all.length > options.limit && last ? { charges, next: last.entryId } : { charges };
+  }
+
+  /**
+   * One slice's ledger entries from `upper` down, by id: at least `wanted` of seconds other than
+   * `skipSecond` (the cursor's, read whole but not counted), and every entry of the last second read.
+   */
+  private async chargesDown(
+    key: string,
+    upper: string,
+    wanted: number,
+    skipSecond: string | undefined,
+  ): Promise<LedgerEntry[]> {
+    const read: LedgerEntry[] = [];
+    let counted = 0;
+    let lastSecond: string | undefined;
+    let start: Item | undefined;
+    do {
+      const out: QueryCommandOutput = await this.wire.call<QueryCommandOutput>('Query', {
+        TableName: this.tables.ledger,
+        KeyConditionExpression: 'accountId = :a AND entryId BETWEEN :lo AND :hi',
+        ExpressionAttributeValues: { ':a': S(key), ':lo': S(FIRST_ID), ':hi': S(upper) },
+        ScanIndexForward: false,
+        Limit: wanted + 1,
+        ConsistentRead: true,
+        ...(start ? { ExclusiveStartKey: start } : {}),
+      });
+      for (const item of out.Items ?? []) {
+        const entry = toLedgerEntry(item);
+        const second = secondOfId(entry.entryId);
+        if (lastSecond !== undefined && second !== lastSecond) return read;
+        read.push(entry);
+        if (second !== skipSecond && ++counted === wanted) lastSecond = second;
+      }
+      start = out.LastEvaluatedKey;
+    } while (start);
+    return read;
   }
 
   /**

@@ -8,10 +8,11 @@
  * Items of the dashboard table, keyed by `id`:
  * - `session#<SHA-256 hex of the session id>`: accountId, subject, createdAt, expiresAt (N, epoch
  *   seconds, the table's TTL attribute). An expired one is refused on read: TTL deletes within days.
+ *   `notice`: what a POST left for the page after its redirect (JSON, core/session.ts), removed as read.
  * - `user#<OpenID subject>`: accountId, createdAt. Written once, conditionally.
  */
-import type { GetItemCommandOutput } from '@aws-sdk/client-dynamodb';
-import type { DashboardSession, LedgerEntry } from '../../core/store.js';
+import type { GetItemCommandOutput, UpdateItemCommandOutput } from '@aws-sdk/client-dynamodb';
+import type { DashboardSession, LedgerEntry, SessionNotice } from '../../core/store.js';
 import { correctionEntryId, topUpEntryId } from '../../core/store.js';
 import { byBytes } from '../../core/strings.js';
 import { N, S, toLedgerEntry } from './items.js';
@@ -80,6 +81,42 @@ export class DashboardItems extends DashboardTablePart {
 
   async deleteSession(sessionHash: string): Promise<void> {
     await this.wire.call('DeleteItem', { TableName: this.name(), Key: { id: S(sessionId(sessionHash)) } });
+  }
+
+  /** The notice as JSON on the session item (`notice`), only while the item is there. */
+  async setSessionNotice(sessionHash: string, notice: SessionNotice): Promise<void> {
+    try {
+      await this.wire.call('UpdateItem', {
+        TableName: this.name(),
+        Key: { id: S(sessionId(sessionHash)) },
+        UpdateExpression: 'SET notice = :notice',
+        ConditionExpression: 'attribute_exists(id)',
+        ExpressionAttributeValues: { ':notice': S(JSON.stringify(notice)) },
+      });
+    } catch (error) {
+      if ((error as { name?: string } | undefined)?.name !== 'ConditionalCheckFailedException') throw error;
+    }
+  }
+
+  /** REMOVEs the notice, returning what it was: of two reads at once, one gets it. */
+  async takeSessionNotice(sessionHash: string, nowSeconds: number): Promise<SessionNotice | undefined> {
+    let out: UpdateItemCommandOutput;
+    try {
+      out = await this.wire.call<UpdateItemCommandOutput>('UpdateItem', {
+        TableName: this.name(),
+        Key: { id: S(sessionId(sessionHash)) },
+        UpdateExpression: 'REMOVE notice',
+        ConditionExpression: 'attribute_exists(notice)',
+        ReturnValues: 'UPDATED_OLD',
+      });
+    } catch (error) {
+      if ((error as { name?: string } | undefined)?.name === 'ConditionalCheckFailedException')
+        return undefined;
+      throw error;
+    }
+    const text = out.Attributes?.notice?.S;
+    const notice = text ? (JSON.parse(text) as SessionNotice) : undefined;
+    return notice && notice.until > nowSeconds ? notice : undefined;
   }
 
   async accountOfUser(subject: string): Promise<string | undefined> {

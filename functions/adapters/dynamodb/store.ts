@@ -22,6 +22,7 @@ import type {
   HoldOutcome,
   KeyRecord,
   LedgerEntry,
+  SessionNotice,
   SettleOutcome,
   Store,
   Transfer,
@@ -101,8 +102,8 @@ export class DynamoStore implements Store {
   ): Promise<boolean> {
     return this.accounts.setAccountStatus(accountId, status, now, options);
   }
-  createKey(key: KeyRecord): Promise<void> {
-    return this.accounts.createKey(key);
+  createKey(key: KeyRecord, options?: { maxActive?: number }): Promise<void> {
+    return this.accounts.createKey(key, options);
   }
   findKeyById(keyId: string): Promise<KeyRecord | undefined> {
     return this.accounts.findKeyById(keyId);
@@ -217,6 +218,12 @@ export class DynamoStore implements Store {
   }
   deleteSession(sessionHash: string): Promise<void> {
     return this.dashboard.deleteSession(sessionHash);
+  }
+  setSessionNotice(sessionHash: string, notice: SessionNotice): Promise<void> {
+    return this.dashboard.setSessionNotice(sessionHash, notice);
+  }
+  takeSessionNotice(sessionHash: string, nowSeconds: number): Promise<SessionNotice | undefined> {
+    return this.dashboard.takeSessionNotice(sessionHash, nowSeconds);
   }
   accountOfUser(subject: string): Promise<string | undefined> {
     return this.dashboard.accountOfUser(subject);

@@ -24,7 +24,7 @@
  * signs with the time it is given, and knows no offset).
  */
 import { randomUUID } from 'node:crypto';
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { AttributeValue, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import aws4 from 'aws4';
 import { CONNECT_TIMEOUT, Origin } from '../origin.js';
 import { connectionOfClient, type WireConnection } from './connection.js';
@@ -56,6 +56,8 @@ const SKEW_TOLERANCE_MS = 5 * 60_000;
 export interface CancellationReason {
   Code?: string | undefined;
   Message?: string | undefined;
+  /** The item as it was, for an item sent with ReturnValuesOnConditionCheckFailure ALL_OLD (when it exists). */
+  Item?: Record<string, AttributeValue> | undefined;
 }
 
 /** A failed call: `name` is DynamoDB's error code (or the network failure's), as the SDK names them. */
@@ -360,9 +362,12 @@ function answerError(status: number, text: string): DynamoWireError {
     if (typeof said === 'string') message = said;
     if (Array.isArray(parsed.CancellationReasons))
       cancellationReasons = parsed.CancellationReasons.map(
-        (reason: { Code?: unknown; Message?: unknown }) => ({
+        (reason: { Code?: unknown; Message?: unknown; Item?: unknown }) => ({
           ...(typeof reason?.Code === 'string' ? { Code: reason.Code } : {}),
           ...(typeof reason?.Message === 'string' ? { Message: reason.Message } : {}),
+          ...(reason?.Item && typeof reason.Item === 'object'
+            ? { Item: reason.Item as NonNullable<CancellationReason['Item']> }
+            : {}),
         }),
       );
   } catch {

@@ -21,7 +21,7 @@ describe('a key daily spend cap on Settings → API', () => {
   it('sets a cap in whole cents, shows it with what the key spent today, and removes it', async () => {
     const { b, post, get, store, keyId } = await withKey();
     const set = await post(b, `/dashboard/settings/api/keys/${keyId}/cap`, { cap: '12.50' });
-    expect(set.status).toBe(200);
+    expect(set.status).toBe(303);
     expect((await store.findKeyById(keyId))?.dailyCapNano).toBe(12_500_000_000n);
     const page = (await get(b, '/dashboard/settings/api')).body;
     expect(page).toContain('$12.50 a day');

@@ -20,8 +20,13 @@ describe('Settings → API', () => {
   it('shows a new key in full once (a readonly input and a copy button), stores only its hash, never shows it again', async () => {
     const { b, post, get, store, accountId } = await signedIn();
     const created = await post(b, '/dashboard/settings/api/keys', { name: 'laptop' });
-    expect(created.status).toBe(200);
-    const page = await created.text();
+    // Post/Redirect/Get: the POST answers 303 to the page, which shows the key once.
+    expect(created.status).toBe(303);
+    expect(created.headers.get('location')).toBe('/dashboard/settings/api');
+    expect(await created.text()).not.toMatch(KEY_IN_PAGE);
+    const shownOnce = await get(b, '/dashboard/settings/api');
+    expect(shownOnce.status).toBe(200);
+    const page = shownOnce.body;
     const shown = page.match(KEY_IN_PAGE) ?? [];
     expect(shown).toHaveLength(1);
     const key = shown[0] as string;
@@ -38,6 +43,27 @@ describe('Settings → API', () => {
     expect(later.response.headers.get('cache-control')).toBe('no-store');
   });
 
+  it('a reload after "Create key" reads the page again: one key, and its full text never shown twice', async () => {
+    const { b, post, store, accountId } = await signedIn();
+    const created = await b.open(`${ORIGIN}/dashboard/settings/api/keys`, {
+      form: { name: 'laptop' },
+      origin: ORIGIN,
+    });
+    expect(created.url).toBe(`${ORIGIN}/dashboard/settings/api`);
+    expect(created.body.match(KEY_IN_PAGE)).toHaveLength(1);
+    // The browser's reload repeats the last request: the GET the redirect led to.
+    const reloaded = await b.open(created.url);
+    expect(reloaded.body).toContain('laptop');
+    expect(reloaded.body.match(KEY_IN_PAGE)).toBeNull();
+    expect(await store.listKeys(accountId)).toHaveLength(1);
+    // Nothing of the key is left with the session once it was read.
+    expect(store.notices.size).toBe(0);
+    // Revoking, too, answers 303 to the page, which shows the key revoked.
+    const [record] = await store.listKeys(accountId);
+    const revoked = await post(b, `/dashboard/settings/api/keys/${record?.keyId}/revoke`, {});
+    expect(revoked.status).toBe(303);
+  });
+
   it('renders a key named <script>alert(1)</script> as text', async () => {
     const { b, post, get } = await signedIn();
     await post(b, '/dashboard/settings/api/keys', { name: '<script>alert(1)</script>' });
@@ -49,7 +75,7 @@ describe('Settings → API', () => {
   it(`refuses a key past ${MAX_ACTIVE_KEYS} active ones with a clear message; a revoked one frees a place`, async () => {
     const { b, post, store, accountId } = await signedIn();
     for (let i = 0; i < MAX_ACTIVE_KEYS; i++)
-      expect((await post(b, '/dashboard/settings/api/keys', { name: `k${i}` })).status).toBe(200);
+      expect((await post(b, '/dashboard/settings/api/keys', { name: `k${i}` })).status).toBe(303);
     const refused = await post(b, '/dashboard/settings/api/keys', { name: 'one too many' });
     expect(refused.status).toBe(409);
     const page = await refused.text();
@@ -58,7 +84,25 @@ describe('Settings → API', () => {
     expect(await store.listKeys(accountId)).toHaveLength(MAX_ACTIVE_KEYS);
     const [first] = await store.listKeys(accountId);
     await post(b, `/dashboard/settings/api/keys/${first?.keyId}/revoke`, {});
-    expect((await post(b, '/dashboard/settings/api/keys', { name: 'replacement' })).status).toBe(200);
+    expect((await post(b, '/dashboard/settings/api/keys', { name: 'replacement' })).status).toBe(303);
+  });
+
+  it('refuses a name with a C0, DEL, C1, separator or bidi control character (400 with the reason, nothing created)', async () => {
+    const { b, post, store, accountId } = await signedIn();
+    for (const name of [
+      'a\tb',
+      'a\x7fb',
+      'nel\u0085line',
+      'csi\u009b31m',
+      'a\u2028b',
+      'rtl\u202eevil',
+      'a\u2066b',
+    ]) {
+      const refused = await post(b, '/dashboard/settings/api/keys', { name });
+      expect(refused.status).toBe(400);
+      expect(await refused.text()).toContain('A key name may not contain control characters');
+    }
+    expect(await store.listKeys(accountId)).toEqual([]);
   });
 
   it('refuses a blank or overlong name (400, nothing created)', async () => {
@@ -81,9 +125,12 @@ describe('Settings → API', () => {
 
     await post(b, '/dashboard/settings/api/keys', { name: 'mine' });
     const [mine] = await store.listKeys(accountId);
-    const revoked = await post(b, `/dashboard/settings/api/keys/${mine?.keyId}/revoke`, {});
+    const revoked = await b.open(`${ORIGIN}/dashboard/settings/api/keys/${mine?.keyId}/revoke`, {
+      form: {},
+      origin: ORIGIN,
+    });
     expect(revoked.status).toBe(200);
-    expect(await revoked.text()).toContain('Revoked');
+    expect(revoked.body).toContain('Revoked');
     expect((await store.loadPrincipal(mine?.keyHash as string))?.keyStatus).toBe('revoked');
   });
 });
@@ -139,15 +186,28 @@ describe('Billing', () => {
     expect(stripe.sessions).toEqual([]);
   });
 
-  it('the success page shows the balance and credits nothing itself', async () => {
-    const { b, get, store, accountId } = await signedIn();
+  it('the success page says the payment is being confirmed until its top-up is in the ledger, then shows the balance; it credits nothing itself', async () => {
+    const { b, get, post, store, stripe, accountId } = await signedIn();
+    await post(b, '/dashboard/billing/checkout', { amount: '1000' });
     const calls = store.calls.length;
-    const page = await get(b, '/dashboard/billing/success?session_id=cs_test_1');
-    expect(page.status).toBe(200);
-    expect(page.body).toContain('$0.00');
+    const pending = await get(b, '/dashboard/billing/success?session_id=cs_test_1');
+    expect(pending.status).toBe(200);
+    expect(pending.body).toContain('Your payment of $10.00 is being confirmed');
+    expect(pending.body).not.toContain('class="balance"');
+    expect(pending.body).toContain('href="/dashboard/billing/success?session_id=cs_test_1"');
     expect((await store.getAccount(accountId))?.balanceNano).toBe(0n);
     expect(await store.listLedger(accountId)).toEqual([]);
     expect(store.calls.slice(calls)).toEqual([]);
+    // Paid, but the webhook has not credited it yet: still being confirmed.
+    stripe.paid.set('cs_test_1', 'pi_test_1');
+    expect((await get(b, '/dashboard/billing/success?session_id=cs_test_1')).body).toContain(
+      'being confirmed',
+    );
+    // The webhook's top-up (functions/payments/events.ts): the balance, with it.
+    await store.topUp(accountId, 'stripe:pi_test_1', 10_000_000_000n, new Date().toISOString());
+    const credited = await get(b, '/dashboard/billing/success?session_id=cs_test_1');
+    expect(credited.body).not.toContain('being confirmed');
+    expect(credited.body).toContain('<strong class="balance">$10.00</strong>');
   });
 });
 
@@ -175,7 +235,7 @@ describe('CSRF: a change is a POST from the dashboard’s own origin', () => {
       form: { name: 'ok' },
       headers: { 'sec-fetch-site': 'same-origin' },
     });
-    expect(response.status).toBe(200);
+    expect(response.status).toBe(303);
     expect(await store.listKeys(accountId)).toHaveLength(1);
   });
 

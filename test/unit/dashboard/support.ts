@@ -48,6 +48,21 @@ export class StubStripe implements StripeApi {
       url: `https://checkout.stripe.com/c/pay/cs_test_${this.sessions.length}`,
     };
   }
+  /** Paid sessions: the PaymentIntent each was paid with (none: not paid yet). */
+  readonly paid = new Map<string, string>();
+  async retrieveCheckoutSession(id: string) {
+    const index = Number(id.replace('cs_test_', '')) - 1;
+    const params = this.sessions[index];
+    if (!params) throw new Error(`no such checkout session ${id}`);
+    const intent = this.paid.get(id);
+    return {
+      id,
+      ...(params.client_reference_id ? { accountId: params.client_reference_id } : {}),
+      ...(intent ? { paymentIntent: intent } : {}),
+      amountTotal:
+        (params.line_items?.[0]?.price_data?.unit_amount ?? 0) * (params.line_items?.[0]?.quantity ?? 1),
+    };
+  }
   async retrievePaymentIntent(): Promise<never> {
     throw new Error('not used by the dashboard');
   }

@@ -155,6 +155,10 @@ export class FakeStripe implements StripeApi {
     return refundId;
   }
 
+  async retrieveCheckoutSession(): Promise<never> {
+    throw new Error('not used by the webhook');
+  }
+
   async retrievePaymentIntent(intentId: string): Promise<PaymentIntentView> {
     this.calls.push(`retrievePaymentIntent ${intentId}`);
     const intent = this.intents.get(intentId);
