@@ -56,7 +56,7 @@ beforeAll(() => {
     // A custom domain: prod has the dashboard (lib/infra/dashboard.ts), the sandbox (none) does not.
     ...PROD_DOMAIN,
   });
-}, 120_000);
+}, 300_000);
 
 const lambdaFunctions = (template: Template) => template.findResources('AWS::Lambda::Function');
 /** Our functions, not CDK's own helpers: the ones carrying the service's Powertools name. */
