@@ -21,6 +21,8 @@ export interface PaymentsProps {
   tableEnv: Record<string, string>;
   logRetention: RetentionDays;
   removalPolicy: RemovalPolicy;
+  /** The x-origin-verify secret CloudFront sends; the webhook refuses requests without it. */
+  originSecret: Secret;
 }
 
 export class Payments extends Construct {
@@ -43,11 +45,18 @@ export class Payments extends Construct {
       timeout: Duration.seconds(FUNCTION_SETTINGS.payments.timeoutSeconds),
       logRetention: props.logRetention,
       removalPolicy: props.removalPolicy,
-      environment: { ...props.tableEnv, STRIPE_SECRET_ARN: this.secret.secretArn },
+      environment: {
+        ...props.tableEnv,
+        STRIPE_SECRET_ARN: this.secret.secretArn,
+        ORIGIN_VERIFY_SECRET_ARN: props.originSecret.secretArn,
+      },
     });
     const fn = this.function.fn;
     fn.addToRolePolicy(
-      new PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [this.secret.secretArn] }),
+      new PolicyStatement({
+        actions: ['secretsmanager:GetSecretValue'],
+        resources: [this.secret.secretArn, props.originSecret.secretArn],
+      }),
     );
     // What the store does for it (each item of a transaction is authorized by its own action): a
     // top-up puts its ledger entry and updates the account item, then reads it and, on a split
