@@ -485,6 +485,7 @@ export class ApiStack extends Stack {
       logRetention,
       removalPolicy,
       originSecret,
+      reserveConcurrency: props.reservedConcurrency !== undefined,
     });
 
     // The customers' dashboard (dashboard.ts), behind the distribution at /dashboard: with a custom domain only.

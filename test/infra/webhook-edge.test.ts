@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { WEBHOOK_RESERVED_CONCURRENCY } from '../../lib/infra/payments.js';
 import { type Resource, resources, synthStages } from './synth-offline.js';
 
 /**
@@ -39,5 +40,16 @@ describe.each(['sandbox', 'prod'] as const)("Stripe's webhook at the edge (%s)",
     const variables = (fn.Properties?.Environment as { Variables: Record<string, unknown> }).Variables;
     const [secretId] = one(all, 'AWS::SecretsManager::Secret', 'OriginVerify');
     expect(variables.ORIGIN_VERIFY_SECRET_ARN).toEqual({ Ref: secretId });
+  });
+
+  it('runs at most a few webhooks at once where the stack reserves concurrency (past it Lambda answers 429, which Stripe retries)', () => {
+    const [, fn] = one(resources(stackOf(stage).template), 'AWS::Lambda::Function', 'PaymentsFunction');
+    expect(WEBHOOK_RESERVED_CONCURRENCY).toBeGreaterThanOrEqual(5);
+    expect(WEBHOOK_RESERVED_CONCURRENCY).toBeLessThanOrEqual(10);
+    // Prod's test stage reserves (-c reservedConcurrency); the sandbox reserves nothing, so that it
+    // deploys on an account of any quota (test/infra/new-account.test.ts).
+    expect(fn.Properties?.ReservedConcurrentExecutions).toBe(
+      stage === 'prod' ? WEBHOOK_RESERVED_CONCURRENCY : undefined,
+    );
   });
 });
