@@ -370,6 +370,11 @@ export interface Store {
    * --by key`).
    */
   keyUsage(accountId: string, keyId: string): Promise<bigint>;
+  /**
+   * keyUsage of several keys of one account, by key id, in one pass over the slices: the same reads
+   * as for one key, however many keys (the Activity page's per-key totals).
+   */
+  keysUsage(accountId: string, keyIds: readonly string[]): Promise<Map<string, bigint>>;
 
   listLedger(accountId: string): Promise<LedgerEntry[]>;
   getLedgerEntry(accountId: string, entryId: string): Promise<LedgerEntry | undefined>;

@@ -16,6 +16,7 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import { Hono, type MiddlewareHandler } from 'hono';
+import { compress } from 'hono/compress';
 import { secureHeaders } from 'hono/secure-headers';
 import type { DashboardSession, Store } from '../core/store.js';
 import type { WatchStore } from '../core/watch.js';
@@ -85,6 +86,12 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
   const { store } = deps;
   // Not strict: `/dashboard` and `/dashboard/` are the same page.
   const app = new Hono<DashboardEnv>({ strict: false }).basePath('/dashboard');
+
+  // Text answers (HTML, CSS, script) of 1 KiB or more gzipped for a browser that accepts it (or
+  // deflate), with `Vary: Accept-Encoding`: CloudFront bills every byte out, and its own compression
+  // is off (the behaviours' `compress: false`, which the API's streams need). Outermost, so that it
+  // sees every other middleware's headers; Hono's Lambda adapter sends an encoded body as base64.
+  app.use('*', compress());
 
   app.use('*', async (c, next) => {
     const accepted = await deps.originVerify();

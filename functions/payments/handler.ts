@@ -1,14 +1,22 @@
 /**
  * The payments function: Stripe's webhook (a buffered Function URL). Its Stripe credentials come from
- * Secrets Manager (config.ts), the ledger writes go through the same store port as the API's; the
- * signature is the request's authentication, checked first (webhook.ts), so no origin header is needed.
+ * Secrets Manager (config.ts), the ledger writes go through the same store port as the API's. Two
+ * checks, in this order: CloudFront's secret origin header, as the API's functions require it (a
+ * request to the bare Function URL, which WAF never sees, is a 403 before any work), then Stripe's
+ * signature, the request's authentication (webhook.ts).
  */
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
 import type Stripe from 'stripe';
 import { getStore } from '../adapters/dynamodb/index.js';
 import { WatchItems, watchTableConfigured } from '../adapters/dynamodb/watch.js';
-import type { FunctionUrlEvent, FunctionUrlResult } from '../shared/http.js';
+import { originVerifyValues } from '../adapters/secrets.js';
+import {
+  type FunctionUrlEvent,
+  type FunctionUrlResult,
+  httpErrorHandler,
+  originVerify,
+} from '../shared/http.js';
 import { logContext } from '../shared/observability.js';
 import { stripeSettings } from './config.js';
 import { recordPayment } from './metrics.js';
@@ -51,4 +59,6 @@ function withWatches(): { watches?: WatchItems; billingUrl?: string } {
 
 export const handler = middy<FunctionUrlEvent, FunctionUrlResult, Error, Context>()
   .use(logContext())
+  .use(httpErrorHandler())
+  .use(originVerify(originVerifyValues))
   .handler(webhook);

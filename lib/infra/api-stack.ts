@@ -236,7 +236,7 @@ export class ApiStack extends Stack {
       [TABLE_ENV.ledger]: tables.ledger.tableName,
       [TABLE_ENV.holds]: tables.holds.tableName,
     };
-    // Only the two functions behind CloudFront check its origin header (and may read its secret).
+    // The functions behind CloudFront check its origin header (and may read its secret).
     const originEnv = { ORIGIN_VERIFY_SECRET_ARN: originSecret.secretArn };
 
     // The public origin where it is a literal (a custom domain): only then is the dashboard deployed
@@ -515,7 +515,14 @@ export class ApiStack extends Stack {
     });
 
     // Stripe's webhook (payments.ts), behind the distribution with the API.
-    const payments = new Payments(this, 'Stripe', { tables, tableEnv, logRetention, removalPolicy });
+    const payments = new Payments(this, 'Stripe', {
+      tables,
+      tableEnv,
+      logRetention,
+      removalPolicy,
+      originSecret,
+      reserveConcurrency: props.reservedConcurrency !== undefined,
+    });
 
     // The customers' dashboard (dashboard.ts), behind the distribution at /dashboard: with a custom domain only.
     const dashboard = publicOrigin

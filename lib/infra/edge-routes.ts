@@ -17,10 +17,13 @@ import { type ApiFunction, ROUTES, type Route } from '../../functions/shared/rou
  */
 export type EdgeFunction = ApiFunction | 'payments' | 'dashboard';
 
+/** Where Stripe posts its events: the payments function's one path (edge-waf.ts leaves it out of the rate rule). */
+export const STRIPE_WEBHOOK_PATH = '/stripe/webhook';
+
 /** The site's paths (not API routes): each its function, matched after the API's. */
 const SITE_BEHAVIOURS: readonly { pathPattern: string; fn: Exclude<EdgeFunction, ApiFunction> }[] = [
   // Stripe posts its events here (docs/deploy.md, "Connecting Stripe"); the signature authenticates them.
-  { pathPattern: '/stripe/webhook', fn: 'payments' },
+  { pathPattern: STRIPE_WEBHOOK_PATH, fn: 'payments' },
   // The dashboard (functions/dashboard/): its pages, sign-in callback, forms and stylesheet. Deployed
   // only on a stack with a custom domain (lib/infra/dashboard.ts says why); without one the stack
   // leaves these two out, and /dashboard is an unknown path of the default behaviour (the API's).
@@ -64,9 +67,9 @@ export interface OriginSetup {
 export const EDGE_ORIGINS: Readonly<Record<EdgeFunction, OriginSetup>> = {
   completions: { urlAuthType: 'NONE', originHeader: true },
   models: { urlAuthType: 'NONE', originHeader: true },
-  // Stripe's signature on each event is what the webhook trusts (functions/payments/webhook.ts): a
-  // request straight to its URL, without CloudFront's header, is refused the same way (400).
-  payments: { urlAuthType: 'NONE', originHeader: false },
+  // The webhook checks x-origin-verify too (functions/payments/handler.ts), before Stripe's signature:
+  // its bare URL is a 403, so every request it serves has come through WAF and its rate rule.
+  payments: { urlAuthType: 'NONE', originHeader: true },
   // The dashboard checks x-origin-verify as the API's functions do (functions/dashboard/app.tsx): 403
   // on its bare URL. Not an OAC: its forms are POSTs whose bodies the browser does not hash.
   dashboard: { urlAuthType: 'NONE', originHeader: true },

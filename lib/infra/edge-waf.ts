@@ -3,6 +3,7 @@ import { CfnWebACL } from 'aws-cdk-lib/aws-wafv2';
 import { PermissionDeniedError } from '../../functions/core/errors.js';
 import { EXPOSED_HEADERS } from '../../functions/shared/cors.js';
 import { ConfigurationError } from './configuration-error.js';
+import { STRIPE_WEBHOOK_PATH } from './edge-routes.js';
 
 /**
  * Requests without an `Authorization` header one IP may send in 5 minutes before WAF answers it 429
@@ -50,7 +51,7 @@ const visibility = (metricName: string) => ({
  *   the group does not have (AWS WAF API Reference, "RuleActionOverride"), so were a rule renamed it
  *   would block again with WAF's bare 403: still blocked;
  * - a per-IP rate limit answered 429 `rate_limit_exceeded`, counting only requests without an
- *   `Authorization` header (AWS WAF Developer Guide, "Rate limit the requests that are missing a
+ *   `Authorization` header, Stripe's webhook excepted (AWS WAF Developer Guide, "Rate limit the requests that are missing a
  *   specific header"); a request with a key is neither counted nor refused, even from an address
  *   over the limit ("Using scope-down statements in AWS WAF": "The containing rule only evaluates
  *   the requests that first match the scope-down statement"). Customers behind one NAT share an
@@ -63,6 +64,12 @@ const visibility = (metricName: string) => ({
  *   the edge answers it without invoking a function, and this rule caps it per address. A request
  *   with a key is refused at the edge if malformed; one with a well-formed key that is unknown or
  *   revoked is not counted here and reaches the function, which refuses it after a key lookup.
+ *   Stripe's deliveries to `/stripe/webhook` are keyless too, and come from a few Stripe addresses:
+ *   counted, a burst of events (a batch of refunds, a retried backlog) past the limit would be
+ *   refused, and Stripe would retry it for days. The webhook path is left out of the count (the
+ *   exact path, untransformed: the only path CloudFront sends to the webhook). What bounds a flood on
+ *   it instead is its function: the origin header (the bare URL is a 403), Stripe's signature (400
+ *   with no write), and its reserved concurrency (lib/infra/payments.ts: past it, 429).
  *
  * A web ACL of scope CLOUDFRONT exists only in us-east-1 (AWS WAF Developer Guide, "Resources that
  * you can protect": "you must use the Region US East (N. Virginia) to create your web ACL"), and
@@ -165,18 +172,36 @@ export function edgeWebAclArn(stack: Stack, options: EdgeWafOptions): string | u
             aggregateKeyType: 'IP',
             evaluationWindowSec: 300,
             limit: options.rateLimit ?? DEFAULT_WAF_RATE_LIMIT,
-            // Keyless: no `Authorization` header, or an empty one.
+            // Keyless (no `Authorization` header, or an empty one), and not Stripe's webhook.
             scopeDownStatement: {
-              notStatement: {
-                statement: {
-                  sizeConstraintStatement: {
-                    // The CDK passes `singleHeader` through as it is: CloudFormation's `Name`.
-                    fieldToMatch: { singleHeader: { Name: 'authorization' } },
-                    comparisonOperator: 'GT',
-                    size: 0,
-                    textTransformations: [{ priority: 0, type: 'NONE' }],
+              andStatement: {
+                statements: [
+                  {
+                    notStatement: {
+                      statement: {
+                        sizeConstraintStatement: {
+                          // The CDK passes `singleHeader` through as it is: CloudFormation's `Name`.
+                          fieldToMatch: { singleHeader: { Name: 'authorization' } },
+                          comparisonOperator: 'GT',
+                          size: 0,
+                          textTransformations: [{ priority: 0, type: 'NONE' }],
+                        },
+                      },
+                    },
                   },
-                },
+                  {
+                    notStatement: {
+                      statement: {
+                        byteMatchStatement: {
+                          fieldToMatch: { uriPath: {} },
+                          positionalConstraint: 'EXACTLY',
+                          searchString: STRIPE_WEBHOOK_PATH,
+                          textTransformations: [{ priority: 0, type: 'NONE' }],
+                        },
+                      },
+                    },
+                  },
+                ],
               },
             },
           },

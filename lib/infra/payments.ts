@@ -15,12 +15,32 @@ import { EDGE_ORIGINS } from './edge-routes.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
 import { ServiceFunction } from './service-function.js';
 
+/**
+ * The webhook's reserved concurrency, on a stack that reserves concurrency at all (`-c
+ * reservedConcurrency`: its operator has checked the account's quota; a new account's may be too
+ * small for any reservation, so a stack given none reserves none here either). At most this many
+ * events are handled at once, so
+ * that calls to its URL (a 403 without the origin header, a 400 without Stripe's signature, but each
+ * an invocation) cannot take the account's concurrency from the API's functions. Enough for Stripe:
+ * an event takes one or two DynamoDB transactions and at most a Stripe read (well under a second),
+ * so 10 at once is some 10-20 events a second, while Stripe sends an endpoint its events as they
+ * happen, one per payment, refund or dispute. Past it, Lambda refuses the invocation (429
+ * TooManyRequestsException, passed on by CloudFront) and Stripe, which takes any answer but a 2xx as a
+ * failed delivery, sends the event again with exponential backoff for up to three days: delayed,
+ * never lost, and credited once (by PaymentIntent) whenever it lands.
+ */
+export const WEBHOOK_RESERVED_CONCURRENCY = 10;
+
 export interface PaymentsProps {
   tables: { keys: TableV2; accounts: TableV2; ledger: TableV2; holds: TableV2 };
   /** The table names, as every function gets them. */
   tableEnv: Record<string, string>;
   logRetention: RetentionDays;
   removalPolicy: RemovalPolicy;
+  /** The x-origin-verify secret CloudFront sends; the webhook refuses requests without it. */
+  originSecret: Secret;
+  /** Reserve WEBHOOK_RESERVED_CONCURRENCY for it (the stack reserves concurrency). */
+  reserveConcurrency: boolean;
 }
 
 export class Payments extends Construct {
@@ -41,13 +61,21 @@ export class Payments extends Construct {
       entry: 'functions/payments/handler.ts',
       memorySize: FUNCTION_SETTINGS.payments.memoryMb,
       timeout: Duration.seconds(FUNCTION_SETTINGS.payments.timeoutSeconds),
+      ...(props.reserveConcurrency ? { reservedConcurrentExecutions: WEBHOOK_RESERVED_CONCURRENCY } : {}),
       logRetention: props.logRetention,
       removalPolicy: props.removalPolicy,
-      environment: { ...props.tableEnv, STRIPE_SECRET_ARN: this.secret.secretArn },
+      environment: {
+        ...props.tableEnv,
+        STRIPE_SECRET_ARN: this.secret.secretArn,
+        ORIGIN_VERIFY_SECRET_ARN: props.originSecret.secretArn,
+      },
     });
     const fn = this.function.fn;
     fn.addToRolePolicy(
-      new PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [this.secret.secretArn] }),
+      new PolicyStatement({
+        actions: ['secretsmanager:GetSecretValue'],
+        resources: [this.secret.secretArn, props.originSecret.secretArn],
+      }),
     );
     // What the store does for it (each item of a transaction is authorized by its own action): a
     // top-up puts its ledger entry and updates the account item, then reads it and, on a split

@@ -5,6 +5,7 @@ import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, type RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import { acknowledgeXrayWildcard } from './nag-suppressions.js';
 import { TOKENIZER } from './tokenizer-package.js';
 
 /** The repository root, for the function entry points (infrastructure never imports runtime code). */
@@ -237,5 +238,7 @@ export class ServiceFunction extends Construct {
         },
       },
     });
+    // Active tracing's statement: the one wildcard resource, acknowledged on this function's policy only.
+    acknowledgeXrayWildcard(this.fn);
   }
 }

@@ -25,10 +25,14 @@ interface WebAcl {
   CustomResponseBodies: Record<string, { ContentType: string; Content: string }>;
 }
 
-/** A request as a WAF rule sees it: headers (lower-case names) and the labels earlier rules added. */
+/**
+ * A request as a WAF rule sees it: headers (lower-case names), the labels earlier rules added, and
+ * its URI path (an API path unless given).
+ */
 interface Seen {
   headers: Record<string, string>;
   labels: string[];
+  path?: string;
 }
 
 /**
@@ -44,6 +48,22 @@ function matches(statement: Statement, request: Seen): boolean {
       return !matches(body.Statement as Statement, request);
     case 'OrStatement':
       return (body.Statements as Statement[]).some((s) => matches(s, request));
+    case 'AndStatement':
+      return (body.Statements as Statement[]).every((s) => matches(s, request));
+    case 'ByteMatchStatement': {
+      // The URI path only, untransformed: what the ACL's own rules match on.
+      expect(body.FieldToMatch).toEqual({ UriPath: {} });
+      expect(body.TextTransformations).toEqual([{ Priority: 0, Type: 'NONE' }]);
+      const path = request.path ?? '/api/v1/models';
+      const search = body.SearchString as string;
+      const compare: Record<string, boolean> = {
+        EXACTLY: path === search,
+        STARTS_WITH: path.startsWith(search),
+        ENDS_WITH: path.endsWith(search),
+        CONTAINS: path.includes(search),
+      };
+      return compare[body.PositionalConstraint as string] as boolean;
+    }
     case 'LabelMatchStatement':
       expect(body.Scope).toBe('LABEL');
       return request.labels.includes(body.Key as string);
@@ -165,6 +185,21 @@ describe('the edge WAF: the rate limit', () => {
       expect(matches(rate().ScopeDownStatement, { headers: { ...extra, ...headers }, labels: [] })).toBe(
         counted,
       );
+  });
+
+  it.each([
+    ["Stripe's webhook", '/stripe/webhook', false],
+    ["the path with a trailing slash (not the webhook: the API's 404)", '/stripe/webhook/', true],
+    ['an API path', '/api/v1/chat/completions', true],
+    ['a dashboard page', '/dashboard/billing', true],
+  ])('counts a keyless POST to %s (%s): %s', (_name, path, counted) => {
+    // Stripe's deliveries carry no Authorization header: counted, every event past the limit from
+    // Stripe's few addresses would be refused. Its function refuses what is not signed, and runs at
+    // most its reserved concurrency at once.
+    expect(matches(rate().ScopeDownStatement, { headers: {}, labels: [], path })).toBe(counted);
+    expect(matches(rate().ScopeDownStatement, { headers: { authorization: KEY }, labels: [], path })).toBe(
+      false,
+    );
   });
 
   it("answers 429 in OpenAI's error shape", () => {

@@ -2,6 +2,7 @@ import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { ApiStack, type ApiStackProps, CONCURRENCY_REQUIRED } from '../../lib/infra/api-stack.js';
+import { WEBHOOK_RESERVED_CONCURRENCY } from '../../lib/infra/payments.js';
 import { PROD_PROPS, type Resource, resources, synthOffline, synthStages } from './synth-offline.js';
 
 /**
@@ -63,9 +64,12 @@ describe('a prod stage without any reservation (-c maxConcurrency=<n>)', () => {
 });
 
 describe('a prod stage with a reservation (-c reservedConcurrency=<n>)', () => {
-  it('reserves n for completions only, which is also the bound: the sweeper reserves nothing unless asked', () => {
+  it("reserves n for completions, which is also the bound, and a few for Stripe's webhook: the sweeper reserves nothing unless asked", () => {
     const { template } = stackOf('prod');
-    expect(reserving(template)).toEqual([['Completions', PROD_PROPS.reservedConcurrency]]);
+    expect(reserving(template)).toEqual([
+      ['Completions', PROD_PROPS.reservedConcurrency],
+      ['Payments', WEBHOOK_RESERVED_CONCURRENCY],
+    ]);
     expect(maxConcurrency(template)).toBe(String(PROD_PROPS.reservedConcurrency));
   });
 
@@ -74,6 +78,7 @@ describe('a prod stage with a reservation (-c reservedConcurrency=<n>)', () => {
     expect(reserving(template)).toEqual([
       ['Completions', PROD_PROPS.reservedConcurrency],
       ['HoldSweeper', 1],
+      ['Payments', WEBHOOK_RESERVED_CONCURRENCY],
     ]);
   });
 });

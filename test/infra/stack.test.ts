@@ -123,8 +123,8 @@ describe('functions', () => {
     expect(EDGE_ORIGINS).toEqual({
       completions: { urlAuthType: 'NONE', originHeader: true },
       models: { urlAuthType: 'NONE', originHeader: true },
-      // Stripe's signature authenticates the webhook (functions/payments/webhook.ts).
-      payments: { urlAuthType: 'NONE', originHeader: false },
+      // The webhook checks the origin header before Stripe's signature (functions/payments/handler.ts).
+      payments: { urlAuthType: 'NONE', originHeader: true },
       // The dashboard checks the origin header itself (functions/dashboard/app.tsx).
       dashboard: { urlAuthType: 'NONE', originHeader: true },
     });
@@ -324,15 +324,15 @@ describe('CloudFront', () => {
     });
   });
 
-  it("sends the secret origin header to the API's origins, and waits 60 s for the completions origin", () => {
+  it('sends the secret origin header to every origin, and waits 60 s for the completions origin', () => {
     const [distribution] = Object.values(prod.template.findResources('AWS::CloudFront::Distribution'));
     const origins = (
       distribution as { Properties: { DistributionConfig: { Origins: Record<string, unknown>[] } } }
     ).Properties.DistributionConfig.Origins;
     expect(origins).toHaveLength(4);
-    // The API's two and the dashboard's; the payments origin (Stripe's webhook) trusts Stripe's signature instead.
+    // Every origin: the API's two, the payments function's (Stripe's webhook) and the dashboard's.
     const withHeader = origins.filter((o) => o.OriginCustomHeaders !== undefined);
-    expect(withHeader).toHaveLength(3);
+    expect(withHeader).toHaveLength(4);
     for (const origin of withHeader) {
       const headers = origin.OriginCustomHeaders as { HeaderName: string; HeaderValue: unknown }[];
       expect(headers.map((h) => h.HeaderName)).toEqual(['x-origin-verify']);

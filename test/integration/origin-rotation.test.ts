@@ -60,4 +60,32 @@ describe('origin verification through a rotation', () => {
       expect(originRefused.count - before).toBe(3);
     },
   );
+
+  it("the payments function (Stripe's webhook) refuses its bare URL before the signature is looked at", async () => {
+    const url = target.local?.emulator.functionUrls.payments;
+    if (!url) throw new Error('no bare URL for payments');
+    // A forged event: past the origin check it is the signature's 400; without the header, the 403.
+    const call = (secret: string | undefined) =>
+      fetch(`${url}/stripe/webhook`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'stripe-signature': `t=${Math.floor(Date.now() / 1000)},v1=00`,
+          ...(secret ? { 'x-origin-verify': secret } : {}),
+        },
+        body: JSON.stringify({ id: 'evt_forged', type: 'checkout.session.completed', data: { object: {} } }),
+      });
+    for (const secret of ['current-secret', 'previous-secret']) {
+      const response = await call(secret);
+      expect(response.status, secret).toBe(400);
+      await response.arrayBuffer();
+    }
+    const before = originRefused.count;
+    for (const secret of ['wrong-secret', undefined]) {
+      const response = await call(secret);
+      expect(response.status, String(secret)).toBe(403);
+      expect(((await response.json()) as { error: { code: string } }).error.code).toBe('origin_not_verified');
+    }
+    expect(originRefused.count - before).toBe(2);
+  });
 });

@@ -384,6 +384,16 @@ export class MemoryStore implements Store {
       .reduce((sum, e) => sum - e.deltaNano, 0n);
   }
 
+  /** keyUsage of several keys, in one pass over the account's ledger. */
+  async keysUsage(accountId: string, keyIds: readonly string[]): Promise<Map<string, bigint>> {
+    const usage = new Map(keyIds.map((keyId) => [keyId, 0n]));
+    for (const e of this.ledger.get(accountId) ?? []) {
+      const spent = e.type === 'charge' && e.keyId !== undefined ? usage.get(e.keyId) : undefined;
+      if (spent !== undefined && e.keyId !== undefined) usage.set(e.keyId, spent - e.deltaNano);
+    }
+    return usage;
+  }
+
   /** Top-ups minus corrections. */
   async totalCredits(accountId: string): Promise<bigint> {
     return (this.ledger.get(accountId) ?? [])

@@ -191,6 +191,12 @@ export class Slices extends StorePart {
     return this.sumOverSlices(accountId, keyUsageAttribute(keyId));
   }
 
+  /** keyUsage of several keys: the same reads as for one, each item's totals taken together. */
+  async keysUsage(accountId: string, keyIds: readonly string[]): Promise<Map<string, bigint>> {
+    const sums = await this.sumsOverSlices(accountId, keyIds.map(keyUsageAttribute));
+    return new Map(keyIds.map((keyId, i) => [keyId, sums[i] ?? 0n]));
+  }
+
   /**
    * What the key committed on UTC day `day`: its day counter (`kc_<YYYYMMDD>_<keyId>`, items.ts)
    * summed over the slices, read as keyUsage reads its total (no transaction writes it on two slices).

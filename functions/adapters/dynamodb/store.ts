@@ -120,6 +120,9 @@ export class DynamoStore implements Store {
   keyUsage(accountId: string, keyId: string): Promise<bigint> {
     return this.accounts.slices.keyUsage(accountId, keyId);
   }
+  keysUsage(accountId: string, keyIds: readonly string[]): Promise<Map<string, bigint>> {
+    return this.accounts.slices.keysUsage(accountId, keyIds);
+  }
   setKeyDailyCap(accountId: string, keyId: string, capNano: bigint | undefined): Promise<KeyRecord> {
     return this.accounts.setKeyDailyCap(accountId, keyId, capNano);
   }
