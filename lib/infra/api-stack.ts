@@ -53,6 +53,7 @@ import {
   KEY_CHECKED,
 } from './edge-routes.js';
 import { edgeWebAclArn } from './edge-waf.js';
+import { EmailSending } from './email.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
 import { addGenerationMetrics, usageLinePattern } from './generation-metrics.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
@@ -481,25 +482,33 @@ export class ApiStack extends Stack {
     // Stripe's webhook (payments.ts), behind the distribution with the API.
     const payments = new Payments(this, 'Stripe', { tables, tableEnv, logRetention, removalPolicy });
 
-    // The customers' dashboard (dashboard.ts), behind the distribution at /dashboard: with a custom domain only.
-    const dashboard = publicOrigin
-      ? new Dashboard(this, 'CustomerDashboard', {
-          stage: props.stage,
-          origin: publicOrigin,
-          ...(props.authDomainPrefix ? { authDomainPrefix: props.authDomainPrefix } : {}),
-          tables,
-          tableEnv,
-          stripeSecret: payments.secret,
-          originSecret,
-          fixedTableName: sandbox,
-          ...(props.tableMaxReadUnits !== undefined ? { maxReadRequestUnits: props.tableMaxReadUnits } : {}),
-          ...(props.tableMaxWriteUnits !== undefined
-            ? { maxWriteRequestUnits: props.tableMaxWriteUnits }
-            : {}),
-          logRetention,
-          removalPolicy,
-        })
+    // The stack's e-mail through SES (email.ts): the balance watch's and the user pool's, beside the dashboard.
+    const email = publicOrigin
+      ? new EmailSending(this, 'Email', { domainName: new URL(publicOrigin).hostname })
       : undefined;
+    // The customers' dashboard (dashboard.ts), behind the distribution at /dashboard: with a custom domain only.
+    const dashboard =
+      publicOrigin && email
+        ? new Dashboard(this, 'CustomerDashboard', {
+            email,
+            stage: props.stage,
+            origin: publicOrigin,
+            ...(props.authDomainPrefix ? { authDomainPrefix: props.authDomainPrefix } : {}),
+            tables,
+            tableEnv,
+            stripeSecret: payments.secret,
+            originSecret,
+            fixedTableName: sandbox,
+            ...(props.tableMaxReadUnits !== undefined
+              ? { maxReadRequestUnits: props.tableMaxReadUnits }
+              : {}),
+            ...(props.tableMaxWriteUnits !== undefined
+              ? { maxWriteRequestUnits: props.tableMaxWriteUnits }
+              : {}),
+            logRetention,
+            removalPolicy,
+          })
+        : undefined;
 
     const logBucket = new Bucket(this, 'AccessLogs', {
       // CloudFront standard logs are delivered with ACLs.
@@ -633,20 +642,22 @@ export class ApiStack extends Stack {
     });
 
     // The balance watch (balance-watch.ts): low-balance e-mails and auto top-ups, beside the dashboard.
-    if (dashboard && publicOrigin)
+    if (dashboard && email) {
+      email.alarmTo(monitoring.topic);
       new BalanceWatch(this, 'Watch', {
+        email,
         tables,
         dashboardTable: dashboard.table,
         tableEnv,
         stripeSecret: payments.secret,
         billingUrl: dashboard.billingUrl,
-        domainName: new URL(publicOrigin).hostname,
         payments: payments.function.fn,
         dashboard: dashboard.function.fn,
         alarmTopic: monitoring.topic,
         logRetention,
         removalPolicy,
       });
+    }
 
     const baseUrl =
       props.domainName && props.certificateArn

@@ -30,6 +30,7 @@ import {
   type UserPoolClient,
   UserPoolClientIdentityProvider,
   type UserPoolDomain,
+  UserPoolEmail,
   VerificationEmailStyle,
 } from 'aws-cdk-lib/aws-cognito';
 import type { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
@@ -40,6 +41,7 @@ import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import { DASHBOARD_TABLE, DASHBOARD_TABLE_ENV, TABLES } from '../tables.js';
 import { EDGE_ORIGINS } from './edge-routes.js';
+import type { EmailSending } from './email.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
 import { ServiceFunction } from './service-function.js';
 import { serviceTable } from './service-tables.js';
@@ -73,6 +75,8 @@ export interface DashboardProps {
    */
   authDomainPrefix?: string;
   tables: { keys: TableV2; accounts: TableV2; ledger: TableV2; holds: TableV2 };
+  /** The stack's e-mail (email.ts): the pool's codes go out through SES from its sender. */
+  email: EmailSending;
   /** The table names, as every function gets them. */
   tableEnv: Record<string, string>;
   /** Stripe's credentials (payments.ts): Checkout sessions are made with its API key. */
@@ -118,7 +122,18 @@ export class Dashboard extends Construct {
     // The customers: they sign up themselves with their email, verified by a code before they can sign
     // in; the password policy below (12 characters with all four classes) is stated on the sign-up page.
     // TOTP MFA is theirs to turn on (nag-suppressions.ts: COG2). Essentials: managed login.
+    // Its e-mail (the verification codes) goes through SES from the stack's identity, with its
+    // configuration set (email.ts): Cognito's own e-mail (COGNITO_DEFAULT) sends 50 a day, which one
+    // sign-up bot exhausts.
+    const { email } = props;
     this.userPool = new UserPool(scope, 'DashboardUsers', {
+      email: UserPoolEmail.withSES({
+        fromEmail: email.sender,
+        ...(email.identityName.includes('@') ? {} : { sesVerifiedDomain: email.identityName }),
+        configurationSetName: email.configurationSetName,
+        // The stack's own region (a token in an environment-agnostic stack, which CDK cannot infer).
+        sesRegion: stack.region,
+      }),
       signInAliases: { email: true },
       signInCaseSensitive: false,
       selfSignUpEnabled: true,
@@ -145,6 +160,8 @@ export class Dashboard extends Construct {
       deletionProtection: retain,
       removalPolicy: props.removalPolicy,
     });
+    this.userPool.node.addDependency(email.identity, email.configurationSet);
+    email.allowCognito(this.userPool);
     // One given (a prop, or `-c authDomainPrefix=...`) is used as it is; the default has the stage and
     // the account id (a token, resolved by CloudFormation), so that neither two stages nor two accounts
     // ask for the same prefix in a region.
