@@ -24,6 +24,7 @@ const PRINCIPALS = [
   'payments',
   'dashboard',
   'balanceWatch',
+  'signUpGuard',
   'ciSuite',
 ] as const;
 export type Principal = (typeof PRINCIPALS)[number];
@@ -73,6 +74,7 @@ const FUNCTION_IDS: Record<Exclude<Principal, 'ciSuite'>, string> = {
   payments: 'Payments',
   dashboard: 'DashboardFunction',
   balanceWatch: 'BalanceWatch',
+  signUpGuard: 'SignUpGuard',
 };
 /**
  * The custom domain the synthesized sandbox is given, so that it has the dashboard: a name that never

@@ -295,6 +295,7 @@ describe('backups', () => {
       'HoldSweeperFunction',
       'LoggedUsageFunction',
       'PaymentsFunction',
+      'SignUpGuardFunction',
     ]);
     expect(schedules.map(name).sort()).toEqual(['BalanceCheck', 'BalanceWatchSchedule', 'HoldSweep']);
     const deploy = readFileSync(new URL('../../docs/deploy.md', import.meta.url), 'utf8');
