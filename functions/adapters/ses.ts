@@ -4,8 +4,9 @@
  * `{"MessageId": "..."}` back) to `email.<region>.amazonaws.com`, SigV4-signed for service `ses`:
  * the function bundle carries no SDK client. Bounded: 1 s to connect, 5 s for the answer, 3 attempts,
  * network failures, 5xx and throttling (429) retried with full-jitter backoff, nothing else. A failed
- * call is an Error named by SES's code (MessageRejected, AccessDeniedException...). Locally the
- * endpoint is the SES stand-in (lib/local/ses.ts).
+ * call is an Error named by SES's code (MessageRejected, AccessDeniedException...), marked `permanent`
+ * when SES will never take that message (its recipient refused: below). Locally the endpoint is the
+ * SES stand-in (lib/local/ses.ts).
  */
 import { AwsCallError, type AwsEndpoint, callAws } from './aws-call.js';
 
@@ -19,8 +20,34 @@ export interface Email {
   text: string;
 }
 
+/**
+ * Whether SES refused this message for good: a BadRequestException (an address SES cannot take), or a
+ * MessageRejected whose unverified identities are the recipient's only (the SES sandbox refuses an
+ * unverified recipient). Not when the From address is named (an identity still being verified: the
+ * operator's to fix, and the message goes once it is), nor an access, quota or throttling refusal.
+ * A recipient on the suppression list is no refusal: SES accepts the message and drops it.
+ */
+export function permanentRefusal(error: unknown, email: Email): boolean {
+  if (!(error instanceof AwsCallError)) return false;
+  if (error.name === 'BadRequestException') return true;
+  return (
+    error.name === 'MessageRejected' &&
+    error.message.includes(email.to) &&
+    !error.message.toLowerCase().includes(email.from.toLowerCase())
+  );
+}
+
 /** Sends one e-mail (a "Simple" plain-text message: SES assembles the MIME); resolves with SES's MessageId. */
 export async function sendEmail(where: SesWhere, email: Email): Promise<string> {
+  try {
+    return await send(where, email);
+  } catch (error) {
+    if (permanentRefusal(error, email)) Object.assign(error as Error, { permanent: true });
+    throw error;
+  }
+}
+
+async function send(where: SesWhere, email: Email): Promise<string> {
   const text = await callAws(where, {
     service: 'ses',
     path: '/v2/email/outbound-emails',

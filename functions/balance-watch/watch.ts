@@ -22,7 +22,10 @@ import { logger } from '../shared/observability.js';
 import { LOOK_UP_AFTER_MS } from './lookup.js';
 
 interface Mailer {
-  /** Sends one e-mail; resolves with SES's message id once SES accepted it. */
+  /**
+   * Sends one e-mail; resolves with SES's message id once SES accepted it; rejects with an error whose
+   * `permanent` is true when SES will never take that message.
+   */
   send(message: { from: string; to: string; subject: string; text: string }): Promise<string>;
 }
 
@@ -197,9 +200,11 @@ async function sendOutbox(deps: WatchDeps, run: WatchRun): Promise<void> {
         text: message.text,
       });
     } catch (error) {
-      // Kept: its lease lapses and a later run sends it.
       run.failures += 1;
       logger.error('balance watch: e-mail not sent', { id: message.id, error });
+      // Refused for good (its recipient: functions/adapters/ses.ts): dropped, not retried every run.
+      if ((error as { permanent?: unknown }).permanent === true) await deps.watches.deleteMessage(message.id);
+      // Otherwise kept: its lease lapses and a later run sends it.
       continue;
     }
     await deps.watches.deleteMessage(message.id);

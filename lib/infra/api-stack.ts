@@ -63,6 +63,7 @@ import {
   KEY_CHECKED,
 } from './edge-routes.js';
 import { checkEdgeWafRegion, edgeWebAclArn } from './edge-waf.js';
+import { EmailSending } from './email.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
 import { addGenerationMetrics, usageLinePattern } from './generation-metrics.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
@@ -524,25 +525,33 @@ export class ApiStack extends Stack {
       reserveConcurrency: props.reservedConcurrency !== undefined,
     });
 
-    // The customers' dashboard (dashboard.ts), behind the distribution at /dashboard: with a custom domain only.
-    const dashboard = publicOrigin
-      ? new Dashboard(this, 'CustomerDashboard', {
-          stage: props.stage,
-          origin: publicOrigin,
-          ...(props.authDomainPrefix ? { authDomainPrefix: props.authDomainPrefix } : {}),
-          tables,
-          tableEnv,
-          stripeSecret: payments.secret,
-          originSecret,
-          fixedTableName: sandbox,
-          ...(props.tableMaxReadUnits !== undefined ? { maxReadRequestUnits: props.tableMaxReadUnits } : {}),
-          ...(props.tableMaxWriteUnits !== undefined
-            ? { maxWriteRequestUnits: props.tableMaxWriteUnits }
-            : {}),
-          logRetention,
-          removalPolicy,
-        })
+    // The stack's e-mail through SES (email.ts): the balance watch's and the user pool's, beside the dashboard.
+    const email = publicOrigin
+      ? new EmailSending(this, 'Email', { domainName: new URL(publicOrigin).hostname })
       : undefined;
+    // The customers' dashboard (dashboard.ts), behind the distribution at /dashboard: with a custom domain only.
+    const dashboard =
+      publicOrigin && email
+        ? new Dashboard(this, 'CustomerDashboard', {
+            email,
+            stage: props.stage,
+            origin: publicOrigin,
+            ...(props.authDomainPrefix ? { authDomainPrefix: props.authDomainPrefix } : {}),
+            tables,
+            tableEnv,
+            stripeSecret: payments.secret,
+            originSecret,
+            fixedTableName: sandbox,
+            ...(props.tableMaxReadUnits !== undefined
+              ? { maxReadRequestUnits: props.tableMaxReadUnits }
+              : {}),
+            ...(props.tableMaxWriteUnits !== undefined
+              ? { maxWriteRequestUnits: props.tableMaxWriteUnits }
+              : {}),
+            logRetention,
+            removalPolicy,
+          })
+        : undefined;
 
     const logBucket = new Bucket(this, 'AccessLogs', {
       // CloudFront standard logs are delivered with ACLs.
@@ -683,20 +692,22 @@ export class ApiStack extends Stack {
     });
 
     // The balance watch (balance-watch.ts): low-balance e-mails and auto top-ups, beside the dashboard.
-    if (dashboard && publicOrigin)
+    if (dashboard && email) {
+      email.alarmTo(monitoring.topic);
       new BalanceWatch(this, 'Watch', {
+        email,
         tables,
         dashboardTable: dashboard.table,
         tableEnv,
         stripeSecret: payments.secret,
         billingUrl: dashboard.billingUrl,
-        domainName: new URL(publicOrigin).hostname,
         payments: payments.function.fn,
         dashboard: dashboard.function.fn,
         alarmTopic: monitoring.topic,
         logRetention,
         removalPolicy,
       });
+    }
 
     const baseUrl =
       props.domainName && props.certificateArn

@@ -6,11 +6,10 @@
  * table). Deployed with the dashboard only (a stack with a custom domain): its settings are the
  * dashboard's, and its items live in the dashboard's table.
  *
- * The sender is the context value `alertSender` (default `no-reply@<domainName>`), a verified SES
- * identity (docs/deploy.md, "E-mail"): the role may send only from that address
- * (`ses:FromAddress`), as the identity's address or its domain.
+ * The sender and its SES identity, configuration set and grant are the stack's e-mail (email.ts): the
+ * role may send only from that address (`ses:FromAddress`), through exactly what SES checks.
  */
-import { Arn, ArnFormat, Duration, type RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { Duration, type RemovalPolicy } from 'aws-cdk-lib';
 import { Alarm, ComparisonOperator, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
@@ -24,17 +23,11 @@ import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { WATCH_INTERVAL_MINUTES } from '../../functions/balance-watch/schedule.js';
 import { DASHBOARD_TABLE_ENV, INDEX } from '../tables.js';
+import type { EmailSending } from './email.js';
 import { ServiceFunction } from './service-function.js';
 
 /** Its timeout and memory: a page of watch items, a read and a write or two each, an e-mail or a Stripe call. */
 const BALANCE_WATCH_SETTINGS = { timeoutSeconds: 60, memoryMb: 256 } as const;
-
-/** An e-mail address as SES takes it for a sender: one @, no spaces or angle brackets. */
-function checkAlertSender(sender: string): string {
-  if (!/^[^\s@<>]+@[^\s@<>]+\.[^\s@<>]+$/.test(sender))
-    throw new Error(`alertSender must be an e-mail address (a verified SES identity), got ${sender}`);
-  return sender;
-}
 
 export interface BalanceWatchProps {
   tables: { accounts: TableV2; ledger: TableV2; holds: TableV2 };
@@ -44,9 +37,8 @@ export interface BalanceWatchProps {
   stripeSecret: Secret;
   /** The dashboard's billing page, linked from the e-mails. */
   billingUrl: string;
-  /** The From address; default the context value `alertSender`, else `no-reply@<domain>`. */
-  sender?: string;
-  domainName: string;
+  /** The stack's e-mail: the sender, its identity and the grant to send as it. */
+  email: EmailSending;
   /** The payments function: records a saved card and an auto top-up's outcome on the watch items. */
   payments: LambdaFunctionResource;
   /** The dashboard function: saves the settings and the signed-in user's e-mail address. */
@@ -62,9 +54,7 @@ export class BalanceWatch extends Construct {
 
   constructor(scope: Construct, id: string, props: BalanceWatchProps) {
     super(scope, id);
-    const stack = Stack.of(scope);
-    const given = props.sender ?? (this.node.tryGetContext('alertSender') as string | undefined);
-    this.sender = checkAlertSender(given || `no-reply@${props.domainName}`);
+    this.sender = props.email.sender;
     const table = props.dashboardTable;
     const watchEnv = { [DASHBOARD_TABLE_ENV]: table.tableName, BILLING_URL: props.billingUrl };
 
@@ -120,25 +110,8 @@ export class BalanceWatch extends Construct {
         resources: [props.stripeSecret.secretArn],
       }),
     );
-    // - SES: SendEmail as the sender only, through its address's identity or its domain's.
-    const identity = (name: string) =>
-      Arn.format(
-        {
-          service: 'ses',
-          resource: 'identity',
-          resourceName: name,
-          arnFormat: ArnFormat.SLASH_RESOURCE_NAME,
-        },
-        stack,
-      );
-    const domain = this.sender.split('@')[1] as string;
-    fn.addToRolePolicy(
-      new PolicyStatement({
-        actions: ['ses:SendEmail'],
-        resources: [identity(this.sender), identity(domain)],
-        conditions: { StringEquals: { 'ses:FromAddress': this.sender } },
-      }),
-    );
+    // - SES: SendEmail as the sender only, on what SES checks (email.ts).
+    props.email.grantSend(fn);
 
     // Every minute, as the sweeper: no retry and no event older than two minutes (the next run is a
     // minute away). Two runs at once act once (each transition is a conditional write).

@@ -30,6 +30,8 @@ import {
   type UserPoolClient,
   UserPoolClientIdentityProvider,
   type UserPoolDomain,
+  UserPoolEmail,
+  UserPoolOperation,
   VerificationEmailStyle,
 } from 'aws-cdk-lib/aws-cognito';
 import type { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
@@ -38,8 +40,10 @@ import { type FunctionUrl, FunctionUrlAuthType, InvokeMode } from 'aws-cdk-lib/a
 import type { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
+import { SIGN_UP_LIMIT_DEFAULTS, SIGN_UP_LIMIT_ENV } from '../../functions/sign-up-guard/guard.js';
 import { DASHBOARD_TABLE, DASHBOARD_TABLE_ENV, TABLES } from '../tables.js';
 import { EDGE_ORIGINS } from './edge-routes.js';
+import type { EmailSending } from './email.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
 import { keyDailyCapsEnv, ServiceFunction } from './service-function.js';
 import { serviceTable } from './service-tables.js';
@@ -65,6 +69,24 @@ export function checkAuthDomainPrefix(prefix: string): string {
   return prefix;
 }
 
+/** The sign-up caps: the context values signUpsPerHour, signUpsPerDay, signUpsPerDomainPerDay, else the defaults. */
+export function signUpCapsOf(node: Construct['node']): typeof SIGN_UP_LIMIT_DEFAULTS {
+  const caps = { ...SIGN_UP_LIMIT_DEFAULTS };
+  const keys = {
+    perHour: 'signUpsPerHour',
+    perDay: 'signUpsPerDay',
+    perDomainPerDay: 'signUpsPerDomainPerDay',
+  };
+  for (const [key, name] of Object.entries(keys) as [keyof typeof caps, string][]) {
+    const given = node.tryGetContext(name) as string | number | undefined;
+    if (given === undefined || given === '') continue;
+    const n = Number(given);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer, got ${given}`);
+    caps[key] = n;
+  }
+  return caps;
+}
+
 export interface DashboardProps {
   stage: 'sandbox' | 'prod';
   /** The public origin, `https://<custom domain>`: a literal (the module comment says why). */
@@ -75,6 +97,8 @@ export interface DashboardProps {
    */
   authDomainPrefix?: string;
   tables: { keys: TableV2; accounts: TableV2; ledger: TableV2; holds: TableV2 };
+  /** The stack's e-mail (email.ts): the pool's codes go out through SES from its sender. */
+  email: EmailSending;
   /** The table names, as every function gets them. */
   tableEnv: Record<string, string>;
   /** Stripe's credentials (payments.ts): Checkout sessions are made with its API key. */
@@ -99,6 +123,8 @@ export class Dashboard extends Construct {
   readonly url: FunctionUrl;
   /** The billing page: the 402's topUpUrl by default. */
   readonly billingUrl: string;
+  /** The pre-sign-up trigger that limits self sign-ups. */
+  readonly signUpGuard: ServiceFunction;
 
   constructor(scope: Construct, id: string, props: DashboardProps) {
     super(scope, id);
@@ -120,7 +146,18 @@ export class Dashboard extends Construct {
     // The customers: they sign up themselves with their email, verified by a code before they can sign
     // in; the password policy below (12 characters with all four classes) is stated on the sign-up page.
     // TOTP MFA is theirs to turn on (nag-suppressions.ts: COG2). Essentials: managed login.
+    // Its e-mail (the verification codes) goes through SES from the stack's identity, with its
+    // configuration set (email.ts): Cognito's own e-mail (COGNITO_DEFAULT) sends 50 a day, which one
+    // sign-up bot exhausts.
+    const { email } = props;
     this.userPool = new UserPool(scope, 'DashboardUsers', {
+      email: UserPoolEmail.withSES({
+        fromEmail: email.sender,
+        ...(email.identityName.includes('@') ? {} : { sesVerifiedDomain: email.identityName }),
+        configurationSetName: email.configurationSetName,
+        // The stack's own region (a token in an environment-agnostic stack, which CDK cannot infer).
+        sesRegion: stack.region,
+      }),
       signInAliases: { email: true },
       signInCaseSensitive: false,
       selfSignUpEnabled: true,
@@ -147,6 +184,33 @@ export class Dashboard extends Construct {
       deletionProtection: retain,
       removalPolicy: props.removalPolicy,
     });
+    this.userPool.node.addDependency(email.identity, email.configurationSet);
+    email.allowCognito(this.userPool);
+
+    // Sign-up limits (functions/sign-up-guard/): a pre-sign-up trigger counts each self sign-up against
+    // caps per hour, per day and per e-mail domain per day (context signUpsPerHour, signUpsPerDay,
+    // signUpsPerDomainPerDay), in this table, before Cognito sends a code. Cognito waits 5 s for it.
+    const caps = signUpCapsOf(this.node);
+    const guard = new ServiceFunction(scope, 'SignUpGuard', {
+      entry: 'functions/sign-up-guard/handler.ts',
+      memorySize: 256,
+      timeout: Duration.seconds(5),
+      logRetention: props.logRetention,
+      removalPolicy: props.removalPolicy,
+      environment: {
+        ...props.tableEnv,
+        [DASHBOARD_TABLE_ENV]: this.table.tableName,
+        [SIGN_UP_LIMIT_ENV.perHour]: String(caps.perHour),
+        [SIGN_UP_LIMIT_ENV.perDay]: String(caps.perDay),
+        [SIGN_UP_LIMIT_ENV.perDomainPerDay]: String(caps.perDomainPerDay),
+      },
+    });
+    // Exactly what it does: one transaction of three counters' updates (each item an UpdateItem).
+    guard.fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [this.table.tableArn] }),
+    );
+    this.userPool.addTrigger(UserPoolOperation.PRE_SIGN_UP, guard.fn);
+    this.signUpGuard = guard;
     // One given (a prop, or `-c authDomainPrefix=...`) is used as it is; the default has the stage and
     // the account id (a token, resolved by CloudFormation), so that neither two stages nor two accounts
     // ask for the same prefix in a region.

@@ -46,7 +46,7 @@ export const ACKNOWLEDGED = [
   {
     id: 'AwsSolutions::AwsSolutions-COG8',
     reason:
-      "The dashboard's user pool is on the Essentials feature plan (managed login, email sign-in, optional TOTP): the Plus plan's threat protection is billed per monthly active user on top, and the dashboard already keeps sessions server-side, rate-limits nothing it does not own and takes no payment itself (Stripe Checkout does).",
+      "The dashboard's user pool is on the Essentials feature plan (managed login, email sign-in, optional TOTP; $0.015 per monthly active user above 10,000 free). Sign-up abuse is bounded by the pre-sign-up trigger's caps per hour, per day and per e-mail domain (functions/sign-up-guard/) and the codes go out through SES, not Cognito's 50 a day. The Plus plan's threat protection (adaptive authentication, compromised-credential checks) is the option for account takeover: $0.020 per monthly active user with no free tier (https://aws.amazon.com/cognito/pricing/), set with featurePlan PLUS in lib/infra/dashboard.ts (docs/deploy.md, \"SES and Cognito e-mail\").",
   },
   {
     id: 'AwsSolutions::AwsSolutions-S1',

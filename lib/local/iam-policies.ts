@@ -25,6 +25,7 @@ const PRINCIPALS = [
   'dashboard',
   'balanceWatch',
   'reconciler',
+  'signUpGuard',
   'ciSuite',
 ] as const;
 export type Principal = (typeof PRINCIPALS)[number];
@@ -37,6 +38,8 @@ export interface ResolvedStatement {
   effect: 'Allow' | 'Deny';
   actions: string[];
   resources: string[];
+  /** `StringEquals` / `StringLike` only: operator -> condition key -> the values any of which matches. */
+  conditions?: Record<string, Record<string, string[]>>;
 }
 
 interface PrincipalPolicy {
@@ -52,6 +55,11 @@ export interface PolicySet {
   /** Each table's name in the synthesized sandbox stack, by table id. */
   tables: Record<TableId, string>;
   principals: Record<Principal, PrincipalPolicy>;
+  /**
+   * The stack's SES setup (lib/infra/email.ts), for the SES stand-in: the sender, the identity the
+   * stack verifies, and that identity's default configuration set.
+   */
+  email: { sender: string; identity: string; configurationSet: string };
 }
 
 /** The account id and region local ARNs are written with. */
@@ -68,6 +76,7 @@ const FUNCTION_IDS: Record<Exclude<Principal, 'ciSuite'>, string> = {
   dashboard: 'DashboardFunction',
   balanceWatch: 'BalanceWatch',
   reconciler: 'PaymentsReconciler',
+  signUpGuard: 'SignUpGuard',
 };
 /**
  * The custom domain the synthesized sandbox is given, so that it has the dashboard: a name that never
@@ -135,13 +144,16 @@ export function localPolicies(): Promise<PolicySet> {
 
 type Template = { Resources: Record<string, { Type: string; Properties?: Record<string, unknown> }> };
 
-/** Synthesizes both stacks (no bundling) and reads each principal's statements from the templates. */
-async function synthesizePolicies(): Promise<PolicySet> {
+/**
+ * Synthesizes both stacks (no bundling) and reads each principal's statements from the templates;
+ * `context` adds CDK context values (a test's `sesSandboxRecipients`), never cached.
+ */
+export async function synthesizePolicies(context: Record<string, string> = {}): Promise<PolicySet> {
   // Loaded only here: aws-cdk-lib is large, and only a synthesis needs it.
   const { App, Stack } = await import('aws-cdk-lib');
   const { ApiStack } = await import('../infra/api-stack.js');
   const { CiBootstrapStack } = await import('../infra/ci-bootstrap-stack.js');
-  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [], ...context } });
   // The names bin/app.ts gives them: the sandbox's table names derive from its stack name.
   const api = new ApiStack(app, 'HostedModelApi-sandbox', { stage: 'sandbox', ...SYNTH_DOMAIN });
   const ci = new CiBootstrapStack(app, 'HostedModelApi-ci', { repository: 'owner/name' });
@@ -178,7 +190,22 @@ async function synthesizePolicies(): Promise<PolicySet> {
   }
   const ciRole = roleLogicalId(ci, [CI_ROLE_ID]);
   principals.ciSuite = { role: ciRole, statements: statementsOf(ciTemplate, ciRole) };
-  return { account: LOCAL_ACCOUNT, region: LOCAL_REGION, tables, principals };
+  return { account: LOCAL_ACCOUNT, region: LOCAL_REGION, tables, principals, email: emailOf(apiTemplate) };
+}
+
+/** The SES identity, its default configuration set and the sender (the user pool's From), as synthesized. */
+function emailOf(template: Template): PolicySet['email'] {
+  const all = Object.values(template.Resources);
+  const identity = all.find((r) => r.Type === 'AWS::SES::EmailIdentity')?.Properties;
+  const pool = all.find((r) => r.Type === 'AWS::Cognito::UserPool')?.Properties;
+  const setRef = (
+    identity?.ConfigurationSetAttributes as { ConfigurationSetName?: { Ref?: string } } | undefined
+  )?.ConfigurationSetName?.Ref;
+  const set = setRef ? template.Resources[setRef]?.Properties?.Name : undefined;
+  const sender = (pool?.EmailConfiguration as { From?: unknown } | undefined)?.From;
+  if (typeof identity?.EmailIdentity !== 'string' || typeof set !== 'string' || typeof sender !== 'string')
+    throw new Error('the sandbox template has no SES identity with a default configuration set and a sender');
+  return { sender, identity: identity.EmailIdentity, configurationSet: set };
 }
 
 /** Every statement the template attaches to the role: its inline policies and the AWS::IAM::Policy resources naming it. */
@@ -203,29 +230,39 @@ function statementsOf(template: Template, role: string): ResolvedStatement[] {
   const statements: ResolvedStatement[] = [];
   for (const document of documents) {
     for (const statement of (document as { Statement: Record<string, unknown>[] }).Statement) {
-      // A statement of other services only (SES's send, conditioned on the From address) grants
-      // nothing on DynamoDB, which is all this layer checks.
-      const actions = listOf(statement.Action).map(String);
-      if (
-        statement.Condition &&
-        !statement.NotAction &&
-        !statement.NotResource &&
-        actions.length > 0 &&
-        actions.every((action) => !/^(dynamodb:|\*)/i.test(action))
-      )
-        continue;
-      if (statement.NotAction || statement.NotResource || statement.Condition)
+      // Conditions are evaluated (iam.ts) when they are string comparisons (SES's send, conditioned
+      // on the From address); any other operator, NotAction or NotResource is refused here.
+      const conditions = conditionsOf(statement.Condition);
+      if (statement.NotAction || statement.NotResource || conditions === 'unsupported')
         throw new Error(
-          `${role} has a statement the local IAM check does not evaluate (NotAction, NotResource or Condition): ${JSON.stringify(statement)}`,
+          `${role} has a statement the local IAM check does not evaluate (NotAction, NotResource or a Condition other than StringEquals/StringLike): ${JSON.stringify(statement)}`,
         );
       statements.push({
         effect: statement.Effect === 'Deny' ? 'Deny' : 'Allow',
         actions: listOf(statement.Action).map(String),
         resources: listOf(statement.Resource).map((r) => resolve(template, r)),
+        ...(conditions ? { conditions } : {}),
       });
     }
   }
   return statements;
+}
+
+function conditionsOf(
+  condition: unknown,
+): Record<string, Record<string, string[]>> | undefined | 'unsupported' {
+  if (condition === undefined) return undefined;
+  const result: Record<string, Record<string, string[]>> = {};
+  for (const [operator, keys] of Object.entries(condition as Record<string, Record<string, unknown>>)) {
+    if (operator !== 'StringEquals' && operator !== 'StringLike') return 'unsupported';
+    result[operator] = {};
+    for (const [key, values] of Object.entries(keys)) {
+      const strings = listOf(values);
+      if (!strings.every((v) => typeof v === 'string')) return 'unsupported';
+      (result[operator] as Record<string, string[]>)[key] = strings as string[];
+    }
+  }
+  return result;
 }
 
 const listOf = (value: unknown): unknown[] =>

@@ -120,10 +120,34 @@ function matches(pattern: string, value: string, ignoreCase: boolean): boolean {
   return new RegExp(`^${source}$`, ignoreCase ? 'i' : '').test(value);
 }
 
-function covers(statement: ResolvedStatement, { action, resource }: Permission): boolean {
+/**
+ * The request's condition keys (`ses:FromAddress`...), by lower-cased key: IAM compares condition key
+ * names without regard to case, and a key the request does not carry matches no `StringEquals` or
+ * `StringLike` ("IAM JSON policy elements: Condition operators").
+ */
+export type ConditionContext = Record<string, string>;
+
+function conditionsHold(statement: ResolvedStatement, context: ConditionContext): boolean {
+  for (const [operator, keys] of Object.entries(statement.conditions ?? {})) {
+    for (const [key, values] of Object.entries(keys)) {
+      const value = context[key.toLowerCase()];
+      if (value === undefined) return false;
+      const like = operator === 'StringLike';
+      if (!values.some((v) => (like ? matches(v, value, false) : v === value))) return false;
+    }
+  }
+  return true;
+}
+
+function covers(
+  statement: ResolvedStatement,
+  { action, resource }: Permission,
+  context: ConditionContext,
+): boolean {
   return (
     statement.actions.some((a) => matches(a, action, true)) &&
-    statement.resources.some((r) => matches(r, resource, false))
+    statement.resources.some((r) => matches(r, resource, false)) &&
+    conditionsHold(statement, context)
   );
 }
 
@@ -131,14 +155,45 @@ function covers(statement: ResolvedStatement, { action, resource }: Permission):
 export function firstDenied(
   statements: readonly ResolvedStatement[],
   needed: readonly Permission[],
+  context: ConditionContext = {},
 ): (Permission & { explicit: boolean }) | undefined {
   for (const permission of needed) {
-    if (statements.some((s) => s.effect === 'Deny' && covers(s, permission)))
+    if (statements.some((s) => s.effect === 'Deny' && covers(s, permission, context)))
       return { ...permission, explicit: true };
-    if (!statements.some((s) => s.effect === 'Allow' && covers(s, permission)))
+    if (!statements.some((s) => s.effect === 'Allow' && covers(s, permission, context)))
       return { ...permission, explicit: false };
   }
   return undefined;
+}
+
+/** The principal a local access key id stands for, if any. */
+export function principalOfKey(policies: PolicySet, accessKeyId: string): Principal | undefined {
+  return (Object.keys(policies.principals) as Principal[]).find(
+    (principal) => credentialsOf(principal).accessKeyId === accessKeyId,
+  );
+}
+
+/**
+ * Holds one call of a principal to its synthesized policy, as IAM does for every service: the
+ * refusal, worded as AWS words it, or undefined when every permission is granted. The DynamoDB layer
+ * below and the SES stand-in (ses.ts) both ask it.
+ */
+export function deniedCall(
+  policies: PolicySet,
+  principal: Principal,
+  needed: readonly Permission[],
+  context: ConditionContext = {},
+): Denial | undefined {
+  const policy = policies.principals[principal];
+  const denied = firstDenied(policy.statements, needed, context);
+  if (!denied) return undefined;
+  const message =
+    `User: arn:aws:sts::${policies.account}:assumed-role/${policy.role}/${principal} is not authorized to perform: ` +
+    `${denied.action} on resource: ${denied.resource} because ` +
+    (denied.explicit
+      ? `an explicit deny in an identity-based policy denies the ${denied.action} action`
+      : `no identity-based policy allows the ${denied.action} action`);
+  return { principal, action: denied.action, resource: denied.resource, message };
 }
 
 export interface IamLayerOptions {
@@ -201,20 +256,12 @@ export async function startIamLayer(options: IamLayerOptions): Promise<IamLayer>
         } catch {
           // DynamoDB answers a body it cannot read itself: forward it
         }
-        const policy = policies.principals[principal];
         const needed = requiredPermissions(operation, parsed, arnOf);
-        const denied = firstDenied(policy.statements, needed);
-        if (denied) {
-          const message =
-            `User: arn:aws:sts::${policies.account}:assumed-role/${policy.role}/${principal} is not authorized to perform: ` +
-            `${denied.action} on resource: ${denied.resource} because ` +
-            (denied.explicit
-              ? `an explicit deny in an identity-based policy denies the ${denied.action} action`
-              : `no identity-based policy allows the ${denied.action} action`);
-          const denial = { principal, action: denied.action, resource: denied.resource, message };
+        const denial = deniedCall(policies, principal, needed);
+        if (denial) {
           denials.push(denial);
           options.onDenial?.(denial);
-          return answer(res, 'AccessDeniedException', message);
+          return answer(res, 'AccessDeniedException', denial.message);
         }
         for (const permission of needed)
           allowed.set(`${principal} ${permission.action} ${permission.resource}`, {

@@ -34,7 +34,15 @@ import {
   type RunningEmulator,
   startEmulator,
 } from './emulator.js';
-import { credentialEnv, credentialsOf, type Denial, type IamLayer, startIamLayer } from './iam.js';
+import {
+  credentialEnv,
+  credentialsOf,
+  type Denial,
+  deniedCall,
+  type IamLayer,
+  principalOfKey,
+  startIamLayer,
+} from './iam.js';
 import { localPolicies, type PolicySet, type Principal } from './iam-policies.js';
 import { type RunningLocalOidc, startLocalOidc } from './oidc.js';
 import { type RunningSesStandIn, startSesStandIn } from './ses.js';
@@ -76,7 +84,12 @@ export interface LocalStackOptions {
   origins?: Partial<Record<EdgeFunction, OriginSetup>>;
   /** DynamoDB's limits in front of DynamoDB Local (dynamodb-limits.ts), scaled by k; off when undefined. */
   limits?: { scale: number };
-  /** Told of each call the IAM layer refuses (a grant the stack lacks). */
+  /**
+   * The SES stand-in's account state (ses.ts): `production` (the default: any recipient) or
+   * `sandbox` (a new account's: verified recipients only, each one's identity in the grant).
+   */
+  sesMode?: 'sandbox' | 'production';
+  /** Told of each call the IAM layer or the SES stand-in refuses (a grant the stack lacks). */
   onDenial?: (denial: Denial) => void;
   /** The policies the IAM layer holds calls to (default: as the CDK stacks synthesize them). */
   policies?: PolicySet;
@@ -231,9 +244,10 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const dashboardTable = `${options.tablePrefix ?? ''}${LOCAL_DASHBOARD_TABLE_NAME}`;
     // Every table the policies name, the dashboard's with the others.
     const policyTables = { ...tables, dashboard: dashboardTable };
+    const policies = options.policies ?? (await localPolicies());
     const iam = await startIamLayer({
       target: limits?.endpoint ?? dynamo.endpoint,
-      policies: options.policies ?? (await localPolicies()),
+      policies,
       tables: policyTables,
       ...(options.onDenial ? { onDenial: options.onDenial } : {}),
     });
@@ -269,7 +283,24 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const stripe = await startStripeStandIn();
     stops.push(stripe.close);
     // SES, as the balance watch reaches it: the stand-in, through the same signed SendEmail call.
-    const ses = await startSesStandIn();
+    const ses = await startSesStandIn({
+      sender: policies.email.sender,
+      identities: [policies.email.identity],
+      defaultConfigurationSets: { [policies.email.identity]: policies.email.configurationSet },
+      mode: options.sesMode ?? 'production',
+      arnPrefix: `arn:aws:ses:${policies.region}:${policies.account}:`,
+      authorize: ({ accessKeyId, needed, context }) => {
+        const principal = principalOfKey(policies, accessKeyId);
+        if (!principal)
+          return {
+            code: 'UnrecognizedClientException',
+            message: 'The security token included in the request is invalid.',
+          };
+        const denial = deniedCall(policies, principal, needed, context);
+        if (denial) options.onDenial?.(denial);
+        return denial ? { code: 'AccessDeniedException', message: denial.message } : undefined;
+      },
+    });
     stops.push(ses.close);
 
     // The functions read their configuration from the environment at cold start, as in Lambda.

@@ -29,6 +29,8 @@ import { type Resource, resources, type Synthesized, synthStages } from './synth
  *   (by DistributionId and Region, Region always "Global").
  * - AWS/WAFV2: https://docs.aws.amazon.com/waf/latest/developerguide/waf-metrics.html (a CloudFront web
  *   ACL's metrics by WebACL and Rule, no Region; a managed rule group's by WebACL, ManagedRuleGroup and Rule... only the first is listed here).
+ * - AWS/SES: https://docs.aws.amazon.com/ses/latest/dg/reputation-dashboard-cloudwatch-alarm.html
+ *   (the account's Reputation.BounceRate and Reputation.ComplaintRate, without dimensions).
  * AWS Budgets publishes no CloudWatch metric here: its notification goes to the alarm topic, whose
  * policy test/infra/operations.test.ts checks against
  * https://docs.aws.amazon.com/cost-management/latest/userguide/budgets-sns-policy.html.
@@ -69,6 +71,7 @@ const PUBLISHED: Record<string, Record<string, string[][]>> = {
     TotalErrorRate: DISTRIBUTION,
   },
   'AWS/WAFV2': { AllowedRequests: WEB_ACL, BlockedRequests: WEB_ACL, CountedRequests: WEB_ACL },
+  'AWS/SES': { 'Reputation.BounceRate': [[]], 'Reputation.ComplaintRate': [[]] },
 };
 /** The resource a dimension's value must name. */
 const DIMENSION_RESOURCE: Record<string, string> = {

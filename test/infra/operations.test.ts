@@ -299,6 +299,7 @@ describe('backups', () => {
       'LoggedUsageFunction',
       'PaymentsFunction',
       'PaymentsReconcilerFunction',
+      'SignUpGuardFunction',
     ]);
     expect(schedules.map(name).sort()).toEqual([
       'BalanceCheck',

@@ -187,8 +187,9 @@ describe('functions', () => {
         }),
       },
     });
-    // No simulator; the dashboard and the balance watch (a custom domain).
-    expect(userFunctions(prod.template)).toHaveLength(8);
+    // No simulator; the dashboard, the balance watch and the sign-up guard (a custom domain), the
+    // payments reconciler.
+    expect(userFunctions(prod.template)).toHaveLength(9);
     prod.template.hasResourceProperties('AWS::Lambda::Function', {
       Environment: { Variables: Match.objectLike({ TIERS_CONFIG: TIERS }) },
     });

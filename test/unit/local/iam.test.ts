@@ -102,3 +102,27 @@ describe('firstDenied', () => {
     });
   });
 });
+
+describe('conditions (SES send, StringEquals on ses:FromAddress)', () => {
+  const identity = 'arn:aws:ses:local:000000000000:identity/example.com';
+  const statements: ResolvedStatement[] = [
+    {
+      effect: 'Allow',
+      actions: ['ses:SendEmail'],
+      resources: [identity],
+      conditions: { StringEquals: { 'ses:FromAddress': ['no-reply@example.com'] } },
+    },
+  ];
+  const needed = [{ action: 'ses:SendEmail', resource: identity }];
+
+  it('allows a request whose condition key matches (key names compared without case)', () => {
+    expect(firstDenied(statements, needed, { 'ses:fromaddress': 'no-reply@example.com' })).toBeUndefined();
+  });
+
+  it('denies another From address, and a request without the key', () => {
+    expect(firstDenied(statements, needed, { 'ses:fromaddress': 'ceo@example.com' })).toMatchObject({
+      explicit: false,
+    });
+    expect(firstDenied(statements, needed)).toMatchObject({ explicit: false });
+  });
+});
