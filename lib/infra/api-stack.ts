@@ -130,6 +130,7 @@ export interface ApiStackProps extends StackProps {
   /**
    * A custom domain (with an ACM certificate in us-east-1) lets CloudFront enforce TLS 1.2, and deploys
    * the dashboard: its origin must be known before the distribution exists (dashboard.ts says why).
+   * Required in prod (without it no customer could pay); both or neither.
    */
   domainName?: string;
   certificateArn?: string;
@@ -540,7 +541,7 @@ export class ApiStack extends Stack {
     // Stripe's webhook (payments.ts), behind the distribution with the API.
     const payments = new Payments(this, 'Stripe', { tables, tableEnv, logRetention, removalPolicy });
 
-    // The customers' dashboard (dashboard.ts), behind the distribution at /dashboard: with a custom domain only.
+    // The customers' dashboard (dashboard.ts), behind the distribution at /dashboard: where its origin is a literal.
     const dashboard = publicOrigin
       ? new Dashboard(this, 'CustomerDashboard', {
           stage: props.stage,
