@@ -488,6 +488,7 @@ describe('WAF', () => {
       reservedConcurrency: 5,
       alarmEmail: 'ops@example.com',
       monthlyBudgetUsd: 200,
+      ...PROD_DOMAIN,
       ...(region ? { env: { account: '123456789012', region } } : {}),
       ...props,
     });
