@@ -47,6 +47,8 @@ function build(app: App): void {
     ...(context('reserveSweeper') ? { reserveSweeper: context('reserveSweeper') !== 'false' } : {}),
     ...(tiersConfig ? { tiersConfig } : {}),
     ...(context('topUpUrl') ? { topUpUrl: context('topUpUrl') as string } : {}),
+    // A sandbox's dashboard without a custom domain: its distribution's own origin (docs/deploy.md).
+    ...(context('dashboardOrigin') ? { dashboardOrigin: context('dashboardOrigin') as string } : {}),
     ...(context('alarmEmail') ? { alarmEmail: context('alarmEmail') as string } : {}),
     ...(context('alarmTopicArn') ? { alarmTopicArn: context('alarmTopicArn') as string } : {}),
     ...(context('originSecretVersion')

@@ -41,14 +41,19 @@ export interface CompletionsConfig {
   keyCapsUrl?: string;
 }
 
-const DEFAULT_TOP_UP_URL = 'https://dashboard.example.com/settings/billing';
+/**
+ * The 402's `topUpUrl` where no page to pay on is deployed (a sandbox without a dashboard, or a process
+ * given no TOP_UP_URL): under .invalid, which never resolves (RFC 6761), so it can never send a
+ * customer to someone else's site, and its name says what is missing.
+ */
+export const NO_DASHBOARD_TOP_UP_URL = 'https://no-dashboard-deployed.invalid/dashboard/billing';
 
 export function loadCompletionsConfig(env: NodeJS.ProcessEnv = process.env): CompletionsConfig {
   const tiers = tiersFromEnv(env);
   if (!tiers) throw new Error('no upstream configured: set TIERS_CONFIG or UPSTREAM_BASE_URL');
   return {
     tiers,
-    topUpUrl: env.TOP_UP_URL || DEFAULT_TOP_UP_URL,
+    topUpUrl: env.TOP_UP_URL || NO_DASHBOARD_TOP_UP_URL,
     keepAliveMs: positiveIntFromEnv(env, 'KEEPALIVE_INTERVAL_MS', 10_000),
     // Before the first byte the client has seen nothing, and CloudFront gives the origin 30 s
     // (60 s as configured) to answer: a 10 s first-byte timeout per attempt and a 25 s budget for all

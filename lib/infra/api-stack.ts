@@ -44,6 +44,7 @@ import {
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
+import { NO_DASHBOARD_TOP_UP_URL } from '../../functions/completions/config.js';
 import { modelCatalog } from '../../functions/core/catalog.js';
 import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tiers.js';
 import { ORIGIN_READ_TIMEOUT_SECONDS } from '../../functions/shared/limits.js';
@@ -54,7 +55,7 @@ import { TableBackups } from './backup.js';
 import { BalanceWatch } from './balance-watch.js';
 import { ConfigurationError } from './configuration-error.js';
 import { DASHBOARD_PATHS, Dashboard } from './dashboard.js';
-import { edgeFunction } from './edge-function.js';
+import { dashboardHostFunction, edgeFunction } from './edge-function.js';
 import {
   DEFAULT_FUNCTION,
   EDGE_BEHAVIOURS,
@@ -68,6 +69,7 @@ import { FUNCTION_SETTINGS } from './function-settings.js';
 import { addGenerationMetrics, usageLinePattern } from './generation-metrics.js';
 import { applyNagSuppressions } from './nag-suppressions.js';
 import { Payments } from './payments.js';
+import { checkDashboardOrigin, checkTopUpUrl } from './public-origin.js';
 import { Reconciler } from './reconciler.js';
 import { keyDailyCapsEnv, ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
@@ -99,8 +101,18 @@ export interface ApiStackProps extends StackProps {
   completionsTimeoutSeconds?: number;
   /** Tier routing (TIERS_CONFIG JSON); required in prod, where there is no simulator. */
   tiersConfig?: string;
-  /** The 402 body's topUpUrl (default: the dashboard's billing page where it is deployed). */
+  /**
+   * The 402 body's topUpUrl: https, not a placeholder host (public-origin.ts). Default: the dashboard's
+   * billing page where it is deployed, else NO_DASHBOARD_TOP_UP_URL (a sandbox without one).
+   */
   topUpUrl?: string;
+  /**
+   * The dashboard's origin on a stack without a custom domain (the sandbox only): the distribution's
+   * own `https://<id>.cloudfront.net`, known after a first deploy and given as a literal on the next
+   * (docs/deploy.md, "A sandbox with the dashboard"). The dashboard, its Cognito URLs, the topUpUrl
+   * and its origin check are then on that origin.
+   */
+  dashboardOrigin?: string;
   /**
    * The dashboard's Cognito domain prefix (dashboard.ts; default the context value `authDomainPrefix`,
    * else `hosted-model-api-<stage>-<account id>`). Used only where the dashboard is deployed.
@@ -120,6 +132,7 @@ export interface ApiStackProps extends StackProps {
   /**
    * A custom domain (with an ACM certificate in us-east-1) lets CloudFront enforce TLS 1.2, and deploys
    * the dashboard: its origin must be known before the distribution exists (dashboard.ts says why).
+   * Required in prod (without it no customer could pay); both or neither.
    */
   domainName?: string;
   certificateArn?: string;
@@ -176,6 +189,23 @@ export class ApiStack extends Stack {
         'the prod stage needs an alarm destination: -c alarmEmail=<address> or -c alarmTopicArn=<arn>',
       );
     }
+    if (Boolean(props.domainName) !== Boolean(props.certificateArn)) {
+      throw new ConfigurationError(
+        'a custom domain needs both -c domainName=<name> and -c certificateArn=<its ACM certificate in us-east-1>',
+      );
+    }
+    if (!sandbox && !props.domainName) {
+      throw new ConfigurationError(
+        'the prod stage needs a custom domain: -c domainName=<name> -c certificateArn=<its ACM certificate in us-east-1>; without one there is no dashboard, so no customer can pay',
+      );
+    }
+    if (props.dashboardOrigin !== undefined && (!sandbox || props.domainName)) {
+      throw new ConfigurationError(
+        'dashboardOrigin is for a sandbox without a custom domain: with -c domainName the dashboard is on that domain',
+      );
+    }
+    if (props.dashboardOrigin !== undefined) checkDashboardOrigin(props.dashboardOrigin);
+    if (props.topUpUrl !== undefined) checkTopUpUrl(props.topUpUrl);
     if (!sandbox && props.monthlyBudgetUsd === undefined) {
       throw new ConfigurationError(
         'the prod stage needs a cost guardrail: -c monthlyBudgetUsd=<USD> (an AWS Budgets budget notifying the alarm topic at 80%)',
@@ -240,12 +270,18 @@ export class ApiStack extends Stack {
     // The functions behind CloudFront check its origin header (and may read its secret).
     const originEnv = { ORIGIN_VERIFY_SECRET_ARN: originSecret.secretArn };
 
-    // The public origin where it is a literal (a custom domain): only then is the dashboard deployed
-    // (dashboard.ts: with CloudFront's default domain its origin would be a dependency cycle), and its
-    // billing page is the 402's topUpUrl unless one is given.
-    const publicOrigin = props.domainName && props.certificateArn ? `https://${props.domainName}` : undefined;
+    // The public origin where it is a literal (a custom domain, or a sandbox's dashboardOrigin): only
+    // then is the dashboard deployed (dashboard.ts: CloudFront's default domain read from the
+    // distribution would be a dependency cycle), and its billing page is the 402's topUpUrl unless one
+    // is given. Without it (a sandbox's first deploy) the 402 names a page that never resolves.
+    const publicOrigin = props.domainName
+      ? `https://${props.domainName}`
+      : props.dashboardOrigin !== undefined
+        ? checkDashboardOrigin(props.dashboardOrigin)
+        : undefined;
     const topUpUrl =
-      props.topUpUrl ?? (publicOrigin ? `${publicOrigin}${DASHBOARD_PATHS.billing}` : undefined);
+      props.topUpUrl ??
+      (publicOrigin ? `${publicOrigin}${DASHBOARD_PATHS.billing}` : NO_DASHBOARD_TOP_UP_URL);
 
     // Per-key daily caps (-c keyDailyCaps=true; off by default): the cap's 402 names the dashboard's
     // Settings → API page, where a key's cap is set, where the dashboard is deployed.
@@ -295,7 +331,7 @@ export class ApiStack extends Stack {
         MAX_CONCURRENCY: String(
           props.reservedConcurrency ?? props.maxConcurrency ?? ACCOUNT_CONCURRENCY_DEFAULT,
         ),
-        ...(topUpUrl ? { TOP_UP_URL: topUpUrl } : {}),
+        TOP_UP_URL: topUpUrl,
         ...keyCapsEnv,
       },
     });
@@ -529,7 +565,8 @@ export class ApiStack extends Stack {
     const email = publicOrigin
       ? new EmailSending(this, 'Email', { domainName: new URL(publicOrigin).hostname })
       : undefined;
-    // The customers' dashboard (dashboard.ts), behind the distribution at /dashboard: with a custom domain only.
+    // The customers' dashboard (dashboard.ts), behind the distribution at /dashboard: where its origin is
+    // a literal (a custom domain, or a sandbox's -c dashboardOrigin).
     const dashboard =
       publicOrigin && email
         ? new Dashboard(this, 'CustomerDashboard', {
@@ -595,7 +632,16 @@ export class ApiStack extends Stack {
       compress: false,
     };
     const { functionAssociations: _keyCheck, ...keyless } = behaviour;
-    const siteBehaviour = (origin: IOrigin) => ({ ...keyless, origin });
+    // The dashboard's behaviours on a custom domain: the distribution's own name redirects to it there.
+    const dashboardHost = props.domainName ? dashboardHostFunction(this, props.domainName) : undefined;
+    const siteBehaviour = (fn: EdgeFunction, origin: IOrigin) =>
+      fn === 'dashboard' && dashboardHost
+        ? {
+            ...keyless,
+            origin,
+            functionAssociations: [{ function: dashboardHost, eventType: FunctionEventType.VIEWER_REQUEST }],
+          }
+        : { ...keyless, origin };
     // CloudFront caches an origin's error response (10 s by default) whatever the cache policy: one
     // account's 403 or a passing 5xx would then be served to other callers. A TTL of 0 for every
     // status CloudFront can cache means each error is the origin's answer to that request. Only the
@@ -656,8 +702,8 @@ export class ApiStack extends Stack {
       additionalBehaviors: Object.fromEntries(
         EDGE_BEHAVIOURS.filter(({ fn }) => origins[fn] !== undefined).map(({ pathPattern, fn }) => [
           pathPattern,
-          // The API key check is the API's: a site behaviour has no viewer-request function.
-          KEY_CHECKED[fn] ? { ...behaviour, origin: originFor(fn) } : siteBehaviour(originFor(fn)),
+          // The API key check is the API's: a site behaviour has none (the dashboard's, its host redirect).
+          KEY_CHECKED[fn] ? { ...behaviour, origin: originFor(fn) } : siteBehaviour(fn, originFor(fn)),
         ]),
       ),
     });

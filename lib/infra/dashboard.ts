@@ -4,7 +4,7 @@
  * secret in Secrets Manager, the function with exactly the grants its code needs, and its Function
  * URL, which the distribution reaches at `/dashboard` and `/dashboard/*` (edge-routes.ts).
  *
- * Deployed only on a stack with a custom domain (`-c domainName=... -c certificateArn=...`), and why:
+ * Deployed only where its origin is a literal (a custom domain, `-c domainName=... -c certificateArn=...`), and why:
  * the dashboard must know its public origin twice, in its function (DASHBOARD_ORIGIN: the CSRF check,
  * Checkout's return URLs, the OpenID redirect URI) and in the app client (its callback and logout
  * URLs). With CloudFront's default domain that origin is the distribution's own domain name, known
@@ -15,8 +15,9 @@
  * domain (the origin read per request from a header a viewer-request function sets, the callback URL
  * put on the client afterwards by a custom resource) each add a moving part to sign-in, the one path
  * that must not break; a customer-facing sign-in page on `*.cloudfront.net` is not what a product
- * ships either. Without a custom domain the stack has no dashboard and no behaviour for it
- * (README "Dashboard", docs/deploy.md "Connecting Cognito").
+ * ships either. A sandbox may still have one on its distribution's own name, given as a literal on a
+ * second deploy (`-c dashboardOrigin=`); without either the stack has no dashboard and no behaviour
+ * for it (docs/deploy.md "Connecting Cognito", "A sandbox with the dashboard").
  */
 import { Aws, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import {
@@ -89,7 +90,7 @@ export function signUpCapsOf(node: Construct['node']): typeof SIGN_UP_LIMIT_DEFA
 
 export interface DashboardProps {
   stage: 'sandbox' | 'prod';
-  /** The public origin, `https://<custom domain>`: a literal (the module comment says why). */
+  /** The public origin, `https://<custom domain>` or a sandbox's dashboardOrigin: a literal (the module comment says why). */
   origin: string;
   /**
    * The Cognito domain prefix (`https://<prefix>.auth.<region>.amazoncognito.com`), unique in its

@@ -143,3 +143,57 @@ export function edgeFunction(scope: Construct): CloudFrontFunction {
     code: FunctionCode.fromInline(edgeFunctionCode()),
   });
 }
+
+/**
+ * The viewer-request code of the dashboard's behaviours on a stack with a custom domain: a request
+ * that reached the distribution by another name (its own `<id>.cloudfront.net`) at `/dashboard` or
+ * `/dashboard/*` is sent to the same path and query on the custom domain, 301 for GET and HEAD and
+ * 308 (the method and body kept) for any other. The dashboard knows one origin, the custom domain's
+ * (its sign-in callback, its cookies, the origin check every form POST must pass), so on any other
+ * name its sign-in cannot complete and its forms are refused. Any other request passes unchanged (the
+ * API's behaviours do not run this code). The path and query are put back as CloudFront hands them
+ * over, with a control character, a space or `#` written as %XX: the Location header may hold
+ * none of them.
+ */
+export function dashboardHostCode(domainName: string): string {
+  return `var DOMAIN = ${json(domainName.toLowerCase())};
+var DASHBOARD = /^\\/dashboard(\\/|$)/;
+
+function safe(text) {
+  return text.replace(/[\\x00-\\x20\\x7f#]/g, function (c) {
+    return '%' + ('0' + c.charCodeAt(0).toString(16).toUpperCase()).slice(-2);
+  });
+}
+
+function query(querystring) {
+  var pairs = [];
+  for (var name in querystring) {
+    var values = querystring[name].multiValue || [querystring[name]];
+    for (var i = 0; i < values.length; i++)
+      pairs.push(values[i].value === '' ? safe(name) : safe(name) + '=' + safe(values[i].value));
+  }
+  return pairs.length ? '?' + pairs.join('&') : '';
+}
+
+function handler(event) {
+  var request = event.request;
+  var host = request.headers.host;
+  if (!host || host.value.toLowerCase().replace(/\\.$/, '') === DOMAIN) return request;
+  if (!DASHBOARD.test(request.uri)) return request;
+  var safeMethod = request.method === 'GET' || request.method === 'HEAD';
+  return {
+    statusCode: safeMethod ? 301 : 308,
+    statusDescription: safeMethod ? 'Moved Permanently' : 'Permanent Redirect',
+    headers: { location: { value: 'https://' + DOMAIN + safe(request.uri) + query(request.querystring) } }
+  };
+}`;
+}
+
+/** The dashboard behaviours' viewer-request function on a stack with a custom domain (dashboardHostCode). */
+export function dashboardHostFunction(scope: Construct, domainName: string): CloudFrontFunction {
+  return new CloudFrontFunction(scope, 'DashboardHost', {
+    comment: `Redirects /dashboard on any other host name to ${domainName} (301, 308 for a POST)`,
+    runtime: FunctionRuntime.JS_2_0,
+    code: FunctionCode.fromInline(dashboardHostCode(domainName)),
+  });
+}

@@ -13,7 +13,8 @@ import { type ApiFunction, ROUTES, type Route } from '../../functions/shared/rou
 /**
  * The functions behind the distribution: the API's (its route table), and the site's beside it: the
  * payments function, Stripe's webhook, and the customers' dashboard. The API key check at the edge
- * (edge-function.ts) is the API's: the site's behaviours have no viewer-request function (KEY_CHECKED).
+ * (edge-function.ts) is the API's: the site's behaviours do not run it (KEY_CHECKED); with a custom domain the
+ * dashboard's run their own, which redirects another host name to it (dashboardHostCode).
  */
 export type EdgeFunction = ApiFunction | 'payments' | 'dashboard';
 
@@ -25,8 +26,9 @@ const SITE_BEHAVIOURS: readonly { pathPattern: string; fn: Exclude<EdgeFunction,
   // Stripe posts its events here (docs/deploy.md, "Connecting Stripe"); the signature authenticates them.
   { pathPattern: STRIPE_WEBHOOK_PATH, fn: 'payments' },
   // The dashboard (functions/dashboard/): its pages, sign-in callback, forms and stylesheet. Deployed
-  // only on a stack with a custom domain (lib/infra/dashboard.ts says why); without one the stack
-  // leaves these two out, and /dashboard is an unknown path of the default behaviour (the API's).
+  // only where its origin is a literal, a custom domain or a sandbox's dashboardOrigin
+  // (lib/infra/dashboard.ts says why); without one the stack leaves these two out, and /dashboard is
+  // an unknown path of the default behaviour (the API's).
   { pathPattern: '/dashboard', fn: 'dashboard' },
   { pathPattern: '/dashboard/*', fn: 'dashboard' },
 ];

@@ -1,6 +1,7 @@
 import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
+import { NO_DASHBOARD_TOP_UP_URL } from '../../functions/completions/config.js';
 import { ApiStack, type ApiStackProps } from '../../lib/infra/api-stack.js';
 import { checkAuthDomainPrefix } from '../../lib/infra/dashboard.js';
 import { FUNCTION_SETTINGS } from '../../lib/infra/function-settings.js';
@@ -40,7 +41,7 @@ const behaviours = (all: Record<string, Resource>) =>
   ).DistributionConfig.CacheBehaviors;
 
 describe('the dashboard without a custom domain (the sandbox test stage)', () => {
-  it('is not deployed: no pool, no function, no behaviour, no output; the 402 keeps its default', () => {
+  it('is not deployed: no pool, no function, no behaviour, no output; the 402 names no page (dashboard-origin.test.ts)', () => {
     const all = resources(stackOf('sandbox').template);
     expect(ofType(all, 'AWS::Cognito::UserPool')).toEqual([]);
     expect(
@@ -49,7 +50,7 @@ describe('the dashboard without a custom domain (the sandbox test stage)', () =>
     expect(behaviours(all).map((b) => b.PathPattern)).not.toContain('/dashboard/*');
     expect(stackOf('sandbox').template.findOutputs('DashboardUrl')).toEqual({});
     const completions = one(all, 'AWS::Lambda::Function', 'CompletionsFunction')[1];
-    expect(envOf(completions).TOP_UP_URL).toBeUndefined();
+    expect(envOf(completions).TOP_UP_URL).toBe(NO_DASHBOARD_TOP_UP_URL);
   });
 });
 
@@ -207,7 +208,7 @@ describe('the dashboard with a custom domain (the prod test stage)', () => {
     ]);
   });
 
-  it('is reached at /dashboard and /dashboard/* without the key check, through a BUFFERED URL with the origin header', () => {
+  it('is reached at /dashboard and /dashboard/* without the key check (its host redirect only), through a BUFFERED URL with the origin header', () => {
     const everything = all();
     const [urlId, url] = one(everything, 'AWS::Lambda::Url', 'DashboardFunctionFunctionUrl');
     expect(url.Properties).toMatchObject({ AuthType: 'NONE', InvokeMode: 'BUFFERED' });
@@ -225,16 +226,17 @@ describe('the dashboard with a custom domain (the prod test stage)', () => {
     expect(origin?.OriginCustomHeaders?.map((h) => h.HeaderName)).toEqual(['x-origin-verify']);
     for (const behaviour of site) {
       expect(behaviour.TargetOriginId).toBe(origin?.Id);
-      expect(behaviour).not.toHaveProperty('FunctionAssociations');
+      // The redirect of another host name to the custom domain (dashboard-origin.test.ts), not the key check.
+      expect(JSON.stringify(behaviour.FunctionAssociations)).toMatch(/"DashboardHost[0-9A-F]{8}"/);
     }
   });
 
   it("points the 402's topUpUrl at its billing page, unless -c topUpUrl says otherwise", () => {
     const completions = one(all(), 'AWS::Lambda::Function', 'CompletionsFunction')[1];
     expect(envOf(completions).TOP_UP_URL).toBe(`${ORIGIN}/dashboard/billing`);
-    const given = quick({ ...PROD_PROPS, topUpUrl: 'https://pay.example.com/top-up' });
+    const given = quick({ ...PROD_PROPS, topUpUrl: 'https://pay.acme-billing.com/top-up' });
     given.hasResourceProperties('AWS::Lambda::Function', {
-      Environment: { Variables: Match.objectLike({ TOP_UP_URL: 'https://pay.example.com/top-up' }) },
+      Environment: { Variables: Match.objectLike({ TOP_UP_URL: 'https://pay.acme-billing.com/top-up' }) },
     });
   });
 

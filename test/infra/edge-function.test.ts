@@ -14,7 +14,7 @@ import {
 import type { ApiFunction } from '../../functions/shared/routes.js';
 import { routeOf } from '../../functions/shared/routing.js';
 import { MAX_REQUEST_BYTES, requestTooLarge } from '../../functions/shared/too-large.js';
-import { edgeFunctionCode } from '../../lib/infra/edge-function.js';
+import { dashboardHostCode, edgeFunctionCode } from '../../lib/infra/edge-function.js';
 import { edgeFunctionFor, KEY_CHECKED } from '../../lib/infra/edge-routes.js';
 
 const KEY = `svc_live_${'a1B2'.repeat(10)}xyz`;
@@ -328,5 +328,80 @@ describe('the viewer-request CloudFront function: a wrong base URL', () => {
       ),
       { numRuns: 500 },
     );
+  });
+});
+
+describe("the dashboard's viewer-request CloudFront function: another host name to the custom domain", () => {
+  const DOMAIN = 'api.acme.com';
+  /** The code as CloudFront runs it, for a request with this Host (absent: none), method, path and query. */
+  const host = runInNewContext(`${dashboardHostCode(DOMAIN)}; handler`) as (event: unknown) => unknown;
+  function visit(
+    hostName: string | undefined,
+    method: string,
+    uri: string,
+    querystring: Record<string, { value: string; multiValue?: { value: string }[] }> = {},
+  ) {
+    const headers = hostName === undefined ? {} : { host: { value: hostName } };
+    const request = { method, uri, querystring, headers, cookies: {} };
+    return { request, result: host({ version: '1.0', request, context: { requestId: REQUEST_ID } }) };
+  }
+  const location = (result: unknown) => (result as EdgeResponse).headers.location?.value;
+
+  it.each(['GET', 'HEAD'])(
+    "answers %s on the distribution's own name 301 to the same path on the domain",
+    (method) => {
+      for (const uri of ['/dashboard', '/dashboard/', '/dashboard/billing', '/dashboard/callback']) {
+        const { result } = visit('d111111abcdef8.cloudfront.net', method, uri);
+        expect((result as EdgeResponse).statusCode, uri).toBe(301);
+        expect(location(result), uri).toBe(`https://${DOMAIN}${uri}`);
+      }
+    },
+  );
+
+  it.each(['POST', 'PUT', 'DELETE', 'OPTIONS'])(
+    'answers %s 308, which keeps the method and body',
+    (method) => {
+      const { result } = visit('d111111abcdef8.cloudfront.net', method, '/dashboard/keys');
+      expect((result as EdgeResponse).statusCode).toBe(308);
+      expect((result as EdgeResponse).body).toBeUndefined();
+      expect(location(result)).toBe(`https://${DOMAIN}/dashboard/keys`);
+    },
+  );
+
+  it('keeps the query string: every value of a repeated name, a name without a value, as CloudFront hands them over', () => {
+    const { result } = visit('d111111abcdef8.cloudfront.net', 'GET', '/dashboard/callback', {
+      code: { value: 'abc' },
+      state: { value: 'x%2By' },
+      tier: { value: 'a', multiValue: [{ value: 'a' }, { value: 'b' }] },
+      flag: { value: '' },
+    });
+    expect(location(result)).toBe(
+      `https://${DOMAIN}/dashboard/callback?code=abc&state=x%2By&tier=a&tier=b&flag`,
+    );
+  });
+
+  it('writes a space, a control character or # as %XX: a Location header cannot carry them', () => {
+    const { result } = visit('d1.cloudfront.net', 'GET', '/dashboard/a b', { q: { value: 'x#y\u0001' } });
+    expect(location(result)).toBe(`https://${DOMAIN}/dashboard/a%20b?q=x%23y%01`);
+  });
+
+  it('passes a request on the custom domain through unchanged, in any case and with a final dot', () => {
+    for (const name of [DOMAIN, 'API.Acme.com', `${DOMAIN}.`]) {
+      const { request, result } = visit(name, 'POST', '/dashboard/keys');
+      expect(result, name).toBe(request);
+    }
+  });
+
+  it('passes any other path through unchanged (the API is not redirected), and a request without a Host', () => {
+    for (const uri of ['/api/v1/models', '/dashboards', '/stripe/webhook', '/', '/x/dashboard']) {
+      const { request, result } = visit('d111111abcdef8.cloudfront.net', 'GET', uri);
+      expect(result, uri).toBe(request);
+    }
+    const { request, result } = visit(undefined, 'GET', '/dashboard/');
+    expect(result).toBe(request);
+  });
+
+  it("fits CloudFront Functions' size quota", () => {
+    expect(Buffer.byteLength(dashboardHostCode(DOMAIN))).toBeLessThan(10 * 1024);
   });
 });

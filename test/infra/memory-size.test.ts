@@ -4,6 +4,7 @@ import { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ApiStack } from '../../lib/infra/api-stack.js';
 import { FUNCTION_SETTINGS } from '../../lib/infra/function-settings.js';
+import { PROD_DOMAIN } from './synth-offline.js';
 
 /** The functions' memory sizes (issue 15): measured defaults, and a CDK context value per function. */
 /** The repository's example tier configuration (a prod stack parses it at synth). */
@@ -18,6 +19,8 @@ function memorySizes(context: Record<string, unknown> = {}): Record<string, numb
     reservedConcurrency: 10,
     alarmEmail: 'ops@example.com',
     monthlyBudgetUsd: 100,
+    // Prod needs a custom domain (the dashboard, where customers pay).
+    ...PROD_DOMAIN,
   });
   const functions = Template.fromStack(stack).findResources('AWS::Lambda::Function');
   const sizes: Record<string, number> = {};

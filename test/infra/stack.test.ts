@@ -380,8 +380,12 @@ describe('CloudFront', () => {
 
   it("answers oversized bodies with its viewer-request function on every behaviour of the API's", () => {
     const { template } = prod;
-    template.resourceCountIs('AWS::CloudFront::Function', 1);
-    const fn = Object.values(template.findResources('AWS::CloudFront::Function'))[0] as {
+    // Its own, and the dashboard's host redirect (test/infra/dashboard-origin.test.ts).
+    template.resourceCountIs('AWS::CloudFront::Function', 2);
+    const [viewerRequestId, viewerRequest] = Object.entries(
+      template.findResources('AWS::CloudFront::Function'),
+    ).find(([id]) => id.startsWith('ViewerRequest')) ?? ['', undefined];
+    const fn = viewerRequest as {
       Properties: { FunctionCode: string; FunctionConfig: { Runtime: string } };
     };
     expect(fn.Properties.FunctionCode).toBe(edgeFunctionCode());
@@ -393,17 +397,19 @@ describe('CloudFront', () => {
       config.Properties.DistributionConfig.DefaultCacheBehavior,
       ...config.Properties.DistributionConfig.CacheBehaviors,
     ];
-    // The site's behaviours (Stripe's webhook, the dashboard) have none: the key check is the API's,
-    // and neither Stripe nor a browser sends a key.
+    // The site's behaviours (Stripe's webhook, the dashboard) do not run it: the key check is the
+    // API's, and neither Stripe nor a browser sends a key.
     const sitePaths = ['/stripe/webhook', '/dashboard', '/dashboard/*'];
     const site = behaviours.filter((b) =>
       sitePaths.includes(String((b as { PathPattern?: string }).PathPattern)),
     );
     expect(site).toHaveLength(3);
-    for (const behaviour of site) expect(behaviour).not.toHaveProperty('FunctionAssociations');
+    for (const behaviour of site) expect(JSON.stringify(behaviour)).not.toContain(`"${viewerRequestId}"`);
     for (const behaviour of behaviours.filter((b) => !site.includes(b)))
       expect(behaviour).toMatchObject({
-        FunctionAssociations: [{ EventType: 'viewer-request', FunctionARN: expect.anything() }],
+        FunctionAssociations: [
+          { EventType: 'viewer-request', FunctionARN: { 'Fn::GetAtt': [viewerRequestId, 'FunctionARN'] } },
+        ],
       });
   });
 
@@ -484,6 +490,7 @@ describe('WAF', () => {
       reservedConcurrency: 5,
       alarmEmail: 'ops@example.com',
       monthlyBudgetUsd: 200,
+      ...PROD_DOMAIN,
       ...(region ? { env: { account: '123456789012', region } } : {}),
       ...props,
     });

@@ -31,8 +31,21 @@ function offlineEnv(set: Record<string, string>): NodeJS.ProcessEnv {
   };
 }
 
-/** `npx cdk synth --quiet` with the README's prod flags and `more`; its exit code and standard error. */
+/** The README's prod line's custom domain, which prod needs (the dashboard, where customers pay). */
+const DOMAIN = [
+  '-c',
+  'domainName=api.example.com',
+  '-c',
+  'certificateArn=arn:aws:acm:us-east-1:123456789012:certificate/abc',
+];
+
+/** `npx cdk synth --quiet` with the README's prod flags, its custom domain included, and `more`. */
 async function synth(env: Record<string, string>, ...more: string[]) {
+  return synthWith(env, [...DOMAIN, ...more]);
+}
+
+/** `npx cdk synth --quiet` with the README's prod flags but its domain, and `more`; its exit code and standard error. */
+async function synthWith(env: Record<string, string>, more: string[]) {
   const out = mkdtempSync(join(tmpdir(), 'synth-misconfigured-'));
   dirs.push(out);
   const args = [
@@ -91,5 +104,43 @@ describe('a prod synth for a region other than us-east-1, with neither webAclArn
     const result = await synth({ AWS_REGION: 'us-east-1' }, '-c', 'monthlyBudgetUsd=-5');
     expect(result.code, result.stderr).toBe(1);
     expect(appLines(result.stderr)).toEqual(['error: monthlyBudgetUsd must be a positive number, got -5']);
+  }, 300_000);
+});
+
+describe('where a customer pays: the custom domain, the topUpUrl, a sandbox dashboard origin', () => {
+  it('a prod synth without a custom domain stops: one line, exit 1 (no dashboard, so no way to pay)', async () => {
+    const result = await synthWith({ AWS_REGION: 'us-east-1' }, []);
+    expect(result.code, result.stderr).toBe(1);
+    expect(result.stderr).not.toMatch(/^\s+at /m);
+    expect(appLines(result.stderr)).toEqual([
+      expect.stringMatching(
+        /^error: the prod stage needs a custom domain: -c domainName=<name> -c certificateArn=.*no customer can pay$/,
+      ),
+    ]);
+  }, 300_000);
+
+  it('a placeholder topUpUrl stops the synth: one line, exit 1', async () => {
+    const result = await synth(
+      { AWS_REGION: 'us-east-1' },
+      '-c',
+      'topUpUrl=https://dashboard.example.com/settings/billing',
+    );
+    expect(result.code, result.stderr).toBe(1);
+    expect(appLines(result.stderr)).toEqual([
+      expect.stringMatching(/^error: topUpUrl must be a page of your own .*\(dashboard\.example\.com\)/),
+    ]);
+  }, 300_000);
+
+  it("a sandbox's dashboardOrigin with a path stops the synth: one line, exit 1", async () => {
+    const result = await synthWith({ AWS_REGION: 'us-east-1' }, [
+      '-c',
+      'stage=sandbox',
+      '-c',
+      'dashboardOrigin=https://d111111abcdef8.cloudfront.net/dashboard',
+    ]);
+    expect(result.code, result.stderr).toBe(1);
+    expect(appLines(result.stderr)).toEqual([
+      expect.stringMatching(/^error: dashboardOrigin must be an https origin with no path .*it has a path/),
+    ]);
   }, 300_000);
 });
