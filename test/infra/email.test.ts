@@ -37,6 +37,7 @@ function flat(value: unknown): string {
   if (join) return join[1].map(flat).join(join[0]);
   return JSON.stringify(value);
 }
+// biome-ignore lint/suspicious/noTemplateCurlyInString: CloudFormation's own ${AWS::...} placeholders, as the template has them
 const ARN = 'arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:';
 const ofType = (all: Record<string, Resource>, type: string) =>
   Object.entries(all).filter(([, r]) => r.Type === type);
@@ -48,10 +49,17 @@ const one = (all: Record<string, Resource>, type: string, prefix = ''): [string,
 type Statement = { Action: string | string[]; Resource: unknown; Condition?: unknown };
 const statementsOfRole = (all: Record<string, Resource>, functionPrefix: string): Statement[] => {
   const [, fn] = one(all, 'AWS::Lambda::Function', functionPrefix);
-  const role = (fn.Properties?.Role as { 'Fn::GetAtt': [string] })['Fn::GetAtt'][0];
+  const role = ((fn.Properties as Record<string, unknown>).Role as { 'Fn::GetAtt': [string] })[
+    'Fn::GetAtt'
+  ][0];
   return ofType(all, 'AWS::IAM::Policy')
-    .filter(([, p]) => (p.Properties?.Roles as { Ref: string }[]).some((r) => r.Ref === role))
-    .flatMap(([, p]) => (p.Properties?.PolicyDocument as { Statement: Statement[] }).Statement);
+    .filter(([, p]) =>
+      ((p.Properties as Record<string, unknown>).Roles as { Ref: string }[]).some((r) => r.Ref === role),
+    )
+    .flatMap(
+      ([, p]) =>
+        ((p.Properties as Record<string, unknown>).PolicyDocument as { Statement: Statement[] }).Statement,
+    );
 };
 const sesStatements = (all: Record<string, Resource>) =>
   statementsOfRole(all, 'BalanceWatchFunction').filter((s) =>
@@ -151,7 +159,7 @@ describe('reputation alarms', () => {
       ComparisonOperator: 'GreaterThanOrEqualToThreshold',
       TreatMissingData: 'notBreaching',
     });
-    expect((alarm.Properties?.AlarmActions as unknown[]).length).toBe(1);
+    expect(((alarm.Properties as Record<string, unknown>).AlarmActions as unknown[]).length).toBe(1);
   });
 });
 
@@ -160,9 +168,9 @@ describe('sign-up protection', () => {
     const all = resources(prod.template);
     const [, pool] = one(all, 'AWS::Cognito::UserPool');
     const [guardId, guard] = one(all, 'AWS::Lambda::Function', 'SignUpGuardFunction');
-    expect(flat((pool.Properties?.LambdaConfig as { PreSignUp: unknown }).PreSignUp)).toBe(
-      `\${${guardId}.Arn}`,
-    );
+    expect(
+      flat(((pool.Properties as Record<string, unknown>).LambdaConfig as { PreSignUp: unknown }).PreSignUp),
+    ).toBe(`\${${guardId}.Arn}`);
     const env = (guard.Properties as { Environment: { Variables: Record<string, unknown> } }).Environment
       .Variables;
     expect(env).toMatchObject({

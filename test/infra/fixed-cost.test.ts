@@ -43,7 +43,7 @@ function fixedCounts(all: Record<string, Resource>): Counts {
       .reduce((a, b) => a + b, 0),
     webAcl: of('AWS::WAFv2::WebACL').length,
     wafRule: of('AWS::WAFv2::WebACL')
-      .map((w) => (w.Properties?.Rules as unknown[]).length)
+      .map((w) => ((w.Properties as Record<string, unknown>).Rules as unknown[]).length)
       .reduce((a, b) => a + b, 0),
     secret: of('AWS::SecretsManager::Secret').length,
     kmsKey: of('AWS::KMS::Key').length,

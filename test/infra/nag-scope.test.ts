@@ -44,8 +44,11 @@ describe('the wildcard acknowledgement (AwsSolutions-IAM5)', () => {
         .filter((r) => r.Type === 'AWS::IAM::Policy')
         .flatMap(
           (r) =>
-            (r.Properties?.PolicyDocument as { Statement: { Action: unknown; Resource: unknown }[] })
-              .Statement,
+            (
+              (r.Properties as Record<string, unknown>).PolicyDocument as {
+                Statement: { Action: unknown; Resource: unknown }[];
+              }
+            ).Statement,
         )
         .filter((s) => [s.Resource].flat().includes('*'));
       expect(wildcards.length).toBeGreaterThan(0);

@@ -37,7 +37,9 @@ describe.each(['sandbox', 'prod'] as const)("Stripe's webhook at the edge (%s)",
   it('tells the payments function where the origin secret is', () => {
     const all = resources(stackOf(stage).template);
     const [, fn] = one(all, 'AWS::Lambda::Function', 'PaymentsFunction');
-    const variables = (fn.Properties?.Environment as { Variables: Record<string, unknown> }).Variables;
+    const variables = (
+      (fn.Properties as Record<string, unknown>).Environment as { Variables: Record<string, unknown> }
+    ).Variables;
     const [secretId] = one(all, 'AWS::SecretsManager::Secret', 'OriginVerify');
     expect(variables.ORIGIN_VERIFY_SECRET_ARN).toEqual({ Ref: secretId });
   });
