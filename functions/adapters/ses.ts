@@ -19,6 +19,20 @@ export interface Email {
   text: string;
 }
 
+/**
+ * SES's answers that refuse the message itself, so that sending it again fails again: its content or
+ * its recipient (MessageRejected: in the sandbox, also an unverified recipient), or a malformed
+ * request (BadRequestException). Refusals of the sender or the account (AccessDeniedException,
+ * SendingPausedException, AccountSuspendedException, MailFromDomainNotVerifiedException) are not:
+ * fixed, every waiting e-mail goes out.
+ */
+const PERMANENT_REFUSALS = new Set(['MessageRejected', 'BadRequestException']);
+
+/** Whether sendEmail's error refuses that one message for good. */
+export function permanentSesError(error: unknown): boolean {
+  return error instanceof AwsCallError && PERMANENT_REFUSALS.has(error.name);
+}
+
 /** Sends one e-mail (a "Simple" plain-text message: SES assembles the MIME); resolves with SES's MessageId. */
 export async function sendEmail(where: SesWhere, email: Email): Promise<string> {
   const text = await callAws(where, {

@@ -13,10 +13,10 @@ import type Stripe from 'stripe';
 import { credentialsFromEnv, regionalHost } from '../adapters/dynamodb/connection.js';
 import { getStore } from '../adapters/dynamodb/index.js';
 import { WatchItems } from '../adapters/dynamodb/watch.js';
-import { sendEmail } from '../adapters/ses.js';
+import { permanentSesError, sendEmail } from '../adapters/ses.js';
 import { stripeSettings } from '../payments/config.js';
 import { offSessionPayments, stripeClient } from '../payments/stripe-api.js';
-import { logContext, logger } from '../shared/observability.js';
+import { logContext, logger, recordEmailsDeadLettered } from '../shared/observability.js';
 import { runWatch, type WatchRun } from './watch.js';
 
 /** One SDK client per instance, rebuilt only when the key changes (a rotation). */
@@ -46,13 +46,16 @@ export const handler = middy<unknown, WatchRun>()
       payments,
       mailer: {
         send: (email) => sendEmail({ url, region, credentials: () => credentialsFromEnv(env) }, email),
+        permanent: permanentSesError,
       },
       from,
       now: () => new Date(),
       ...(env.BILLING_URL ? { billingUrl: env.BILLING_URL } : {}),
     });
     logger.info('balance watch run', { ...result });
-    // A run that failed on an account or an e-mail fails the invocation: the Errors alarm sees it.
+    recordEmailsDeadLettered(result.deadLettered);
+    // A run that failed on an account or an e-mail fails the invocation: the Errors alarm sees it (a
+    // dead-lettered e-mail is not a failure: its own metric and alarm, EmailsDeadLettered).
     if (result.failures > 0) throw new Error(`balance watch: ${result.failures} failure(s), see the log`);
     return result;
   });

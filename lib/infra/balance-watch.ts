@@ -11,7 +11,7 @@
  * (`ses:FromAddress`), as the identity's address or its domain.
  */
 import { Arn, ArnFormat, Duration, type RemovalPolicy, Stack } from 'aws-cdk-lib';
-import { Alarm, ComparisonOperator, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
+import { Alarm, ComparisonOperator, Metric, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
@@ -24,6 +24,7 @@ import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { WATCH_INTERVAL_MINUTES } from '../../functions/balance-watch/schedule.js';
 import { DASHBOARD_TABLE_ENV, INDEX } from '../tables.js';
+import { SERVICE_DIMENSIONS, SERVICE_NAMESPACE } from './alarms.js';
 import { ServiceFunction } from './service-function.js';
 
 /** Its timeout and memory: a page of watch items, a read and a write or two each, an e-mail or a Stripe call. */
@@ -146,6 +147,24 @@ export class BalanceWatch extends Construct {
         'The balance watch failed: a low-balance e-mail or an auto top-up waits for the next run (its log says why)',
     });
     alarm.addAlarmAction(new SnsAction(props.alarmTopic));
+    // An e-mail taken out of the outbox unsent (functions/balance-watch/watch.ts): SES refused it for
+    // good, or it failed a dozen runs. Not a watch error (later runs are clean); its own alarm.
+    const deadLettered = new Alarm(scope, 'BalanceWatchEmailsDeadLettered', {
+      metric: new Metric({
+        namespace: SERVICE_NAMESPACE,
+        metricName: 'EmailsDeadLettered',
+        dimensionsMap: { ...SERVICE_DIMENSIONS },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      }),
+      threshold: 1,
+      evaluationPeriods: 1,
+      comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: TreatMissingData.NOT_BREACHING,
+      alarmDescription:
+        'A low-balance or auto-top-up e-mail was not sent and will not be retried (SES refused it, or it failed a dozen runs): its customer was not told. docs/operations.md, "Balance watch"',
+    });
+    deadLettered.addAlarmAction(new SnsAction(props.alarmTopic));
 
     // The payments webhook: a save-card Checkout's card, an auto top-up's success (its in-flight mark
     // cleared) or decline (switched off, an e-mail queued: a transaction's Update and Put).

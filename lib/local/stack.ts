@@ -110,9 +110,10 @@ export interface LocalStack {
   ses: RunningSesStandIn;
   /**
    * One run of the balance watch (functions/balance-watch/watch.ts), as its timer runs it, with its
-   * role's credentials (DynamoDB through the IAM layer, SES signed), Stripe through the stand-in.
+   * role's credentials (DynamoDB through the IAM layer, SES signed), Stripe through the stand-in;
+   * `from`: another sender than the verified one (SES refuses it: MessageRejected).
    */
-  watch(): Promise<import('../../functions/balance-watch/watch.js').WatchRun>;
+  watch(options?: { from?: string }): Promise<import('../../functions/balance-watch/watch.js').WatchRun>;
   /** The dashboard: `<emulator origin>/dashboard/`, behind the emulated distribution as in AWS. */
   dashboardUrl: string;
   /** The dashboard's table (sessions, OpenID subject links), named with the stack's table prefix. */
@@ -406,20 +407,21 @@ async function localWatch(
 ): Promise<LocalStack['watch']> {
   const { runWatch } = await import('../../functions/balance-watch/watch.js');
   const { WatchItems } = await import('../../functions/adapters/dynamodb/watch.js');
-  const { sendEmail } = await import('../../functions/adapters/ses.js');
+  const { permanentSesError, sendEmail } = await import('../../functions/adapters/ses.js');
   const { offSessionPayments, stripeClient } = await import('../../functions/payments/stripe-api.js');
   const watches = new WatchItems({ client: store.client, tables: store.tables, wire: store.wire });
   const payments = offSessionPayments(stripeClient({ apiKey: stripe.apiKey, apiBase: stripe.url }));
   const credentials = credentialsOf('balanceWatch');
-  return () =>
+  return (options = {}) =>
     runWatch({
       watches,
       store,
       payments: async () => payments,
       mailer: {
         send: (email) => sendEmail({ url: ses.url, region: 'local', credentials: () => credentials }, email),
+        permanent: permanentSesError,
       },
-      from: ses.sender,
+      from: options.from ?? ses.sender,
       now: () => new Date(),
       ...(process.env.TOP_UP_URL ? { billingUrl: process.env.TOP_UP_URL } : {}),
     });

@@ -6,7 +6,7 @@
  * take it below X, two runs at once create exactly one off-session PaymentIntent at the stand-in,
  * and the webhook, sent its event three times and out of order, credits exactly Y once; a decline
  * and an authentication_required switch it off, store the reason, e-mail the customer and credit
- * nothing. The watch runs with its own role (every DynamoDB call held to its synthesized policy), the
+ * nothing. An e-mail SES refuses for good is dead-lettered once, not retried. The watch runs with its own role (every DynamoDB call held to its synthesized policy), the
  * payments function with its own, the dashboard with its own: a refused call fails this file.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -113,6 +113,23 @@ describe('low-balance alert', () => {
     await Promise.all([local.watch(), local.watch()]);
     await local.watch();
     expect(mailTo(accountId)).toHaveLength(2);
+  });
+
+  it('an e-mail SES refuses for good (MessageRejected: a sender not verified) is dead-lettered, not a failure, and not sent again', async () => {
+    const { accountId } = await newAccount(target, '10');
+    await watches.setAlert(accountId, 5_000, addressOf(accountId), new Date().toISOString());
+    const refused = await local.watch({ from: 'not-verified@example.com' });
+    expect(refused).toMatchObject({ failures: 0 });
+    expect(refused.deadLettered).toBeGreaterThanOrEqual(1);
+    const dead = (await watches.deadLetters()).filter((d) => d.accountId === accountId);
+    expect(dead).toHaveLength(1);
+    expect(dead[0]).toMatchObject({ to: addressOf(accountId), attempts: 1 });
+    expect(dead[0]?.reason).toContain('MessageRejected');
+    expect((await watches.pendingMessages()).filter((m) => m.accountId === accountId)).toEqual([]);
+    // The next run (the verified sender again) neither sends it nor fails on it.
+    expect(await local.watch()).toMatchObject({ failures: 0 });
+    expect(mailTo(accountId)).toEqual([]);
+    expect((await watches.getWatch(accountId))?.alertState).toBe('sent');
   });
 
   it('refuses an unsigned SendEmail as SES does', async () => {
