@@ -184,7 +184,7 @@ async function charge(deps: WatchDeps, watch: Watch, seq: number, run: WatchRun)
     deps.now().toISOString(),
   );
   if (switched) run.switchedOff += 1;
-  logger.warn('balance watch: auto top-up declined, switched off', {
+  logger.warn('balance watch: auto top-up declined or refused, switched off', {
     accountId: watch.accountId,
     seq,
     code: result.code,

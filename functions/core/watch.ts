@@ -12,8 +12,9 @@
  *             idle --(balance < below)--> in flight (topUpSeq + 1): one off-session PaymentIntent,
  *             idempotency key `auto-top-up:<accountId>:<seq>`
  *             in flight --(payment_intent.succeeded: credited by the webhook)--> idle
- *             in flight --(a decline or authentication_required)--> idle, switched off with its
- *             reason, an e-mail queued
+ *             in flight --(a decline, authentication_required, or a request Stripe refuses for good:
+ *             the customer deleted, the card detached)--> idle, switched off with its reason, an
+ *             e-mail queued
  */
 
 /** The alert's state: `armed` e-mails at the next crossing below the threshold; `sent` waits for a rise. */
