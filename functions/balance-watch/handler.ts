@@ -16,7 +16,7 @@ import { WatchItems } from '../adapters/dynamodb/watch.js';
 import { permanentSesError, sendEmail } from '../adapters/ses.js';
 import { stripeSettings } from '../payments/config.js';
 import { offSessionPayments, stripeClient } from '../payments/stripe-api.js';
-import { logContext, logger, recordEmailsDeadLettered } from '../shared/observability.js';
+import { logContext, logger, recordEmailsDeadLettered, recordWatchRun } from '../shared/observability.js';
 import { runWatch, type WatchRun } from './watch.js';
 
 /** One SDK client per instance, rebuilt only when the key changes (a rotation). */
@@ -53,6 +53,7 @@ export const handler = middy<unknown, WatchRun>()
       ...(env.BILLING_URL ? { billingUrl: env.BILLING_URL } : {}),
     });
     logger.info('balance watch run', { ...result });
+    recordWatchRun();
     recordEmailsDeadLettered(result.deadLettered);
     // A run that failed on an account or an e-mail fails the invocation: the Errors alarm sees it (a
     // dead-lettered e-mail is not a failure: its own metric and alarm, EmailsDeadLettered).

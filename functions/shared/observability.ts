@@ -134,6 +134,15 @@ export function recordSweep(): void {
 }
 
 /**
+ * A balance-watch run finished (whatever failed in it, which its own alarm reports): the heartbeat
+ * the `BalanceWatchStopped` alarm watches (no run in 5 minutes: stopped, or every run timing out).
+ */
+export function recordWatchRun(): void {
+  metrics.addMetric('BalanceWatchRuns', MetricUnit.Count, 1);
+  metrics.publishStoredMetrics();
+}
+
+/**
  * Low-balance and auto-top-up e-mails the balance watch took out of its outbox unsent (SES refused
  * them for good, or too many attempts failed): `EmailsDeadLettered`, alarmed. Nothing for a run with none.
  */

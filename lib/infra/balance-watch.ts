@@ -37,6 +37,16 @@ function checkAlertSender(sender: string): string {
   return sender;
 }
 
+/** A metric the service emits itself (EMF, functions/shared/observability.ts), summed over 5 minutes. */
+const serviceMetric = (metricName: string) =>
+  new Metric({
+    namespace: SERVICE_NAMESPACE,
+    metricName,
+    dimensionsMap: { ...SERVICE_DIMENSIONS },
+    statistic: 'Sum',
+    period: Duration.minutes(5),
+  });
+
 export interface BalanceWatchProps {
   tables: { accounts: TableV2 };
   /** The dashboard's table: the watch items live there (functions/adapters/dynamodb/watch.ts). */
@@ -150,13 +160,7 @@ export class BalanceWatch extends Construct {
     // An e-mail taken out of the outbox unsent (functions/balance-watch/watch.ts): SES refused it for
     // good, or it failed a dozen runs. Not a watch error (later runs are clean); its own alarm.
     const deadLettered = new Alarm(scope, 'BalanceWatchEmailsDeadLettered', {
-      metric: new Metric({
-        namespace: SERVICE_NAMESPACE,
-        metricName: 'EmailsDeadLettered',
-        dimensionsMap: { ...SERVICE_DIMENSIONS },
-        statistic: 'Sum',
-        period: Duration.minutes(5),
-      }),
+      metric: serviceMetric('EmailsDeadLettered'),
       threshold: 1,
       evaluationPeriods: 1,
       comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
@@ -165,6 +169,18 @@ export class BalanceWatch extends Construct {
         'A low-balance or auto-top-up e-mail was not sent and will not be retried (SES refused it, or it failed a dozen runs): its customer was not told. docs/operations.md, "Balance watch"',
     });
     deadLettered.addAlarmAction(new SnsAction(props.alarmTopic));
+    // Its heartbeat, as the sweeper's: no finished run in 5 minutes (missing data breaches) is a watch
+    // that is not running (its schedule disabled, or every run timing out), which no error alarms.
+    const stopped = new Alarm(scope, 'BalanceWatchStopped', {
+      metric: serviceMetric('BalanceWatchRuns'),
+      threshold: 1,
+      evaluationPeriods: 1,
+      comparisonOperator: ComparisonOperator.LESS_THAN_THRESHOLD,
+      treatMissingData: TreatMissingData.BREACHING,
+      alarmDescription:
+        'No balance-watch run finished in 5 minutes: no low-balance e-mail and no auto top-up is being started',
+    });
+    stopped.addAlarmAction(new SnsAction(props.alarmTopic));
 
     // The payments webhook: a save-card Checkout's card, an auto top-up's success (its in-flight mark
     // cleared) or decline (switched off, an e-mail queued: a transaction's Update and Put).

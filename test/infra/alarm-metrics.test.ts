@@ -146,6 +146,7 @@ const RECORD_ARGUMENTS: Record<string, unknown[]> = {
   recordDeferredSettlementCompleted: [],
   recordLoggedUsage: [{ billed: 1, unreadable: 1 }],
   recordEmailsDeadLettered: [1],
+  recordWatchRun: [],
 };
 
 /** What the service's code emits as EMF, run with the deployed function's settings. */
