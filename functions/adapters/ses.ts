@@ -37,6 +37,14 @@ export function permanentRefusal(error: unknown, email: Email): boolean {
   );
 }
 
+/**
+ * Whether sendEmail's error refuses that one message for good (sendEmail marks it `permanent` by
+ * permanentRefusal above): sending it again would fail again.
+ */
+export function permanentSesError(error: unknown): boolean {
+  return error instanceof AwsCallError && (error as { permanent?: unknown }).permanent === true;
+}
+
 /** Sends one e-mail (a "Simple" plain-text message: SES assembles the MIME); resolves with SES's MessageId. */
 export async function sendEmail(where: SesWhere, email: Email): Promise<string> {
   try {

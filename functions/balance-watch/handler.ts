@@ -13,10 +13,10 @@ import type Stripe from 'stripe';
 import { credentialsFromEnv, regionalHost } from '../adapters/dynamodb/connection.js';
 import { getStore } from '../adapters/dynamodb/index.js';
 import { WatchItems } from '../adapters/dynamodb/watch.js';
-import { sendEmail } from '../adapters/ses.js';
+import { permanentSesError, sendEmail } from '../adapters/ses.js';
 import { stripeSettings } from '../payments/config.js';
 import { offSessionPayments, stripeClient } from '../payments/stripe-api.js';
-import { logContext, logger } from '../shared/observability.js';
+import { logContext, logger, recordEmailsDeadLettered, recordWatchRun } from '../shared/observability.js';
 import { sdkLookup } from './lookup.js';
 import { runWatch, type WatchRun } from './watch.js';
 
@@ -48,6 +48,7 @@ export const handler = middy<unknown, WatchRun>()
       payments,
       mailer: {
         send: (email) => sendEmail({ url, region, credentials: () => credentialsFromEnv(env) }, email),
+        permanent: permanentSesError,
       },
       from,
       now: () => new Date(),
@@ -62,7 +63,10 @@ export const handler = middy<unknown, WatchRun>()
         })(watch),
     });
     logger.info('balance watch run', { ...result });
-    // A run that failed on an account or an e-mail fails the invocation: the Errors alarm sees it.
+    recordWatchRun();
+    recordEmailsDeadLettered(result.deadLettered);
+    // A run that failed on an account or an e-mail fails the invocation: the Errors alarm sees it (a
+    // dead-lettered e-mail is not a failure: its own metric and alarm, EmailsDeadLettered).
     if (result.failures > 0) throw new Error(`balance watch: ${result.failures} failure(s), see the log`);
     return result;
   });

@@ -3,7 +3,9 @@
  * stack's timer): for each watched account, its balance over all its slices (one exact snapshot,
  * `Store.getAccount`), then the low-balance alert's and the auto top-up's state machines
  * (functions/core/watch.ts), each transition one conditional write; then the outbox, each e-mail
- * claimed (a lease), sent through SES and deleted once SES took it. Never on the request path: a
+ * claimed (a lease), sent through SES and deleted once SES took it, or dead-lettered (out of the
+ * outbox, never sent again, counted) once SES refused it for good or MAX_SEND_ATTEMPTS runs failed
+ * to send it: one bad address never fails every run after it. Never on the request path: a
  * settlement and its reply wait for none of this. Two runs at once (EventBridge may deliver twice)
  * act once: of two identical conditional writes one fails, and of two claims one.
  */
@@ -27,6 +29,8 @@ interface Mailer {
    * `permanent` is true when SES will never take that message.
    */
   send(message: { from: string; to: string; subject: string; text: string }): Promise<string>;
+  /** Whether `send`'s error refuses this message for good (sending it again fails the same way). */
+  permanent?(error: unknown): boolean;
 }
 
 export interface WatchDeps {
@@ -51,6 +55,9 @@ export interface WatchRun {
   topUps: number;
   switchedOff: number;
   sent: number;
+  /** E-mails taken out of the outbox unsent (the EmailsDeadLettered metric). */
+  deadLettered: number;
+  /** Accounts and e-mails that failed and wait for a later run (the function's error). */
   failures: number;
 }
 
@@ -58,6 +65,11 @@ export interface WatchRun {
 const RETRY_UNANSWERED_MS = 60_000;
 /** How long a run holds an e-mail it is sending before another may send it (SES answers in seconds). */
 const SEND_LEASE_MS = 5 * 60_000;
+/**
+ * Attempts an e-mail gets when SES fails it for a reason that may pass (throttling, an outage, the
+ * role or the identity misconfigured): one per lease, so about an hour. Then it is dead-lettered.
+ */
+export const MAX_SEND_ATTEMPTS = 12;
 
 const usdText = (nano: bigint): string => {
   const negative = nano < 0n;
@@ -77,6 +89,7 @@ export async function runWatch(deps: WatchDeps): Promise<WatchRun> {
     topUps: 0,
     switchedOff: 0,
     sent: 0,
+    deadLettered: 0,
     failures: 0,
   };
   const watches = await deps.watches.listWatches();
@@ -180,7 +193,7 @@ async function charge(deps: WatchDeps, watch: Watch, seq: number, run: WatchRun)
     deps.now().toISOString(),
   );
   if (switched) run.switchedOff += 1;
-  logger.warn('balance watch: auto top-up declined, switched off', {
+  logger.warn('balance watch: auto top-up declined or refused, switched off', {
     accountId: watch.accountId,
     seq,
     code: result.code,
@@ -191,7 +204,8 @@ async function charge(deps: WatchDeps, watch: Watch, seq: number, run: WatchRun)
 async function sendOutbox(deps: WatchDeps, run: WatchRun): Promise<void> {
   for (const message of await deps.watches.pendingMessages()) {
     const nowMs = deps.now().getTime();
-    if (!(await deps.watches.claimMessage(message.id, nowMs + SEND_LEASE_MS, nowMs))) continue;
+    const attempt = await deps.watches.claimMessage(message.id, nowMs + SEND_LEASE_MS, nowMs);
+    if (attempt === undefined) continue;
     try {
       await deps.mailer.send({
         from: deps.from,
@@ -200,14 +214,38 @@ async function sendOutbox(deps: WatchDeps, run: WatchRun): Promise<void> {
         text: message.text,
       });
     } catch (error) {
-      run.failures += 1;
-      logger.error('balance watch: e-mail not sent', { id: message.id, error });
-      // Refused for good (its recipient: functions/adapters/ses.ts): dropped, not retried every run.
-      if ((error as { permanent?: unknown }).permanent === true) await deps.watches.deleteMessage(message.id);
-      // Otherwise kept: its lease lapses and a later run sends it.
+      const permanent = deps.mailer.permanent?.(error) === true;
+      if (!permanent && attempt < MAX_SEND_ATTEMPTS) {
+        // Kept: its lease lapses and a later run sends it.
+        run.failures += 1;
+        logger.error('balance watch: e-mail not sent', { id: message.id, attempt, error });
+        continue;
+      }
+      await deadLetter(deps, run, message.id, permanent, attempt, error);
       continue;
     }
     await deps.watches.deleteMessage(message.id);
     run.sent += 1;
+  }
+}
+
+/** An e-mail out of the outbox: counted (alarmed), never a failure of the run: later runs are clean. */
+async function deadLetter(
+  deps: WatchDeps,
+  run: WatchRun,
+  id: string,
+  permanent: boolean,
+  attempt: number,
+  error: unknown,
+): Promise<void> {
+  const said = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  const reason = permanent ? `refused: ${said}` : `${attempt} attempts failed, the last: ${said}`;
+  try {
+    if (await deps.watches.deadLetter(id, reason, deps.now().toISOString())) run.deadLettered += 1;
+    logger.warn('balance watch: e-mail dead-lettered', { id, attempt, permanent, error });
+  } catch (failure) {
+    // Still in the outbox: the next run tries again (and dead-letters it then).
+    run.failures += 1;
+    logger.error('balance watch: e-mail could not be dead-lettered', { id, error: failure });
   }
 }

@@ -12,8 +12,9 @@
  *             idle --(balance < below)--> in flight (topUpSeq + 1): one off-session PaymentIntent,
  *             idempotency key `auto-top-up:<accountId>:<seq>`
  *             in flight --(payment_intent.succeeded: credited by the webhook)--> idle
- *             in flight --(a decline or authentication_required)--> idle, switched off with its
- *             reason, an e-mail queued
+ *             in flight --(a decline, authentication_required, or a request Stripe refuses for good:
+ *             the customer deleted, the card detached)--> idle, switched off with its reason, an
+ *             e-mail queued
  */
 
 /** The alert's state: `armed` e-mails at the next crossing below the threshold; `sent` waits for a rise. */
@@ -64,9 +65,17 @@ export interface OutboxMessage {
   subject: string;
   text: string;
   createdAt: string;
+  /** How many runs have tried to send it (each claim is one). */
+  attempts: number;
 }
 
-export type NewMessage = Omit<OutboxMessage, 'id' | 'accountId' | 'createdAt'>;
+export type NewMessage = Omit<OutboxMessage, 'id' | 'accountId' | 'createdAt' | 'attempts'>;
+
+/** An e-mail taken out of the outbox unsent: SES refused it for good, or it failed too many times. */
+export interface DeadLetter extends OutboxMessage {
+  reason: string;
+  deadAt: string;
+}
 
 /** The card a Checkout with `setup_future_usage` saved. `from`: when its session was made (epoch s). */
 export interface SavedCard {
@@ -119,9 +128,16 @@ export interface WatchStore {
 
   /** The outbox, oldest first. */
   pendingMessages(): Promise<OutboxMessage[]>;
-  /** Takes a message to send until `untilMs`, unless another run holds it (a lease: a crash resends). */
-  claimMessage(id: string, untilMs: number, nowMs: number): Promise<boolean>;
+  /**
+   * Takes a message to send until `untilMs`, unless another run holds it (a lease: a crash resends)
+   * or it left the outbox; resolves with the attempt this claim starts (1 for the first), or undefined.
+   */
+  claimMessage(id: string, untilMs: number, nowMs: number): Promise<number | undefined>;
   deleteMessage(id: string): Promise<void>;
+  /** Out of the outbox (never sent again) into the dead letters, with why; false if it was not in the outbox. */
+  deadLetter(id: string, reason: string, now: string): Promise<boolean>;
+  /** The dead letters, oldest first (for the operator). */
+  deadLetters(): Promise<DeadLetter[]>;
 
   /** The e-mail address an OpenID subject signed in with last (its ID token's `email`). */
   rememberEmail(subject: string, email: string, now: string): Promise<void>;

@@ -154,8 +154,13 @@ export interface OffSessionRequest {
  * What Stripe answered a confirmed off-session PaymentIntent: created (succeeded, or processing: the
  * webhook says the outcome), or declined: Stripe answers a card that is declined or that needs its
  * holder to authenticate with a 402 `card_error` (code `card_declined`, `authentication_required`...)
- * carrying the PaymentIntent, left in `requires_payment_method`. Anything else (a network failure, a
- * 5xx) throws: the same call with the same idempotency key is safe to make again.
+ * carrying the PaymentIntent, left in `requires_payment_method`; and a request it refuses for good
+ * with a 400, 402 or 404 `invalid_request_error` (or `idempotency_error`): the customer deleted
+ * (`resource_missing`, param `customer`), the payment method detached or gone (param
+ * `payment_method`). Asking again with the same key gets the same answer, so it is final too, with
+ * no PaymentIntent. Anything else throws, and the same call with the same idempotency key is safe to
+ * make again: a network failure, 429, 409 (a request with the same key still running), 5xx, 424,
+ * and 401 or 403 (the service's own key or its permissions: no customer's doing).
  */
 type OffSessionResult =
   | { kind: 'created'; paymentIntent: string; status: string }
@@ -164,6 +169,9 @@ type OffSessionResult =
 export interface OffSessionPayments {
   createOffSession(request: OffSessionRequest, idempotencyKey: string): Promise<OffSessionResult>;
 }
+
+/** The HTTP statuses of an answer that refuses the off-session charge itself, for good. */
+const REFUSED_FOR_GOOD = new Set([400, 402, 404]);
 
 /** The off-session charge on the SDK: `confirm: true, off_session: true`, the caller's idempotency key. */
 export function offSessionPayments(client: Stripe): OffSessionPayments {
@@ -184,14 +192,22 @@ export function offSessionPayments(client: Stripe): OffSessionPayments {
         );
         return { kind: 'created', paymentIntent: intent.id, status: intent.status };
       } catch (error) {
-        if (!(error instanceof Stripe.errors.StripeCardError)) throw error;
-        const paymentIntent = idOf(error.payment_intent);
-        return {
-          kind: 'declined',
-          code: error.code ?? 'card_declined',
-          message: error.message,
-          ...(paymentIntent ? { paymentIntent } : {}),
-        };
+        if (error instanceof Stripe.errors.StripeCardError) {
+          const paymentIntent = idOf(error.payment_intent);
+          return {
+            kind: 'declined',
+            code: error.code ?? 'card_declined',
+            message: error.message,
+            ...(paymentIntent ? { paymentIntent } : {}),
+          };
+        }
+        if (error instanceof Stripe.errors.StripeError && REFUSED_FOR_GOOD.has(error.statusCode ?? 0))
+          return {
+            kind: 'declined',
+            code: error.code ?? error.rawType ?? 'invalid_request_error',
+            message: error.message,
+          };
+        throw error;
       }
     },
   };

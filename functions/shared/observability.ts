@@ -133,6 +133,25 @@ export function recordSweep(): void {
   metrics.publishStoredMetrics();
 }
 
+/**
+ * A balance-watch run finished (whatever failed in it, which its own alarm reports): the heartbeat
+ * the `BalanceWatchStopped` alarm watches (no run in 5 minutes: stopped, or every run timing out).
+ */
+export function recordWatchRun(): void {
+  metrics.addMetric('BalanceWatchRuns', MetricUnit.Count, 1);
+  metrics.publishStoredMetrics();
+}
+
+/**
+ * Low-balance and auto-top-up e-mails the balance watch took out of its outbox unsent (SES refused
+ * them for good, or too many attempts failed): `EmailsDeadLettered`, alarmed. Nothing for a run with none.
+ */
+export function recordEmailsDeadLettered(count: number): void {
+  if (count === 0) return;
+  metrics.addMetric('EmailsDeadLettered', MetricUnit.Count, count);
+  metrics.publishStoredMetrics();
+}
+
 /** Accounts below zero right now (a money invariant: at most one request's overage each, briefly). */
 export function recordNegativeBalances(count: number): void {
   metrics.addMetric('NegativeBalanceAccounts', MetricUnit.Count, count);

@@ -9,8 +9,8 @@
  * The sender and its SES identity, configuration set and grant are the stack's e-mail (email.ts): the
  * role may send only from that address (`ses:FromAddress`), through exactly what SES checks.
  */
-import { Duration, type RemovalPolicy } from 'aws-cdk-lib';
-import { Alarm, ComparisonOperator, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
+import { Arn, ArnFormat, Duration, type RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { Alarm, ComparisonOperator, Metric, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
@@ -23,11 +23,29 @@ import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { WATCH_INTERVAL_MINUTES } from '../../functions/balance-watch/schedule.js';
 import { DASHBOARD_TABLE_ENV, INDEX } from '../tables.js';
+import { SERVICE_DIMENSIONS, SERVICE_NAMESPACE } from './alarms.js';
 import type { EmailSending } from './email.js';
 import { ServiceFunction } from './service-function.js';
 
 /** Its timeout and memory: a page of watch items, a read and a write or two each, an e-mail or a Stripe call. */
 const BALANCE_WATCH_SETTINGS = { timeoutSeconds: 60, memoryMb: 256 } as const;
+
+/** An e-mail address as SES takes it for a sender: one @, no spaces or angle brackets. */
+function checkAlertSender(sender: string): string {
+  if (!/^[^\s@<>]+@[^\s@<>]+\.[^\s@<>]+$/.test(sender))
+    throw new Error(`alertSender must be an e-mail address (a verified SES identity), got ${sender}`);
+  return sender;
+}
+
+/** A metric the service emits itself (EMF, functions/shared/observability.ts), summed over 5 minutes. */
+const serviceMetric = (metricName: string) =>
+  new Metric({
+    namespace: SERVICE_NAMESPACE,
+    metricName,
+    dimensionsMap: { ...SERVICE_DIMENSIONS },
+    statistic: 'Sum',
+    period: Duration.minutes(5),
+  });
 
 export interface BalanceWatchProps {
   tables: { accounts: TableV2; ledger: TableV2; holds: TableV2 };
@@ -131,6 +149,30 @@ export class BalanceWatch extends Construct {
         'The balance watch failed: a low-balance e-mail or an auto top-up waits for the next run (its log says why)',
     });
     alarm.addAlarmAction(new SnsAction(props.alarmTopic));
+    // An e-mail taken out of the outbox unsent (functions/balance-watch/watch.ts): SES refused it for
+    // good, or it failed a dozen runs. Not a watch error (later runs are clean); its own alarm.
+    const deadLettered = new Alarm(scope, 'BalanceWatchEmailsDeadLettered', {
+      metric: serviceMetric('EmailsDeadLettered'),
+      threshold: 1,
+      evaluationPeriods: 1,
+      comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: TreatMissingData.NOT_BREACHING,
+      alarmDescription:
+        'A low-balance or auto-top-up e-mail was not sent and will not be retried (SES refused it, or it failed a dozen runs): its customer was not told. docs/operations.md, "Balance watch"',
+    });
+    deadLettered.addAlarmAction(new SnsAction(props.alarmTopic));
+    // Its heartbeat, as the sweeper's: no finished run in 5 minutes (missing data breaches) is a watch
+    // that is not running (its schedule disabled, or every run timing out), which no error alarms.
+    const stopped = new Alarm(scope, 'BalanceWatchStopped', {
+      metric: serviceMetric('BalanceWatchRuns'),
+      threshold: 1,
+      evaluationPeriods: 1,
+      comparisonOperator: ComparisonOperator.LESS_THAN_THRESHOLD,
+      treatMissingData: TreatMissingData.BREACHING,
+      alarmDescription:
+        'No balance-watch run finished in 5 minutes: no low-balance e-mail and no auto top-up is being started',
+    });
+    stopped.addAlarmAction(new SnsAction(props.alarmTopic));
 
     // The payments webhook: a save-card Checkout's card, an auto top-up's success (its in-flight mark
     // cleared) or decline (switched off, an e-mail queued: a transaction's Update and Put).

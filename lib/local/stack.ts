@@ -127,9 +127,13 @@ export interface LocalStack {
   ses: RunningSesStandIn;
   /**
    * One run of the balance watch (functions/balance-watch/watch.ts), as its timer runs it, with its
-   * role's credentials (DynamoDB through the IAM layer, SES signed), Stripe through the stand-in.
+   * role's credentials (DynamoDB through the IAM layer, SES signed), Stripe through the stand-in;
+   * `from`: another sender than the verified one (SES refuses it: MessageRejected).
    */
-  watch(options?: { now?: () => Date }): Promise<import('../../functions/balance-watch/watch.js').WatchRun>;
+  watch(options?: {
+    now?: () => Date;
+    from?: string;
+  }): Promise<import('../../functions/balance-watch/watch.js').WatchRun>;
   /**
    * One run of the payments reconciler (functions/reconciler/reconcile.ts), as its timer runs it, with
    * its role's credentials, Stripe through the stand-in; `nowMs` the clock it runs on (default the
@@ -469,7 +473,7 @@ async function localWatch(
 ): Promise<LocalStack['watch']> {
   const { runWatch } = await import('../../functions/balance-watch/watch.js');
   const { WatchItems } = await import('../../functions/adapters/dynamodb/watch.js');
-  const { sendEmail } = await import('../../functions/adapters/ses.js');
+  const { permanentSesError, sendEmail } = await import('../../functions/adapters/ses.js');
   const { offSessionPayments, stripeClient } = await import('../../functions/payments/stripe-api.js');
   const { sdkLookup } = await import('../../functions/balance-watch/lookup.js');
   const watches = new WatchItems({ client: store.client, tables: store.tables, wire: store.wire });
@@ -483,8 +487,9 @@ async function localWatch(
       payments: async () => payments,
       mailer: {
         send: (email) => sendEmail({ url: ses.url, region: 'local', credentials: () => credentials }, email),
+        permanent: permanentSesError,
       },
-      from: ses.sender,
+      from: options.from ?? ses.sender,
       now: options.now ?? (() => new Date()),
       ...(process.env.TOP_UP_URL ? { billingUrl: process.env.TOP_UP_URL } : {}),
       lookUpTopUp: sdkLookup(sdk, {

@@ -148,6 +148,8 @@ const RECORD_ARGUMENTS: Record<string, unknown[]> = {
   recordSettlementDeferred: ['gen-1-test', new Error('a test failure')],
   recordDeferredSettlementCompleted: [],
   recordLoggedUsage: [{ billed: 1, unreadable: 1 }],
+  recordEmailsDeadLettered: [1],
+  recordWatchRun: [],
 };
 
 /** What the service's code emits as EMF, run with the deployed function's settings. */

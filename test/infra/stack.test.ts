@@ -862,6 +862,17 @@ describe('alarms and outputs', () => {
       TreatMissingData: 'breaching',
       Period: 300,
     });
+    // The balance watch's heartbeat (prod has it: a custom domain) and its dead letters.
+    expect(named('BalanceWatchRuns')[0]?.Properties).toMatchObject({
+      Threshold: 1,
+      ComparisonOperator: 'LessThanThreshold',
+      TreatMissingData: 'breaching',
+      Period: 300,
+    });
+    expect(named('EmailsDeadLettered')[0]?.Properties).toMatchObject({
+      Threshold: 1,
+      TreatMissingData: 'notBreaching',
+    });
     // ThrottledRequests is published per table and operation, never per table alone.
     expect(named('ThrottledRequests')).toHaveLength(0);
     // One per table: prod's five (a custom domain, so the dashboard's table too).

@@ -6,7 +6,8 @@
  * take it below X, two runs at once create exactly one off-session PaymentIntent at the stand-in,
  * and the webhook, sent its event three times and out of order, credits exactly Y once; a decline
  * and an authentication_required switch it off, store the reason, e-mail the customer and credit
- * nothing. The watch runs with its own role (every DynamoDB call held to its synthesized policy), the
+ * nothing; so does a card Stripe no longer has (its payment method detached, its customer deleted:
+ * a 400 Stripe answers as it does), which is not asked again. An e-mail SES refuses for good is dead-lettered once, not retried. The watch runs with its own role (every DynamoDB call held to its synthesized policy), the
  * payments function with its own, the dashboard with its own: a refused call fails this file.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -115,6 +116,23 @@ describe('low-balance alert', () => {
     expect(mailTo(accountId)).toHaveLength(2);
   });
 
+  it('an e-mail SES refuses for good (MessageRejected: a sender not verified) is dead-lettered, not a failure, and not sent again', async () => {
+    const { accountId } = await newAccount(target, '10');
+    await watches.setAlert(accountId, 5_000, addressOf(accountId), new Date().toISOString());
+    const refused = await local.watch({ from: 'not-verified@example.com' });
+    expect(refused).toMatchObject({ failures: 0 });
+    expect(refused.deadLettered).toBeGreaterThanOrEqual(1);
+    const dead = (await watches.deadLetters()).filter((d) => d.accountId === accountId);
+    expect(dead).toHaveLength(1);
+    expect(dead[0]).toMatchObject({ to: addressOf(accountId), attempts: 1 });
+    expect(dead[0]?.reason).toContain('MessageRejected');
+    expect((await watches.pendingMessages()).filter((m) => m.accountId === accountId)).toEqual([]);
+    // The next run (the verified sender again) neither sends it nor fails on it.
+    expect(await local.watch()).toMatchObject({ failures: 0 });
+    expect(mailTo(accountId)).toEqual([]);
+    expect((await watches.getWatch(accountId))?.alertState).toBe('sent');
+  });
+
   it('refuses an unsigned SendEmail as SES does', async () => {
     const response = await fetch(`${local.ses.url}/v2/email/outbound-emails`, {
       method: 'POST',
@@ -214,6 +232,44 @@ describe('auto top-up', () => {
       expect(await balance(accountId)).toBe(1_400n * CENT);
       await local.watch();
       expect(intentsOf(accountId)).toHaveLength(1);
+    },
+  );
+});
+
+describe('auto top-up on a card Stripe no longer has', () => {
+  it.each([
+    ['the payment method detached', 'invalid_request_error'],
+    ['the customer deleted', 'resource_missing'],
+  ] as const)(
+    '%s: switched off with the reason (%s), the customer e-mailed, not asked again',
+    async (what, code) => {
+      const { accountId } = await newAccount(target, '10');
+      await saveCard(accountId, 1_000);
+      await watches.setAutoTopUp(
+        accountId,
+        { belowCents: 2_500, buyCents: 5_000, enabled: true },
+        addressOf(accountId),
+        new Date().toISOString(),
+      );
+      const card = (await watches.getWatch(accountId))?.autoTopUp;
+      const sdk = stripeClient({ apiKey: local.stripe.apiKey, apiBase: local.stripe.url });
+      if (what === 'the customer deleted') await sdk.customers.del(String(card?.customer));
+      else await sdk.paymentMethods.detach(String(card?.paymentMethod));
+
+      const run = await local.watch();
+      expect(run.failures).toBe(0);
+      const watch = await watches.getWatch(accountId);
+      expect(watch?.autoTopUp?.enabled).toBe(false);
+      expect(watch?.autoTopUp?.offReason).toContain(code);
+      expect(watch?.inFlight).toBeUndefined();
+      expect(intentsOf(accountId)).toEqual([]);
+      const mails = mailTo(accountId);
+      expect(mails).toHaveLength(1);
+      expect(mails[0]?.subject).toMatch(/auto top-up/i);
+      expect(mails[0]?.text).toContain(code);
+      expect(await local.watch()).toMatchObject({ failures: 0 });
+      expect(mailTo(accountId)).toHaveLength(1);
+      expect(await balance(accountId)).toBe(2_000n * CENT);
     },
   );
 });

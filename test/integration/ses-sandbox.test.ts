@@ -8,7 +8,7 @@
  * delivered (no retry). Another role, without the grant, is refused.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sendEmail } from '../../functions/adapters/ses.js';
+import { permanentSesError, sendEmail } from '../../functions/adapters/ses.js';
 import { runWatch } from '../../functions/balance-watch/watch.js';
 import { credentialsOf, deniedCall, principalOfKey } from '../../lib/local/iam.js';
 import { localPolicies, type PolicySet, synthesizePolicies } from '../../lib/local/iam-policies.js';
@@ -78,6 +78,7 @@ async function watchRun(ses: RunningSesStandIn, watches: MemoryWatchStore, to?: 
       subject: 'Low',
       text: 'Balance',
       createdAt: new Date().toISOString(),
+      attempts: 0,
     });
   return runWatch({
     watches,
@@ -85,7 +86,7 @@ async function watchRun(ses: RunningSesStandIn, watches: MemoryWatchStore, to?: 
     payments: async () => {
       throw new Error('no payment in this test');
     },
-    mailer: { send: (email) => sendEmail(as(ses), email) },
+    mailer: { send: (email) => sendEmail(as(ses), email), permanent: permanentSesError },
     from: ses.sender,
     now: tick,
   });
@@ -128,7 +129,8 @@ describe('sandbox mode (a new account)', () => {
 
     const watches = new MemoryWatchStore();
     const first = await watchRun(ses, watches, 'customer@example.org');
-    expect(first).toMatchObject({ sent: 0, failures: 1 });
+    // Dead-lettered at once, not a watch failure: the watch's error alarm keeps its meaning.
+    expect(first).toMatchObject({ sent: 0, failures: 0, deadLettered: 1 });
     expect(watches.outbox.size).toBe(0);
     const refusals = ses.refusals.length;
     expect(await watchRun(ses, watches)).toMatchObject({ sent: 0, failures: 0 });

@@ -5,6 +5,7 @@
  */
 import {
   alertMessageId,
+  type DeadLetter,
   type NewMessage,
   type OutboxMessage,
   type SavedCard,
@@ -16,6 +17,7 @@ import {
 export class MemoryWatchStore implements WatchStore {
   readonly watches = new Map<string, Watch & { cardFrom?: number }>();
   readonly outbox = new Map<string, OutboxMessage & { claimedUntil?: number }>();
+  readonly dead = new Map<string, DeadLetter>();
   readonly emails = new Map<string, string>();
 
   private watch(accountId: string): Watch & { cardFrom?: number } {
@@ -30,7 +32,7 @@ export class MemoryWatchStore implements WatchStore {
   private queue(id: string, accountId: string, message: NewMessage | undefined, now: string): boolean {
     if (!message) return true;
     if (this.outbox.has(id)) return false;
-    this.outbox.set(id, { id, accountId, createdAt: now, ...message });
+    this.outbox.set(id, { id, accountId, createdAt: now, attempts: 0, ...message });
     return true;
   }
 
@@ -139,12 +141,24 @@ export class MemoryWatchStore implements WatchStore {
   }
   async claimMessage(id: string, untilMs: number, nowMs: number) {
     const message = this.outbox.get(id);
-    if (!message || (message.claimedUntil !== undefined && message.claimedUntil > nowMs)) return false;
+    if (!message || (message.claimedUntil !== undefined && message.claimedUntil > nowMs)) return undefined;
     message.claimedUntil = untilMs;
-    return true;
+    message.attempts += 1;
+    return message.attempts;
   }
   async deleteMessage(id: string) {
     this.outbox.delete(id);
+  }
+  async deadLetter(id: string, reason: string, now: string) {
+    const message = this.outbox.get(id);
+    if (!message) return false;
+    this.outbox.delete(id);
+    const { claimedUntil: _claimed, ...rest } = message;
+    this.dead.set(id, { ...rest, reason, deadAt: now });
+    return true;
+  }
+  async deadLetters(): Promise<DeadLetter[]> {
+    return [...this.dead.values()].sort((a, b) => a.createdAt.localeCompare(b.createdAt));
   }
   async rememberEmail(subject: string, email: string, _now: string) {
     this.emails.set(subject, email);

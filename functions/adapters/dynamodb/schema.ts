@@ -30,7 +30,8 @@ export const INDEX = {
   keysByKeyId: 'byKeyId',
   /**
    * The dashboard table's sparse index of the balance watch's items (watch.ts): only `watch#` and
-   * `outbox#` items carry `watchList` (`watch` or `outbox`), so listing them reads those alone.
+   * `outbox#` items carry `watchList` (`watch`, `outbox`, or `dead-letter` for an e-mail given up on),
+   * so listing them reads those alone.
    */
   watchList: 'watchList',
 } as const;

@@ -10,16 +10,23 @@
  *   autoBuyCents N, autoEnabled BOOL, stripeCustomer, paymentMethod, cardBrand, cardLast4, cardFrom N,
  *   autoOffReason, autoOffAt); topUpSeq N and the one in flight (inFlightSeq N, inFlightAt, inFlightIntent).
  * - `outbox#<accountId>#alert-<n>` / `#topup-<n>`: watchList = `outbox`, accountId, to, subject, text,
- *   createdAt; claimedUntil N (epoch ms) while a run sends it. Put in the same transaction as the
- *   transition that queues it; deleted once SES took it.
+ *   createdAt; claimedUntil N (epoch ms) while a run sends it, sendAttempts N (one per claim). Put in
+ *   the same transaction as the transition that queues it; deleted once SES took it. A dead letter
+ *   (SES refused it for good, or too many attempts failed) is the same item listed as watchList =
+ *   `dead-letter`, with deadReason and deadAt: out of the outbox, never sent again.
  * - `profile#<OpenID subject>`: email (the ID token's at the last sign-in), updatedAt.
  *
  * Each transition is one conditional write (or one transaction of the watch item's update and the
  * outbox item's put): two writers with the same view, one wins, the other's condition fails.
  */
-import type { GetItemCommandOutput, QueryCommandInput } from '@aws-sdk/client-dynamodb';
+import type {
+  GetItemCommandOutput,
+  QueryCommandInput,
+  UpdateItemCommandOutput,
+} from '@aws-sdk/client-dynamodb';
 import {
   alertMessageId,
+  type DeadLetter,
   type NewMessage,
   type OutboxMessage,
   type SavedCard,
@@ -58,10 +65,35 @@ const failedCondition = (error: unknown): boolean => {
   return reasons?.some((r) => r.Code === 'ConditionalCheckFailed') === true;
 };
 
+function toMessage(item: Item): OutboxMessage {
+  return {
+    id: String(item.id?.S),
+    accountId: str(item, 'accountId') ?? '',
+    to: str(item, 'to') ?? '',
+    subject: str(item, 'subject') ?? '',
+    text: str(item, 'text') ?? '',
+    createdAt: str(item, 'createdAt') ?? '',
+    attempts: Number(item.sendAttempts?.N ?? 0),
+  };
+}
+
+const oldestFirst = (a: OutboxMessage, b: OutboxMessage) => a.createdAt.localeCompare(b.createdAt);
+
 export class WatchItems extends DashboardTablePart implements WatchStore {
   /** An update of the watch item; false when its condition failed. */
-  private async update(
+  private update(
     accountId: string,
+    update: string,
+    values: Item,
+    condition?: string,
+    names: Record<string, string> = {},
+  ): Promise<boolean> {
+    return this.updateItem(watchId(accountId), update, values, condition, names);
+  }
+
+  /** An update of one item of the table by its id; false when its condition failed. */
+  private async updateItem(
+    id: string,
     update: string,
     values: Item,
     condition?: string,
@@ -70,7 +102,7 @@ export class WatchItems extends DashboardTablePart implements WatchStore {
     try {
       await this.wire.call('UpdateItem', {
         TableName: this.name(),
-        Key: { id: S(watchId(accountId)) },
+        Key: { id: S(id) },
         UpdateExpression: update,
         ExpressionAttributeValues: values,
         ...(Object.keys(names).length > 0 ? { ExpressionAttributeNames: names } : {}),
@@ -126,7 +158,7 @@ export class WatchItems extends DashboardTablePart implements WatchStore {
     }
   }
 
-  private queryList(list: 'watch' | 'outbox'): Promise<Item[]> {
+  private queryList(list: 'watch' | 'outbox' | 'dead-letter'): Promise<Item[]> {
     const input: QueryCommandInput = {
       TableName: this.name(),
       IndexName: INDEX.watchList,
@@ -308,33 +340,55 @@ export class WatchItems extends DashboardTablePart implements WatchStore {
   }
 
   async pendingMessages(): Promise<OutboxMessage[]> {
-    return (await this.queryList('outbox'))
-      .map((item) => ({
-        id: String(item.id?.S),
-        accountId: str(item, 'accountId') ?? '',
-        to: str(item, 'to') ?? '',
-        subject: str(item, 'subject') ?? '',
-        text: str(item, 'text') ?? '',
-        createdAt: str(item, 'createdAt') ?? '',
-      }))
-      .sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+    return (await this.queryList('outbox')).map(toMessage).sort(oldestFirst);
   }
 
-  async claimMessage(id: string, untilMs: number, nowMs: number): Promise<boolean> {
+  async claimMessage(id: string, untilMs: number, nowMs: number): Promise<number | undefined> {
     try {
-      await this.wire.call('UpdateItem', {
+      const out = await this.wire.call<UpdateItemCommandOutput>('UpdateItem', {
         TableName: this.name(),
         Key: { id: S(id) },
-        UpdateExpression: 'SET claimedUntil = :until',
+        UpdateExpression: 'SET claimedUntil = :until ADD sendAttempts :one',
+        // Still in the outbox: the index a run listed it from may lag a dead-lettering.
         ConditionExpression:
-          'attribute_exists(id) AND (attribute_not_exists(claimedUntil) OR claimedUntil < :now)',
-        ExpressionAttributeValues: { ':until': N(untilMs), ':now': N(nowMs) },
+          'watchList = :outbox AND (attribute_not_exists(claimedUntil) OR claimedUntil < :now)',
+        ExpressionAttributeValues: {
+          ':until': N(untilMs),
+          ':now': N(nowMs),
+          ':one': N(1),
+          ':outbox': S('outbox'),
+        },
+        ReturnValues: 'UPDATED_NEW',
       });
-      return true;
+      return Number(out.Attributes?.sendAttempts?.N ?? 1);
     } catch (error) {
-      if (failedCondition(error)) return false;
+      if (failedCondition(error)) return undefined;
       throw error;
     }
+  }
+
+  deadLetter(id: string, reason: string, now: string): Promise<boolean> {
+    return this.updateItem(
+      id,
+      'SET watchList = :dead, deadReason = :reason, deadAt = :now REMOVE claimedUntil',
+      {
+        ':dead': S('dead-letter'),
+        ':reason': S(reason.slice(0, 1_000)),
+        ':now': S(now),
+        ':outbox': S('outbox'),
+      },
+      'watchList = :outbox',
+    );
+  }
+
+  async deadLetters(): Promise<DeadLetter[]> {
+    return (await this.queryList('dead-letter'))
+      .map((item) => ({
+        ...toMessage(item),
+        reason: str(item, 'deadReason') ?? '',
+        deadAt: str(item, 'deadAt') ?? '',
+      }))
+      .sort(oldestFirst);
   }
 
   async deleteMessage(id: string): Promise<void> {

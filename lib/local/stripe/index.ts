@@ -9,7 +9,8 @@
  *   POST /v1/checkout/sessions          GET /v1/checkout/sessions/:id
  *   GET  /v1/payment_intents/:id (expand[]=payment_method)     POST /v1/payment_intents (confirm and
  *        off_session on a saved card; an Idempotency-Key answered as Stripe does)
- *   GET  /v1/payment_methods/:id        GET /v1/customers/:id        GET /v1/charges/:id
+ *   GET  /v1/payment_methods/:id        POST /v1/payment_methods/:id/detach
+ *   GET  /v1/customers/:id              DELETE /v1/customers/:id     GET /v1/charges/:id
  *   GET  /v1/refunds?charge=&payment_intent=&limit=&starting_after=     POST /v1/refunds
  * Pages: GET /checkout/:id (plain HTML, no script), POST /checkout/:id/pay (method=card|async).
  *   GET  /v1/events?type=|types[]=&created[gte]=&delivery_success=&limit=&starting_after=&ending_before=
@@ -109,7 +110,8 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
     const [resource = '', second, third] = path;
     const id = resource === 'checkout' ? (third ?? '') : (second ?? '');
     const nested = resource === 'checkout' ? `checkout/${second ?? ''}` : resource;
-    const route = `${req.method} /${nested}${id ? '/:id' : ''}`;
+    const verb = resource === 'checkout' ? undefined : third;
+    const route = `${req.method} /${nested}${id ? '/:id' : ''}${verb ? `/${verb}` : ''}`;
     switch (route) {
       case 'POST /checkout/sessions':
         return sendJson(res, 200, createSession(form));
@@ -140,8 +142,12 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
         return sendJson(res, 200, stripe.retrieveEvent(id));
       case 'GET /payment_methods/:id':
         return sendJson(res, 200, stripe.retrieve(stripe.paymentMethods, 'payment_method', id));
+      case 'POST /payment_methods/:id/detach':
+        return sendJson(res, 200, stripe.detachPaymentMethod(id));
       case 'GET /customers/:id':
         return sendJson(res, 200, stripe.retrieve(stripe.customers, 'customer', id));
+      case 'DELETE /customers/:id':
+        return sendJson(res, 200, stripe.deleteCustomer(id));
       case 'GET /charges/:id':
         return sendJson(res, 200, stripe.retrieve(stripe.charges, 'charge', id));
       case 'GET /refunds/:id':

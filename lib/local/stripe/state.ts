@@ -370,6 +370,38 @@ export class StripeObjects {
     };
   }
 
+  /**
+   * `DELETE /v1/customers/:id`, as Stripe does: the answer and later retrievals are the deleted stub
+   * (`deleted: true`), its payment methods are detached, and a PaymentIntent naming it is refused
+   * (400 `resource_missing`, param `customer`, "No such customer").
+   */
+  deleteCustomer(id: string): StripeObject {
+    const customer = this.retrieve(this.customers, 'customer', id);
+    if (customer.deleted)
+      throw new StripeApiError(404, `No such customer: '${id}'`, { code: 'resource_missing', param: 'id' });
+    const stub: StripeObject = { id, object: 'customer', deleted: true };
+    this.customers.set(id, stub);
+    for (const method of this.paymentMethods.values()) if (method.customer === id) method.customer = null;
+    return snapshot(stub);
+  }
+
+  /**
+   * `POST /v1/payment_methods/:id/detach`, as Stripe does: the payment method, its `customer` now
+   * null; it can no longer be used for a payment (a PaymentIntent naming it with the customer is a
+   * 400 `invalid_request_error`, param `payment_method`).
+   */
+  detachPaymentMethod(id: string): StripeObject {
+    const method = this.retrieve(this.paymentMethods, 'payment_method', id);
+    if (!method.customer)
+      throw new StripeApiError(
+        400,
+        'The payment method you provided is not attached to a customer so detachment is impossible.',
+        { param: 'payment_method' },
+      );
+    method.customer = null;
+    return snapshot(method);
+  }
+
   /** The next confirmed off-session payment is declined so (a test control); once. */
   failNextOffSession(outcome: Exclude<OffSessionOutcome, 'succeed'>): void {
     this.nextOffSession = outcome;
@@ -431,7 +463,8 @@ export class StripeObjects {
       });
     if (!fields.currency)
       throw new StripeApiError(400, 'Missing required param: currency.', { param: 'currency' });
-    if (fields.customer && !this.customers.has(fields.customer))
+    const customer = fields.customer ? this.customers.get(fields.customer) : undefined;
+    if (fields.customer && (!customer || customer.deleted))
       throw new StripeApiError(400, `No such customer: '${fields.customer}'`, {
         param: 'customer',
         code: 'resource_missing',

@@ -6,7 +6,9 @@
  * bounds of the amounts the customer types.
  */
 import { describe, expect, it } from 'vitest';
-import { runWatch, type WatchDeps } from '../../../functions/balance-watch/watch.js';
+import { AwsCallError } from '../../../functions/adapters/aws-call.js';
+import { permanentSesError } from '../../../functions/adapters/ses.js';
+import { MAX_SEND_ATTEMPTS, runWatch, type WatchDeps } from '../../../functions/balance-watch/watch.js';
 import type { AccountRecord } from '../../../functions/core/store.js';
 import {
   alertThresholdCents,
@@ -115,6 +117,84 @@ describe('low-balance alert', () => {
     await runWatch(t.deps);
     expect(t.sent).toHaveLength(1);
     expect(t.watches.outbox.size).toBe(0);
+  });
+});
+
+describe('an e-mail SES will not take', () => {
+  async function queued(t: ReturnType<typeof setup>) {
+    await t.watches.setAlert('acct', 1_000, 'dev@example.com', '2026-12-01T00:00:00Z');
+    t.deps.mailer.permanent = permanentSesError;
+  }
+
+  it('refused for good (MessageRejected): dead-lettered at once, not a failure, and never sent again', async () => {
+    const t = setup(0);
+    await queued(t);
+    const tried: string[] = [];
+    t.deps.mailer.send = async (message) => {
+      tried.push(message.to);
+      // As sendEmail marks it (functions/adapters/ses.ts): SES named the recipient, not the sender.
+      throw Object.assign(
+        new AwsCallError(
+          'MessageRejected',
+          `Email address is not verified. The following identities failed the check: ${message.to}`,
+          false,
+        ),
+        { permanent: true },
+      );
+    };
+    const first = await runWatch(t.deps);
+    expect(first).toMatchObject({ alerts: 1, sent: 0, deadLettered: 1, failures: 0 });
+    expect(t.watches.outbox.size).toBe(0);
+    const dead = await t.watches.deadLetters();
+    expect(dead).toHaveLength(1);
+    expect(dead[0]).toMatchObject({ to: 'dev@example.com', attempts: 1 });
+    expect(dead[0]?.reason).toContain('MessageRejected');
+    // Later runs are clean: the watch's error alarm means something again.
+    for (let run = 0; run < 3; run++) {
+      t.advance(10 * 60_000);
+      expect(await runWatch(t.deps)).toMatchObject({ deadLettered: 0, failures: 0 });
+    }
+    expect(tried).toHaveLength(1);
+  });
+
+  it(`failing for a reason that may pass: retried, a failure each run, dead-lettered at attempt ${MAX_SEND_ATTEMPTS}`, async () => {
+    const t = setup(0);
+    await queued(t);
+    t.deps.mailer.send = async () => {
+      throw new AwsCallError('AccessDeniedException', 'not authorized to perform ses:SendEmail', false);
+    };
+    const runs = [];
+    for (let run = 0; run < MAX_SEND_ATTEMPTS + 2; run++) {
+      runs.push(await runWatch(t.deps));
+      t.advance(10 * 60_000);
+    }
+    expect(runs.map((r) => r.failures)).toEqual([
+      ...Array.from({ length: MAX_SEND_ATTEMPTS - 1 }, () => 1),
+      0,
+      0,
+      0,
+    ]);
+    expect(runs.map((r) => r.deadLettered).reduce((a, b) => a + b)).toBe(1);
+    expect(t.watches.outbox.size).toBe(0);
+    expect((await t.watches.deadLetters())[0]?.reason).toContain(
+      `${MAX_SEND_ATTEMPTS} attempts failed, the last: AccessDeniedException`,
+    );
+  });
+
+  it('an outage that passes: sent, never dead-lettered', async () => {
+    const t = setup(0);
+    await queued(t);
+    const send = t.deps.mailer.send;
+    t.deps.mailer.send = async () => {
+      throw new AwsCallError('TooManyRequestsException', 'Maximum sending rate exceeded.', true);
+    };
+    await runWatch(t.deps);
+    t.advance(10 * 60_000);
+    await runWatch(t.deps);
+    t.deps.mailer.send = send;
+    t.advance(10 * 60_000);
+    expect(await runWatch(t.deps)).toMatchObject({ sent: 1, deadLettered: 0, failures: 0 });
+    expect(await t.watches.deadLetters()).toEqual([]);
   });
 });
 

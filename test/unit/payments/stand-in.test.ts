@@ -7,7 +7,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createCheckout } from '../../../functions/payments/checkout.js';
+import { createCheckout, createSaveCardCheckout } from '../../../functions/payments/checkout.js';
 import { stripeApi, stripeClient } from '../../../functions/payments/stripe-api.js';
 import { handleWebhook } from '../../../functions/payments/webhook.js';
 import { type RunningStripeStandIn, startStripeStandIn } from '../../../lib/local/stripe/index.js';
@@ -54,6 +54,13 @@ beforeEach(async () => {
   await store.createAccount('acct-b', 0n, new Date().toISOString());
 });
 
+const createSaveCardCheckoutFor = (accountId: string) =>
+  createSaveCardCheckout(api(), {
+    accountId,
+    amountCents: 1_000,
+    successUrl: 'http://127.0.0.1/billing?session={CHECKOUT_SESSION_ID}',
+    cancelUrl: 'http://127.0.0.1/billing',
+  });
 const balance = async (accountId = 'acct-a') => (await store.getAccount(accountId))?.balanceNano;
 const checkout = (cents: number, accountId = 'acct-a') =>
   createCheckout(api(), {
@@ -191,6 +198,53 @@ describe('the Stripe stand-in through the real SDK', () => {
     });
     const wrongKey = stripeApi(stripeClient({ apiKey: 'sk_test_wrong', apiBase: standIn.url }));
     await expect(wrongKey.retrievePaymentIntent('pi_x')).rejects.toMatchObject({ statusCode: 401 });
+  });
+
+  it('refuses an off-session PaymentIntent on a deleted customer or a detached card as Stripe does (400, {error: {type, code, message, param}})', async () => {
+    const objects = standIn.stripe;
+    const { id: session } = await createSaveCardCheckoutFor('acct-a');
+    await objects.pay(session);
+    await objects.idle();
+    const intent = objects.paymentIntents.get(String(objects.sessions.get(session)?.payment_intent));
+    const customer = String(intent?.customer);
+    const method = String(intent?.payment_method);
+    const offSession = (key: string) =>
+      fetch(`${standIn.url}/v1/payment_intents`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${standIn.apiKey}`,
+          'content-type': 'application/x-www-form-urlencoded',
+          'idempotency-key': key,
+        },
+        body: new URLSearchParams({
+          amount: '2000',
+          currency: 'usd',
+          customer,
+          payment_method: method,
+          confirm: 'true',
+          off_session: 'true',
+        }),
+      });
+    const sdk = stripeClient({ apiKey: standIn.apiKey, apiBase: standIn.url });
+    expect(await sdk.paymentMethods.detach(method)).toMatchObject({ id: method, customer: null });
+    const detached = await offSession('k-detached');
+    expect(detached.status).toBe(400);
+    expect(((await detached.json()) as { error: unknown }).error).toMatchObject({
+      type: 'invalid_request_error',
+      param: 'payment_method',
+      message: expect.stringContaining('was detached from a Customer'),
+    });
+    expect(await sdk.customers.del(customer)).toMatchObject({ id: customer, deleted: true });
+    const deleted = await offSession('k-deleted');
+    expect(deleted.status).toBe(400);
+    expect(await deleted.json()).toEqual({
+      error: {
+        type: 'invalid_request_error',
+        code: 'resource_missing',
+        param: 'customer',
+        message: `No such customer: '${customer}'`,
+      },
+    });
   });
 
   it('the test controls over HTTP: delay, hold, release', async () => {
