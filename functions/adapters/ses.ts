@@ -27,7 +27,7 @@ export interface Email {
  * operator's to fix, and the message goes once it is), nor an access, quota or throttling refusal.
  * A recipient on the suppression list is no refusal: SES accepts the message and drops it.
  */
-export function permanentRefusal(error: unknown, email: Email): boolean {
+function permanentRefusal(error: unknown, email: Email): boolean {
   if (!(error instanceof AwsCallError)) return false;
   if (error.name === 'BadRequestException') return true;
   return (

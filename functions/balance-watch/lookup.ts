@@ -18,7 +18,7 @@ import { movedSomething } from '../reconciler/reconcile.js';
 /** An auto top-up in flight this long (its PaymentIntent known) is looked up at Stripe. */
 export const LOOK_UP_AFTER_MS = 5 * 60_000;
 
-export interface LookupDeps {
+interface LookupDeps {
   payments: PaymentDeps;
   /** The PaymentIntent as Stripe's API returns it (the object its events carry). */
   retrieveIntent(id: string): Promise<Record<string, unknown>>;
@@ -31,7 +31,7 @@ function outcomeType(status: unknown): string | undefined {
   return undefined;
 }
 
-export async function lookUpTopUp(
+async function lookUpTopUp(
   deps: LookupDeps,
   accountId: string,
   paymentIntent: string,

@@ -11,7 +11,7 @@ import type { DynamoWire } from '../adapters/dynamodb/wire.js';
 import type { Checkpoint, CheckpointStore } from './reconcile.js';
 
 /** The checkpoint item's key in the ledger table. */
-export const CHECKPOINT_KEY = { accountId: '_reconciler', entryId: 'stripe-events' } as const;
+const CHECKPOINT_KEY = { accountId: '_reconciler', entryId: 'stripe-events' } as const;
 
 export function ledgerCheckpoints(db: { wire: DynamoWire; tables: TableNames }): CheckpointStore {
   const Key = { accountId: S(CHECKPOINT_KEY.accountId), entryId: S(CHECKPOINT_KEY.entryId) };

@@ -30,18 +30,18 @@ import { recordPayment } from '../payments/metrics.js';
 import { logger } from '../shared/observability.js';
 
 /** What Stripe keeps of its events (its "List all events" reaches back 30 days). */
-export const RETENTION_MS = 30 * 24 * 3600_000;
+const RETENTION_MS = 30 * 24 * 3600_000;
 /** An event younger than this is left to the webhook and Stripe's first retries. */
-export const GRACE_MS = 5 * 60_000;
+const GRACE_MS = 5 * 60_000;
 /** A pass starts this long before where the last one ended: Stripe's clock and ours may differ. */
-export const OVERLAP_MS = 10 * 60_000;
+const OVERLAP_MS = 10 * 60_000;
 /** Events per list call: Stripe's largest page. */
-export const PAGE_SIZE = 100;
+const PAGE_SIZE = 100;
 /** At most this many pages a run (1,000 events), and at most RUN_BUDGET_MS of work. */
-export const MAX_PAGES = 10;
+const MAX_PAGES = 10;
 export const RUN_BUDGET_MS = 60_000;
 
-export interface ListedEvent extends StripeEventView {
+interface ListedEvent extends StripeEventView {
   /** Unix seconds. */
   created: number;
 }

@@ -45,7 +45,7 @@ export function capsFromEnv(env: NodeJS.ProcessEnv = process.env): SignUpCaps {
 }
 
 /** The e-mail address's domain, lower-cased (Cognito has checked it is an address). */
-export const domainOf = (email: string): string => email.slice(email.lastIndexOf('@') + 1).toLowerCase();
+const domainOf = (email: string): string => email.slice(email.lastIndexOf('@') + 1).toLowerCase();
 
 /** Returns the event to admit the sign-up; throws SIGN_UP_REFUSED to refuse it. */
 export async function guardSignUp<E extends PreSignUpEvent>(event: E, deps: GuardDeps): Promise<E> {

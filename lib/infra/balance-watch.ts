@@ -9,7 +9,7 @@
  * The sender and its SES identity, configuration set and grant are the stack's e-mail (email.ts): the
  * role may send only from that address (`ses:FromAddress`), through exactly what SES checks.
  */
-import { Arn, ArnFormat, Duration, type RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { Duration, type RemovalPolicy } from 'aws-cdk-lib';
 import { Alarm, ComparisonOperator, Metric, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
@@ -29,13 +29,6 @@ import { ServiceFunction } from './service-function.js';
 
 /** Its timeout and memory: a page of watch items, a read and a write or two each, an e-mail or a Stripe call. */
 const BALANCE_WATCH_SETTINGS = { timeoutSeconds: 60, memoryMb: 256 } as const;
-
-/** An e-mail address as SES takes it for a sender: one @, no spaces or angle brackets. */
-function checkAlertSender(sender: string): string {
-  if (!/^[^\s@<>]+@[^\s@<>]+\.[^\s@<>]+$/.test(sender))
-    throw new Error(`alertSender must be an e-mail address (a verified SES identity), got ${sender}`);
-  return sender;
-}
 
 /** A metric the service emits itself (EMF, functions/shared/observability.ts), summed over 5 minutes. */
 const serviceMetric = (metricName: string) =>

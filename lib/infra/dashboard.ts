@@ -71,7 +71,7 @@ export function checkAuthDomainPrefix(prefix: string): string {
 }
 
 /** The sign-up caps: the context values signUpsPerHour, signUpsPerDay, signUpsPerDomainPerDay, else the defaults. */
-export function signUpCapsOf(node: Construct['node']): typeof SIGN_UP_LIMIT_DEFAULTS {
+function signUpCapsOf(node: Construct['node']): typeof SIGN_UP_LIMIT_DEFAULTS {
   const caps = { ...SIGN_UP_LIMIT_DEFAULTS };
   const keys = {
     perHour: 'signUpsPerHour',

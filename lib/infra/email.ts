@@ -53,21 +53,21 @@ const ADDRESS = /^[^\s@<>]+@[^\s@<>]+\.[^\s@<>]+$/;
 const DOMAIN = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/i;
 
 /** An e-mail address as SES takes it for a sender: one @, no spaces or angle brackets. */
-export function checkSender(sender: string): string {
+function checkSender(sender: string): string {
   if (!ADDRESS.test(sender))
     throw new Error(`alertSender must be an e-mail address (a verified SES identity), got ${sender}`);
   return sender;
 }
 
 /** An SES identity: a domain or one address. */
-export function checkIdentity(identity: string): string {
+function checkIdentity(identity: string): string {
   if (!ADDRESS.test(identity) && !DOMAIN.test(identity))
     throw new Error(`emailIdentity must be a domain or an e-mail address, got ${identity}`);
   return identity.toLowerCase();
 }
 
 /** The comma-separated identities of `sesSandboxRecipients`. */
-export function sandboxRecipientsOf(value: string | undefined): string[] {
+function sandboxRecipientsOf(value: string | undefined): string[] {
   return (value ?? '')
     .split(',')
     .map((part) => part.trim())

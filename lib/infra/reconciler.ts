@@ -25,10 +25,10 @@ import { SERVICE_DIMENSIONS, SERVICE_NAMESPACE } from './alarms.js';
 import { ServiceFunction } from './service-function.js';
 
 /** Its timeout and memory: a run works at most 60 s (reconcile.ts, RUN_BUDGET_MS), then saves its place. */
-export const RECONCILER_SETTINGS = { timeoutSeconds: 90, memoryMb: 256 } as const;
+const RECONCILER_SETTINGS = { timeoutSeconds: 90, memoryMb: 256 } as const;
 
 /** The metrics it alarms on, as functions/payments/metrics.ts emits them (test/infra checks they agree). */
-export const RECONCILER_METRICS = {
+const RECONCILER_METRICS = {
   runs: 'PaymentsReconcilerRuns',
   reconciled: 'PaymentsReconciled',
 } as const;

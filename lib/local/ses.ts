@@ -35,13 +35,13 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 
 /** An IAM permission one call needs (as lib/local/iam.ts names them). */
-export interface SesPermission {
+interface SesPermission {
   action: string;
   resource: string;
 }
 
 /** Holds a call to the caller's policy: a refusal's message, or undefined when allowed. */
-export type SesAuthorizer = (call: {
+type SesAuthorizer = (call: {
   accessKeyId: string;
   needed: SesPermission[];
   context: Record<string, string>;

@@ -189,10 +189,6 @@ export async function retried<T>(
   }
 }
 
-/** A transaction DynamoDB cancelled for a conflict or throttling: nothing was written, it may be sent again. */
-export const cancelledForContention = (error: unknown): boolean =>
-  cancellationReasons(error) !== undefined && isRetryableSettlementError(error);
-
 /**
  * A ClientRequestToken (at most 36 characters) naming one kind of write of one thing: a generation's
  * hold, one call's settlement of a generation (ledger.ts).

@@ -74,7 +74,7 @@ export const RETRY_POLICY = {
   giveUpAfterMs: 3 * 24 * 3600_000,
 } as const;
 /** How long Stripe keeps an event: listing and retrieving reach back this far ("List all events"). */
-export const EVENT_RETENTION_MS = 30 * 24 * 3600_000;
+const EVENT_RETENTION_MS = 30 * 24 * 3600_000;
 
 /** Where an event's automatic delivery stands. */
 interface DeliveryState {
