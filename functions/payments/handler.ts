@@ -7,7 +7,6 @@
  */
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
-import type Stripe from 'stripe';
 import { getStore } from '../adapters/dynamodb/index.js';
 import { WatchItems, watchTableConfigured } from '../adapters/dynamodb/watch.js';
 import { originVerifyValues } from '../adapters/secrets.js';
@@ -20,11 +19,9 @@ import {
 import { logContext } from '../shared/observability.js';
 import { stripeSettings } from './config.js';
 import { recordPayment } from './metrics.js';
-import { stripeApi, stripeClient } from './stripe-api.js';
+import { instanceSdk } from './sdk.js';
+import { stripeApi } from './stripe-api.js';
 import { handleWebhook } from './webhook.js';
-
-/** One SDK client per instance, rebuilt only when the key changes (a rotation). */
-let client: { apiKey: string; apiBase: string | undefined; sdk: Stripe } | undefined;
 
 /** The balance watch's items (a saved card, an auto top-up's outcome): where a dashboard is deployed. */
 let watches: WatchItems | undefined;
@@ -40,11 +37,9 @@ async function webhook(event: FunctionUrlEvent): Promise<FunctionUrlResult> {
       body: '{"error":"not configured"}',
     };
   }
-  if (client?.apiKey !== settings.apiKey || client.apiBase !== settings.apiBase)
-    client = { apiKey: settings.apiKey, apiBase: settings.apiBase, sdk: stripeClient(settings) };
   return handleWebhook(event, {
     store: getStore(),
-    stripe: stripeApi(client.sdk),
+    stripe: stripeApi(instanceSdk(settings)),
     webhookSecret: settings.webhookSecret,
     now: () => new Date().toISOString(),
     ...withWatches(),

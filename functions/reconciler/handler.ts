@@ -7,19 +7,17 @@
  */
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
-import type Stripe from 'stripe';
 import { getStore } from '../adapters/dynamodb/index.js';
 import { WatchItems, watchTableConfigured } from '../adapters/dynamodb/watch.js';
 import { stripeSettings } from '../payments/config.js';
 import { recordPayment } from '../payments/metrics.js';
-import { stripeApi, stripeClient } from '../payments/stripe-api.js';
+import { instanceSdk } from '../payments/sdk.js';
+import { stripeApi } from '../payments/stripe-api.js';
 import { logContext, logger } from '../shared/observability.js';
 import { ledgerCheckpoints } from './checkpoint.js';
 import { type ReconcileRun, RUN_BUDGET_MS, reconcile } from './reconcile.js';
 import { stripeEvents } from './stripe-events.js';
 
-/** One SDK client per instance, rebuilt only when the key changes (a rotation). */
-let client: { apiKey: string; apiBase: string | undefined; sdk: Stripe } | undefined;
 let watches: WatchItems | undefined;
 
 /** What is kept of the function's time after the run's budget: the last page's writes and the checkpoint. */
@@ -29,8 +27,7 @@ export const handler = middy<unknown, ReconcileRun, Error, Context>()
   .use(logContext())
   .handler(async (_event, context) => {
     const settings = await stripeSettings();
-    if (client?.apiKey !== settings.apiKey || client.apiBase !== settings.apiBase)
-      client = { apiKey: settings.apiKey, apiBase: settings.apiBase, sdk: stripeClient(settings) };
+    const sdk = instanceSdk(settings);
     const store = getStore();
     if (watchTableConfigured()) watches ??= new WatchItems(store);
     const billingUrl = process.env.BILLING_URL;
@@ -38,12 +35,12 @@ export const handler = middy<unknown, ReconcileRun, Error, Context>()
     const result = await reconcile({
       payments: {
         store,
-        stripe: stripeApi(client.sdk),
+        stripe: stripeApi(sdk),
         now: () => new Date().toISOString(),
         ...(watches ? { watches } : {}),
         ...(billingUrl ? { billingUrl } : {}),
       },
-      events: stripeEvents(client.sdk),
+      events: stripeEvents(sdk),
       checkpoints: ledgerCheckpoints(store),
       nowMs: () => Date.now(),
       budgetMs: Math.min(RUN_BUDGET_MS, remaining - MARGIN_MS),
