@@ -9,6 +9,12 @@ export interface DashboardSession {
   /** The OpenID subject (`sub`) who signed in. */
   subject: string;
   createdAt: string;
+  /**
+   * When the user last authenticated at the provider (the ID token's `auth_time`, epoch seconds), as of
+   * the sign-in that made this session. Absent (a session from before it was kept): as good as stale.
+   * Creating a key or changing auto top-up asks for a sign-in more recent than a few minutes.
+   */
+  authTime?: number;
   /** Epoch seconds at which it ends (the dashboard table's TTL attribute). */
   expiresAt: number;
 }

@@ -97,13 +97,19 @@ export interface WatchStore {
     email: string | undefined,
     now: string,
   ): Promise<void>;
-  /** Saves "when below, buy" and the switch; switching on clears the last reason it was off. */
+  /**
+   * Saves "when below, buy" and the switch; switching on clears the last reason it was off. `message`
+   * (the change told to the account's address) is queued in the same write.
+   */
   setAutoTopUp(
     accountId: string,
     settings: { belowCents: number; buyCents: number; enabled: boolean },
     email: string | undefined,
     now: string,
+    message?: NewMessage,
   ): Promise<void>;
+  /** Queues an e-mail of the account that no transition sends (a key created on the dashboard). */
+  queueMessage(accountId: string, message: NewMessage, now: string): Promise<void>;
   /** Records the card a save-card Checkout saved, unless a newer one was recorded already. */
   recordCard(accountId: string, card: SavedCard, now: string): Promise<void>;
 
@@ -148,6 +154,9 @@ export interface WatchStore {
 export const alertMessageId = (accountId: string, seq: number) => `outbox#${accountId}#alert-${seq}`;
 export const topUpMessageId = (accountId: string, seq: number) => `outbox#${accountId}#topup-${seq}`;
 
+/** The outbox item id of an e-mail that tells of a change on the dashboard (each its own). */
+export const changeMessageId = (accountId: string, unique: string) => `outbox#${accountId}#change-${unique}`;
+
 /** Stripe's idempotency key of the n-th auto top-up of an account: a retry gets the first answer. */
 export const autoTopUpIdempotencyKey = (accountId: string, seq: number) => `auto-top-up:${accountId}:${seq}`;
 
@@ -164,6 +173,42 @@ const dollars = (cents: number) =>
  * never by its id (a dashboard account's `acct-<hex>` is shown to them nowhere).
  */
 export const yourAccount = (email: string): string => `your account (${email})`;
+
+/**
+ * The e-mail that tells the account a key was created on it: a session taken over (a stolen cookie)
+ * cannot make one without the owner hearing of it.
+ */
+export function keyCreatedMessage(to: string, keyName: string, at: string): NewMessage {
+  return {
+    to,
+    subject: 'A new API key was created on your account',
+    text: [
+      `A key named "${keyName}" was created on ${yourAccount(to)} at ${at}.`,
+      '',
+      'If this was not you, revoke it on the dashboard (Settings → API), and change your password.',
+    ].join('\n'),
+  };
+}
+
+/** The e-mail that tells the account its auto top-up was changed, and to what. */
+export function autoTopUpChangedMessage(
+  to: string,
+  settings: { belowCents: number; buyCents: number; enabled: boolean },
+  at: string,
+): NewMessage {
+  const state = settings.enabled
+    ? `on: when the balance is below ${dollars(settings.belowCents)}, your saved card is charged ${dollars(settings.buyCents)}`
+    : `off (when below ${dollars(settings.belowCents)}, buy ${dollars(settings.buyCents)})`;
+  return {
+    to,
+    subject: 'Auto top-up was changed on your account',
+    text: [
+      `Auto top-up was changed on ${yourAccount(to)} at ${at}: it is now ${state}.`,
+      '',
+      'If this was not you, switch it off on the dashboard (Billing), and change your password.',
+    ].join('\n'),
+  };
+}
 
 /** The e-mail that says auto top-up was switched off, and why (the watch's path and the webhook's). */
 export function switchedOffMessage(

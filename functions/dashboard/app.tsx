@@ -26,7 +26,14 @@ import { accountForSignIn } from './accounts.js';
 import { type OidcClient, SignInError } from './oidc.js';
 import { HomePage, MessagePage } from './pages.js';
 import { customerRoutes } from './pages-routes.js';
-import { currentSession, endSession, keepSignIn, startSession, takeSignIn } from './sessions.js';
+import {
+  currentSession,
+  endSession,
+  isDashboardPath,
+  keepSignIn,
+  startSession,
+  takeSignIn,
+} from './sessions.js';
 import { COPY_SCRIPT, FAVICON, STYLESHEET } from './static.js';
 
 export interface DashboardDeps {
@@ -59,6 +66,9 @@ export interface DashboardDeps {
 export type DashboardEnv = { Variables: { session: DashboardSession } };
 
 const SAFE_METHODS = new Set(['GET', 'HEAD']);
+
+/** How far the provider's clock may be behind ours when a fresh sign-in's auth_time is checked. */
+const CLOCK_SKEW_SECONDS = 30;
 
 function sameBytes(a: string, b: string): boolean {
   const x = Buffer.from(a);
@@ -148,9 +158,14 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
     return c.html(account ? <HomePage account={account} /> : <HomePage />);
   });
 
+  // `?fresh=<dashboard path>`: a sign-in again, asked for before an action that can spend money
+  // (pages-routes.tsx): the provider must authenticate the user anew, and the callback sends the
+  // browser back to that page, where the user does the action again (the POST is never replayed).
   app.get('/sign-in', async (c) => {
-    const { url, checks } = await (await deps.oidc()).begin();
-    keepSignIn(c, checks);
+    const returnTo = c.req.query('fresh');
+    const fresh = returnTo !== undefined && isDashboardPath(returnTo);
+    const { url, checks } = await (await deps.oidc()).begin(fresh ? { fresh: true } : {});
+    keepSignIn(c, fresh ? { ...checks, freshSince: Math.floor(now().getTime() / 1000), returnTo } : checks);
     return c.redirect(url.href, 302);
   });
 
@@ -173,19 +188,32 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
     callback.search = new URL(c.req.url).search;
     let subject: string;
     let email: string | undefined;
+    let authTime: number | undefined;
     try {
-      ({ subject, email } = await (await deps.oidc()).finish(callback, checks));
+      ({ subject, email, authTime } = await (await deps.oidc()).finish(callback, checks));
     } catch (error) {
       if (!(error instanceof SignInError)) throw error;
       logger.warn('dashboard: sign-in refused', { error });
       return failed('The sign-in could not be verified. Please sign in again.');
     }
+    // A fresh sign-in is one the user made after its redirect: an older auth_time (a provider that kept
+    // its own session and ignored prompt=login / max_age=0) or none is refused.
+    if (
+      checks.freshSince !== undefined &&
+      (authTime === undefined || authTime < checks.freshSince - CLOCK_SKEW_SECONDS)
+    ) {
+      logger.warn('dashboard: fresh sign-in refused: auth_time before its redirect', {
+        authTime,
+        freshSince: checks.freshSince,
+      });
+      return failed('The identity provider did not ask for your password again. Please sign in again.');
+    }
     const at = now();
     const accountId = await accountForSignIn(store, subject, at.toISOString());
     // The address the balance watch's e-mails go to, as of this sign-in (Cognito's `email` scope).
     if (email && deps.watches) await deps.watches.rememberEmail(subject, email, at.toISOString());
-    await startSession(c, store, { accountId, subject }, at);
-    return c.redirect('/dashboard/', 303);
+    await startSession(c, store, { accountId, subject, authTime }, at);
+    return c.redirect(checks.returnTo ?? '/dashboard/', 303);
   });
 
   app.post('/sign-out', async (c) => {

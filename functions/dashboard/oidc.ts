@@ -14,18 +14,30 @@ export interface SignInChecks {
   codeVerifier: string;
   state: string;
   nonce: string;
+  /**
+   * A fresh sign-in (asked for before creating a key or changing auto top-up): when its redirect was
+   * made (epoch seconds). The callback accepts only an ID token whose `auth_time` is not older.
+   */
+  freshSince?: number;
+  /** Where a fresh sign-in sends the browser back to (a dashboard path), to redo what it asked for. */
+  returnTo?: string;
 }
 
 interface SignedInUser {
   /** The provider's `sub`: stable per user (Cognito: a UUID). */
   subject: string;
   email?: string;
+  /** The ID token's `auth_time`: when the user last authenticated at the provider (epoch seconds). */
+  authTime?: number;
 }
 
 /** The OpenID boundary the dashboard depends on; unit tests stand in for it. */
 export interface OidcClient {
-  /** A new sign-in: where to send the browser, and the checks its callback must pass. */
-  begin(): Promise<{ url: URL; checks: SignInChecks }>;
+  /**
+   * A new sign-in: where to send the browser, and the checks its callback must pass. `fresh`: the user
+   * must authenticate again even with a live session at the provider (`prompt=login`, `max_age=0`).
+   */
+  begin(options?: { fresh?: boolean }): Promise<{ url: URL; checks: SignInChecks }>;
   /** The callback (its full public URL with the query), exchanged for a verified ID token's subject. */
   finish(callbackUrl: URL, checks: SignInChecks): Promise<SignedInUser>;
   /**
@@ -78,7 +90,7 @@ export async function openIdClient(
       url.searchParams.set('logout_uri', new URL('./', settings.redirectUri).href);
       return url;
     },
-    async begin() {
+    async begin(options = {}) {
       const checks = {
         codeVerifier: client.randomPKCECodeVerifier(),
         state: client.randomState(),
@@ -92,6 +104,10 @@ export async function openIdClient(
         code_challenge_method: 'S256',
         state: checks.state,
         nonce: checks.nonce,
+        // Cognito's managed login documents `prompt=login` (sign in again despite its session cookie);
+        // `max_age=0` is the OpenID Connect way, honoured by the local provider. Neither is trusted
+        // alone: the callback checks the ID token's auth_time itself.
+        ...(options.fresh ? { prompt: 'login', max_age: '0' } : {}),
       });
       return { url, checks };
     },
@@ -109,7 +125,11 @@ export async function openIdClient(
         throw new SignInError(`sign-in failed: ${(error as Error).message}`, { cause: error });
       }
       if (!claims?.sub) throw new SignInError('sign-in failed: the ID token has no subject');
-      return { subject: claims.sub, ...(typeof claims.email === 'string' ? { email: claims.email } : {}) };
+      return {
+        subject: claims.sub,
+        ...(typeof claims.email === 'string' ? { email: claims.email } : {}),
+        ...(typeof claims.auth_time === 'number' ? { authTime: claims.auth_time } : {}),
+      };
     },
   };
 }

@@ -6,6 +6,7 @@
 import { Hono } from 'hono';
 import { hashKey } from '../core/auth.js';
 import { topUpEntryId } from '../core/store.js';
+import { autoTopUpChangedMessage, keyCreatedMessage } from '../core/watch.js';
 import {
   alertThresholdCents,
   autoTopUpCents,
@@ -21,7 +22,7 @@ import { activityRoutes } from './activity-routes.js';
 import type { DashboardDeps, DashboardEnv } from './app.js';
 import { keyCapRoute, keysPage } from './key-caps.js';
 import { BillingPage, MessagePage, SuccessPage } from './pages.js';
-import { currentSession, redirectAfterPost, takeNotice } from './sessions.js';
+import { currentSession, redirectAfterPost, signedInRecently, takeNotice } from './sessions.js';
 
 /** The buy buttons, in cents: $10, $25, $50, $100 (any other amount is the custom field's). */
 const FIXED_AMOUNTS_CENTS = [1_000, 2_500, 5_000, 10_000] as const;
@@ -64,6 +65,18 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
       return next();
     });
 
+  // Creating a key or changing auto top-up (each can spend money: a key spends the balance, auto
+  // top-up charges the card) needs a recent sign-in (signedInRecently): else nothing is done and the
+  // browser signs in again, then comes back to the page (GET) to do it again. The POST is not replayed.
+  for (const [path, page] of [
+    ['/settings/api/keys', KEYS_PATH],
+    ['/billing/auto-top-up', BILLING_PATH],
+  ] as const)
+    routes.post(path, async (c, next) => {
+      if (signedInRecently(c.var.session, now())) return next();
+      return c.redirect(`/dashboard/sign-in?fresh=${encodeURIComponent(page)}`, 303);
+    });
+
   const accountOf = async (accountId: string) => {
     const account = await store.getAccount(accountId);
     if (!account) throw new Error(`the session's account ${accountId} is gone`);
@@ -89,10 +102,14 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
   if (caps) keyCapRoute(routes, store, now);
 
   routes.post('/settings/api/keys', async (c) => {
-    const { accountId } = c.var.session;
+    const { accountId, subject } = c.var.session;
     const form = await c.req.parseBody();
     try {
-      const { key, record } = await createAccountKey(store, accountId, form.name, now().toISOString());
+      const at = now().toISOString();
+      const { key, record } = await createAccountKey(store, accountId, form.name, at);
+      // Told to the signed-in user's address: the key is made (another table), so right after it.
+      const to = await deps.watches?.emailOf(subject);
+      if (to) await deps.watches?.queueMessage(accountId, keyCreatedMessage(to, record.name, at), at);
       return redirectAfterPost(c, store, c.var.session, KEYS_PATH, now(), {
         created: { name: record.name, key },
       });
@@ -195,12 +212,12 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
         }),
         400,
       );
-    await watches.setAutoTopUp(
-      accountId,
-      { ...settings, enabled },
-      await watches.emailOf(subject),
-      now().toISOString(),
-    );
+    const email = await watches.emailOf(subject);
+    const at = now().toISOString();
+    const changed = { ...settings, enabled };
+    // The change told to the account's address in the same write.
+    const message = email ? autoTopUpChangedMessage(email, changed, at) : undefined;
+    await watches.setAutoTopUp(accountId, changed, email, at, message);
     return redirectAfterPost(c, store, c.var.session, BILLING_PATH, now());
   });
 

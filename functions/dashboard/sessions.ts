@@ -35,7 +35,7 @@ export const hashSessionId = (id: string): string => createHash('sha256').update
 export async function startSession(
   c: Context,
   store: Store,
-  user: { accountId: string; subject: string },
+  user: { accountId: string; subject: string; authTime?: number | undefined },
   now: Date,
 ): Promise<void> {
   const previous = getCookie(c, SESSION_COOKIE);
@@ -47,6 +47,7 @@ export async function startSession(
     subject: user.subject,
     createdAt: now.toISOString(),
     expiresAt: Math.floor(now.getTime() / 1000) + SESSION_TTL_SECONDS,
+    ...(user.authTime !== undefined ? { authTime: user.authTime } : {}),
   };
   await store.putSession(session);
   setCookie(c, SESSION_COOKIE, id, cookieOptions(SESSION_TTL_SECONDS));
@@ -103,6 +104,25 @@ export function takeNotice(
   return store.takeSessionNotice(session.sessionHash, Math.floor(now.getTime() / 1000));
 }
 
+/**
+ * How recent a sign-in must be to create a key or change auto top-up: a session taken over (a stolen
+ * cookie, an unlocked computer) cannot spend a card without the user's password (and MFA, if set).
+ */
+export const FRESH_SIGN_IN_SECONDS = 10 * 60;
+
+/** The session's sign-in is recent enough for an action that can spend money (FRESH_SIGN_IN_SECONDS). */
+export function signedInRecently(session: DashboardSession, now: Date): boolean {
+  return (
+    session.authTime !== undefined &&
+    Math.floor(now.getTime() / 1000) - session.authTime <= FRESH_SIGN_IN_SECONDS
+  );
+}
+
+/** A path of this dashboard to send the browser back to (never another site's: no open redirect). */
+export function isDashboardPath(path: string): boolean {
+  return /^\/dashboard\/[A-Za-z0-9/_-]*$/.test(path) && !path.includes('//');
+}
+
 export function keepSignIn(c: Context, checks: SignInChecks): void {
   setCookie(
     c,
@@ -119,9 +139,15 @@ export function takeSignIn(c: Context): SignInChecks | undefined {
   if (!value) return undefined;
   try {
     const parsed = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as Partial<SignInChecks>;
-    const { codeVerifier, state, nonce } = parsed;
+    const { codeVerifier, state, nonce, freshSince, returnTo } = parsed;
     if (typeof codeVerifier === 'string' && typeof state === 'string' && typeof nonce === 'string')
-      return { codeVerifier, state, nonce };
+      return {
+        codeVerifier,
+        state,
+        nonce,
+        ...(typeof freshSince === 'number' ? { freshSince } : {}),
+        ...(typeof returnTo === 'string' && isDashboardPath(returnTo) ? { returnTo } : {}),
+      };
   } catch {
     // a cookie that is not ours: no sign-in in progress
   }

@@ -176,7 +176,8 @@ export class BalanceWatch extends Construct {
       }),
     );
     for (const [name, value] of Object.entries(watchEnv)) props.payments.addEnvironment(name, value);
-    // The dashboard: the settings (UpdateItem) and the signed-in user's address (PutItem, GetItem: it
+    // The dashboard: the settings (UpdateItem; a change of auto top-up in a transaction with its e-mail's
+    // Put), the e-mail of a key created (PutItem) and the signed-in user's address (PutItem, GetItem: it
     // has those on its table already).
     props.dashboard.addToRolePolicy(
       new PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [table.tableArn] }),

@@ -146,7 +146,8 @@ export class Dashboard extends Construct {
 
     // The customers: they sign up themselves with their email, verified by a code before they can sign
     // in; the password policy below (12 characters with all four classes) is stated on the sign-up page.
-    // TOTP MFA is theirs to turn on (nag-suppressions.ts: COG2). Essentials: managed login.
+    // TOTP MFA is theirs to turn on (nag-suppressions.ts: COG2); creating a key or changing auto top-up
+    // asks for a sign-in of the last minutes (docs/dashboard.md). Essentials: managed login.
     // Its e-mail (the verification codes) goes through SES from the stack's identity, with its
     // configuration set (email.ts): Cognito's own e-mail (COGNITO_DEFAULT) sends 50 a day, which one
     // sign-up bot exhausts.

@@ -41,7 +41,7 @@ export const ACKNOWLEDGED = [
   {
     id: 'AwsSolutions::AwsSolutions-COG2',
     reason:
-      "The dashboard's user pool (only on a stack with a custom domain) offers TOTP MFA to every customer but does not require it: a customer signs up to buy credits and manage API keys, and the keys, not the dashboard session, are what spends; requiring an authenticator app at sign-up is a decision for the product, made by setting mfa to ON in lib/infra/dashboard.ts.",
+      "The dashboard's user pool (only on a stack with a custom domain) offers TOTP MFA to every customer but does not require it: a customer signs up to buy credits and manage API keys. A dashboard session can spend (a new key spends the balance; auto top-up charges the saved card, up to $1,000 per crossing), so those two actions ask for a sign-in of the last 10 minutes (the password again, and the TOTP code where set: prompt=login, the ID token's auth_time checked) and are e-mailed to the account; requiring an authenticator app at sign-up is a decision for the product, made by setting mfa to ON in lib/infra/dashboard.ts.",
   },
   {
     id: 'AwsSolutions::AwsSolutions-COG8',

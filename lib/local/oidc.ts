@@ -4,8 +4,10 @@
  * memory, with one dev user and its own sign-in page. The dashboard reaches it by discovery from its
  * issuer URL, exactly as it reaches a Cognito user pool on AWS: authorization code, PKCE (required
  * here, as the dashboard always sends it), state, nonce, a confidential client authenticated with
- * client_secret_basic, and RS256 ID tokens carrying `sub` and `email` (as Cognito's do), verified
- * against this provider's JWKS.
+ * client_secret_basic, and RS256 ID tokens carrying `sub`, `email` and `auth_time` (as Cognito's do),
+ * verified against this provider's JWKS. A sign-in again (`prompt=login` or `max_age=0`, the dashboard's
+ * before creating a key or changing auto top-up) shows the sign-in page even to a browser signed in here
+ * (oidc-provider's own login policy), and its ID token's auth_time is that new sign-in's.
  *
  * Why not cognito-local: it emulates Cognito's user-pool API (InitiateAuth, SignUp... through the
  * AWS SDK) but not its OAuth 2.0 / OpenID endpoints (no /oauth2/authorize, no hosted sign-in page,
@@ -213,6 +215,8 @@ export async function startLocalOidc(options: LocalOidcOptions): Promise<Running
             grant_types: ['authorization_code'],
             response_types: ['code'],
             token_endpoint_auth_method: 'client_secret_basic',
+            // Every ID token carries auth_time, as Cognito's do (not only when max_age was sent).
+            require_auth_time: true,
           },
         ],
         jwks: { keys: [signingKey] },

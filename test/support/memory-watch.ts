@@ -3,8 +3,10 @@
  * condition and applies whole, as the DynamoDB one's conditional writes and transactions do, so two
  * runs interleaved at any await act once.
  */
+import { randomUUID } from 'node:crypto';
 import {
   alertMessageId,
+  changeMessageId,
   type DeadLetter,
   type NewMessage,
   type OutboxMessage,
@@ -61,8 +63,10 @@ export class MemoryWatchStore implements WatchStore {
     accountId: string,
     settings: { belowCents: number; buyCents: number; enabled: boolean },
     email: string | undefined,
-    _now: string,
+    now: string,
+    message?: NewMessage,
   ) {
+    this.queue(changeMessageId(accountId, randomUUID()), accountId, message, now);
     const watch = this.watch(accountId);
     const auto = { ...watch.autoTopUp, ...settings };
     if (settings.enabled) {
@@ -71,6 +75,9 @@ export class MemoryWatchStore implements WatchStore {
     }
     watch.autoTopUp = auto;
     if (email) watch.email = email;
+  }
+  async queueMessage(accountId: string, message: NewMessage, now: string) {
+    this.queue(changeMessageId(accountId, randomUUID()), accountId, message, now);
   }
   async recordCard(accountId: string, card: SavedCard, _now: string) {
     const watch = this.watch(accountId);

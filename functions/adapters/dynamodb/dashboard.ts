@@ -6,8 +6,9 @@
  * Every call goes through the wire (wire.ts), as the rest of the store's: a function has no SDK client.
  *
  * Items of the dashboard table, keyed by `id`:
- * - `session#<SHA-256 hex of the session id>`: accountId, subject, createdAt, expiresAt (N, epoch
- *   seconds, the table's TTL attribute). An expired one is refused on read: TTL deletes within days.
+ * - `session#<SHA-256 hex of the session id>`: accountId, subject, createdAt, authTime (N, the ID
+ *   token's `auth_time`), expiresAt (N, epoch seconds, the table's TTL attribute).
+ *   An expired one is refused on read: TTL deletes within days.
  *   `notice`: what a POST left for the page after its redirect (JSON, core/session.ts), removed as read.
  * - `user#<OpenID subject>`: accountId, createdAt. Written once, conditionally.
  */
@@ -55,6 +56,7 @@ export class DashboardItems extends DashboardTablePart {
         subject: S(session.subject),
         createdAt: S(session.createdAt),
         expiresAt: N(session.expiresAt),
+        ...(session.authTime !== undefined ? { authTime: N(session.authTime) } : {}),
       },
       // A fresh random id never meets an item; should it, nothing is overwritten.
       ConditionExpression: 'attribute_not_exists(id)',
@@ -76,6 +78,7 @@ export class DashboardItems extends DashboardTablePart {
       subject: item.subject?.S ?? '',
       createdAt: item.createdAt?.S ?? '',
       expiresAt,
+      ...(item.authTime?.N !== undefined ? { authTime: Number(item.authTime.N) } : {}),
     };
   }
 

@@ -9,9 +9,10 @@
  *   the alert (thresholdCents N, alertState S `armed`|`sent`, alertSeq N); the auto top-up (autoBelowCents,
  *   autoBuyCents N, autoEnabled BOOL, stripeCustomer, paymentMethod, cardBrand, cardLast4, cardFrom N,
  *   autoOffReason, autoOffAt); topUpSeq N and the one in flight (inFlightSeq N, inFlightAt, inFlightIntent).
- * - `outbox#<accountId>#alert-<n>` / `#topup-<n>`: watchList = `outbox`, accountId, to, subject, text,
- *   createdAt; claimedUntil N (epoch ms) while a run sends it, sendAttempts N (one per claim). Put in
- *   the same transaction as the transition that queues it; deleted once SES took it. A dead letter
+ * - `outbox#<accountId>#alert-<n>` / `#topup-<n>` / `#change-<uuid>` (a key created, auto top-up
+ *   changed): watchList = `outbox`, accountId, to, subject, text, createdAt; claimedUntil N (epoch ms)
+ *   while a run sends it, sendAttempts N (one per claim). Put in the same transaction as the
+ *   transition that queues it (a key's, made in another table, right after it); deleted once SES took it. A dead letter
  *   (SES refused it for good, or too many attempts failed) is the same item listed as watchList =
  *   `dead-letter`, with deadReason and deadAt: out of the outbox, never sent again.
  * - `profile#<OpenID subject>`: email (the ID token's at the last sign-in), updatedAt.
@@ -19,6 +20,7 @@
  * Each transition is one conditional write (or one transaction of the watch item's update and the
  * outbox item's put): two writers with the same view, one wins, the other's condition fails.
  */
+import { randomUUID } from 'node:crypto';
 import type {
   GetItemCommandOutput,
   QueryCommandInput,
@@ -26,6 +28,7 @@ import type {
 } from '@aws-sdk/client-dynamodb';
 import {
   alertMessageId,
+  changeMessageId,
   type DeadLetter,
   type NewMessage,
   type OutboxMessage,
@@ -77,6 +80,18 @@ function toMessage(item: Item): OutboxMessage {
   };
 }
 
+function outboxItem(id: string, accountId: string, message: NewMessage, now: string): Item {
+  return {
+    id: S(id),
+    watchList: S('outbox'),
+    accountId: S(accountId),
+    to: S(message.to),
+    subject: S(message.subject),
+    text: S(message.text),
+    createdAt: S(now),
+  };
+}
+
 const oldestFirst = (a: OutboxMessage, b: OutboxMessage) => a.createdAt.localeCompare(b.createdAt);
 
 export class WatchItems extends DashboardTablePart implements WatchStore {
@@ -118,7 +133,7 @@ export class WatchItems extends DashboardTablePart implements WatchStore {
   /** The watch item's conditional update and, when there is one, the outbox item's put, in one transaction. */
   private async transition(
     accountId: string,
-    update: { expression: string; values: Item; condition: string },
+    update: { expression: string; values: Item; condition?: string },
     outbox: { id: string; message: NewMessage | undefined; now: string },
   ): Promise<boolean> {
     if (!outbox.message) return this.update(accountId, update.expression, update.values, update.condition);
@@ -130,22 +145,14 @@ export class WatchItems extends DashboardTablePart implements WatchStore {
               TableName: this.name(),
               Key: { id: S(watchId(accountId)) },
               UpdateExpression: update.expression,
-              ConditionExpression: update.condition,
+              ...(update.condition ? { ConditionExpression: update.condition } : {}),
               ExpressionAttributeValues: update.values,
             },
           },
           {
             Put: {
               TableName: this.name(),
-              Item: {
-                id: S(outbox.id),
-                watchList: S('outbox'),
-                accountId: S(accountId),
-                to: S(outbox.message.to),
-                subject: S(outbox.message.subject),
-                text: S(outbox.message.text),
-                createdAt: S(outbox.now),
-              },
+              Item: outboxItem(outbox.id, accountId, outbox.message, outbox.now),
               ConditionExpression: 'attribute_not_exists(id)',
             },
           },
@@ -205,6 +212,7 @@ export class WatchItems extends DashboardTablePart implements WatchStore {
     settings: { belowCents: number; buyCents: number; enabled: boolean },
     email: string | undefined,
     now: string,
+    message?: NewMessage,
   ) {
     const { sets, values } = settingsUpdate(accountId, email, now);
     sets.push('autoBelowCents = :below', 'autoBuyCents = :buy', 'autoEnabled = :enabled');
@@ -215,7 +223,19 @@ export class WatchItems extends DashboardTablePart implements WatchStore {
     });
     // Switched on again: the reason it went off is the past.
     const remove = settings.enabled ? ' REMOVE autoOffReason, autoOffAt' : '';
-    await this.update(accountId, `SET ${sets.join(', ')}${remove}`, values);
+    await this.transition(
+      accountId,
+      { expression: `SET ${sets.join(', ')}${remove}`, values },
+      { id: changeMessageId(accountId, randomUUID()), message, now },
+    );
+  }
+
+  async queueMessage(accountId: string, message: NewMessage, now: string): Promise<void> {
+    await this.wire.call('PutItem', {
+      TableName: this.name(),
+      Item: outboxItem(changeMessageId(accountId, randomUUID()), accountId, message, now),
+      ConditionExpression: 'attribute_not_exists(id)',
+    });
   }
 
   async recordCard(accountId: string, card: SavedCard, now: string) {

@@ -36,8 +36,8 @@ afterAll(async () => {
 async function signIn(
   url: URL,
   password = provider.user.password,
+  browser = new Browser(),
 ): Promise<{ status: number; callback?: URL }> {
-  const browser = new Browser();
   const page = await browser.open(url.href);
   expect(page.body).toContain('Sign in');
   const action = new URL(formAction(page.body, /\/interaction\//), page.url).href;
@@ -64,7 +64,26 @@ describe('the OpenID client against the local provider', () => {
     const { callback } = await signIn(url);
     expect(callback?.searchParams.get('code')).toBeTruthy();
     const user = await oidc.finish(callback as URL, checks);
-    expect(user).toEqual({ subject: provider.user.subject, email: provider.user.email });
+    expect(user).toEqual({
+      subject: provider.user.subject,
+      email: provider.user.email,
+      authTime: expect.any(Number),
+    });
+  });
+
+  it('a fresh sign-in (prompt=login, max_age=0) asks for the password again despite the provider session', async () => {
+    const browser = new Browser();
+    const first = await oidc.begin();
+    const signedIn = await signIn(first.url, provider.user.password, browser);
+    await oidc.finish(signedIn.callback as URL, first.checks);
+    const since = Math.floor(Date.now() / 1000);
+    const fresh = await oidc.begin({ fresh: true });
+    expect(fresh.url.searchParams.get('prompt')).toBe('login');
+    expect(fresh.url.searchParams.get('max_age')).toBe('0');
+    // The same browser, signed in at the provider, is shown the sign-in page again.
+    const { callback } = await signIn(fresh.url, provider.user.password, browser);
+    const user = await oidc.finish(callback as URL, fresh.checks);
+    expect(user.authTime).toBeGreaterThanOrEqual(since);
   });
 
   it('refuses a wrong password at the provider (no code)', async () => {

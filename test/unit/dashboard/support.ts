@@ -9,6 +9,7 @@ import { type OidcClient, type SignInChecks, SignInError } from '../../../functi
 import type { StripeApi } from '../../../functions/payments/stripe-api.js';
 import { Browser } from '../../support/browser.js';
 import { MemoryStore } from '../../support/memory-store.js';
+import type { MemoryWatchStore } from '../../support/memory-watch.js';
 
 export const ORIGIN = 'https://dashboard.example.com';
 export const IDP = 'https://idp.example.com';
@@ -16,8 +17,14 @@ export const IDP = 'https://idp.example.com';
 export class StubOidc implements OidcClient {
   /** What each code the provider hands out signs in as. */
   readonly codes = new Map<string, string>();
+  /** The auth_time of the next ID tokens (epoch seconds); unset: the clock's now, as at a sign-in. */
+  authTime: number | undefined;
+  /** The options of each begin, in order. */
+  readonly begun: { fresh?: boolean }[] = [];
+  constructor(private readonly clock: { now: Date }) {}
   private counter = 0;
-  async begin() {
+  async begin(options: { fresh?: boolean } = {}) {
+    this.begun.push(options);
     this.counter += 1;
     const checks = {
       codeVerifier: `verifier-${this.counter}`,
@@ -26,6 +33,7 @@ export class StubOidc implements OidcClient {
     };
     const url = new URL(`${IDP}/authorize`);
     url.searchParams.set('state', checks.state);
+    if (options.fresh) url.searchParams.set('max_age', '0');
     return { url, checks };
   }
   async finish(callbackUrl: URL, checks: SignInChecks) {
@@ -35,7 +43,7 @@ export class StubOidc implements OidcClient {
     const subject = this.codes.get(callbackUrl.searchParams.get('code') ?? '');
     if (!subject) throw new SignInError('unknown code');
     this.codes.delete(callbackUrl.searchParams.get('code') ?? '');
-    return { subject };
+    return { subject, authTime: this.authTime ?? Math.floor(this.clock.now.getTime() / 1000) };
   }
 }
 
@@ -71,11 +79,13 @@ export class StubStripe implements StripeApi {
   }
 }
 
-export function dashboard(options: { originVerify?: string[]; keyDailyCaps?: boolean } = {}) {
+export function dashboard(
+  options: { originVerify?: string[]; keyDailyCaps?: boolean; watches?: MemoryWatchStore } = {},
+) {
   const store = new MemoryStore();
-  const oidc = new StubOidc();
-  const stripe = new StubStripe();
   const clock = { now: new Date('2025-06-01T12:00:00Z') };
+  const oidc = new StubOidc(clock);
+  const stripe = new StubStripe();
   const app = createDashboardApp({
     store,
     oidc: async () => oidc,
@@ -85,6 +95,7 @@ export function dashboard(options: { originVerify?: string[]; keyDailyCaps?: boo
     originVerify: async () => options.originVerify ?? [],
     now: () => clock.now,
     ...(options.keyDailyCaps ? { keyDailyCaps: true } : {}),
+    ...(options.watches ? { watches: options.watches } : {}),
   });
   const send = async (url: URL, init: RequestInit) => app.request(url.href, init);
   const browser = () => new Browser(send);
