@@ -20,8 +20,9 @@ import { logger } from '../shared/observability.js';
 import { createAccountKey, KeyRequestError, revokeAccountKey } from './accounts.js';
 import { activityRoutes } from './activity-routes.js';
 import type { DashboardDeps, DashboardEnv } from './app.js';
+import { BillingPage, SuccessPage } from './billing-pages.js';
 import { keyCapRoute, keysPage } from './key-caps.js';
-import { BillingPage, MessagePage, SuccessPage } from './pages.js';
+import { MessagePage } from './pages.js';
 import { currentSession, redirectAfterPost, signedInRecently, takeNotice } from './sessions.js';
 
 /** The buy buttons, in cents: $10, $25, $50, $100 (any other amount is the custom field's). */
