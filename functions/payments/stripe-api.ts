@@ -52,6 +52,14 @@ export interface StripeApi {
   createCheckoutSession(params: Stripe.Checkout.SessionCreateParams): Promise<CheckoutSessionView>;
 }
 
+/**
+ * The Stripe API version every client of the service asks for, pinned here rather than left to the
+ * SDK's default: an SDK upgrade that moves its version fails the type check (the option is typed as
+ * the SDK's own version) until this, and the webhook endpoint's version in docs/deploy.md
+ * ("Connecting Stripe", which test/unit/payments/api-version.test.ts holds to this string), move too.
+ */
+export const STRIPE_API_VERSION = '2026-10-28.endive' satisfies Stripe.LatestApiVersion;
+
 /** Where the SDK sends its requests: the stand-in's base URL locally, api.stripe.com when absent. */
 export interface StripeClientOptions {
   apiKey: string;
@@ -65,6 +73,7 @@ export interface StripeClientOptions {
 export function stripeClient({ apiKey, apiBase }: StripeClientOptions): Stripe {
   const base = apiBase ? new URL(apiBase) : undefined;
   return new Stripe(apiKey, {
+    apiVersion: STRIPE_API_VERSION,
     maxNetworkRetries: 2,
     timeout: 10_000,
     telemetry: false,
