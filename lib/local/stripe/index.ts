@@ -274,6 +274,7 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
       cancelUrl: formText(form.cancel_url),
       baseUrl,
       customerCreation: formText(form.customer_creation),
+      customer: formText(form.customer),
       setupFutureUsage: formText(formObject(form.payment_intent_data).setup_future_usage),
     });
   };
