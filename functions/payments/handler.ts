@@ -46,6 +46,7 @@ async function webhook(event: FunctionUrlEvent): Promise<FunctionUrlResult> {
     store: getStore(),
     stripe: stripeApi(client.sdk),
     webhookSecret: settings.webhookSecret,
+    previousWebhookSecret: settings.previousWebhookSecret,
     now: () => new Date().toISOString(),
     ...withWatches(),
   });
