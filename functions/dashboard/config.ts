@@ -15,6 +15,7 @@
  * - DASHBOARD_TABLE (functions/adapters/dynamodb/dashboard.ts) and the four tables of the store.
  */
 import { getSecretString } from '../adapters/secrets.js';
+import type { StripeNetwork } from '../payments/stripe-api.js';
 
 export interface OidcSettings {
   issuer: string;
@@ -69,3 +70,11 @@ export function checkoutOrigins(env: NodeJS.ProcessEnv = process.env): string[] 
   if (env.STRIPE_API_BASE) origins.push(new URL(env.STRIPE_API_BASE).origin);
   return origins;
 }
+
+/**
+ * The dashboard's Stripe calls (a Checkout Session made, one read on the success page) fit inside its
+ * function's 10 s timeout (lib/infra/function-settings.ts): 3 s an attempt and one retry, 6.5 s at
+ * worst with the SDK's pause, so a slow Stripe gets the dashboard's own error page, with room for the
+ * secret and database reads around the call, rather than CloudFront's 502 when Lambda stops it.
+ */
+export const DASHBOARD_STRIPE_NETWORK: StripeNetwork = { timeoutMs: 3_000, maxNetworkRetries: 1 };

@@ -12,7 +12,13 @@ import { stripeSettings } from '../payments/config.js';
 import { type StripeApi, stripeApi, stripeClient } from '../payments/stripe-api.js';
 import { keyDailyCapsOn } from '../shared/env.js';
 import { createDashboardApp } from './app.js';
-import { checkoutOrigins, oidcSettings, publicOrigin, signOutOrigin } from './config.js';
+import {
+  checkoutOrigins,
+  DASHBOARD_STRIPE_NETWORK,
+  oidcSettings,
+  publicOrigin,
+  signOutOrigin,
+} from './config.js';
 import { type OidcClient, openIdClient } from './oidc.js';
 
 let oidc: Promise<OidcClient> | undefined;
@@ -32,7 +38,10 @@ let stripe: { apiKey: string; api: StripeApi } | undefined;
 async function stripeFor(): Promise<StripeApi> {
   const settings = await stripeSettings();
   if (stripe?.apiKey !== settings.apiKey)
-    stripe = { apiKey: settings.apiKey, api: stripeApi(stripeClient(settings)) };
+    stripe = {
+      apiKey: settings.apiKey,
+      api: stripeApi(stripeClient({ ...settings, network: DASHBOARD_STRIPE_NETWORK })),
+    };
   return stripe.api;
 }
 

@@ -233,9 +233,12 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
       if (!(error instanceof InvalidPurchaseAmountError)) throw error;
       return c.html(await billingPage(accountId, { watchError: error.message }), 400);
     }
+    // The account's Customer, if a card was saved before: one Customer per account.
+    const customer = (await watches.getWatch(accountId))?.autoTopUp?.customer;
     const session = await createSaveCardCheckout(await deps.stripe(), {
       accountId,
       amountCents: cents,
+      customer,
       successUrl: `${deps.publicOrigin}${BILLING_PATH}/success?session_id={CHECKOUT_SESSION_ID}`,
       cancelUrl: `${deps.publicOrigin}${BILLING_PATH}`,
     });

@@ -6,6 +6,7 @@
  * session. Nothing is credited here or on the success page: only the webhook credits.
  */
 
+import type Stripe from 'stripe';
 import { SAVE_CARD_KIND } from '../core/watch.js';
 import { CURRENCY, purchaseCents } from './amounts.js';
 import { ACCOUNT_METADATA_KEY, KIND_METADATA_KEY } from './events.js';
@@ -44,24 +45,56 @@ export async function createCheckout(
   });
 }
 
+export interface SaveCardCheckoutRequest extends CheckoutRequest {
+  /** The account's Stripe Customer, from the card it saved before (functions/core/watch.ts), if any. */
+  customer?: string | undefined;
+}
+
 /**
  * A purchase that also saves the card for auto top-up: the same Checkout in `payment` mode (the
  * customer buys the top-up amount now, within the same bounds), with
  * `payment_intent_data.setup_future_usage = off_session` (Checkout says the card is kept for later
- * payments and attaches it to the customer) and `customer_creation: always` (a Customer to charge
- * later). Its metadata's `kind` tells the webhook to record the card (events.ts).
+ * payments and attaches it to the customer). The Customer to charge later is the account's own when
+ * it has one (`customer`: one Customer per account, however many cards it saves), else a new one
+ * (`customer_creation: always`); Stripe takes one or the other, never both. A Customer that Stripe no
+ * longer knows (deleted in its dashboard: 400 `resource_missing` on `customer`) gets a new one.
+ * Its metadata's `kind` tells the webhook to record the card (events.ts).
  */
 export async function createSaveCardCheckout(
   stripe: StripeApi,
-  request: CheckoutRequest,
+  request: SaveCardCheckoutRequest,
 ): Promise<CheckoutSessionView> {
   const cents = purchaseCents(request.amountCents);
   if (!request.accountId) throw new Error('createSaveCardCheckout needs the account id');
+  if (request.customer) {
+    try {
+      return await stripe.createCheckoutSession(
+        saveCardParams(request, cents, { customer: request.customer }),
+      );
+    } catch (error) {
+      if (!isMissingCustomer(error)) throw error;
+    }
+  }
+  return stripe.createCheckoutSession(saveCardParams(request, cents, { customer_creation: 'always' }));
+}
+
+/** Stripe's answer to a `customer` it does not know: 400 `resource_missing` naming the `customer` param. */
+function isMissingCustomer(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, param } = error as { code?: unknown; param?: unknown };
+  return code === 'resource_missing' && param === 'customer';
+}
+
+function saveCardParams(
+  request: CheckoutRequest,
+  cents: number,
+  who: { customer: string } | { customer_creation: 'always' },
+): Stripe.Checkout.SessionCreateParams {
   const metadata = { [ACCOUNT_METADATA_KEY]: request.accountId, [KIND_METADATA_KEY]: SAVE_CARD_KIND };
-  return stripe.createCheckoutSession({
+  return {
     mode: 'payment',
     client_reference_id: request.accountId,
-    customer_creation: 'always',
+    ...who,
     line_items: [
       {
         quantity: 1,
@@ -76,5 +109,5 @@ export async function createSaveCardCheckout(
     payment_intent_data: { metadata, setup_future_usage: 'off_session' },
     success_url: request.successUrl,
     cancel_url: request.cancelUrl,
-  });
+  };
 }

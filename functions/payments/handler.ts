@@ -41,6 +41,7 @@ async function webhook(event: FunctionUrlEvent): Promise<FunctionUrlResult> {
     store: getStore(),
     stripe: stripeApi(instanceSdk(settings)),
     webhookSecret: settings.webhookSecret,
+    previousWebhookSecret: settings.previousWebhookSecret,
     now: () => new Date().toISOString(),
     ...withWatches(),
   });

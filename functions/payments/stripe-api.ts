@@ -52,21 +52,54 @@ export interface StripeApi {
   createCheckoutSession(params: Stripe.Checkout.SessionCreateParams): Promise<CheckoutSessionView>;
 }
 
+/**
+ * The Stripe API version every client of the service asks for, pinned here rather than left to the
+ * SDK's default: an SDK upgrade that moves its version fails the type check (the option is typed as
+ * the SDK's own version) until this, and the webhook endpoint's version in docs/deploy.md
+ * ("Connecting Stripe", which test/unit/payments/api-version.test.ts holds to this string), move too.
+ */
+export const STRIPE_API_VERSION = '2026-10-28.endive' satisfies Stripe.LatestApiVersion;
+
+/** How long the SDK waits for each attempt of a call, and how many times it tries again. */
+export interface StripeNetwork {
+  timeoutMs: number;
+  maxNetworkRetries: number;
+}
+
+/**
+ * The default: bounded waits (a webhook answers within Stripe's own delivery timeout) and two network
+ * retries (the SDK adds idempotency keys to its retried POSTs). A function with a shorter timeout
+ * passes its own (the dashboard's, functions/dashboard/config.ts).
+ */
+const DEFAULT_NETWORK: StripeNetwork = { timeoutMs: 10_000, maxNetworkRetries: 2 };
+
+/**
+ * The longest the SDK pauses before its n-th retry (n from 1): half a second doubled each time, capped
+ * at 5 s (its defaults, which stripeClient keeps; its jitter only shortens a pause, never below 0.5 s).
+ */
+export const stripeRetryPauseMs = (n: number) => Math.min(500 * 2 ** (n - 1), 5_000);
+
+/** The longest a call can take on `network`: every attempt timing out, and the pauses between them. */
+export function stripeWorstCaseMs({ timeoutMs, maxNetworkRetries }: StripeNetwork): number {
+  let total = timeoutMs * (maxNetworkRetries + 1);
+  for (let n = 1; n <= maxNetworkRetries; n += 1) total += stripeRetryPauseMs(n);
+  return total;
+}
+
 /** Where the SDK sends its requests: the stand-in's base URL locally, api.stripe.com when absent. */
 export interface StripeClientOptions {
   apiKey: string;
   apiBase?: string | undefined;
+  network?: StripeNetwork;
 }
 
-/**
- * The SDK client: bounded waits (a webhook answers within Stripe's own delivery timeout) and two
- * network retries (the SDK adds idempotency keys to its retried POSTs).
- */
-export function stripeClient({ apiKey, apiBase }: StripeClientOptions): Stripe {
+/** The SDK client, on the pinned API version, with bounded waits and retries (`network`). */
+export function stripeClient({ apiKey, apiBase, network = DEFAULT_NETWORK }: StripeClientOptions): Stripe {
   const base = apiBase ? new URL(apiBase) : undefined;
   return new Stripe(apiKey, {
-    maxNetworkRetries: 2,
-    timeout: 10_000,
+    apiVersion: STRIPE_API_VERSION,
+    maxNetworkRetries: network.maxNetworkRetries,
+    timeout: network.timeoutMs,
     telemetry: false,
     ...(base
       ? {

@@ -15,6 +15,8 @@ export const SIGNATURE_TOLERANCE_SECONDS = Stripe.webhooks.DEFAULT_TOLERANCE;
 export interface WebhookDeps extends PaymentDeps {
   /** The endpoint's signing secret (`whsec_...`). */
   webhookSecret: string;
+  /** The secret it replaces, while a rotation is under way: a signature made with it is accepted too. */
+  previousWebhookSecret?: string | undefined;
   /** The clock the signature's age is measured on (ms since the epoch). */
   nowMs?: () => number;
   toleranceSeconds?: number;
@@ -32,6 +34,33 @@ function rawBytes(event: FunctionUrlEvent): Buffer {
   return event.isBase64Encoded ? Buffer.from(body, 'base64') : Buffer.from(body, 'utf8');
 }
 
+/**
+ * The event, if its signature is valid for the current secret or, during a rotation, the previous
+ * one; else the current secret's refusal.
+ */
+function verified(body: Buffer, signature: string, deps: WebhookDeps): Stripe.Event {
+  const check = (secret: string) =>
+    Stripe.webhooks.constructEvent(
+      body,
+      signature,
+      secret,
+      deps.toleranceSeconds ?? SIGNATURE_TOLERANCE_SECONDS,
+      undefined,
+      deps.nowMs?.() ?? Date.now(),
+    );
+  try {
+    return check(deps.webhookSecret);
+  } catch (error) {
+    if (!deps.previousWebhookSecret || !(error instanceof Stripe.errors.StripeSignatureVerificationError))
+      throw error;
+    try {
+      return check(deps.previousWebhookSecret);
+    } catch {
+      throw error;
+    }
+  }
+}
+
 export async function handleWebhook(event: FunctionUrlEvent, deps: WebhookDeps): Promise<FunctionUrlResult> {
   if (event.requestContext?.http?.method !== 'POST')
     return {
@@ -42,14 +71,7 @@ export async function handleWebhook(event: FunctionUrlEvent, deps: WebhookDeps):
   let stripeEvent: Stripe.Event;
   try {
     if (!signature) throw new Error('no Stripe-Signature header');
-    stripeEvent = Stripe.webhooks.constructEvent(
-      rawBytes(event),
-      signature,
-      deps.webhookSecret,
-      deps.toleranceSeconds ?? SIGNATURE_TOLERANCE_SECONDS,
-      undefined,
-      deps.nowMs?.() ?? Date.now(),
-    );
+    stripeEvent = verified(rawBytes(event), signature, deps);
   } catch (error) {
     recordPayment('signatureFailures', 'stripe webhook refused: bad signature', {
       reason: error instanceof Error ? error.message : String(error),

@@ -35,5 +35,6 @@ export const FUNCTION_SETTINGS = {
   payments: { timeoutSeconds: 30, memoryMb: 256 },
   // The dashboard's pages: a few DynamoDB reads, at sign-in the provider's token endpoint, at checkout
   // one Stripe call. A browser waits for it; 10 s bounds a stalled call well inside CloudFront's 30 s.
+  // Its Stripe calls are held to 6.5 s at worst (DASHBOARD_STRIPE_NETWORK, functions/dashboard/config.ts).
   dashboard: { timeoutSeconds: 10, memoryMb: 256 },
 } as const satisfies Record<string, FunctionSettings>;

@@ -285,7 +285,7 @@ describe('auto top-up on a card Stripe no longer has', () => {
 });
 
 describe('the Billing page', () => {
-  it('sets an alert and auto top-up within bounds, saves a card through Checkout, and shows why auto top-up went off', async () => {
+  it('sets an alert and auto top-up within bounds, saves a card through Checkout, shows why auto top-up went off; another card saved reuses the Customer', async () => {
     const browser = new Browser();
     const origin = local.emulator.url;
     const signInPage = await browser.open(`${origin}/dashboard/sign-in`);
@@ -338,6 +338,28 @@ describe('the Billing page', () => {
     const billing = await (await browser.fetch(`${origin}/dashboard/billing`)).text();
     expect(billing).toContain('switched off');
     expect(billing).toContain('card_declined');
+
+    // Another card saved: Checkout names the account's Customer, and no second Customer is made.
+    const customer = (await watches.getWatch(accountId))?.autoTopUp?.customer;
+    expect(customer).toMatch(/^cus_/);
+    const customers = local.stripe.stripe.customers.size;
+    const again = await browser.fetch(`${origin}/dashboard/billing/auto-top-up/card`, {
+      form: { buy: '20' },
+      origin,
+    });
+    expect(again.status).toBe(303);
+    const secondId = String(String(again.headers.get('location')).split('/').pop());
+    expect(local.stripe.stripe.sessions.get(secondId)).toMatchObject({ customer, customer_creation: null });
+    await local.stripe.stripe.pay(secondId);
+    await local.stripe.stripe.idle();
+    expect(local.stripe.stripe.customers.size).toBe(customers);
+    const recorded = (await watches.getWatch(accountId))?.autoTopUp;
+    expect(recorded?.customer).toBe(customer);
+    expect(recorded?.paymentMethod).toBe(
+      local.stripe.stripe.paymentIntents.get(
+        String(local.stripe.stripe.sessions.get(secondId)?.payment_intent),
+      )?.payment_method,
+    );
   });
 });
 

@@ -17,7 +17,8 @@
  *   GET  /v1/events/:id   (events kept 30 days; an unknown parameter refused, 400 parameter_unknown)
  * Webhooks: each event POSTed signed; a failed attempt retried on Stripe's live-mode schedule (state.ts,
  *   RETRY_POLICY) for up to 3 days on the stand-in's clock, which a test moves with /advance.
- * Controls (JSON bodies): /_stand-in/resend {eventId}, /hold, /release {order}, /delay {ms}, /advance {ms},
+ * Controls (JSON bodies): /_stand-in/resend {eventId}, /hold, /release {order}, /delay {ms} (webhook
+ *   deliveries), /api-delay {ms} (API answers: a slow Stripe), /advance {ms},
  *   /refund {charge, amount?}, /dispute {charge, amount?}, /settle {session, outcome},
  *   /next-off-session {outcome: card_declined | authentication_required}.
  */
@@ -47,6 +48,11 @@ export interface RunningStripeStandIn {
   /** Its objects, events and test controls. */
   stripe: StripeObjects;
   setWebhookUrl(url: string | undefined): void;
+  /**
+   * A slow Stripe: each API request (`/v1/...`) waits `ms` before it is served, or is dropped
+   * unserved when its client gives up first (0: at once).
+   */
+  setApiDelay(ms: number): void;
   close(): Promise<void>;
 }
 
@@ -102,8 +108,24 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
   };
   const stripe = new StripeObjects(settings);
   let baseUrl = '';
+  let apiDelayMs = 0;
+
+  /** Resolves after `apiDelayMs`, or false at once when the client closes the connection first. */
+  const slowly = (res: ServerResponse) =>
+    new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => {
+        res.off('close', gone);
+        resolve(true);
+      }, apiDelayMs);
+      const gone = () => {
+        clearTimeout(timer);
+        resolve(false);
+      };
+      res.once('close', gone);
+    });
 
   const api = async (req: IncomingMessage, res: ServerResponse, path: string[], query: FormObject) => {
+    if (apiDelayMs > 0 && !(await slowly(res))) return;
     if (req.headers.authorization !== `Bearer ${settings.apiKey}`)
       throw new StripeApiError(401, 'Invalid API Key provided: a key the stand-in was not started with');
     const form = req.method === 'POST' ? parseForm(await readBody(req)) : query;
@@ -274,6 +296,7 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
       cancelUrl: formText(form.cancel_url),
       baseUrl,
       customerCreation: formText(form.customer_creation),
+      customer: formText(form.customer),
       setupFutureUsage: formText(formObject(form.payment_intent_data).setup_future_usage),
     });
   };
@@ -321,6 +344,9 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
       case 'delay':
         stripe.delayMs = Number(body.ms) || 0;
         return sendJson(res, 200, { delayMs: stripe.delayMs });
+      case 'api-delay':
+        apiDelayMs = Math.max(0, Number(body.ms) || 0);
+        return sendJson(res, 200, { apiDelayMs });
       case 'refund':
         return sendJson(res, 200, await stripe.refund(str('charge'), amount));
       case 'dispute':
@@ -385,6 +411,9 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
     stripe,
     setWebhookUrl(url) {
       settings.webhookUrl = url;
+    },
+    setApiDelay(ms) {
+      apiDelayMs = Math.max(0, ms);
     },
     async close() {
       stopRetries();

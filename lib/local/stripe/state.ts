@@ -238,8 +238,27 @@ export class StripeObjects {
     cancelUrl: string | undefined;
     baseUrl: string;
     customerCreation?: string | undefined;
+    /** An existing Customer the session pays as (and saves the card to), as Stripe's `customer`. */
+    customer?: string | undefined;
     setupFutureUsage?: string | undefined;
   }): StripeObject {
+    // As Stripe: `customer` and `customer_creation` exclude each other, and the customer must exist.
+    if (fields.customer && fields.customerCreation)
+      throw new StripeApiError(
+        400,
+        'You may only specify one of these parameters: customer, customer_creation.',
+        {
+          param: 'customer_creation',
+        },
+      );
+    if (fields.customer) {
+      const customer = this.customers.get(fields.customer);
+      if (!customer || customer.deleted)
+        throw new StripeApiError(400, `No such customer: '${fields.customer}'`, {
+          code: 'resource_missing',
+          param: 'customer',
+        });
+    }
     const id = newId('cs_test', 58);
     const created = this.nowSeconds();
     const session: StripeObject = {
@@ -251,8 +270,8 @@ export class StripeObjects {
       client_reference_id: fields.clientReferenceId ?? null,
       created,
       currency: fields.currency,
-      customer: null,
-      customer_creation: fields.customerCreation ?? 'if_required',
+      customer: fields.customer ?? null,
+      customer_creation: fields.customer ? null : (fields.customerCreation ?? 'if_required'),
       expires_at: created + 24 * 3600,
       livemode: false,
       metadata: fields.metadata,
@@ -298,10 +317,14 @@ export class StripeObjects {
     };
     this.paymentIntents.set(intent.id, intent);
     // The card the customer typed (always Stripe's test Visa): a PaymentMethod; with
-    // `customer_creation: always` a Customer, to which `setup_future_usage` attaches the card.
+    // `customer_creation: always` a new Customer, to which `setup_future_usage` attaches the card,
+    // and with `customer` that one.
     const card = this.newCard();
     intent.payment_method = card.id;
-    if (session.customer_creation === 'always') {
+    if (typeof session.customer === 'string') {
+      intent.customer = session.customer;
+      if (intent.setup_future_usage) card.customer = session.customer;
+    } else if (session.customer_creation === 'always') {
       const customer: StripeObject = {
         id: newId('cus', 14),
         object: 'customer',

@@ -93,6 +93,38 @@ describe('the webhook signature', () => {
     expect(inside.statusCode).toBe(200);
   });
 
+  it('during a rotation, accepts a signature made with the previous secret too; once it is removed, refuses it', async () => {
+    const previous = 'whsec_test_previous_secret';
+    const rotating = { ...deps, webhookSecret: 'whsec_test_new_secret', previousWebhookSecret: previous };
+    const old = await handleWebhook(
+      webhookRequest(payload, { timestamp: nowSeconds, secret: previous }),
+      rotating,
+    );
+    expect(old.statusCode).toBe(200);
+    expect(await balance()).toBe(10_000_000_000n);
+    // The new secret's signature is accepted as well (the same event again: credited once).
+    const fresh = await handleWebhook(
+      webhookRequest(payload, { timestamp: nowSeconds, secret: 'whsec_test_new_secret' }),
+      rotating,
+    );
+    expect(fresh.statusCode).toBe(200);
+    expect(await balance()).toBe(10_000_000_000n);
+    // Neither secret: refused; a stale signature with the previous secret: refused.
+    const before = paymentCounters.signatureFailures;
+    const forged = webhookRequest(payload, { timestamp: nowSeconds, secret: 'whsec_someone_else' });
+    expect((await handleWebhook(forged, rotating)).statusCode).toBe(400);
+    const stale = webhookRequest(payload, {
+      timestamp: nowSeconds - SIGNATURE_TOLERANCE_SECONDS - 1,
+      secret: previous,
+    });
+    expect((await handleWebhook(stale, rotating)).statusCode).toBe(400);
+    expect(paymentCounters.signatureFailures).toBe(before + 2);
+    // The rotation over (the previous secret removed from the Stripe secret): refused.
+    const { previousWebhookSecret: _, ...after } = rotating;
+    const late = webhookRequest(payload, { timestamp: nowSeconds, secret: previous });
+    expect((await handleWebhook(late, after)).statusCode).toBe(400);
+  });
+
   it('answers 405 to anything but POST, writing nothing', async () => {
     const request = webhookRequest(payload, { timestamp: nowSeconds });
     const response = await handleWebhook(

@@ -247,6 +247,59 @@ describe('the Stripe stand-in through the real SDK', () => {
     });
   });
 
+  it("two save-card Checkouts on one account make one Customer: the second names the first's; a deleted one is replaced", async () => {
+    const objects = standIn.stripe;
+    const saveCard = async (customer?: string) => {
+      const { id } = await createSaveCardCheckout(api(), {
+        accountId: 'acct-a',
+        amountCents: 1_000,
+        successUrl: 'http://127.0.0.1/billing?session={CHECKOUT_SESSION_ID}',
+        cancelUrl: 'http://127.0.0.1/billing',
+        customer,
+      });
+      await objects.pay(id);
+      await objects.idle();
+      const session = objects.sessions.get(id);
+      const intent = objects.paymentIntents.get(String(session?.payment_intent));
+      return { session, intent, card: objects.paymentMethods.get(String(intent?.payment_method)) };
+    };
+    const customersBefore = objects.customers.size;
+    const first = await saveCard();
+    expect(first.session).toMatchObject({ customer_creation: 'always' });
+    const customer = String(first.session?.customer);
+    expect(customer).toMatch(/^cus_/);
+    const second = await saveCard(customer);
+    expect(second.session).toMatchObject({ customer, customer_creation: null });
+    expect(second.intent?.customer).toBe(customer);
+    expect(second.card).toMatchObject({ customer });
+    expect(second.card?.id).not.toBe(first.card?.id);
+    expect(objects.customers.size).toBe(customersBefore + 1);
+
+    // Stripe refuses both at once, and a customer it does not know.
+    const sdk = stripeClient({ apiKey: standIn.apiKey, apiBase: standIn.url });
+    const params = {
+      mode: 'payment' as const,
+      line_items: [
+        { quantity: 1, price_data: { currency: 'usd', unit_amount: 1_000, product_data: { name: 'x' } } },
+      ],
+      success_url: 'http://127.0.0.1/billing',
+    };
+    await expect(
+      sdk.checkout.sessions.create({ ...params, customer, customer_creation: 'always' }),
+    ).rejects.toMatchObject({ statusCode: 400, param: 'customer_creation' });
+    await sdk.customers.del(customer);
+    await expect(sdk.checkout.sessions.create({ ...params, customer })).rejects.toMatchObject({
+      statusCode: 400,
+      code: 'resource_missing',
+      param: 'customer',
+    });
+    // The account's Customer deleted in Stripe's dashboard: the next save makes a new one.
+    const third = await saveCard(customer);
+    expect(third.session).toMatchObject({ customer_creation: 'always' });
+    expect(third.session?.customer).not.toBe(customer);
+    expect(third.card?.customer).toBe(third.session?.customer);
+  });
+
   it('the test controls over HTTP: delay, hold, release', async () => {
     const control = (action: string, body: unknown = {}) =>
       fetch(`${standIn.url}/_stand-in/${action}`, { method: 'POST', body: JSON.stringify(body) }).then((r) =>
