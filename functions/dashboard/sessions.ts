@@ -108,7 +108,7 @@ export function takeNotice(
  * How recent a sign-in must be to create a key or change auto top-up: a session taken over (a stolen
  * cookie, an unlocked computer) cannot spend a card without the user's password (and MFA, if set).
  */
-export const FRESH_SIGN_IN_SECONDS = 10 * 60;
+const FRESH_SIGN_IN_SECONDS = 10 * 60;
 
 /** The session's sign-in is recent enough for an action that can spend money (FRESH_SIGN_IN_SECONDS). */
 export function signedInRecently(session: DashboardSession, now: Date): boolean {
