@@ -77,7 +77,7 @@ const DEFAULT_NETWORK: StripeNetwork = { timeoutMs: 10_000, maxNetworkRetries: 2
  * The longest the SDK pauses before its n-th retry (n from 1): half a second doubled each time, capped
  * at 5 s (its defaults, which stripeClient keeps; its jitter only shortens a pause, never below 0.5 s).
  */
-export const stripeRetryPauseMs = (n: number) => Math.min(500 * 2 ** (n - 1), 5_000);
+const stripeRetryPauseMs = (n: number) => Math.min(500 * 2 ** (n - 1), 5_000);
 
 /** The longest a call can take on `network`: every attempt timing out, and the pauses between them. */
 export function stripeWorstCaseMs({ timeoutMs, maxNetworkRetries }: StripeNetwork): number {

@@ -33,7 +33,7 @@ describe("the dashboard's Stripe calls", () => {
 
   it("a Stripe that never answers: the buy form gets the dashboard's error page within the function's timeout", async () => {
     const store = new MemoryStore();
-    const oidc = new StubOidc();
+    const oidc = new StubOidc({ now: new Date() });
     const api = stripeApi(
       stripeClient({ apiKey: standIn.apiKey, apiBase: standIn.url, network: DASHBOARD_STRIPE_NETWORK }),
     );
