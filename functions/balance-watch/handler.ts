@@ -3,7 +3,7 @@
  * `npm start`'s timer with the same code (watch.ts). Environment: the store's tables and DASHBOARD_TABLE;
  * ALERT_SENDER (a verified SES identity) and SES_ENDPOINT (when not SES's regional one); Stripe as the
  * payments function reads it (STRIPE_SECRET_ARN); BILLING_URL, the billing page the e-mails link.
- */import middy from '@middy/core';
+ */ import middy from '@middy/core';
 import { credentialsFromEnv, regionalHost } from '../adapters/dynamodb/connection.js';
 import { getStore } from '../adapters/dynamodb/index.js';
 import { WatchItems } from '../adapters/dynamodb/watch.js';

@@ -2,13 +2,24 @@
  * The store port: everything the request path, the hold sweeper and the operator need from the
  * database, in domain terms. One adapter implements it (functions/adapters/dynamodb/, the only place
  * that knows table names and item formats); tests use an in-memory implementation
- * (test/support/memory-store.ts). Money is integer nano-USD throughout.
+ * (test/support/memory-store.ts). Money is integer nano-USD throughout. The ledger's entries and
+ * their order, days and ids are in store-ledger.ts.
  */
 import type { AccountStatus, KeyStatus, Principal } from './access.js';
 import type { DashboardSession, SessionNotice } from './session.js';
-import { byBytes } from './strings.js';
+import type { ChargePage, DaySpend, LedgerEntry } from './store-ledger.js';
 
 export type { DashboardSession, SessionNotice } from './session.js';
+/** The ledger's part of the port, kept importable from here as before. */
+export type { ChargePage, DaySpend, LedgerEntry } from './store-ledger.js';
+export {
+  correctionEntryId,
+  cursorEntry,
+  newestFirst,
+  secondOfId,
+  topUpEntryId,
+  utcDay,
+} from './store-ledger.js';
 
 /** One charge: the ledger entry keyed by its generation id, and the deduction it stands for. */
 export interface ChargeEntry {
@@ -138,24 +149,6 @@ export interface KeyRecord {
   dailyCapNano?: bigint;
 }
 
-export interface LedgerEntry {
-  entryId: string;
-  type: 'charge' | 'topup' | 'correction';
-  createdAt: string;
-  /** Signed change to the balance in nano-USD: a top-up is positive, a charge or a correction negative. */
-  deltaNano: bigint;
-  tier?: string;
-  keyId?: string;
-  user?: string;
-  promptTokens?: number;
-  completionTokens?: number;
-  cachedTokens?: number;
-  estimated?: boolean;
-  usageAdjusted?: string;
-  finishReason?: string;
-  reference?: string;
-}
-
 /**
  * What a settlement came to: 'settled' when this call's own write created the ledger entry (a
  * commit whose answer was lost, sent again by the same call, included), 'already-settled' when
@@ -175,53 +168,6 @@ export type HoldOutcome = 'held' | 'refused' | 'capped' | Exclude<AccountStatus,
  * written), or refused (it would take the account's available credit below zero: nothing written).
  */
 export type CorrectionOutcome = 'applied' | 'already-applied' | 'refused';
-
-/** One UTC day's spend (nano-USD) by tier: Store.dailySpend. */
-export interface DaySpend {
-  day: string;
-  byTier: Record<string, bigint>;
-}
-
-/** A page of the account's charges, newest first (newestFirst); `next` while there may be more. */
-export interface ChargePage {
-  charges: LedgerEntry[];
-  next?: string;
-}
-
-/** The one day of the Activity chart, totals and export: the UTC date (`YYYY-MM-DD`) of an ISO time. */
-export function utcDay(iso: string): string {
-  const at = Date.parse(iso);
-  return Number.isNaN(at) ? '1970-01-01' : new Date(at).toISOString().slice(0, 10);
-}
-
-/**
- * Activity's order, newest first: by the time the charge's request started (its createdAt, to the
- * millisecond), then by id. A generation id names only its second (`gen-<unix seconds>-<random>`), so
- * ids alone order the charges of one second at random.
- */
-export function newestFirst(a: Pick<LedgerEntry, 'createdAt' | 'entryId'>, b: typeof a): number {
-  const at = (entry: typeof a) => Date.parse(entry.createdAt) || 0;
-  return at(b) - at(a) || byBytes(b.entryId, a.entryId);
-}
-
-/** The second a generation id names (`gen-<unix seconds>-...`): its digits, as they sort. */
-export const secondOfId = (entryId: string): string => entryId.slice(4, 14);
-
-/**
- * Where a page after the cursor `after` (a charge id a previous page ended on) starts: that charge's
- * place in newestFirst, taken from `known` (entries read that may include it); one not found stands
- * as if made at the end of its id's second.
- */
-export function cursorEntry(
-  after: string,
-  known: readonly LedgerEntry[],
-): Pick<LedgerEntry, 'createdAt' | 'entryId'> {
-  const found = known.find((entry) => entry.entryId === after);
-  if (found) return found;
-  const second = Number(secondOfId(after));
-  const end = Number.isFinite(second) ? second * 1000 + 999 : 0;
-  return { entryId: after, createdAt: new Date(end).toISOString() };
-}
 
 /** One page of accounts (Store.listAccounts), and where the next one starts when there may be more. */
 export interface AccountPage {
@@ -440,10 +386,3 @@ export { AccountExistsError, AccountNotFoundError, KeyNotFoundError, TooManyKeys
 /** The `slice` field of a hold or charge of a request admitted on `principal`'s slice (none for 0). */
 export const sliceOf = (principal: { slice?: number }): { slice?: number } =>
   principal.slice ? { slice: principal.slice } : {};
-
-/**
- * Ledger entry ids: a charge is its generation id, a top-up `topup#<reference>`, credit taken back
- * `correction#<reference>`.
- */
-export const topUpEntryId = (reference: string) => `topup#${reference}`;
-export const correctionEntryId = (reference: string) => `correction#${reference}`;

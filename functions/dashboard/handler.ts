@@ -1,8 +1,7 @@
 /**
- * The dashboard function (a buffered Function URL behind CloudFront's `/dashboard/*` behaviour): the
- * Hono application (app.tsx) on Hono's Lambda adapter, which turns the Function URL event (payload
- * 2.0, its `cookies` included) into a Request and the Response back (Set-Cookie into `cookies`).
- * Its OpenID client and Stripe client are made at first use and kept for the instance.
+ * The dashboard function (a buffered Function URL behind `/dashboard/*`): the Hono app (app.tsx) on
+ * Hono's Lambda adapter (payload 2.0, its `cookies` in and out). Its OpenID client and Stripe client
+ * are made at first use and kept for the instance.
  */
 import { handle } from 'hono/aws-lambda';
 import { getStore } from '../adapters/dynamodb/index.js';

@@ -1,6 +1,6 @@
 /**
  * The DynamoDB implementation of the store port (core/store.ts), by what each part owns: accounts and
- * keys (accounts-keys.ts), the ledger (ledger.ts), holds (holds.ts), credit moved between slices (transfers.ts), and what only the operator does
+ * keys (accounts-keys.ts, keys.ts), the ledger (ledger.ts), holds (holds.ts), credit moved between slices (transfers.ts), and what only the operator does
  * beside (corrections.ts: credit taken back, accounts a page at a time). The request path costs one
  * strongly consistent read before the upstream call and one transactional write after the reply; an
  * account that could overdraw adds one conditional hold write before it. SDK exceptions become domain
@@ -35,6 +35,7 @@ import { Corrections } from './corrections.js';
 import { DashboardItems } from './dashboard.js';
 import { Holds } from './holds.js';
 import { slicesOf, type TableNames } from './items.js';
+import { Keys } from './keys.js';
 import { Ledger } from './ledger.js';
 import { type DynamoTimeouts, dynamoTimeouts } from './timeouts.js';
 import { Transfers } from './transfers.js';
@@ -44,6 +45,7 @@ export class DynamoStore implements Store {
   /** The request path's read and settlement, without the SDK client's middleware stack (wire.ts). */
   readonly wire: DynamoWire;
   private readonly accounts: AccountsAndKeys;
+  private readonly keys: Keys;
   private readonly ledger: Ledger;
   private readonly holds: Holds;
   private readonly corrections: Corrections;
@@ -60,6 +62,7 @@ export class DynamoStore implements Store {
     this.wire = new DynamoWire(connection, timeouts);
     const db = { client, tables, wire: this.wire };
     this.accounts = new AccountsAndKeys(db);
+    this.keys = new Keys(db);
     this.transfers = new Transfers(db, this.accounts.slices);
     this.ledger = new Ledger(db, this.transfers);
     this.holds = new Holds(db);
@@ -103,19 +106,19 @@ export class DynamoStore implements Store {
     return this.accounts.setAccountStatus(accountId, status, now, options);
   }
   createKey(key: KeyRecord, options?: { maxActive?: number }): Promise<void> {
-    return this.accounts.createKey(key, options);
+    return this.keys.createKey(key, options);
   }
   findKeyById(keyId: string): Promise<KeyRecord | undefined> {
-    return this.accounts.findKeyById(keyId);
+    return this.keys.findKeyById(keyId);
   }
   revokeKey(keyHash: string, now: string): Promise<KeyRecord> {
-    return this.accounts.revokeKey(keyHash, now);
+    return this.keys.revokeKey(keyHash, now);
   }
   listKeys(accountId: string): Promise<KeyRecord[]> {
-    return this.accounts.listKeys(accountId);
+    return this.keys.listKeys(accountId);
   }
   getKey(keyHash: string): Promise<KeyRecord | undefined> {
-    return this.accounts.getKey(keyHash);
+    return this.keys.getKey(keyHash);
   }
   keyUsage(accountId: string, keyId: string): Promise<bigint> {
     return this.accounts.slices.keyUsage(accountId, keyId);
@@ -124,7 +127,7 @@ export class DynamoStore implements Store {
     return this.accounts.slices.keysUsage(accountId, keyIds);
   }
   setKeyDailyCap(accountId: string, keyId: string, capNano: bigint | undefined): Promise<KeyRecord> {
-    return this.accounts.setKeyDailyCap(accountId, keyId, capNano);
+    return this.keys.setKeyDailyCap(accountId, keyId, capNano);
   }
   keyDailySpend(accountId: string, keyId: string, day: string): Promise<bigint> {
     return this.accounts.slices.keyDailySpend(accountId, keyId, day);

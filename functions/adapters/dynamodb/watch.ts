@@ -18,30 +18,24 @@
  * - `profile#<OpenID subject>`: email (the ID token's at the last sign-in), updatedAt.
  *
  * Each transition is one conditional write (or one transaction of the watch item's update and the
- * outbox item's put): two writers with the same view, one wins, the other's condition fails.
+ * outbox item's put): two writers with the same view, one wins, the other's condition fails. The
+ * outbox's own operations (listing, claiming, dead-lettering, deleting) are in watch-outbox.ts.
  */
 import { randomUUID } from 'node:crypto';
-import type {
-  GetItemCommandOutput,
-  QueryCommandInput,
-  UpdateItemCommandOutput,
-} from '@aws-sdk/client-dynamodb';
+import type { GetItemCommandOutput } from '@aws-sdk/client-dynamodb';
 import {
   alertMessageId,
   changeMessageId,
-  type DeadLetter,
   type NewMessage,
-  type OutboxMessage,
   type SavedCard,
   topUpMessageId,
   type Watch,
   type WatchStore,
 } from '../../core/watch.js';
-import { DashboardTablePart } from './dashboard.js';
 import { type Item, N, S } from './items.js';
-import { DASHBOARD_TABLE_ENV, INDEX } from './schema.js';
-import { cancellationReasons, queryAll } from './store-db.js';
-import { str, toWatch } from './watch-item.js';
+import { DASHBOARD_TABLE_ENV } from './schema.js';
+import { toWatch } from './watch-item.js';
+import { failedCondition, WatchOutbox } from './watch-outbox.js';
 
 const watchId = (accountId: string) => `watch#${accountId}`;
 const profileId = (subject: string) => `profile#${subject}`;
@@ -62,24 +56,7 @@ function settingsUpdate(accountId: string, email: string | undefined, now: strin
   return { sets, values };
 }
 
-const failedCondition = (error: unknown): boolean => {
-  if ((error as { name?: string } | undefined)?.name === 'ConditionalCheckFailedException') return true;
-  const reasons = cancellationReasons(error);
-  return reasons?.some((r) => r.Code === 'ConditionalCheckFailed') === true;
-};
-
-function toMessage(item: Item): OutboxMessage {
-  return {
-    id: String(item.id?.S),
-    accountId: str(item, 'accountId') ?? '',
-    to: str(item, 'to') ?? '',
-    subject: str(item, 'subject') ?? '',
-    text: str(item, 'text') ?? '',
-    createdAt: str(item, 'createdAt') ?? '',
-    attempts: Number(item.sendAttempts?.N ?? 0),
-  };
-}
-
+/** A queued e-mail's item, on the outbox index (watch-outbox.ts sends it). */
 function outboxItem(id: string, accountId: string, message: NewMessage, now: string): Item {
   return {
     id: S(id),
@@ -92,9 +69,7 @@ function outboxItem(id: string, accountId: string, message: NewMessage, now: str
   };
 }
 
-const oldestFirst = (a: OutboxMessage, b: OutboxMessage) => a.createdAt.localeCompare(b.createdAt);
-
-export class WatchItems extends DashboardTablePart implements WatchStore {
+export class WatchItems extends WatchOutbox implements WatchStore {
   /** An update of the watch item; false when its condition failed. */
   private update(
     accountId: string,
@@ -104,30 +79,6 @@ export class WatchItems extends DashboardTablePart implements WatchStore {
     names: Record<string, string> = {},
   ): Promise<boolean> {
     return this.updateItem(watchId(accountId), update, values, condition, names);
-  }
-
-  /** An update of one item of the table by its id; false when its condition failed. */
-  private async updateItem(
-    id: string,
-    update: string,
-    values: Item,
-    condition?: string,
-    names: Record<string, string> = {},
-  ): Promise<boolean> {
-    try {
-      await this.wire.call('UpdateItem', {
-        TableName: this.name(),
-        Key: { id: S(id) },
-        UpdateExpression: update,
-        ExpressionAttributeValues: values,
-        ...(Object.keys(names).length > 0 ? { ExpressionAttributeNames: names } : {}),
-        ...(condition ? { ConditionExpression: condition } : {}),
-      });
-      return true;
-    } catch (error) {
-      if (failedCondition(error)) return false;
-      throw error;
-    }
   }
 
   /** The watch item's conditional update and, when there is one, the outbox item's put, in one transaction. */
@@ -163,16 +114,6 @@ export class WatchItems extends DashboardTablePart implements WatchStore {
       if (failedCondition(error)) return false;
       throw error;
     }
-  }
-
-  private queryList(list: 'watch' | 'outbox' | 'dead-letter'): Promise<Item[]> {
-    const input: QueryCommandInput = {
-      TableName: this.name(),
-      IndexName: INDEX.watchList,
-      KeyConditionExpression: 'watchList = :list',
-      ExpressionAttributeValues: { ':list': S(list) },
-    };
-    return queryAll(this.wire, input);
   }
 
   async listWatches(): Promise<Watch[]> {
@@ -357,62 +298,6 @@ export class WatchItems extends DashboardTablePart implements WatchStore {
       },
       { id: topUpMessageId(accountId, seq), message, now },
     );
-  }
-
-  async pendingMessages(): Promise<OutboxMessage[]> {
-    return (await this.queryList('outbox')).map(toMessage).sort(oldestFirst);
-  }
-
-  async claimMessage(id: string, untilMs: number, nowMs: number): Promise<number | undefined> {
-    try {
-      const out = await this.wire.call<UpdateItemCommandOutput>('UpdateItem', {
-        TableName: this.name(),
-        Key: { id: S(id) },
-        UpdateExpression: 'SET claimedUntil = :until ADD sendAttempts :one',
-        // Still in the outbox: the index a run listed it from may lag a dead-lettering.
-        ConditionExpression:
-          'watchList = :outbox AND (attribute_not_exists(claimedUntil) OR claimedUntil < :now)',
-        ExpressionAttributeValues: {
-          ':until': N(untilMs),
-          ':now': N(nowMs),
-          ':one': N(1),
-          ':outbox': S('outbox'),
-        },
-        ReturnValues: 'UPDATED_NEW',
-      });
-      return Number(out.Attributes?.sendAttempts?.N ?? 1);
-    } catch (error) {
-      if (failedCondition(error)) return undefined;
-      throw error;
-    }
-  }
-
-  deadLetter(id: string, reason: string, now: string): Promise<boolean> {
-    return this.updateItem(
-      id,
-      'SET watchList = :dead, deadReason = :reason, deadAt = :now REMOVE claimedUntil',
-      {
-        ':dead': S('dead-letter'),
-        ':reason': S(reason.slice(0, 1_000)),
-        ':now': S(now),
-        ':outbox': S('outbox'),
-      },
-      'watchList = :outbox',
-    );
-  }
-
-  async deadLetters(): Promise<DeadLetter[]> {
-    return (await this.queryList('dead-letter'))
-      .map((item) => ({
-        ...toMessage(item),
-        reason: str(item, 'deadReason') ?? '',
-        deadAt: str(item, 'deadAt') ?? '',
-      }))
-      .sort(oldestFirst);
-  }
-
-  async deleteMessage(id: string): Promise<void> {
-    await this.wire.call('DeleteItem', { TableName: this.name(), Key: { id: S(id) } });
   }
 
   async rememberEmail(subject: string, email: string, now: string): Promise<void> {
