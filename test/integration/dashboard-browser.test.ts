@@ -291,7 +291,8 @@ describe('the dashboard in headless Chromium (local OpenID provider, Stripe stan
     const [keyRecord] = await store.listKeys(accountId);
     expect(keyRecord?.name).toBe('browser test');
 
-    // Activity: every generation in the list, newest first (by generation id), at the API's cost.
+    // Activity: every generation in the list, newest first (by the charge's time to the ms, then its
+    // id: an id names only its second), at the API's cost.
     await go(
       () => page.locator('header nav').getByRole('link', { name: 'Activity' }).click(),
       (u) => u.pathname === '/dashboard/activity',
@@ -301,7 +302,10 @@ describe('the dashboard in headless Chromium (local OpenID provider, Stripe stan
       has: page.locator('caption', { hasText: 'Requests, newest first' }),
     });
     const listed = await bodyRows(requests);
-    const newestFirst = [...made.keys()].sort().reverse();
+    const newestFirst = [...made.keys()].sort((a, b) => {
+      const [at, bt] = [ledgerOf(a).createdAt, ledgerOf(b).createdAt];
+      return at === bt ? b.localeCompare(a) : bt.localeCompare(at);
+    });
     expect(listed.map((cells) => cells[1])).toEqual(newestFirst);
     for (const [time, id, keyName, tier, tokens, cost] of listed) {
       const entry = ledgerOf(id as string);
