@@ -48,8 +48,8 @@ import {
 import { daysUpTo } from '../functions/adapters/dynamodb/activity.js';
 import { DynamoStore, type TableNames } from '../functions/adapters/dynamodb/index.js';
 import { chargeItem, type Item, sliceKey } from '../functions/adapters/dynamodb/items.js';
-import { nanoToUsd, usdToNano } from '../functions/billing/money.js';
 import { newGenerationId } from '../functions/core/ids.js';
+import { nanoToUsd, usdToNano } from '../functions/core/money.js';
 import { type ChargeEntry, type DaySpend, utcDay } from '../functions/core/store.js';
 import { TIER_IDS } from '../functions/core/tiers.js';
 import { ACTIVITY_DAYS } from '../functions/dashboard/activity.js';

@@ -4,8 +4,9 @@
  * charges, and that cost as a share of the request's margin (billed minus upstream cost). All in
  * integer 1e-21 USD units (bigint), from the prices in bench/prices.ts.
  */
-import { COST_SCALE, formatDecimal, PRICE_SCALE, parseDecimal } from '../functions/billing/money.js';
+
 import { priceUsage } from '../functions/billing/pricing.js';
+import { COST_SCALE, formatDecimal, PRICE_SCALE, parseDecimal } from '../functions/core/money.js';
 import { SIMULATOR_PRICES, type TierId } from '../functions/core/tiers.js';
 import { GIB, PRICES, units } from './prices.js';
 

@@ -5,7 +5,7 @@
  * All figures are exact decimal USD strings, turned into integer units (1e-21 USD, money.ts
  * COST_SCALE) before any arithmetic: no floats touch money.
  */
-import { COST_SCALE, parseDecimal } from '../functions/billing/money.js';
+import { COST_SCALE, parseDecimal } from '../functions/core/money.js';
 
 export const PRICES_DATE = '2026-11-23';
 

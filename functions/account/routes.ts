@@ -7,15 +7,15 @@
  */
 
 import { dayOf } from '../billing/key-cap.js';
-import { nanoToUsd } from '../billing/money.js';
-import { JsonDecimal } from '../billing/usage.js';
 import type { Principal } from '../core/access.js';
 import { hashKey, parseBearerKey } from '../core/auth.js';
 import { readModelCatalog } from '../core/catalog.js';
 import { AuthenticationError, BadRequestError, NotFoundError } from '../core/errors.js';
+import { nanoToUsd } from '../core/money.js';
 import type { LedgerEntry, Store } from '../core/store.js';
 import { cutToCodePoints } from '../core/strings.js';
 import { MODELS_CREATED, MODELS_OWNER, TIER_DISPLAY_NAMES, TIER_IDS } from '../core/tier-ids.js';
+import { JsonDecimal } from '../core/usage.js';
 import { type FunctionUrlEvent, header } from '../shared/http.js';
 import type { RouteNameOf } from '../shared/routes.js';
 import type { Routed } from '../shared/routing.js';

@@ -5,16 +5,16 @@
  * entry, then priced (pricing.ts). Nothing is written here: settle.ts records the bill.
  */
 import type { Principal } from '../core/access.js';
+import { costToUsd } from '../core/money.js';
 import type { ChatRequest } from '../core/schemas.js';
 import { type ChargeEntry, type Hold, sliceOf } from '../core/store.js';
 import { cutToCodePoints } from '../core/strings.js';
 import type { UpstreamTarget } from '../core/tiers.js';
 import { CountBudget, estimatePromptTokens, estimateTextTokens } from '../core/tokens.js';
+import type { UsageReport } from '../core/usage.js';
 import { collectLargeRequestGarbage, LARGE_REQUEST_BYTES } from '../shared/memory.js';
 import { recordUsageOutOfBounds } from '../shared/observability.js';
-import { costToUsd } from './money.js';
 import { priceUsage, type TokenUsage } from './pricing.js';
-import type { UsageReport } from './usage.js';
 import { boundUsage } from './usage-bounds.js';
 
 /** The facts of a generation a bill is made from. */

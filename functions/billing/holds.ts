@@ -16,8 +16,8 @@
  * every bill raises it by its worst case minus its bill.
  */
 
+import { billedNanoFromUpstreamCost } from '../core/money.js';
 import type { UpstreamTarget } from '../core/tiers.js';
-import { billedNanoFromUpstreamCost } from './money.js';
 import { tableCost } from './pricing.js';
 import { CAP_MARGIN, COST_FACTOR, COST_SLACK } from './usage-bounds.js';
 

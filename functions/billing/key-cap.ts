@@ -26,8 +26,8 @@
 
 import type { KeyCapView, Principal } from '../core/access.js';
 import { KeyDailyCapError } from '../core/errors.js';
+import { nanoToUsd } from '../core/money.js';
 import { utcDay } from '../core/store.js';
-import { nanoToUsd } from './money.js';
 
 const DAY_MS = 86_400_000;
 

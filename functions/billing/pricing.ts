@@ -1,23 +1,9 @@
+import { billedNanoFromUpstreamCost, usdToCost } from '../core/money.js';
 import type { PriceTable, UpstreamTarget } from '../core/tiers.js';
-import { billedNanoFromUpstreamCost, usdToCost } from './money.js';
+import type { TokenUsage } from '../core/usage.js';
 
+export type { TokenUsage } from '../core/usage.js';
 export type { PriceTable };
-
-/** Token usage as an OpenAI-compatible upstream reports it. */
-export interface TokenUsage {
-  promptTokens: number;
-  completionTokens: number;
-  cachedTokens: number;
-  /** Prompt tokens written to the provider's cache (priced at `cacheWrite` where the table has it). */
-  cacheWriteTokens?: number;
-  /** Reasoning tokens, counted inside completionTokens (OpenAI's `completion_tokens_details`). */
-  reasoningTokens?: number;
-  /** The upstream's `prompt_tokens_details` / `completion_tokens_details`, numeric entries only. */
-  promptDetails?: Record<string, number>;
-  completionDetails?: Record<string, number>;
-  /** The upstream's own cost in USD (OpenRouter's `usage.cost`), as its decimal text. */
-  reportedCostUsd?: string;
-}
 
 export interface Charge {
   /** In units of 1e-21 USD (money.ts). */

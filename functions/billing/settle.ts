@@ -4,6 +4,7 @@
  * (core/store.ts; adapters/dynamodb/ledger.ts), retried, else deferred to the sweeper.
  */
 import { usageSigningKey } from '../adapters/secrets.js';
+import { nanoToUsd } from '../core/money.js';
 import { AccountNotFoundError, type Store } from '../core/store.js';
 import {
   logger,
@@ -13,7 +14,6 @@ import {
   recordUsageRecordFailure,
 } from '../shared/observability.js';
 import type { Bill, Billable } from './bill.js';
-import { nanoToUsd } from './money.js';
 import { GENERATION_USAGE_MESSAGE } from './usage-line.js';
 import { signUsageRecord, usageRecordOf } from './usage-record.js';
 

@@ -17,7 +17,7 @@
  * price. Each adjustment is named in `adjustments` (kept on the ledger entry, logged, counted).
  */
 
-import { COST_SCALE, parseDecimal, usdToCost } from './money.js';
+import { COST_SCALE, parseDecimal, usdToCost } from '../core/money.js';
 import { type PriceTable, type TokenUsage, tableCost } from './pricing.js';
 
 export const CAP_MARGIN = 16;

@@ -11,10 +11,10 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import * as z from 'zod';
 import { sliceOfGenerationId } from '../core/ids.js';
+import { billedNanoFromUpstreamCost, InvalidAmountError, usdToCost } from '../core/money.js';
 import { type ChargeEntry, type Hold, MAX_SLICES } from '../core/store.js';
 import type { TierConfig } from '../core/tiers.js';
 import { MAX_REQUEST_BYTES } from '../shared/too-large.js';
-import { billedNanoFromUpstreamCost, InvalidAmountError, usdToCost } from './money.js';
 import { tableCost } from './pricing.js';
 import { CAP_MARGIN, COST_FACTOR, COST_SLACK, promptBound } from './usage-bounds.js';
 

@@ -2,10 +2,10 @@ import type { ChatCompletion } from 'openai/resources/chat/completions';
 import { BodyDeadlineError, readBody } from '../adapters/upstream.js';
 import type { UpstreamBody } from '../adapters/upstream-body.js';
 import type { Bill, Delivered } from '../billing/bill.js';
-import { nanoToUsd } from '../billing/money.js';
-import { usageForClient } from '../billing/usage.js';
 import { GatewayTimeoutError, UpstreamError } from '../core/errors.js';
+import { nanoToUsd } from '../core/money.js';
 import { cutMessage, outputByteBound, parseCompletionBody, textOf } from '../core/upstream-reply.js';
+import { usageForClient } from '../core/usage.js';
 import type { Deadlines } from './deadlines.js';
 
 export interface JsonReplyOptions {

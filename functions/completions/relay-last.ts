@@ -2,7 +2,7 @@
  * A relayed stream's final chunks (relay.ts): where the usage goes for each kind of client, the finish
  * chunk of our own when the stream needs one, the error chunk, then [DONE].
  */
-import { type ClientUsage, stringifyJson } from '../billing/usage.js';
+import { type ClientUsage, stringifyJson } from '../core/usage.js';
 import type { RelayOptions, RelayOutcome } from './relay-options.js';
 
 /** What relayEvents found out, and what the final chunks are made from. */

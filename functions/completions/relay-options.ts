@@ -5,7 +5,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { UpstreamEvents } from '../adapters/upstream-events.js';
-import type { ClientUsage, UsageReport } from '../billing/usage.js';
+import type { ClientUsage, UsageReport } from '../core/usage.js';
 
 /** A relay under way (relay.ts). */
 export interface Relay {

@@ -22,8 +22,8 @@
  * packets), until it is finished: an SSE comment goes out whenever nothing else has.
  */
 import { BodyTooLargeError } from '../adapters/upstream-body.js';
-import type { ClientUsage } from '../billing/usage.js';
 import { CAP_SLACK, laterUsage, outputByteBound, textOf } from '../core/upstream-reply.js';
+import type { ClientUsage } from '../core/usage.js';
 import { logger } from '../shared/observability.js';
 import { bare, type Chunk, chunkEnvelope, type Relayed, writeLast } from './relay-last.js';
 import type { Relay, RelayOptions, RelayOutcome } from './relay-options.js';

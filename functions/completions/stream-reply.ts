@@ -5,8 +5,8 @@
  */
 import type { OpenedUpstream } from '../adapters/upstream.js';
 import type { Bill, Delivered } from '../billing/bill.js';
-import { nanoToUsd } from '../billing/money.js';
-import { usageForClient } from '../billing/usage.js';
+import { nanoToUsd } from '../core/money.js';
+import { usageForClient } from '../core/usage.js';
 import { gzipHeaders, SyncGzip } from '../shared/compression.js';
 import { type FunctionUrlResult, SSE_CONTENT_TYPE } from '../shared/http.js';
 import type { CompletionsConfig } from './config.js';

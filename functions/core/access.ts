@@ -1,5 +1,5 @@
-import { nanoToUsd } from '../billing/money.js';
 import { AuthenticationError, InsufficientCreditsError, PermissionDeniedError } from './errors.js';
+import { nanoToUsd } from './money.js';
 
 export type KeyStatus = 'active' | 'revoked';
 export type AccountStatus = 'active' | 'suspended' | 'banned';

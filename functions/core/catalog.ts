@@ -6,7 +6,7 @@
  * local stack) and handed to the account function as `MODELS_CATALOG`, so that function never
  * bundles the configuration's schemas.
  */
-import { formatDecimal } from '../billing/money.js';
+import { formatDecimal } from './money.js';
 import type { TierId } from './tier-ids.js';
 
 interface ModelFacts {

@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { PRICE_SCALE, parseDecimal } from '../billing/money.js';
+import { PRICE_SCALE, parseDecimal } from './money.js';
 import type { TierId } from './tier-ids.js';
 
 export { TIER_IDS, type TierId } from './tier-ids.js';

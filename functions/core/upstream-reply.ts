@@ -3,7 +3,7 @@
  * typed value (OpenAI's `ChatCompletionChunk` / `ChatCompletion`, with the documented extras a
  * provider may add: `reasoning` and `reasoning_content` text). The schemas keep the fields we document
  * and drop everything else, so a provider's private fields (`provider`, `x_upstream_internal`...)
- * reach the client on neither path; the usage is read with bounded numbers (billing/usage.ts). Code past this
+ * reach the client on neither path; the usage is read with bounded numbers (core/usage.ts). Code past this
  * module works on these values, never on the upstream's text.
  */
 import type {
@@ -13,8 +13,8 @@ import type {
   ChatCompletionMessageFunctionToolCall,
 } from 'openai/resources/chat/completions';
 import * as z from 'zod';
-import { readUpstreamUsage, type UsageReport } from '../billing/usage.js';
 import { cutToBytes } from './strings.js';
+import { readUpstreamUsage, type UsageReport } from './usage.js';
 
 /**
  * The reply schemas, built on first use, not at import: an instance's init does not pay for them

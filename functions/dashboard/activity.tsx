@@ -7,7 +7,7 @@
  * the CSV print it. No inline script or style: the bars' colours are SVG presentation attributes.
  */
 import { stringify } from 'csv-stringify/sync';
-import { nanoToUsd } from '../billing/money.js';
+import { nanoToUsd } from '../core/money.js';
 import type { DaySpend, KeyRecord, LedgerEntry } from '../core/store.js';
 import { Layout, usd, when } from './pages.js';
 

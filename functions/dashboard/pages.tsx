@@ -5,7 +5,7 @@
  * both (app.tsx); the stylesheet and the copy button's script are files the function serves.
  */
 import type { Child } from 'hono/jsx';
-import { formatDecimal } from '../billing/money.js';
+import { formatDecimal } from '../core/money.js';
 import type { AccountRecord, KeyRecord } from '../core/store.js';
 import { capReached, KeyCapCell } from './key-caps.js';
 

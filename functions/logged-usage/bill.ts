@@ -17,13 +17,13 @@
  */
 
 import { usageVerifyingKeys } from '../adapters/secrets.js';
-import { nanoToUsd } from '../billing/money.js';
 import {
   readUsageLines,
   signedWithAnotherKey,
   type UsageLineChecks,
   usageTiersFromEnv,
 } from '../billing/usage-lines.js';
+import { nanoToUsd } from '../core/money.js';
 import { AccountNotFoundError, type ChargeEntry, type Store } from '../core/store.js';
 import { logger } from '../shared/observability.js';
 import type { LogBatch } from './subscription-event.js';

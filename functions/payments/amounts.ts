@@ -1,10 +1,10 @@
 /**
  * Stripe's amounts and ours. Stripe states a USD amount as an integer number of cents (`amount`,
- * `amount_total`, `amount_refunded`); the ledger keeps nano-USD (functions/billing/money.ts). A cent
+ * `amount_total`, `amount_refunded`); the ledger keeps nano-USD (functions/core/money.ts). A cent
  * is exactly 10^7 nano-USD, so the conversion never rounds. Only USD is credited: an amount in any
  * other currency is not converted at all.
  */
-import { parseDecimal, usdToNano } from '../billing/money.js';
+import { parseDecimal, usdToNano } from '../core/money.js';
 
 /** The one currency the ledger is kept in, as Stripe spells it. */
 export const CURRENCY = 'usd';

@@ -2,8 +2,8 @@ import { timingSafeEqual } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { MiddlewareObj } from '@middy/core';
 import type { APIGatewayProxyEventV2, Context } from 'aws-lambda';
-import { stringifyJson } from '../billing/usage.js';
 import { HttpError, toHttpError } from '../core/errors.js';
+import { stringifyJson } from '../core/usage.js';
 import { logger, recordOriginRefused } from './observability.js';
 
 /** A Lambda Function URL event (payload format 2.0). */

@@ -16,9 +16,9 @@
  * released twice and never after its settlement.
  */
 
-import { nanoToUsd } from '../billing/money.js';
 import { GENERATION_USAGE_MESSAGE } from '../billing/usage-line.js';
 import { readUsageRecord } from '../billing/usage-record.js';
+import { nanoToUsd } from '../core/money.js';
 import { type ChargeEntry, type Hold, type Store, utcDay } from '../core/store.js';
 import {
   logger,

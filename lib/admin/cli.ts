@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoStore, tableNamesFromEnv } from '../../functions/adapters/dynamodb/index.js';
-import { nanoToUsd } from '../../functions/billing/money.js';
+import { nanoToUsd } from '../../functions/core/money.js';
 import { TRANSFER_DELAY_MS } from '../../functions/core/store.js';
 import { keyDailyCapsOn } from '../../functions/shared/env.js';
 import { ensureDashboardTable, ensureTables, localClient } from '../local/dynamodb-local.js';

@@ -6,9 +6,9 @@
  * (a JavaScript number keeps about 16 significant digits, fewer than a large balance to the nano).
  */
 
-import { nanoToUsd, usdToNano } from '../../functions/billing/money.js';
 import type { AccountStatus } from '../../functions/core/access.js';
 import { keyNameProblem, newApiKey } from '../../functions/core/keys.js';
+import { nanoToUsd, usdToNano } from '../../functions/core/money.js';
 import {
   AccountExistsError,
   AccountNotFoundError,

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/billing/money.js';
+import { usdToNano } from '../../functions/core/money.js';
 import { showAccount } from '../../lib/admin/operations.js';
 import { ledgerOf, settled } from '../support/settled.js';
 import { eventually } from '../support/sse.js';

@@ -1,7 +1,7 @@
 import OpenAI, { APIError, AuthenticationError, PermissionDeniedError } from 'openai';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/billing/money.js';
 import { GENERATION_ID_PATTERN } from '../../functions/core/ids.js';
+import { usdToNano } from '../../functions/core/money.js';
 import { revokeKey, setAccountStatus } from '../../lib/admin/operations.js';
 import { type ContractLog, contractProblems, newContractLog, validatingFetch } from '../support/contract.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';

@@ -2,7 +2,7 @@ import { OpenRouter } from '@openrouter/sdk';
 import { OpenRouterError } from '@openrouter/sdk/models/errors';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/billing/money.js';
+import { usdToNano } from '../../functions/core/money.js';
 import { ledgerOf } from '../support/settled.js';
 import { eventually } from '../support/sse.js';
 import { getWithKey, newAccount, startTarget, type Target } from '../support/target.js';

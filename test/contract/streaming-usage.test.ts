@@ -6,7 +6,7 @@ import { ChatOpenAI } from '@langchain/openai';
 import { streamText } from 'ai';
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/billing/money.js';
+import { usdToNano } from '../../functions/core/money.js';
 import {
   type ContractLog,
   contractProblems,

@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getStore } from '../../functions/adapters/dynamodb/index.js';
 import { type CallOptions, DynamoWireError } from '../../functions/adapters/dynamodb/wire.js';
-import { usdToNano } from '../../functions/billing/money.js';
+import { usdToNano } from '../../functions/core/money.js';
 import { billingFailures, settlements } from '../../functions/shared/observability.js';
 import { sweepExpiredHolds } from '../../functions/sweeper/sweep.js';
 import { addCredits, reconcile, revokeKey, setAccountStatus } from '../../lib/admin/operations.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dynamoTimeouts } from '../../functions/adapters/dynamodb/timeouts.js';
-import { usdToNano } from '../../functions/billing/money.js';
+import { usdToNano } from '../../functions/core/money.js';
 import { ORIGIN_READ_TIMEOUT_SECONDS } from '../../functions/shared/limits.js';
 import { billingFailures } from '../../functions/shared/observability.js';
 import { listHolds } from '../../lib/admin/operations.js';

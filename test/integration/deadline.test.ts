@@ -1,6 +1,6 @@
 import { countTokens } from 'gpt-tokenizer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/billing/money.js';
+import { usdToNano } from '../../functions/core/money.js';
 import { singleUpstreamConfig } from '../../functions/core/tiers.js';
 import { COUNT_SLICE } from '../../functions/core/tokens.js';
 import { startSimulator } from '../../functions/simulator/server.js';

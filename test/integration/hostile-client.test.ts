@@ -2,7 +2,7 @@ import { request } from 'node:http';
 import { gunzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/billing/money.js';
+import { usdToNano } from '../../functions/core/money.js';
 import { balanceNano, newAccount, startTarget, type Target } from '../support/target.js';
 
 /**

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/billing/money.js';
 import { CAP_MARGIN } from '../../functions/billing/usage-bounds.js';
+import { usdToNano } from '../../functions/core/money.js';
 import { SIMULATOR_PRICES } from '../../functions/core/tiers.js';
 import { usageAdjustments } from '../../functions/shared/observability.js';
 import { startSimulator } from '../../functions/simulator/server.js';

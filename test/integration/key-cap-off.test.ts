@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/billing/money.js';
+import { usdToNano } from '../../functions/core/money.js';
 import { parseCommandLine, runCommand } from '../../lib/admin/cli.js';
 import { balanceNano, getWithKey, newAccount, startTarget, type Target } from '../support/target.js';
 

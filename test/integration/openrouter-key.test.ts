@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/billing/money.js';
 import { newGenerationId } from '../../functions/core/ids.js';
+import { usdToNano } from '../../functions/core/money.js';
 import type { ChargeEntry } from '../../functions/core/store.js';
 import { addCredits, createKey, listLedger, revokeKey } from '../../lib/admin/operations.js';
 import { completeOnce } from '../support/busy-load.js';

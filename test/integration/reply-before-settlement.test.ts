@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/billing/money.js';
+import { usdToNano } from '../../functions/core/money.js';
 import { SIMULATOR_PRICES } from '../../functions/core/tiers.js';
 import { type RunningDynamo, startDynamoLocal } from '../../lib/local/dynamodb-local.js';
 import { type FakeUpstream, startFakeUpstream } from '../support/fake-upstream.js';

@@ -1,6 +1,6 @@
 import { QueryCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/billing/money.js';
+import { usdToNano } from '../../functions/core/money.js';
 import { inProcessLauncher } from '../../lib/local/emulator.js';
 import { watchDynamoCalls } from '../support/dynamo-calls.js';
 import { settled } from '../support/settled.js';

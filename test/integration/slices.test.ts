@@ -5,10 +5,10 @@ import { Slices } from '../../functions/adapters/dynamodb/slices.js';
 import { Transfers } from '../../functions/adapters/dynamodb/transfers.js';
 import { DynamoWireError } from '../../functions/adapters/dynamodb/wire.js';
 import { needsHold } from '../../functions/billing/holds.js';
-import { nanoToUsd, usdToNano } from '../../functions/billing/money.js';
 import { usageRecordOf } from '../../functions/billing/usage-record.js';
 import { hashKey } from '../../functions/core/auth.js';
 import { newGenerationId, sliceOfGenerationId } from '../../functions/core/ids.js';
+import { nanoToUsd, usdToNano } from '../../functions/core/money.js';
 import type { Hold, Transfer } from '../../functions/core/store.js';
 import { sweepExpiredHolds } from '../../functions/sweeper/sweep.js';
 import {

@@ -3,8 +3,8 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 import { join } from 'node:path';
 import type { Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/billing/money.js';
 import { GENERATION_USAGE_MESSAGE } from '../../functions/billing/usage-line.js';
+import { usdToNano } from '../../functions/core/money.js';
 import { SIMULATOR_PRICES } from '../../functions/core/tiers.js';
 import { handler as loggedUsage } from '../../functions/logged-usage/handler.js';
 import { getAccount } from '../../lib/admin/operations.js';

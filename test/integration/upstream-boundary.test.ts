@@ -1,8 +1,8 @@
 import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/billing/money.js';
 import { priceUsage } from '../../functions/billing/pricing.js';
 import { CAP_MARGIN } from '../../functions/billing/usage-bounds.js';
+import { usdToNano } from '../../functions/core/money.js';
 import { parseTierConfig, SIMULATOR_PRICES } from '../../functions/core/tiers.js';
 import { CountBudget, estimateTextTokens } from '../../functions/core/tokens.js';
 import { usageAdjustments } from '../../functions/shared/observability.js';

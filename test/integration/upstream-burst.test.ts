@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/billing/money.js';
+import { usdToNano } from '../../functions/core/money.js';
 import { SIMULATOR_PRICES } from '../../functions/core/tiers.js';
 import { type FakeUpstream, startFakeUpstream } from '../support/fake-upstream.js';
 import { readSse } from '../support/sse.js';

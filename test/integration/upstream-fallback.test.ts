@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../functions/billing/money.js';
 import { priceUsage } from '../../functions/billing/pricing.js';
+import { usdToNano } from '../../functions/core/money.js';
 import { parseTierConfig, SIMULATOR_PRICES, singleUpstreamConfig } from '../../functions/core/tiers.js';
 import { startSimulator } from '../../functions/simulator/server.js';
 import { freePort } from '../../lib/local/dynamodb-local.js';

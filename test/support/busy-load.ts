@@ -1,4 +1,4 @@
-import { usdToNano } from '../../functions/billing/money.js';
+import { usdToNano } from '../../functions/core/money.js';
 import { listLedger } from '../../lib/admin/operations.js';
 import { settled } from './settled.js';
 import { balanceNano, type Target } from './target.js';

@@ -1,8 +1,8 @@
 /** Accounts, keys and charges for tests, made through the store port (any implementation of it). */
 
-import { usdToNano } from '../../functions/billing/money.js';
 import { generateApiKey } from '../../functions/core/auth.js';
 import { newGenerationId } from '../../functions/core/ids.js';
+import { usdToNano } from '../../functions/core/money.js';
 import type { ChargeEntry, Store } from '../../functions/core/store.js';
 import type { UpstreamTarget } from '../../functions/core/tiers.js';
 

@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
-import { usageForClient } from '../../functions/billing/usage.js';
 import { relay } from '../../functions/completions/relay.js';
 import type { RelayOptions, RelayOutcome } from '../../functions/completions/relay-options.js';
+import { usageForClient } from '../../functions/core/usage.js';
 
 /**
  * A relay's options as the tests run it: one fixed generation, tier and creation time, a 10 s

@@ -2,11 +2,11 @@ import { generationResponseFromJSON } from '@openrouter/sdk/models';
 import { getCurrentKeyResponseFromJSON } from '@openrouter/sdk/models/operations';
 import { describe, expect, it } from 'vitest';
 import { answer } from '../../../functions/account/routes.js';
-import { stringifyJson } from '../../../functions/billing/usage.js';
 import type { Principal } from '../../../functions/core/access.js';
 import { generateApiKey } from '../../../functions/core/auth.js';
 import { HttpError } from '../../../functions/core/errors.js';
 import type { AccountRecord, KeyRecord, LedgerEntry } from '../../../functions/core/store.js';
+import { stringifyJson } from '../../../functions/core/usage.js';
 import type { FunctionUrlEvent } from '../../../functions/shared/http.js';
 import { routeOf } from '../../../functions/shared/routing.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type Billable, type Delivered, price } from '../../../functions/billing/bill.js';
-import type { UsageReport } from '../../../functions/billing/usage.js';
+import type { UsageReport } from '../../../functions/core/usage.js';
 import { PRICED_TARGET } from '../../support/fixtures.js';
 
 /**

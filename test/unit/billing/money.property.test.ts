@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { priceUsage } from '../../../functions/billing/pricing.js';
 import {
   billedNanoFromUpstreamCost,
   COST_SCALE,
@@ -8,8 +9,7 @@ import {
   PRICE_SCALE,
   parseDecimal,
   usdToNano,
-} from '../../../functions/billing/money.js';
-import { priceUsage } from '../../../functions/billing/pricing.js';
+} from '../../../functions/core/money.js';
 
 /** Property tests over pricing and settlement arithmetic: exact, never below cost, never float. */
 const tokens = fc.integer({ min: 0, max: 50_000_000 });
@@ -132,7 +132,7 @@ describe('settlement arithmetic properties', () => {
 describe('no binary float on the money path', () => {
   it('money modules do no float arithmetic on amounts', async () => {
     const { readFile } = await import('node:fs/promises');
-    for (const file of ['functions/billing/money.ts', 'functions/billing/pricing.ts']) {
+    for (const file of ['functions/core/money.ts', 'functions/billing/pricing.ts']) {
       const source = await readFile(file, 'utf8');
       expect(source, file).not.toMatch(/parseFloat|toFixed|Math\.round|\* 1\.3|\/ 1\.3/);
     }

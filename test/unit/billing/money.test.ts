@@ -7,7 +7,7 @@ import {
   parseDecimal,
   usdToCost,
   usdToNano,
-} from '../../../functions/billing/money.js';
+} from '../../../functions/core/money.js';
 
 describe('parseDecimal', () => {
   it('parses plain, signed and exponent forms exactly', () => {

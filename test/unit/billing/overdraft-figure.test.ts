@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { worstCaseBilledNano } from '../../../functions/billing/holds.js';
-import { nanoToUsd } from '../../../functions/billing/money.js';
 import { promptBound } from '../../../functions/billing/usage-bounds.js';
+import { nanoToUsd } from '../../../functions/core/money.js';
 import { parseTierConfig, singleUpstreamConfig } from '../../../functions/core/tiers.js';
 
 /**

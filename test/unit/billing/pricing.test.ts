@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { nanoToUsd } from '../../../functions/billing/money.js';
 import { priceUsage, tableCost } from '../../../functions/billing/pricing.js';
+import { nanoToUsd } from '../../../functions/core/money.js';
 import { parseTierConfig, singleUpstreamConfig, TIER_IDS } from '../../../functions/core/tiers.js';
 
 const config = parseTierConfig(singleUpstreamConfig('http://127.0.0.1:9/v1'));

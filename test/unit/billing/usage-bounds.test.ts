@@ -1,8 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseDecimal } from '../../../functions/billing/money.js';
 import { priceUsage, type TokenUsage } from '../../../functions/billing/pricing.js';
-import { readUpstreamUsage } from '../../../functions/billing/usage.js';
 import {
   boundUsage,
   CAP_MARGIN,
@@ -11,7 +9,9 @@ import {
   promptBound,
   TEXT_SLACK,
 } from '../../../functions/billing/usage-bounds.js';
+import { parseDecimal } from '../../../functions/core/money.js';
 import { parseTierConfig, singleUpstreamConfig } from '../../../functions/core/tiers.js';
+import { readUpstreamUsage } from '../../../functions/core/usage.js';
 
 const [target] = parseTierConfig(singleUpstreamConfig('http://127.0.0.1:9/v1'))['svc-fast'].targets;
 if (!target) throw new Error('no target');

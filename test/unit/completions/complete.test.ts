@@ -4,7 +4,6 @@ import type { Readable } from 'node:stream';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { usdToNano } from '../../../functions/billing/money.js';
 import {
   complete,
   PARSE_WHILE_READING_BYTES,
@@ -15,6 +14,7 @@ import { loadCompletionsConfig } from '../../../functions/completions/config.js'
 import type { GenerationPorts } from '../../../functions/completions/generation.js';
 import { authorize } from '../../../functions/core/access.js';
 import { HttpError } from '../../../functions/core/errors.js';
+import { usdToNano } from '../../../functions/core/money.js';
 import { estimateTextTokens } from '../../../functions/core/tokens.js';
 import type { FunctionUrlEvent } from '../../../functions/shared/http.js';
 import { LARGE_REQUEST_BYTES } from '../../../functions/shared/memory.js';

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../../functions/billing/money.js';
 import { complete } from '../../../functions/completions/complete.js';
 import { loadCompletionsConfig } from '../../../functions/completions/config.js';
 import { authorize } from '../../../functions/core/access.js';
+import { usdToNano } from '../../../functions/core/money.js';
 import { parseChatRequest } from '../../../functions/core/schemas.js';
 import type { Hold } from '../../../functions/core/store.js';
 import { startSimulator } from '../../../functions/simulator/server.js';

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { nanoToUsd, usdToNano } from '../../../functions/billing/money.js';
 import { complete } from '../../../functions/completions/complete.js';
 import { loadCompletionsConfig } from '../../../functions/completions/config.js';
 import { authorize } from '../../../functions/core/access.js';
 import { HttpError } from '../../../functions/core/errors.js';
+import { nanoToUsd, usdToNano } from '../../../functions/core/money.js';
 import { parseChatRequest } from '../../../functions/core/schemas.js';
 import { startSimulator } from '../../../functions/simulator/server.js';
 import { MemoryStore } from '../../support/memory-store.js';

@@ -1,8 +1,8 @@
 import { constants, gunzipSync } from 'node:zlib';
 import { describe, expect, it, vi } from 'vitest';
-import { stringifyJson } from '../../../functions/billing/usage.js';
 import { relay } from '../../../functions/completions/relay.js';
 import type { Compressor, RelayOutcome } from '../../../functions/completions/relay-options.js';
+import { stringifyJson } from '../../../functions/core/usage.js';
 import { SyncGzip } from '../../../functions/shared/compression.js';
 import { FIXED_USAGE, relayFinishedAtFixedUsage, relayOptions } from '../../support/relay-options.js';
 import { upstreamEventsFrom } from '../../support/upstream-events.js';

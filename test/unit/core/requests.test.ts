@@ -1,7 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { JsonDecimal, stringifyJson } from '../../../functions/billing/usage.js';
 import { generateApiKey, hashKey, KEY_PATTERN, parseBearerKey } from '../../../functions/core/auth.js';
 import {
   AuthenticationError,
@@ -10,6 +9,7 @@ import {
 } from '../../../functions/core/errors.js';
 import { GENERATION_ID_PATTERN, newGenerationId } from '../../../functions/core/ids.js';
 import { parseChatRequest } from '../../../functions/core/schemas.js';
+import { JsonDecimal, stringifyJson } from '../../../functions/core/usage.js';
 import { NODE22, runtimeInstalled } from '../../../lib/local/aws-lambda-ric.js';
 
 const base = { model: 'svc-fast', messages: [{ role: 'user', content: 'hi' }] };

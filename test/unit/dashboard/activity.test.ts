@@ -5,8 +5,8 @@
  */
 import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
-import { usdToNano } from '../../../functions/billing/money.js';
 import { newGenerationId } from '../../../functions/core/ids.js';
+import { usdToNano } from '../../../functions/core/money.js';
 import { chargeEntry } from '../../support/fixtures.js';
 import { accountOf, dashboard } from './support.js';
 

@@ -8,9 +8,24 @@
  */
 import { parse as parseLossless } from 'lossless-json';
 import type { CompletionUsage } from 'openai/resources/completions';
-import type { TokenUsage } from './pricing.js';
 
 /** What the upstream said about usage: a readable report (with notes on what was not), or why it was unusable. */
+/** Token usage as an OpenAI-compatible upstream reports it. */
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+  /** Prompt tokens written to the provider's cache (priced at `cacheWrite` where the table has it). */
+  cacheWriteTokens?: number;
+  /** Reasoning tokens, counted inside completionTokens (OpenAI's `completion_tokens_details`). */
+  reasoningTokens?: number;
+  /** The upstream's `prompt_tokens_details` / `completion_tokens_details`, numeric entries only. */
+  promptDetails?: Record<string, number>;
+  completionDetails?: Record<string, number>;
+  /** The upstream's own cost in USD (OpenRouter's `usage.cost`), as its decimal text. */
+  reportedCostUsd?: string;
+}
+
 export type UsageReport =
   | { usage: TokenUsage; raw: unknown; notes: string[] }
   | { invalid: string; raw: unknown };
