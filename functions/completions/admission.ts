@@ -8,8 +8,8 @@ import { type Principal, refuseCredit, refuseStatus, withAccountBalance } from '
 import { ServiceUnavailableError } from '../core/errors.js';
 import { type Hold, type HoldOutcome, sliceOf } from '../core/store.js';
 import { logger } from '../shared/observability.js';
+import type { GenerationPorts } from './config.js';
 import type { Deadlines } from './deadlines.js';
-import type { GenerationPorts } from './generation.js';
 
 /**
  * The fast path or a hold (billing/holds.ts): an account whose available credit covers every request

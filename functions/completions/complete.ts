@@ -3,8 +3,9 @@ import { refuseOverContext } from '../core/context-length.js';
 import { type ChatRequest, parseChatRequest } from '../core/schemas.js';
 import { type FunctionUrlEvent, type FunctionUrlResult, rawBody } from '../shared/http.js';
 import { collectLargeRequestGarbage, LARGE_REQUEST_BYTES } from '../shared/memory.js';
+import type { GenerationPorts } from './config.js';
 import { Deadlines } from './deadlines.js';
-import { Generation, type GenerationPorts } from './generation.js';
+import { Generation } from './generation.js';
 
 /**
  * One chat completion's story, once its caller is known: its body validated (400), set its

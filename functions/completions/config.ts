@@ -1,4 +1,5 @@
 import type { RetryPolicy } from '../adapters/upstream.js';
+import type { Store } from '../core/store.js';
 import { type TierConfig, tiersFromEnv } from '../core/tiers.js';
 import { keyDailyCapsOn, positiveIntFromEnv } from '../shared/env.js';
 
@@ -74,4 +75,19 @@ export function loadCompletionsConfig(env: NodeJS.ProcessEnv = process.env): Com
     keyDailyCaps: keyDailyCapsOn(env),
     ...(env.KEY_CAPS_URL ? { keyCapsUrl: env.KEY_CAPS_URL } : {}),
   };
+}
+
+/**
+ * What a generation (generation.ts) and its admission (admission.ts) work through: the store, the
+ * configuration and the upstream credentials.
+ */
+export interface GenerationPorts {
+  store: Store;
+  config: CompletionsConfig;
+  credential: (name: string | undefined) => Promise<string | undefined>;
+  /**
+   * The clock a generation starts by (epoch ms; Date.now unless a test sets it): its deadlines, its
+   * ledger entry's time, and the UTC day its key's daily cap counts on.
+   */
+  clock?: () => number;
 }

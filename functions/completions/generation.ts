@@ -13,22 +13,10 @@ import { outputCap, type Tier, type UpstreamTarget } from '../core/tiers.js';
 import { type FunctionUrlResult, jsonResponse } from '../shared/http.js';
 import { logger } from '../shared/observability.js';
 import { admit } from './admission.js';
-import type { CompletionsConfig } from './config.js';
+import type { GenerationPorts } from './config.js';
 import type { Deadlines } from './deadlines.js';
 import { readJsonReply } from './json-reply.js';
 import { type StreamReply, streamReply } from './stream-reply.js';
-
-/** What a generation works through: the store, the configuration and the upstream credentials. */
-export interface GenerationPorts {
-  store: Store;
-  config: CompletionsConfig;
-  credential: (name: string | undefined) => Promise<string | undefined>;
-  /**
-   * The clock a generation starts by (epoch ms; Date.now unless a test sets it): its deadlines, its
-   * ledger entry's time, and the UTC day its key's daily cap counts on.
-   */
-  clock?: () => number;
-}
 
 /**
  * One chat completion, from the validated request to its ledger entry: it owns the request's id,

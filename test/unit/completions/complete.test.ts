@@ -10,8 +10,8 @@ import {
   takeChatRequest,
   takeSmallChatRequest,
 } from '../../../functions/completions/complete.js';
+import type { GenerationPorts } from '../../../functions/completions/config.js';
 import { loadCompletionsConfig } from '../../../functions/completions/config.js';
-import type { GenerationPorts } from '../../../functions/completions/generation.js';
 import { authorize } from '../../../functions/core/access.js';
 import { HttpError } from '../../../functions/core/errors.js';
 import { usdToNano } from '../../../functions/core/money.js';
