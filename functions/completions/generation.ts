@@ -8,7 +8,7 @@ import { GatewayTimeoutError, UpstreamError } from '../core/errors.js';
 import { type ForwardedBody, toUpstreamBody } from '../core/forwarding.js';
 import { newGenerationId } from '../core/ids.js';
 import type { ChatRequest } from '../core/schemas.js';
-import type { Hold, Store } from '../core/store.js';
+import type { Hold } from '../core/store.js';
 import { outputCap, type Tier, type UpstreamTarget } from '../core/tiers.js';
 import { type FunctionUrlResult, jsonResponse } from '../shared/http.js';
 import { logger } from '../shared/observability.js';

@@ -8,7 +8,7 @@ import type { Hono } from 'hono';
 import { GENERATION_ID_PATTERN } from '../core/ids.js';
 import { type Store, utcDay } from '../core/store.js';
 import { ACTIVITY_DAYS, ACTIVITY_PAGE, ActivityPage, csvOf } from './activity.js';
-import type { DashboardEnv } from './app.js';
+import type { DashboardEnv } from './deps.js';
 
 /** A cursor is a generation id a previous page ended on; anything else is the first page. */
 const cursorOf = (after: string | undefined) => (after && GENERATION_ID_PATTERN.test(after) ? { after } : {});

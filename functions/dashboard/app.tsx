@@ -18,12 +18,10 @@ import { timingSafeEqual } from 'node:crypto';
 import { Hono, type MiddlewareHandler } from 'hono';
 import { compress } from 'hono/compress';
 import { secureHeaders } from 'hono/secure-headers';
-import type { DashboardSession, Store } from '../core/store.js';
-import type { WatchStore } from '../core/watch.js';
-import type { StripeApi } from '../payments/stripe-api.js';
 import { logger } from '../shared/observability.js';
 import { accountForSignIn } from './accounts.js';
-import { type OidcClient, SignInError } from './oidc.js';
+import type { DashboardDeps, DashboardEnv } from './deps.js';
+import { SignInError } from './oidc.js';
 import { HomePage, MessagePage } from './pages.js';
 import { customerRoutes } from './pages-routes.js';
 import {
@@ -35,35 +33,6 @@ import {
   takeSignIn,
 } from './sessions.js';
 import { COPY_SCRIPT, FAVICON, STYLESHEET } from './static.js';
-
-export interface DashboardDeps {
-  store: Store;
-  /**
-   * The balance watch's items (functions/core/watch.ts): the Billing page's low-balance alert and auto
-   * top-up, and the signed-in user's e-mail address (the ID token's) they are sent to. Absent: no such
-   * settings on the page.
-   */
-  watches?: WatchStore;
-  /** The OpenID client (made once per instance, at its first sign-in). */
-  oidc: () => Promise<OidcClient>;
-  stripe: () => Promise<StripeApi>;
-  /** The dashboard's public origin (`https://example.com`): the CSRF check and all absolute URLs. */
-  publicOrigin: string;
-  /** Where the buy form may redirect the browser (CSP form-action): Stripe's checkout origin(s). */
-  checkoutOrigins: readonly string[];
-  /** Where the sign-out form's redirect goes (CSP form-action): the identity provider's origin. */
-  signOutOrigin?: string | undefined;
-  /** The accepted `x-origin-verify` values; none: no check (local use). */
-  originVerify: () => Promise<string[]>;
-  /**
-   * Per-key daily spend caps on (KEY_DAILY_CAPS=on, shared/env.ts): Settings → API shows each key's cap
-   * and its form. Off or absent (the default): no cap column, no form, and the cap's POST is a 404.
-   */
-  keyDailyCaps?: boolean;
-  now?: () => Date;
-}
-
-export type DashboardEnv = { Variables: { session: DashboardSession } };
 
 const SAFE_METHODS = new Set(['GET', 'HEAD']);
 

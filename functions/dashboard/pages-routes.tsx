@@ -19,9 +19,9 @@ import type { CheckoutSessionStatus } from '../payments/stripe-api.js';
 import { logger } from '../shared/observability.js';
 import { createAccountKey, KeyRequestError, revokeAccountKey } from './accounts.js';
 import { activityRoutes } from './activity-routes.js';
-import type { DashboardDeps, DashboardEnv } from './app.js';
 import { BillingPage, SuccessPage } from './billing-pages.js';
-import { keyCapRoute, keysPage } from './key-caps.js';
+import type { DashboardDeps, DashboardEnv } from './deps.js';
+import { keyCapRoute, keysPage } from './keys-page.js';
 import { MessagePage } from './pages.js';
 import { currentSession, redirectAfterPost, signedInRecently, takeNotice } from './sessions.js';
 

@@ -6,8 +6,7 @@
  */
 import type { Child } from 'hono/jsx';
 import { formatDecimal } from '../core/money.js';
-import type { AccountRecord, KeyRecord } from '../core/store.js';
-import { capReached, KeyCapCell } from './key-caps.js';
+import type { AccountRecord } from '../core/store.js';
 
 const STATIC = '/dashboard/static';
 
@@ -112,101 +111,5 @@ export function StatusNotice(props: { account: AccountRecord }) {
     <p class="error" role="alert">
       This account is {props.account.status}: API requests are refused (403). Contact support.
     </p>
-  );
-}
-
-export function KeysPage(props: {
-  keys: KeyRecord[];
-  created?: { name: string; key: string };
-  error?: string;
-  maxKeys: number;
-  /**
-   * Each active key's spend today (UTC), for its cap column (key-caps.tsx). Absent: per-key daily caps
-   * are off, and the page has no cap column.
-   */
-  spent?: Map<string, bigint>;
-}) {
-  const keys = [...props.keys].sort((a, b) => b.createdAt.localeCompare(a.createdAt));
-  const { spent } = props;
-  const spentOf = (key: KeyRecord) => spent?.get(key.keyId) ?? 0n;
-  const status = (key: KeyRecord) =>
-    key.status !== 'active'
-      ? `Revoked ${when(key.revokedAt ?? '')}`
-      : spent && capReached(key, spentOf(key))
-        ? 'Cap reached today (resets 00:00 UTC)'
-        : 'Active';
-  return (
-    <Layout title="Settings → API" signedIn={true}>
-      {props.created ? (
-        <section class="notice" aria-live="polite">
-          <h2>Key “{props.created.name}” created</h2>
-          <p>Copy it now: it is shown this once and never again.</p>
-          <p class="copy">
-            <input id="new-key" readonly value={props.created.key} aria-label="New API key" />
-            <button type="button" data-copy="new-key">
-              Copy
-            </button>
-          </p>
-        </section>
-      ) : null}
-      {props.error ? (
-        <p class="error" role="alert">
-          {props.error}
-        </p>
-      ) : null}
-      <form method="post" action="/dashboard/settings/api/keys" class="inline">
-        <label for="key-name">New key name</label>
-        <input id="key-name" name="name" required maxlength={128} />
-        <button type="submit">Create key</button>
-      </form>
-      <p class="hint">At most {props.maxKeys} active keys per account.</p>
-      <table>
-        <caption>Your API keys</caption>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Key</th>
-            <th scope="col">Created</th>
-            <th scope="col">Status</th>
-            {spent ? <th scope="col">Daily spend cap</th> : null}
-            <th scope="col">
-              <span class="visually-hidden">Actions</span>
-            </th>
-          </tr>
-        </thead>
-        <tbody>
-          {keys.length === 0 ? (
-            <tr>
-              <td colspan={spent ? 6 : 5}>No keys yet.</td>
-            </tr>
-          ) : (
-            keys.map((key) => (
-              <tr>
-                <td>{key.name}</td>
-                <td>
-                  <code>{key.displayPrefix}</code>
-                </td>
-                <td>{when(key.createdAt)}</td>
-                <td>{status(key)}</td>
-                {spent ? (
-                  <td>
-                    {key.status === 'active' ? <KeyCapCell keyRecord={key} spentNano={spentOf(key)} /> : null}
-                  </td>
-                ) : null}
-                <td>
-                  {key.status === 'active' ? (
-                    <form method="post" action={`/dashboard/settings/api/keys/${key.keyId}/revoke`}>
-                      <button type="submit" class="danger">
-                        Revoke
-                      </button>
-                    </form>
-                  ) : null}
-                </td>
-              </tr>
-            ))
-          )}
-        </tbody>
-      </table>
-    </Layout>
   );
 }

@@ -1,6 +1,7 @@
 /** @jsxImportSource hono/jsx */
 /**
- * Settings → API: a key's daily spend cap (billing/key-cap.ts enforces it on the API: a 402 once the
+ * Settings → API: the keys page (create, show once, revoke), and a key's daily spend cap
+ * (billing/key-cap.ts enforces it on the API: a 402 once the
  * key has spent it in the UTC day). Shown beside each active key with what the key spent today, set
  * or removed by a form of its own; the amount is checked on the server ($0.01 to $10,000, whole cents).
  * Only while per-key daily caps are on (DashboardDeps.keyDailyCaps); off, the page has none of this.
@@ -10,8 +11,8 @@ import { dayOf } from '../billing/key-cap.js';
 import { KeyNotFoundError, type KeyRecord, type Store } from '../core/store.js';
 import { centsToNano, InvalidPurchaseAmountError, keyCapCents } from '../payments/amounts.js';
 import { keysWith, MAX_ACTIVE_KEYS } from './accounts.js';
-import type { DashboardEnv } from './app.js';
-import { KeysPage, MessagePage, usd } from './pages.js';
+import type { DashboardEnv } from './deps.js';
+import { Layout, MessagePage, usd, when } from './pages.js';
 import { redirectAfterPost } from './sessions.js';
 
 /** What each active key spent today (UTC), over the account's slices: the page's cap column. */
@@ -50,11 +51,11 @@ export async function keysPage(
 }
 
 /** Whether an active key has spent its daily cap today (UTC): its status says so. */
-export const capReached = (key: KeyRecord, spentNano: bigint): boolean =>
+const capReached = (key: KeyRecord, spentNano: bigint): boolean =>
   key.dailyCapNano !== undefined && spentNano >= key.dailyCapNano;
 
 /** The cap cell of one active key: the cap and today's spend, and the form that sets or removes it. */
-export function KeyCapCell(props: { keyRecord: KeyRecord; spentNano: bigint }) {
+function KeyCapCell(props: { keyRecord: KeyRecord; spentNano: bigint }) {
   const { keyRecord: key } = props;
   const cap = key.dailyCapNano;
   return (
@@ -98,4 +99,100 @@ export function keyCapRoute(routes: Hono<DashboardEnv>, store: Store, now: () =>
       changedKeyHash: changed.keyHash,
     });
   });
+}
+
+function KeysPage(props: {
+  keys: KeyRecord[];
+  created?: { name: string; key: string };
+  error?: string;
+  maxKeys: number;
+  /**
+   * Each active key's spend today (UTC), for its cap column (keys-page.tsx). Absent: per-key daily caps
+   * are off, and the page has no cap column.
+   */
+  spent?: Map<string, bigint>;
+}) {
+  const keys = [...props.keys].sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+  const { spent } = props;
+  const spentOf = (key: KeyRecord) => spent?.get(key.keyId) ?? 0n;
+  const status = (key: KeyRecord) =>
+    key.status !== 'active'
+      ? `Revoked ${when(key.revokedAt ?? '')}`
+      : spent && capReached(key, spentOf(key))
+        ? 'Cap reached today (resets 00:00 UTC)'
+        : 'Active';
+  return (
+    <Layout title="Settings → API" signedIn={true}>
+      {props.created ? (
+        <section class="notice" aria-live="polite">
+          <h2>Key “{props.created.name}” created</h2>
+          <p>Copy it now: it is shown this once and never again.</p>
+          <p class="copy">
+            <input id="new-key" readonly value={props.created.key} aria-label="New API key" />
+            <button type="button" data-copy="new-key">
+              Copy
+            </button>
+          </p>
+        </section>
+      ) : null}
+      {props.error ? (
+        <p class="error" role="alert">
+          {props.error}
+        </p>
+      ) : null}
+      <form method="post" action="/dashboard/settings/api/keys" class="inline">
+        <label for="key-name">New key name</label>
+        <input id="key-name" name="name" required maxlength={128} />
+        <button type="submit">Create key</button>
+      </form>
+      <p class="hint">At most {props.maxKeys} active keys per account.</p>
+      <table>
+        <caption>Your API keys</caption>
+        <thead>
+          <tr>
+            <th scope="col">Name</th>
+            <th scope="col">Key</th>
+            <th scope="col">Created</th>
+            <th scope="col">Status</th>
+            {spent ? <th scope="col">Daily spend cap</th> : null}
+            <th scope="col">
+              <span class="visually-hidden">Actions</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {keys.length === 0 ? (
+            <tr>
+              <td colspan={spent ? 6 : 5}>No keys yet.</td>
+            </tr>
+          ) : (
+            keys.map((key) => (
+              <tr>
+                <td>{key.name}</td>
+                <td>
+                  <code>{key.displayPrefix}</code>
+                </td>
+                <td>{when(key.createdAt)}</td>
+                <td>{status(key)}</td>
+                {spent ? (
+                  <td>
+                    {key.status === 'active' ? <KeyCapCell keyRecord={key} spentNano={spentOf(key)} /> : null}
+                  </td>
+                ) : null}
+                <td>
+                  {key.status === 'active' ? (
+                    <form method="post" action={`/dashboard/settings/api/keys/${key.keyId}/revoke`}>
+                      <button type="submit" class="danger">
+                        Revoke
+                      </button>
+                    </form>
+                  ) : null}
+                </td>
+              </tr>
+            ))
+          )}
+        </tbody>
+      </table>
+    </Layout>
+  );
 }
