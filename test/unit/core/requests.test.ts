@@ -137,7 +137,7 @@ describe('generation ids and exact JSON money', () => {
   // runs on the machine's Node, which may lack it): the same digits, plain JSON.stringify included.
   it.runIf(runtimeInstalled())('writes the same exact digits on Node 22, through JSON.rawJSON', () => {
     const script = [
-      "import { JsonDecimal, stringifyJson } from './functions/billing/usage.js';",
+      "import { JsonDecimal, stringifyJson } from './functions/core/usage.js';",
       "const value = { cost: new JsonDecimal('0.000000035'), n: 1 };",
       'console.log(JSON.stringify([typeof JSON.rawJSON, stringifyJson(value), JSON.stringify(value)]));',
     ].join('\n');
