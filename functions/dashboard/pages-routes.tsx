@@ -19,6 +19,7 @@ import type { CheckoutSessionStatus } from '../payments/stripe-api.js';
 import { logger } from '../shared/observability.js';
 import { createAccountKey, KeyRequestError, revokeAccountKey } from './accounts.js';
 import { activityRoutes } from './activity-routes.js';
+import { billingDocumentRoutes } from './billing-documents.js';
 import { BillingPage, SuccessPage } from './billing-pages.js';
 import type { DashboardDeps, DashboardEnv } from './deps.js';
 import { keyCapRoute, keysPage } from './keys-page.js';
@@ -171,6 +172,7 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
     const session = await createCheckout(await deps.stripe(), {
       accountId,
       amountCents: cents,
+      customer: (await watches?.getWatch(accountId))?.autoTopUp?.customer,
       successUrl: `${deps.publicOrigin}${BILLING_PATH}/success?session_id={CHECKOUT_SESSION_ID}`,
       cancelUrl: `${deps.publicOrigin}${BILLING_PATH}`,
     });
@@ -278,5 +280,6 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
   });
 
   activityRoutes(routes, store, now);
+  billingDocumentRoutes(routes, deps, now);
   return routes;
 }

@@ -5,10 +5,12 @@
  * the nano-dollar. Key names are the customer's own text: the CSV neutralises any that would open as
  * a formula (shared/csv.ts).
  */
+
+import { addMonths, NO_KEY, type Statement, type StatementLine } from '../billing/statement.js';
 import { nanoToUsd } from '../core/money.js';
 import type { KeyRecord } from '../core/store.js';
-import { addMonths, NO_KEY, type Statement, type StatementLine } from '../billing/statement.js';
 import { toCsv } from '../shared/csv.js';
+import { BillingLinks } from './billing-profile.js';
 import { Layout, usd, when } from './pages.js';
 
 const STATEMENT_COLUMNS = ['section', 'time_utc', 'item', 'name', 'requests', 'amount_usd'] as const;
@@ -127,6 +129,7 @@ export function StatementPage(props: { statement: Statement; keys: readonly KeyR
   const next = addMonths(s.month, 1);
   return (
     <Layout title={`Statement ${s.month}`} signedIn={true}>
+      <BillingLinks month={props.current} />
       <p class="no-print">
         <a href={`/dashboard/billing/statement/${previous}`}>← {previous}</a>
         {s.month < props.current ? (
@@ -139,8 +142,6 @@ export function StatementPage(props: { statement: Statement; keys: readonly KeyR
         <a href={`/dashboard/billing/statement/${s.month}.csv`} download={`statement-${s.month}.csv`}>
           Download CSV
         </a>
-        {' · '}
-        <a href="/dashboard/billing">Back to billing</a>
       </p>
       <p class="hint">
         UTC month from {when(s.from)} to {when(s.to)}, from the ledger, exact to the nano-dollar.
