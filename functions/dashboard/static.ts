@@ -45,7 +45,7 @@ td.wrap, td code { overflow-wrap: anywhere; }
   main { padding: 1rem; } th, td { padding: .35rem .3rem; }
 }
 @media print {
-  header, .no-print, form { display: none; } main { max-width: none; padding: 0; }
+  header, nav.sub, .no-print, form { display: none; } main { max-width: none; padding: 0; }
   body { font-size: 11pt; color: #000; } a { color: inherit; text-decoration: none; }
 }
 `;
