@@ -32,7 +32,7 @@ export interface StatementLine {
   amountNano: bigint;
 }
 
-export interface UsageRow {
+interface UsageRow {
   /** A key id or a tier name (NO_KEY when the charges named none). */
   name: string;
   requests: number;

@@ -38,7 +38,7 @@ export interface InvoiceView {
 }
 
 /** A payment made without Checkout, to be invoiced once it is credited. */
-export interface PaidPayment {
+interface PaidPayment {
   customer: string;
   accountId: string;
   paymentIntent: string;

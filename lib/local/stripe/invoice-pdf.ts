@@ -6,7 +6,7 @@
 import type { StripeObject } from './state.js';
 
 /** Exact dollars from cents: `$12.50`. */
-export const dollars = (cents: unknown): string => {
+const dollars = (cents: unknown): string => {
   const value = Number(cents) || 0;
   const abs = Math.abs(value);
   return `${value < 0 ? '-' : ''}$${Math.floor(abs / 100)}.${String(abs % 100).padStart(2, '0')}`;
@@ -16,7 +16,7 @@ const day = (seconds: unknown) =>
   typeof seconds === 'number' ? new Date(seconds * 1000).toISOString().slice(0, 10) : '';
 
 /** The invoice's text, line by line: who issued it, to whom, what for, how much, paid or not. */
-export function invoiceLines(invoice: StripeObject): string[] {
+function invoiceLines(invoice: StripeObject): string[] {
   const address = (invoice.customer_address ?? {}) as Record<string, string | null>;
   const taxIds = (invoice.customer_tax_ids ?? []) as { type: string; value: string }[];
   const fields = (invoice.custom_fields ?? []) as { name: string; value: string }[];
