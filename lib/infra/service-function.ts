@@ -97,7 +97,8 @@ export const BUNDLE_BOUNDS_KIB: Readonly<Record<string, number>> = {
   // measured on 2026-11-28 with the balance watch's items (a saved card, an auto top-up's outcome: 6.8
   // KiB of it, functions/adapters/dynamodb/watch.ts and functions/core/watch.ts).
   // 366.6 KiB on 2026-12-07 with the origin header's check and the pinned API version.
-  'functions/payments/handler.ts': 370,
+  // 370.9 KiB on 2026-12-07 with an auto top-up's invoice (functions/payments/invoicing.ts, 1 KiB).
+  'functions/payments/handler.ts': 373,
   // The dashboard (functions/dashboard/): 447.1 KiB measured on 2026-11-28 with its Activity page
   // (426.5 before it), the stripe SDK 240 of it (Checkout), hono 42, oauth4webapi 25. Never on an API
   // request's path.
@@ -105,19 +106,24 @@ export const BUNDLE_BOUNDS_KIB: Readonly<Record<string, number>> = {
   // watch items and their port, and the page's forms).
   // 477.8 KiB on 2026-12-07 with Post/Redirect/Get and its one-time notice, the fresh sign-in, Hono's
   // compress middleware and the thank-you page's confirmation.
-  'functions/dashboard/handler.ts': 481,
+  // 514.6 KiB on 2026-12-07 with Billing's documents: the billing profile's form and its check
+  // (zod/mini 16.1 KiB; zod's classic API would have been 83), the invoices list, the monthly
+  // statement's page and CSV, and the invoicing port (about 20 KiB of code in all).
+  'functions/dashboard/handler.ts': 517,
   // The balance watch (functions/balance-watch/): 353.5 KiB measured on 2026-11-28, the stripe SDK
   // most of it (its off-session PaymentIntent), its own code 11.9 (the watch items, the SES call, the
   // state machines). Run every minute by a schedule, never on an API request's path.
   // 361.7 KiB measured on 2026-12-07 with the lookup of an auto top-up whose event was lost (the
   // webhook's applyEvent, functions/payments/events.ts, 8.2 KiB of it).
   // 368.0 KiB on 2026-12-07 with dead letters and the permanent off-session refusals.
-  'functions/balance-watch/handler.ts': 371,
+  // 372.3 KiB on 2026-12-07 with an auto top-up's invoice, which its lookup's applyEvent may make.
+  'functions/balance-watch/handler.ts': 374,
   // The payments reconciler (functions/reconciler/): 359.2 KiB measured on 2026-12-07, the stripe SDK
   // most of it (the events list, the PaymentIntent and refunds reads). Run every 10 minutes by a
   // schedule, never on an API request's path.
   // 364.2 KiB on 2026-12-07 after the merges of that day.
-  'functions/reconciler/handler.ts': 367,
+  // 368.5 KiB on 2026-12-07 with an auto top-up's invoice, which its applyEvent may make.
+  'functions/reconciler/handler.ts': 371,
   // Cognito's pre-sign-up trigger (functions/sign-up-guard/): 102.7 KiB measured on 2026-12-07, its
   // counters' conditional transaction through the store's wire. Run at a sign-up, never on an API request.
   'functions/sign-up-guard/handler.ts': 106,
