@@ -206,9 +206,26 @@ export function stripeInvoicing(client: Stripe): InvoicingApi {
         );
       }
       const id = invoice.id ?? '';
+      // A delivery of the same event at the same time may take a step first: then it is done.
+      const step = async (take: () => Promise<Stripe.Invoice>, done: (status: string | null) => boolean) => {
+        try {
+          return await take();
+        } catch (error) {
+          const now = await client.invoices.retrieve(id);
+          if (!done(now.status)) throw error;
+          return now;
+        }
+      };
       if (invoice.status === 'draft')
-        invoice = await client.invoices.finalizeInvoice(id, { auto_advance: false });
-      if (invoice.status === 'open') invoice = await client.invoices.pay(id, { paid_out_of_band: true });
+        invoice = await step(
+          () => client.invoices.finalizeInvoice(id, { auto_advance: false }),
+          (status) => status !== 'draft',
+        );
+      if (invoice.status === 'open')
+        invoice = await step(
+          () => client.invoices.pay(id, { paid_out_of_band: true }),
+          (status) => status === 'paid',
+        );
       return id;
     },
   };

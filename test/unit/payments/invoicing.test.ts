@@ -117,6 +117,25 @@ describe('invoicing on the stand-in', () => {
     expect(bytes.trimEnd().endsWith('%%EOF')).toBe(true);
   });
 
+  it('makes one invoice when the same auto top-up is invoiced twice at once', async () => {
+    const invoicing = stripeInvoicing(sdk());
+    const customer = await invoicing.ensureCustomer('acct-1');
+    const payment = {
+      customer,
+      accountId: 'acct-1',
+      paymentIntent: 'pi_auto_twice',
+      amountCents: 500,
+      description: 'API credits (auto top-up)',
+    };
+    const [a, b] = await Promise.all([invoicing.invoicePayment(payment), invoicing.invoicePayment(payment)]);
+    expect(a).toBe(b);
+    const made = [...standIn.invoices.invoices.values()].filter(
+      (i) => (i.metadata as Record<string, string>).payment_intent === 'pi_auto_twice',
+    );
+    expect(made).toHaveLength(1);
+    expect(made[0]).toMatchObject({ status: 'paid', total: 500 });
+  });
+
   it("has Checkout invoice a purchase for the account's Customer, with the PO number", async () => {
     const stripe = stripeApi(sdk());
     const session = await createCheckout(stripe, {
