@@ -71,9 +71,9 @@ import { applyNagSuppressions } from './nag-suppressions.js';
 import { Payments } from './payments.js';
 import { checkDashboardOrigin, checkTopUpUrl } from './public-origin.js';
 import { Reconciler } from './reconciler.js';
-import { stripeKeySecret } from './stripe-keys.js';
 import { keyDailyCapsEnv, ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
+import { stripeKeySecret } from './stripe-keys.js';
 
 export type Stage = 'sandbox' | 'prod';
 

@@ -10,7 +10,7 @@ import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 
 /** Who has a Stripe key of its own, with the construct id of its secret and what goes in it. */
-export const STRIPE_KEY_SECRETS = {
+const STRIPE_KEY_SECRETS = {
   // The webhook's: the id the single Stripe secret had, so that a deployed stack keeps its value.
   payments: {
     id: 'StripeCredentials',

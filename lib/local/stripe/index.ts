@@ -144,8 +144,7 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
     const verb = resource === 'checkout' ? undefined : third;
     const route = `${req.method} /${nested}${id ? '/:id' : ''}${verb ? `/${verb}` : ''}`;
     const lacking = restricted && missingPermission(restricted, route, formList(form.expand).map(String));
-    if (lacking)
-      throw new StripeApiError(403, permissionMessage(key, lacking), { type: 'permission_error' });
+    if (lacking) throw new StripeApiError(403, permissionMessage(key, lacking), { type: 'permission_error' });
     switch (route) {
       case 'POST /checkout/sessions':
         return sendJson(res, 200, createSession(form));

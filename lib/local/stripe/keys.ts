@@ -8,7 +8,7 @@
  */
 
 /** The resources the service's calls touch (Stripe's "Charges and Refunds" is one). */
-export type StripeResource =
+type StripeResource =
   | 'checkout_sessions'
   | 'payment_intents'
   | 'payment_methods'
@@ -22,7 +22,7 @@ export type KeyPermissions = Partial<Record<StripeResource, 'read' | 'write'>>;
 export type StripeKeyHolder = 'payments' | 'dashboard' | 'watch' | 'reconciler';
 
 /** Each function's restricted key: the table in docs/deploy.md, "Connecting Stripe". */
-export const FUNCTION_KEY_PERMISSIONS: Record<StripeKeyHolder, KeyPermissions> = {
+const FUNCTION_KEY_PERMISSIONS: Record<StripeKeyHolder, KeyPermissions> = {
   payments: { payment_intents: 'read', payment_methods: 'read', charges: 'read' },
   dashboard: { checkout_sessions: 'write' },
   watch: { payment_intents: 'write' },

@@ -65,9 +65,9 @@ describe('stripeSettings', () => {
   it('needs only the key: the dashboard, the watch and the reconciler hold no signing secret', async () => {
     secret.value = JSON.stringify({ apiKey: 'rk_live_watch' });
     expect(await stripeSettings(ARN)).toEqual({ apiKey: 'rk_live_watch', apiBase: undefined });
-    expect(await stripeSettings({ STRIPE_API_KEY: 'rk_test_local', STRIPE_API_BASE: 'http://127.0.0.1:1' })).toEqual(
-      { apiKey: 'rk_test_local', apiBase: 'http://127.0.0.1:1' },
-    );
+    expect(
+      await stripeSettings({ STRIPE_API_KEY: 'rk_test_local', STRIPE_API_BASE: 'http://127.0.0.1:1' }),
+    ).toEqual({ apiKey: 'rk_test_local', apiBase: 'http://127.0.0.1:1' });
   });
 
   it('refuses a secret without the key', async () => {
