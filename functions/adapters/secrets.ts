@@ -153,6 +153,20 @@ export async function usageSigningKey(env: NodeJS.ProcessEnv = process.env): Pro
 }
 
 /**
+ * Starts reading, during an instance's init, every secret its requests wait for, so that its first
+ * request finds them read or on the wire instead of asking for each in turn: the origin-verify values
+ * (checked before the caller's read), the upstream credentials the tiers name (read after admission,
+ * before the upstream call) and the usage-signing key (at the first settlement). The cache shares each
+ * call with the request that asks for it; a failure here is left to that request, which asks again.
+ */
+export function prefetchRequestSecrets(credentialNames: Iterable<string | undefined>): void {
+  const ignore = () => undefined;
+  originVerifyValues().catch(ignore);
+  usageSigningKey().catch(ignore);
+  for (const name of new Set(credentialNames)) if (name) upstreamCredential(name).catch(ignore);
+}
+
+/**
  * The keys a usage line's signature is checked against: the secret's current version and, during a
  * rotation, its previous one, so that a line signed just before a rotation is still billed (the
  * logged-usage function, `admin bill-logged` with the operator's credentials). Read every 5 minutes,
