@@ -382,9 +382,9 @@ function report(load: string[]): string[] {
   );
   say('');
   say(
-    '| MB | reply | account | clients | added p50 | added p99 | pre p50 | pre p99 | post p50 | post p99 | Portkey added p50 | Portkey added p99 | errors |',
+    '| MB | reply | account | clients | added p50 | added p99 | pre p50 | pre p99 | post p50 | post p99 | pre CPU p50 | CPU between p50 | Portkey added p50 | Portkey added p99 | errors |',
   );
-  say('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  say('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const [key, rounds] of cells) {
     const [mb, kind, account, clients] = key.split('|');
     const col = (pick: (r: CellRound) => number | undefined) => {

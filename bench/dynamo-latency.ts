@@ -12,7 +12,7 @@
 import { Agent, createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-export interface Latency {
+interface Latency {
   p50: number;
   p99: number;
 }
@@ -26,7 +26,7 @@ export const DYNAMO_LATENCY: { read: Latency; write: Latency } = {
 const Z99 = 2.3263;
 
 /** A draw from the log-normal with this p50 and p99 (Box-Muller). */
-export function drawMs({ p50, p99 }: Latency, random = Math.random): number {
+function drawMs({ p50, p99 }: Latency, random = Math.random): number {
   const sigma = Math.log(p99 / p50) / Z99;
   const z = Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
   return p50 * Math.exp(sigma * z);
