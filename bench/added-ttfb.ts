@@ -24,13 +24,10 @@
  * request at 1 client and by turns at 20, sends direct, through the service and through Portkey in
  * turn. Figures are medians over rounds with the range. Env: BENCH_TTFB_MB (sizes, default
  * 128,160,256,512,1024), BENCH_TTFB_FULL_MB (the size measured for every account, default 160),
- * BENCH_TTFB_ROUNDS (3), BENCH_TTFB_SAMPLES (60 at 1 client), BENCH_TTFB_PORTKEY=off,
+ * BENCH_TTFB_ROUNDS (3), BENCH_TTFB_SAMPLES (40 at 1 client), BENCH_TTFB_PORTKEY=off,
  * BENCH_TTFB_COST=off.
  */
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { Agent, request } from 'node:http';
-import { createGunzip } from 'node:zlib';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createAccount, createKey } from '../lib/admin/operations.js';
 import { bundleFunctions, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
 import { freePort, startDynamoLocal } from '../lib/local/dynamodb-local.js';
@@ -41,13 +38,23 @@ import { available as cgroupAvailable, cpuShare, limitCpu, pinToCore } from './c
 import { DYNAMO_LATENCY, startDynamoLatency } from './dynamo-latency.js';
 import { startPortkey } from './portkey.js';
 import { startService, stopService } from './service-process.js';
+import {
+  type CellRound,
+  chat,
+  closeClient,
+  roundOf,
+  type Sample,
+  type System,
+  spread,
+  timed,
+} from './ttfb-samples.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 const list = (raw: string) => raw.split(',').map(Number);
 const SIZES = list(process.env.BENCH_TTFB_MB ?? '128,160,256,512,1024');
 const FULL_MB = Number(process.env.BENCH_TTFB_FULL_MB ?? 160);
 const ROUNDS = Number(process.env.BENCH_TTFB_ROUNDS ?? 3);
-const SAMPLES = Number(process.env.BENCH_TTFB_SAMPLES ?? 60);
+const SAMPLES = Number(process.env.BENCH_TTFB_SAMPLES ?? 40);
 const CLIENTS = [1, 20] as const;
 /** At 20 clients, each client's requests a cell a system a round. */
 const PER_CLIENT = 4;
@@ -56,105 +63,7 @@ const PORTKEY = process.env.BENCH_TTFB_PORTKEY !== 'off';
 const COST = process.env.BENCH_TTFB_COST !== 'off';
 const ACCOUNTS = ['funded', 'near-empty', 'capped'] as const;
 type Account = (typeof ACCOUNTS)[number];
-type System = 'direct' | 'service' | 'portkey';
 
-interface Sample {
-  status: number;
-  ttfb: number;
-  total: number;
-  bytes: number;
-  pre?: number;
-  post?: number;
-  preCpu?: number;
-  betweenCpu?: number;
-  completionTokens: number;
-  promptTokens: number;
-}
-
-const agent = new Agent({ keepAlive: true, maxSockets: 64 });
-const CONTENT = /"content":"[^"]/;
-
-/** One request: its first byte (JSON) or first content chunk (stream), end, bytes, server-timing. */
-function timed(url: string, body: string, headers: Record<string, string>): Promise<Sample> {
-  const started = performance.now();
-  return new Promise((resolve, reject) => {
-    const req = request(
-      url,
-      {
-        method: 'POST',
-        agent,
-        headers: { 'content-type': 'application/json', 'accept-encoding': 'gzip, deflate', ...headers },
-      },
-      (res) => {
-        const stream = String(res.headers['content-type']).startsWith('text/event-stream');
-        let ttfb = Number.NaN;
-        let bytes = 0;
-        let text = '';
-        res.on('data', (part: Buffer) => {
-          bytes += part.byteLength;
-          if (!stream && Number.isNaN(ttfb)) ttfb = performance.now() - started;
-        });
-        const decoded = res.headers['content-encoding'] === 'gzip' ? res.pipe(createGunzip()) : res;
-        decoded.setEncoding('utf8');
-        decoded.on('data', (part: string) => {
-          text += part;
-          if (stream && Number.isNaN(ttfb) && CONTENT.test(text)) ttfb = performance.now() - started;
-        });
-        decoded.on('error', reject);
-        decoded.on('end', () => {
-          const timing = String(res.headers['server-timing'] ?? '');
-          const dur = (name: string) => Number(new RegExp(`${name};dur=([\\d.]+)`).exec(timing)?.[1]);
-          const usage = /"prompt_tokens":(\d+),"completion_tokens":(\d+)/.exec(text);
-          resolve({
-            status: res.statusCode ?? 0,
-            ttfb,
-            total: performance.now() - started,
-            bytes,
-            ...(timing
-              ? { pre: dur('pre'), post: dur('post'), preCpu: dur('precpu'), betweenCpu: dur('betweencpu') }
-              : {}),
-            promptTokens: Number(usage?.[1] ?? 0),
-            completionTokens: Number(usage?.[2] ?? 0),
-          });
-        });
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
-const chat = (stream: boolean, directives: string, prompt = 'Say hello.') =>
-  JSON.stringify({
-    model: 'svc-fast',
-    messages: [{ role: 'user', content: `${prompt} [[sim:tokens=16]]${directives}` }],
-    stream,
-    ...(stream ? { stream_options: { include_usage: true } } : {}),
-  });
-
-const sorted = (values: number[]) => values.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b);
-const pct = (values: number[], p: number) => {
-  const s = sorted(values);
-  return s[Math.min(s.length - 1, Math.ceil((s.length * p) / 100) - 1)] ?? Number.NaN;
-};
-const median = (values: number[]) => pct(values, 50);
-const spread = (values: number[]) =>
-  `${median(values).toFixed(1)} (${Math.min(...values).toFixed(1)}-${Math.max(...values).toFixed(1)})`;
-
-/** Per cell (size, kind, account, clients), per round: that round's figures. */
-interface CellRound {
-  added50: number;
-  added99: number;
-  portkey50?: number;
-  portkey99?: number;
-  pre50: number;
-  pre99: number;
-  post50: number;
-  post99: number;
-  preCpu50: number;
-  betweenCpu50: number;
-  errors: number;
-}
 const cells = new Map<string, CellRound[]>();
 const colds = new Map<number, number[]>();
 const costs = new Map<number, { share: number[]; durationMs: number[]; infra: bigint; margin: bigint }>();
@@ -191,32 +100,7 @@ async function measureCell(
 }
 
 function record(key: string, samples: Record<System, Sample[]>) {
-  const ok = (s: Sample[]) => s.filter((x) => x.status === 200);
-  const t = (s: Sample[]) => ok(s).map((x) => x.ttfb);
-  const direct = t(samples.direct);
-  const service = ok(samples.service);
-  const round: CellRound = {
-    added50: median(t(samples.service)) - median(direct),
-    added99: pct(t(samples.service), 99) - pct(direct, 99),
-    pre50: median(service.map((s) => s.pre ?? Number.NaN)),
-    pre99: pct(
-      service.map((s) => s.pre ?? Number.NaN),
-      99,
-    ),
-    post50: median(service.map((s) => s.post ?? Number.NaN)),
-    post99: pct(
-      service.map((s) => s.post ?? Number.NaN),
-      99,
-    ),
-    preCpu50: median(service.map((s) => s.preCpu ?? Number.NaN)),
-    betweenCpu50: median(service.map((s) => s.betweenCpu ?? Number.NaN)),
-    errors: Object.values(samples).reduce((n, s) => n + s.length - ok(s).length, 0),
-  };
-  if (samples.portkey.length > 0) {
-    round.portkey50 = median(t(samples.portkey)) - median(direct);
-    round.portkey99 = pct(t(samples.portkey), 99) - pct(direct, 99);
-  }
-  cells.set(key, [...(cells.get(key) ?? []), round]);
+  cells.set(key, [...(cells.get(key) ?? []), roundOf(samples)]);
 }
 
 let bundles: Record<string, string> | undefined;
@@ -427,12 +311,8 @@ async function main() {
   const load: string[] = [];
   try {
     for (let round = 0; round < ROUNDS; round++) {
-      load.push(
-        execFileSync('uptime')
-          .toString()
-          .trim()
-          .replace(/^.*load/, 'load'),
-      );
+      // What `uptime` prints as the load average: the 1, 5 and 15 minute figures.
+      load.push(`load average: ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(', ')}`);
       const order = SIZES.map((_, i) => SIZES[(i + round) % SIZES.length] as number);
       for (const mb of order) {
         console.error(`round ${round + 1}/${ROUNDS}: ${mb} MB`);
@@ -444,7 +324,7 @@ async function main() {
     await stopService(sim.child);
     await latency.stop();
     await engine.stop();
-    agent.destroy();
+    closeClient();
   }
   const lines = report(load);
   console.log(lines.join('\n'));
