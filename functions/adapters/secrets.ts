@@ -6,6 +6,9 @@ import { getSecretValue } from './secrets-manager.js';
 /**
  * Secrets from Secrets Manager, fetched once per cold start and refreshed after `ttlMs`, never per
  * request. A refresh failure keeps serving the last good value. Locally, values come from the environment.
+ * A value read in the last fifth of its interval is answered at once and its refresh started then, so
+ * that a steady stream of requests never waits for one (the origin check's before the caller's read,
+ * an upstream credential's before the upstream call); no value is served older than `ttlMs`.
  *
  * In a function (AWS_LAMBDA_FUNCTION_NAME, AWS_REGION and the role's credentials in the environment,
  * as Lambda sets them) GetSecretValue is signed and sent directly (secrets-manager.ts), so the bundles
@@ -58,6 +61,8 @@ interface Entry {
   fetchedAt: number;
 }
 const cache = new Map<string, Entry>();
+/** The share of its interval after which a value read starts its refresh (and is still answered). */
+const REFRESH_AHEAD_AT = 0.8;
 const inflight = new Map<string, Promise<string>>();
 
 export async function getSecretString(
@@ -68,12 +73,15 @@ export async function getSecretString(
 ): Promise<string> {
   const key = `${secretId}#${versionStage}`;
   const hit = cache.get(key);
-  if (hit && now - hit.fetchedAt < ttlMs) return hit.value;
+  const age = hit ? now - hit.fetchedAt : Number.POSITIVE_INFINITY;
+  if (hit && age < ttlMs * REFRESH_AHEAD_AT) return hit.value;
   let pending = inflight.get(key);
   if (!pending) {
     pending = fetchSecret(secretId, versionStage, key, now, hit).finally(() => inflight.delete(key));
     inflight.set(key, pending);
   }
+  // Refreshing ahead: the value in hand is still within its interval (a failed refresh keeps it).
+  if (hit && age < ttlMs) return hit.value;
   return pending;
 }
 
