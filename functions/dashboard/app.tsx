@@ -22,7 +22,8 @@ import { logger } from '../shared/observability.js';
 import { accountForSignIn } from './accounts.js';
 import type { DashboardDeps, DashboardEnv } from './deps.js';
 import { SignInError } from './oidc.js';
-import { HomePage, MessagePage } from './pages.js';
+import { OverviewPage, readOverview } from './overview.js';
+import { MessagePage, WelcomePage } from './pages.js';
 import { customerRoutes } from './pages-routes.js';
 import {
   currentSession,
@@ -124,7 +125,8 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
   app.get('/', async (c) => {
     const session = await currentSession(c, store, now());
     const account = session ? await store.getAccount(session.accountId) : undefined;
-    return c.html(account ? <HomePage account={account} /> : <HomePage />);
+    if (!account) return c.html(<WelcomePage />);
+    return c.html(<OverviewPage overview={await readOverview(store, account, now(), deps.publicOrigin)} />);
   });
 
   // `?fresh=<dashboard path>`: a sign-in again, asked for before an action that can spend money

@@ -5,7 +5,8 @@
  * a hosted checkout page whose Pay button pays the session and sends the signed webhook; and test
  * controls (state.ts), as methods and as `POST /_stand-in/...` endpoints.
  *
- * API (each needs `Authorization: Bearer <apiKey>`, as Stripe does):
+ * API (each needs `Authorization: Bearer <apiKey>`, as Stripe does, or one of the restricted keys it
+ * was given, within that key's permissions: keys.ts):
  *   POST /v1/checkout/sessions          GET /v1/checkout/sessions/:id
  *   GET  /v1/payment_intents/:id (expand[]=payment_method)     POST /v1/payment_intents (confirm and
  *        off_session on a saved card; an Idempotency-Key answered as Stripe does)
@@ -29,12 +30,18 @@ import type { AddressInfo } from 'node:net';
 import { type FormObject, formList, formMetadata, formObject, formText, parseForm } from './form.js';
 import { invoicePage, invoicePdf } from './invoice-pdf.js';
 import { StripeInvoices } from './invoices.js';
+import { type KeyPermissions, missingPermission, permissionMessage } from './keys.js';
 import { checkParams, inRange, LIST_PARAMS, page } from './params.js';
 import { newId, type StandInState, StripeApiError, type StripeObject, StripeObjects } from './state.js';
 
 export interface StripeStandInOptions {
   /** The secret key the SDK must send (default `sk_test_local`). */
   apiKey?: string;
+  /**
+   * Restricted keys it accepts beside the secret key, each with its permissions (keys.ts): a call one
+   * does not allow is answered 403 `permission_error`, as Stripe answers it.
+   */
+  restrictedKeys?: Record<string, KeyPermissions>;
   /** The webhook endpoint's signing secret (default a fresh `whsec_...`). */
   webhookSecret?: string;
   /** Where events are POSTed; may be set later (setWebhookUrl). */
@@ -133,7 +140,9 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
 
   const api = async (req: IncomingMessage, res: ServerResponse, path: string[], query: FormObject) => {
     if (apiDelayMs > 0 && !(await slowly(res))) return;
-    if (req.headers.authorization !== `Bearer ${settings.apiKey}`)
+    const key = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
+    const restricted = key === settings.apiKey ? undefined : options.restrictedKeys?.[key];
+    if (key !== settings.apiKey && !restricted)
       throw new StripeApiError(401, 'Invalid API Key provided: a key the stand-in was not started with');
     const form = req.method === 'POST' ? parseForm(await readBody(req)) : query;
     const [resource = '', second, third] = path;
@@ -141,8 +150,10 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
     const nested = resource === 'checkout' ? `checkout/${second ?? ''}` : resource;
     const verb = resource === 'checkout' ? undefined : third;
     const route = `${req.method} /${nested}${id ? '/:id' : ''}${verb ? `/${verb}` : ''}`;
-    const key = req.headers['idempotency-key'];
-    const billed = invoices.route(req.method ?? '', path, form, typeof key === 'string' ? key : undefined);
+    const lacking = restricted && missingPermission(restricted, route, formList(form.expand).map(String));
+    if (lacking) throw new StripeApiError(403, permissionMessage(key, lacking), { type: 'permission_error' });
+    const once = req.headers['idempotency-key'];
+    const billed = invoices.route(req.method ?? '', path, form, typeof once === 'string' ? once : undefined);
     if (billed) return sendJson(res, billed.status, billed.body);
     switch (route) {
       case 'POST /checkout/sessions':
