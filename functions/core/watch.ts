@@ -87,8 +87,14 @@ export interface SavedCard {
 }
 
 export interface WatchStore {
-  /** Every account with settings saved (a sparse index: no scan of the table). */
-  listWatches(): Promise<Watch[]>;
+  /**
+   * A page of at most `limit` accounts with settings saved (a sparse index: no scan of the table), in
+   * account order after `after`; `next` (the last one's account id) when more may follow.
+   */
+  watchPage(after: string | undefined, limit: number): Promise<{ watches: Watch[]; next?: string }>;
+  /** Where the last safety sweep stopped (the account id to go on after); undefined: from the start. */
+  sweepCursor(): Promise<string | undefined>;
+  saveSweepCursor(after: string | undefined, now: string): Promise<void>;
   getWatch(accountId: string): Promise<Watch | undefined>;
   /** Sets (or with undefined, removes) the alert's threshold; a new threshold is armed. */
   setAlert(

@@ -149,7 +149,7 @@ const RECORD_ARGUMENTS: Record<string, unknown[]> = {
   recordDeferredSettlementCompleted: [],
   recordLoggedUsage: [{ billed: 1, unreadable: 1 }],
   recordEmailsDeadLettered: [1],
-  recordWatchRun: [],
+  recordWatchRun: ['sweep'],
 };
 
 /** What the service's code emits as EMF, run with the deployed function's settings. */

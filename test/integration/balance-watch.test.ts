@@ -13,7 +13,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
 import { WatchItems } from '../../functions/adapters/dynamodb/watch.js';
-import { MAX_SEND_ATTEMPTS } from '../../functions/balance-watch/watch.js';
+import { MAX_SEND_ATTEMPTS } from '../../functions/balance-watch/outbox.js';
 import type { ChargeEntry } from '../../functions/core/store.js';
 import { createSaveCardCheckout } from '../../functions/payments/checkout.js';
 import { stripeApi, stripeClient } from '../../functions/payments/stripe-api.js';

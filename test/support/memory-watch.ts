@@ -38,10 +38,22 @@ export class MemoryWatchStore implements WatchStore {
     return true;
   }
 
-  async listWatches(): Promise<Watch[]> {
-    return [...this.watches.values()]
+  cursor: string | undefined;
+
+  async watchPage(after: string | undefined, limit: number): Promise<{ watches: Watch[]; next?: string }> {
+    const all = [...this.watches.values()]
       .filter((w) => w.thresholdCents !== undefined || w.autoTopUp)
-      .map((w) => structuredClone(w));
+      .filter((w) => after === undefined || w.accountId > after)
+      .sort((a, b) => (a.accountId < b.accountId ? -1 : 1));
+    const watches = all.slice(0, limit).map((w) => structuredClone(w));
+    const last = watches.at(-1);
+    return all.length > limit && last ? { watches, next: last.accountId } : { watches };
+  }
+  async sweepCursor(): Promise<string | undefined> {
+    return this.cursor;
+  }
+  async saveSweepCursor(after: string | undefined): Promise<void> {
+    this.cursor = after;
   }
   async getWatch(accountId: string): Promise<Watch | undefined> {
     const watch = this.watches.get(accountId);

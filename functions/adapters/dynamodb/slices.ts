@@ -21,6 +21,7 @@ import {
   toAccount,
 } from './items.js';
 import { setSliceStatus } from './slice-status.js';
+import { watchOfHead } from './watch-copy.js';
 import {
   cancellationReasons,
   isRetryableSettlementError,
@@ -289,6 +290,8 @@ export class Slices extends StorePart {
               ...(version ? { statusVersion: version } : {}),
               creditBalance: N(0),
               heldNano: N(0),
+              // The balance watch's levels, as the account item has them (watch-copy.ts).
+              ...watchOfHead(head),
             },
             ConditionExpression: 'attribute_not_exists(accountId)',
           },
