@@ -24,7 +24,8 @@ export function watchDeps(env: NodeJS.ProcessEnv = process.env): WatchDeps {
   const from = env.ALERT_SENDER;
   if (!region || !from) throw new Error('the balance watch needs AWS_REGION and ALERT_SENDER');
   const store = getStore();
-  const items = (watches ??= new WatchItems({ client: store.client, tables: store.tables, wire: store.wire }));
+  watches ??= new WatchItems({ client: store.client, tables: store.tables, wire: store.wire });
+  const items = watches;
   const url = env.SES_ENDPOINT || `https://${regionalHost('email', region, env)}`;
   const billing = env.BILLING_URL ? { billingUrl: env.BILLING_URL } : {};
   return {
@@ -40,6 +41,8 @@ export function watchDeps(env: NodeJS.ProcessEnv = process.env): WatchDeps {
     ...billing,
     // An auto top-up whose outcome's event was lost: read from Stripe, applied as the webhook would.
     lookUpTopUp: async (watch) =>
-      sdkLookup(await sdk(), { store, watches: items, now: () => new Date().toISOString(), ...billing })(watch),
+      sdkLookup(await sdk(), { store, watches: items, now: () => new Date().toISOString(), ...billing })(
+        watch,
+      ),
   };
 }

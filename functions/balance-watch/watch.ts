@@ -229,4 +229,3 @@ async function charge(deps: WatchDeps, watch: Watch, seq: number, run: WatchRun)
     paymentIntent: result.paymentIntent,
   });
 }
-

@@ -39,5 +39,7 @@ export function topLevel(levels: WatchLevels): bigint | undefined {
   const { alertNano, topUpNano } = levels;
   if (alertNano === undefined) return topUpNano;
   if (topUpNano === undefined) return alertNano;
-  return alertNano > topUpNano ? alertNano : topUpNano;
+  // bigint: no Math.max
+  if (alertNano >= topUpNano) return alertNano;
+  return topUpNano;
 }

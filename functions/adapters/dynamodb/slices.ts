@@ -21,7 +21,6 @@ import {
   toAccount,
 } from './items.js';
 import { setSliceStatus } from './slice-status.js';
-import { watchOfHead } from './watch-copy.js';
 import {
   cancellationReasons,
   isRetryableSettlementError,
@@ -30,6 +29,7 @@ import {
   StorePart,
   sleep,
 } from './store-db.js';
+import { watchOfHead } from './watch-copy.js';
 
 /** DynamoDB refused the whole call for throughput. */
 const isThrottling = (error: unknown): boolean =>

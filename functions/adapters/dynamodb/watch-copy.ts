@@ -60,7 +60,8 @@ export async function copyWatchLevels(
           TableName: db.tables.accounts,
           Key: { accountId: S(sliceKey(accountId, slice)) },
           UpdateExpression: update,
-          ConditionExpression: 'attribute_exists(accountId) AND (attribute_not_exists(watchAt) OR watchAt <= :now)',
+          ConditionExpression:
+            'attribute_exists(accountId) AND (attribute_not_exists(watchAt) OR watchAt <= :now)',
           ExpressionAttributeValues: values,
         });
       } catch (error) {
