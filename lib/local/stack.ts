@@ -89,6 +89,11 @@ export interface LocalStackOptions {
   sweepIntervalMs?: number;
   /** How often the balance watch's safety sweep runs (default: as deployed, WATCH_SWEEP_INTERVAL_MINUTES). */
   watchIntervalMs?: number;
+  /**
+   * Deliver the accounts table's stream to the balance watch (default: on, as deployed). Off for a test
+   * that drives the watch's runs itself (`watch()`) and must know which run acted.
+   */
+  watchStream?: boolean;
   /** How often the payments reconciler runs (default: as deployed, RECONCILE_INTERVAL_MINUTES). */
   reconcileIntervalMs?: number;
   /** How CloudFront reaches each function (default: as deployed, EDGE_ORIGINS); a test may set another. */
@@ -430,6 +435,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const complain = (what: string) => (error: unknown) =>
       console.error(`${what} failed: ${error instanceof Error ? error.message : String(error)}`);
     const watchStream = deliverStream({
+      paused: options.watchStream === false,
       endpoint: dynamoEndpoint,
       credentials: credentialsOf('balanceWatch'),
       streamArn: await streamArnOf(client, TABLES.accounts, tables.accounts),

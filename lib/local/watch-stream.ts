@@ -31,11 +31,19 @@ export interface StreamDeliveryOptions {
   endpoint: string;
   credentials: { accessKeyId: string; secretAccessKey: string };
   streamArn: string;
+  /** Read nothing (a test that drives the watch's runs itself): `idle()` resolves at once. */
+  paused?: boolean;
   invoke(event: DynamoDBStreamEvent): Promise<void>;
   onError?(error: unknown): void;
 }
 
 export function deliverStream(options: StreamDeliveryOptions): StreamDelivery {
+  if (options.paused)
+    return {
+      idle: async () => {},
+      counts: () => ({ invocations: 0, records: 0, read: 0 }),
+      stop: async () => {},
+    };
   const url = new URL(options.endpoint);
   const call = async <T>(operation: string, body: Record<string, unknown>): Promise<T> => {
     const request = aws4.sign(
