@@ -154,6 +154,25 @@ describe('auto top-up from the stream', () => {
   }, 90_000);
 });
 
+describe("the watch's role", () => {
+  it('read the stream with exactly the three reads the stack grants, on the accounts table’s stream', () => {
+    const reads = local.iam
+      .allowed()
+      .filter((p) => p.principal === 'balanceWatch' && p.resource.includes('/stream/'))
+      .map(
+        (p) =>
+          `${p.action} ${p.resource.replace(/^arn:aws:dynamodb:[^:]+:\d+:table\/HostedModelApi-sandbox-/, '')}`,
+      )
+      .map((p) => p.replace(/\/stream\/.+$/, '/stream/<label>'))
+      .sort();
+    expect(reads).toEqual([
+      'dynamodb:DescribeStream accounts/stream/<label>',
+      'dynamodb:GetRecords accounts/stream/<label>',
+      'dynamodb:GetShardIterator accounts/stream/<label>',
+    ]);
+  });
+});
+
 describe('the levels copied onto the account items', () => {
   it('onto the account item and each slice, onto a split’s new slices, and removed with the settings', async () => {
     const { accountId } = await newAccount(target, '10');

@@ -16,7 +16,7 @@
  *   (SES refused it for good, or too many attempts failed) is the same item listed as watchList =
  *   `dead-letter`, with deadReason and deadAt: out of the outbox, never sent again.
  * - `profile#<OpenID subject>`: email (the ID token's at the last sign-in), updatedAt.
- * - `watch-sweep`: after (S, the account id the next safety sweep goes on after; absent: the start), updatedAt.
+ * - `watch-sweep`: sweepAfter (S, the account id the next safety sweep goes on after; absent: the start), updatedAt.
  *
  * A change of the settings then copies the levels they set onto the account's items in the accounts
  * table (watch-copy.ts), which the balance watch's stream filter compares the balance with.
@@ -45,7 +45,7 @@ import { failedCondition, WatchOutbox } from './watch-outbox.js';
 
 const watchId = (accountId: string) => `watch#${accountId}`;
 const profileId = (subject: string) => `profile#${subject}`;
-/** Where the balance watch's safety sweep stopped (`after`: the account id it goes on after). */
+/** Where the balance watch's safety sweep stopped (`sweepAfter`: the account id it goes on after). */
 const SWEEP_ID = 'watch-sweep';
 
 /** Whether this function has the watch items' table (the payments function has it only beside a dashboard). */
@@ -144,13 +144,13 @@ export class WatchItems extends WatchOutbox implements WatchStore {
       Key: { id: S(SWEEP_ID) },
       ConsistentRead: true,
     });
-    return out.Item?.after?.S || undefined;
+    return out.Item?.sweepAfter?.S || undefined;
   }
 
   async saveSweepCursor(after: string | undefined, now: string): Promise<void> {
     await this.updateItem(
       SWEEP_ID,
-      after ? 'SET updatedAt = :now, after = :after' : 'SET updatedAt = :now REMOVE after',
+      after ? 'SET updatedAt = :now, sweepAfter = :after' : 'SET updatedAt = :now REMOVE sweepAfter',
       { ':now': S(now), ...(after ? { ':after': S(after) } : {}) },
     );
   }
