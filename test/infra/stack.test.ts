@@ -862,12 +862,13 @@ describe('alarms and outputs', () => {
       TreatMissingData: 'breaching',
       Period: 300,
     });
-    // The balance watch's heartbeat (prod has it: a custom domain) and its dead letters.
+    // The balance watch's heartbeat (prod has it: a custom domain: its scheduled runs, the outbox's every
+    // 5 minutes, so three missed) and its dead letters.
     expect(named('BalanceWatchRuns')[0]?.Properties).toMatchObject({
       Threshold: 1,
       ComparisonOperator: 'LessThanThreshold',
       TreatMissingData: 'breaching',
-      Period: 300,
+      Period: 900,
     });
     expect(named('EmailsDeadLettered')[0]?.Properties).toMatchObject({
       Threshold: 1,
