@@ -60,7 +60,7 @@ export interface WatchRun {
 const RETRY_UNANSWERED_MS = 60_000;
 /** The safety sweep's page (watch items read at once) and how long it starts accounts before it stops. */
 const SWEEP_PAGE = 100;
-export const SWEEP_BUDGET_MS = 4 * 60_000;
+const SWEEP_BUDGET_MS = 4 * 60_000;
 
 const usdText = (nano: bigint): string => {
   const negative = nano < 0n;

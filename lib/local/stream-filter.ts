@@ -17,7 +17,7 @@ function ruleMatches(rule: Rule, value: unknown): boolean {
   throw new Error(`a filter rule the local event source mapping does not evaluate: ${JSON.stringify(rule)}`);
 }
 
-export function patternMatches(pattern: unknown, value: unknown): boolean {
+function patternMatches(pattern: unknown, value: unknown): boolean {
   if (Array.isArray(pattern)) return pattern.some((rule: Rule) => ruleMatches(rule, value));
   if (pattern && typeof pattern === 'object')
     return Object.entries(pattern).every(([key, inner]) =>
