@@ -141,6 +141,9 @@ export async function outboxRun(deps: WatchDeps): Promise<WatchRun> {
 }
 
 async function watchOne(deps: WatchDeps, watch: Watch, run: WatchRun): Promise<void> {
+  // A watch saved before its levels were copied onto the account's items: the stream cannot see its
+  // crossings until they are (once; every change of the settings copies them again).
+  if (!watch.levelsCopied) await deps.watches.copyLevels(watch.accountId, deps.now().toISOString());
   const account = await deps.store.getAccount(watch.accountId);
   if (!account) return;
   const balance = account.balanceNano;

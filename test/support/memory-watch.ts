@@ -55,6 +55,11 @@ export class MemoryWatchStore implements WatchStore {
   async saveSweepCursor(after: string | undefined): Promise<void> {
     this.cursor = after;
   }
+  /** No account items here: only marks the watch as copied, as the DynamoDB one does after its copy. */
+  async copyLevels(accountId: string): Promise<void> {
+    const watch = this.watches.get(accountId);
+    if (watch) watch.levelsCopied = true;
+  }
   async getWatch(accountId: string): Promise<Watch | undefined> {
     const watch = this.watches.get(accountId);
     return watch ? structuredClone(watch) : undefined;
@@ -70,6 +75,7 @@ export class MemoryWatchStore implements WatchStore {
     else watch.thresholdCents = thresholdCents;
     watch.alertState = 'armed';
     if (email) watch.email = email;
+    watch.levelsCopied = true;
   }
   async setAutoTopUp(
     accountId: string,
@@ -87,6 +93,7 @@ export class MemoryWatchStore implements WatchStore {
     }
     watch.autoTopUp = auto;
     if (email) watch.email = email;
+    watch.levelsCopied = true;
   }
   async queueMessage(accountId: string, message: NewMessage, now: string) {
     this.queue(changeMessageId(accountId, randomUUID()), accountId, message, now);

@@ -8,7 +8,8 @@
  * - `watch#<accountId>`: watchList = `watch` (GSI watchList: listed without a scan), accountId, email;
  *   the alert (thresholdCents N, alertState S `armed`|`sent`, alertSeq N); the auto top-up (autoBelowCents,
  *   autoBuyCents N, autoEnabled BOOL, stripeCustomer, paymentMethod, cardBrand, cardLast4, cardFrom N,
- *   autoOffReason, autoOffAt); topUpSeq N and the one in flight (inFlightSeq N, inFlightAt, inFlightIntent).
+ *   autoOffReason, autoOffAt); topUpSeq N and the one in flight (inFlightSeq N, inFlightAt, inFlightIntent);
+ *   levelsAt (S: when its levels were last copied onto the account's items, watch-copy.ts).
  * - `outbox#<accountId>#alert-<n>` / `#topup-<n>` / `#change-<uuid>` (a key created, auto top-up
  *   changed): watchList = `outbox`, accountId, to, subject, text, createdAt; claimedUntil N (epoch ms)
  *   while a run sends it, sendAttempts N (one per claim). Put in the same transaction as the
@@ -184,10 +185,14 @@ export class WatchItems extends WatchOutbox implements WatchStore {
     await this.copyLevels(accountId, now);
   }
 
-  /** The settings' levels onto the account's items, as the watch item has them now (watch-copy.ts). */
-  private async copyLevels(accountId: string, now: string): Promise<void> {
+  /**
+   * The settings' levels onto the account's items, as the watch item has them now (watch-copy.ts),
+   * then `levelsAt` on the watch item: copied once, the sweep need not copy them again.
+   */
+  async copyLevels(accountId: string, now: string): Promise<void> {
     const levels = watchLevels(await this.getWatch(accountId));
     await copyWatchLevels({ wire: this.wire, tables: this.tables }, accountId, levels, now);
+    await this.update(accountId, 'SET levelsAt = :now', { ':now': S(now) });
   }
 
   async setAutoTopUp(

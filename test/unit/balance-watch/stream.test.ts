@@ -148,6 +148,22 @@ describe('the safety sweep', () => {
     now: () => new Date(clock.ms),
   });
 
+  it('copies the levels of a watch saved before they were copied, once', async () => {
+    const watches = new MemoryWatchStore();
+    await watches.setAlert('old', 500, 'old@example.com', '2026-01-01T00:00:00Z');
+    delete (watches.watches.get('old') as { levelsCopied?: boolean }).levelsCopied;
+    const copied: string[] = [];
+    const copyLevels = watches.copyLevels.bind(watches);
+    watches.copyLevels = async (accountId: string) => {
+      copied.push(accountId);
+      await copyLevels(accountId);
+    };
+    const clock = { ms: Date.parse('2026-01-01T00:00:00Z') };
+    await runWatch(deps(watches, clock, new Map([['old', 1_000n * CENT]])));
+    await runWatch(deps(watches, clock, new Map([['old', 1_000n * CENT]])));
+    expect(copied).toEqual(['old']);
+  });
+
   it('reads a page at a time, stops at its budget and goes on next run where it stopped', async () => {
     const watches = new MemoryWatchStore();
     const balances = new Map<string, bigint>();
