@@ -130,10 +130,12 @@ export function deliverStream(options: StreamDeliveryOptions): StreamDelivery {
       const started = ticks;
       try {
         await tick();
+        // Only a tick that read every shard to its end counts toward idle(): a failed one (a call
+        // refused or timed out under load) is tried again, as Lambda's poller does.
+        ticks = started + 1;
       } catch (error) {
         options.onError?.(error);
       }
-      ticks = started + 1;
       for (const wait of waiting.splice(0))
         if (ticks > wait.after) wait.resolve();
         else waiting.push(wait);
