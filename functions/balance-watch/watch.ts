@@ -1,13 +1,17 @@
 /**
- * One run of the balance watch (every minute, as the hold sweeper: handler.ts; locally the local
- * stack's timer): for each watched account, its balance over all its slices (one exact snapshot,
- * `Store.getAccount`), then the low-balance alert's and the auto top-up's state machines
- * (functions/core/watch.ts), each transition one conditional write; then the outbox, each e-mail
- * claimed (a lease), sent through SES and deleted once SES took it, or dead-lettered (out of the
- * outbox, never sent again, counted) once SES refused it for good or MAX_SEND_ATTEMPTS runs failed
- * to send it: one bad address never fails every run after it. Never on the request path: a
- * settlement and its reply wait for none of this. Two runs at once (EventBridge may deliver twice)
- * act once: of two identical conditional writes one fails, and of two claims one.
+ * The balance watch's work on an account (handler.ts runs it three ways): its balance over all its
+ * slices (one exact snapshot, `Store.getAccount`), then the low-balance alert's and the auto top-up's
+ * state machines (functions/core/watch.ts), each transition one conditional write; then the outbox
+ * (outbox.ts). Which accounts:
+ * - `watchAccounts`: those the accounts table's stream says crossed a level (stream.ts), as the
+ *   balance changes: the work grows with the crossings, not with the accounts;
+ * - `runWatch`: the safety sweep (hourly): every watched account, a page at a time, within a time
+ *   budget, going on next run where it stopped; it catches what a lost stream record missed, and the
+ *   auto top-ups in flight too long (looked up at Stripe);
+ * - `sendOutbox` alone: the e-mails queued by the dashboard (every few minutes).
+ * Never on the request path: a settlement and its reply wait for none of this. Two runs at once (a
+ * stream batch retried beside a sweep) act once: of two identical conditional writes one fails, and
+ * of two claims one.
  */
 
 import type { Store } from '../core/store.js';
@@ -22,16 +26,7 @@ import { centsToNano } from '../payments/amounts.js';
 import type { OffSessionPayments } from '../payments/stripe-api.js';
 import { logger } from '../shared/observability.js';
 import { LOOK_UP_AFTER_MS } from './lookup.js';
-
-interface Mailer {
-  /**
-   * Sends one e-mail; resolves with SES's message id once SES accepted it; rejects with an error whose
-   * `permanent` is true when SES will never take that message.
-   */
-  send(message: { from: string; to: string; subject: string; text: string }): Promise<string>;
-  /** Whether `send`'s error refuses this message for good (sending it again fails the same way). */
-  permanent?(error: unknown): boolean;
-}
+import { type Mailer, sendOutbox } from './outbox.js';
 
 export interface WatchDeps {
   watches: WatchStore;
@@ -63,13 +58,9 @@ export interface WatchRun {
 
 /** A top-up in flight with no PaymentIntent recorded this long is asked for again (same key). */
 const RETRY_UNANSWERED_MS = 60_000;
-/** How long a run holds an e-mail it is sending before another may send it (SES answers in seconds). */
-const SEND_LEASE_MS = 5 * 60_000;
-/**
- * Attempts an e-mail gets when SES fails it for a reason that may pass (throttling, an outage, the
- * role or the identity misconfigured): one per lease, so about an hour. Then it is dead-lettered.
- */
-export const MAX_SEND_ATTEMPTS = 12;
+/** The safety sweep's page (watch items read at once) and how long it starts accounts before it stops. */
+const SWEEP_PAGE = 100;
+const SWEEP_BUDGET_MS = 4 * 60_000;
 
 const usdText = (nano: bigint): string => {
   const negative = nano < 0n;
@@ -81,20 +72,20 @@ const usdText = (nano: bigint): string => {
 };
 const centsText = (cents: number) => usdText(centsToNano(cents));
 
-export async function runWatch(deps: WatchDeps): Promise<WatchRun> {
-  const run: WatchRun = {
-    watched: 0,
-    alerts: 0,
-    rearmed: 0,
-    topUps: 0,
-    switchedOff: 0,
-    sent: 0,
-    deadLettered: 0,
-    failures: 0,
-  };
-  const watches = await deps.watches.listWatches();
-  run.watched = watches.length;
-  // A few accounts at a time: each is a read and at most two writes.
+const emptyRun = (): WatchRun => ({
+  watched: 0,
+  alerts: 0,
+  rearmed: 0,
+  topUps: 0,
+  switchedOff: 0,
+  sent: 0,
+  deadLettered: 0,
+  failures: 0,
+});
+
+/** Each watch through watchOne, a few at a time (each a read and at most two writes), failures counted. */
+async function watchEach(deps: WatchDeps, watches: Watch[], run: WatchRun): Promise<void> {
+  run.watched += watches.length;
   const queue = [...watches];
   const worker = async () => {
     for (let watch = queue.shift(); watch; watch = queue.shift()) {
@@ -107,11 +98,52 @@ export async function runWatch(deps: WatchDeps): Promise<WatchRun> {
     }
   };
   await Promise.all(Array.from({ length: Math.min(8, queue.length) }, worker));
+}
+
+/**
+ * The safety sweep: the watched accounts a page at a time from where the last sweep stopped, until
+ * the list ends (the next sweep starts over) or `budgetMs` passed (the next goes on from here); then
+ * the outbox.
+ */
+export async function runWatch(deps: WatchDeps, budgetMs = SWEEP_BUDGET_MS): Promise<WatchRun> {
+  const run = emptyRun();
+  const stopAt = deps.now().getTime() + budgetMs;
+  let after = await deps.watches.sweepCursor();
+  for (;;) {
+    const page = await deps.watches.watchPage(after, SWEEP_PAGE);
+    await watchEach(deps, page.watches, run);
+    after = page.next;
+    if (!after || deps.now().getTime() >= stopAt) break;
+  }
+  await deps.watches.saveSweepCursor(after, deps.now().toISOString());
+  await sendOutbox(deps, run);
+  return run;
+}
+
+/** The accounts a stream batch named (stream.ts), each read as the sweep reads it; then the outbox. */
+export async function watchAccounts(deps: WatchDeps, accountIds: readonly string[]): Promise<WatchRun> {
+  const run = emptyRun();
+  const watches: Watch[] = [];
+  for (const accountId of new Set(accountIds)) {
+    const watch = await deps.watches.getWatch(accountId);
+    if (watch) watches.push(watch);
+  }
+  await watchEach(deps, watches, run);
+  await sendOutbox(deps, run);
+  return run;
+}
+
+/** The outbox alone (the e-mails the dashboard queued, between sweeps). */
+export async function outboxRun(deps: WatchDeps): Promise<WatchRun> {
+  const run = emptyRun();
   await sendOutbox(deps, run);
   return run;
 }
 
 async function watchOne(deps: WatchDeps, watch: Watch, run: WatchRun): Promise<void> {
+  // A watch saved before its levels were copied onto the account's items: the stream cannot see its
+  // crossings until they are (once; every change of the settings copies them again).
+  if (!watch.levelsCopied) await deps.watches.copyLevels(watch.accountId, deps.now().toISOString());
   const account = await deps.store.getAccount(watch.accountId);
   if (!account) return;
   const balance = account.balanceNano;
@@ -199,53 +231,4 @@ async function charge(deps: WatchDeps, watch: Watch, seq: number, run: WatchRun)
     code: result.code,
     paymentIntent: result.paymentIntent,
   });
-}
-
-async function sendOutbox(deps: WatchDeps, run: WatchRun): Promise<void> {
-  for (const message of await deps.watches.pendingMessages()) {
-    const nowMs = deps.now().getTime();
-    const attempt = await deps.watches.claimMessage(message.id, nowMs + SEND_LEASE_MS, nowMs);
-    if (attempt === undefined) continue;
-    try {
-      await deps.mailer.send({
-        from: deps.from,
-        to: message.to,
-        subject: message.subject,
-        text: message.text,
-      });
-    } catch (error) {
-      const permanent = deps.mailer.permanent?.(error) === true;
-      if (!permanent && attempt < MAX_SEND_ATTEMPTS) {
-        // Kept: its lease lapses and a later run sends it.
-        run.failures += 1;
-        logger.error('balance watch: e-mail not sent', { id: message.id, attempt, error });
-        continue;
-      }
-      await deadLetter(deps, run, message.id, permanent, attempt, error);
-      continue;
-    }
-    await deps.watches.deleteMessage(message.id);
-    run.sent += 1;
-  }
-}
-
-/** An e-mail out of the outbox: counted (alarmed), never a failure of the run: later runs are clean. */
-async function deadLetter(
-  deps: WatchDeps,
-  run: WatchRun,
-  id: string,
-  permanent: boolean,
-  attempt: number,
-  error: unknown,
-): Promise<void> {
-  const said = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-  const reason = permanent ? `refused: ${said}` : `${attempt} attempts failed, the last: ${said}`;
-  try {
-    if (await deps.watches.deadLetter(id, reason, deps.now().toISOString())) run.deadLettered += 1;
-    logger.warn('balance watch: e-mail dead-lettered', { id, attempt, permanent, error });
-  } catch (failure) {
-    // Still in the outbox: the next run tries again (and dead-letters it then).
-    run.failures += 1;
-    logger.error('balance watch: e-mail could not be dead-lettered', { id, error: failure });
-  }
 }

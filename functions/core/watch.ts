@@ -55,6 +55,8 @@ export interface Watch {
   /** How many auto top-ups were started (the idempotency key's sequence number). */
   topUpSeq: number;
   inFlight?: InFlightTopUp;
+  /** Whether its levels were ever copied onto the account's items (an older watch's were not). */
+  levelsCopied?: boolean;
 }
 
 /** An e-mail waiting in the outbox: sent by the watch, deleted once SES accepted it. */
@@ -87,8 +89,16 @@ export interface SavedCard {
 }
 
 export interface WatchStore {
-  /** Every account with settings saved (a sparse index: no scan of the table). */
-  listWatches(): Promise<Watch[]>;
+  /**
+   * A page of at most `limit` accounts with settings saved (a sparse index: no scan of the table), in
+   * account order after `after`; `next` (the last one's account id) when more may follow.
+   */
+  watchPage(after: string | undefined, limit: number): Promise<{ watches: Watch[]; next?: string }>;
+  /** Where the last safety sweep stopped (the account id to go on after); undefined: from the start. */
+  sweepCursor(): Promise<string | undefined>;
+  saveSweepCursor(after: string | undefined, now: string): Promise<void>;
+  /** Copies the watch's levels onto the account's items (a watch saved before they were copied). */
+  copyLevels(accountId: string, now: string): Promise<void>;
   getWatch(accountId: string): Promise<Watch | undefined>;
   /** Sets (or with undefined, removes) the alert's threshold; a new threshold is armed. */
   setAlert(

@@ -134,11 +134,15 @@ export function recordSweep(): void {
 }
 
 /**
- * A balance-watch run finished (whatever failed in it, which its own alarm reports): the heartbeat
- * the `BalanceWatchStopped` alarm watches (no run in 5 minutes: stopped, or every run timing out).
+ * A balance-watch run finished (whatever failed in it, which its own alarm reports): the heartbeats
+ * its "not running" alarms watch: `BalanceWatchRuns` for every scheduled run (the outbox's every few
+ * minutes, the sweep's hourly), `BalanceWatchSweeps` for the safety sweep's alone. A stream batch's is
+ * neither (the stream's IteratorAge tells when it falls behind).
  */
-export function recordWatchRun(): void {
+export function recordWatchRun(kind: 'stream' | 'sweep' | 'outbox'): void {
+  if (kind === 'stream') return;
   metrics.addMetric('BalanceWatchRuns', MetricUnit.Count, 1);
+  if (kind === 'sweep') metrics.addMetric('BalanceWatchSweeps', MetricUnit.Count, 1);
   metrics.publishStoredMetrics();
 }
 

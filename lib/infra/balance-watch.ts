@@ -1,43 +1,56 @@
 /**
- * The balance watch (functions/balance-watch/): a function run every minute by an EventBridge rule,
- * as the hold sweeper is, that sends the low-balance e-mails (Amazon SES v2 SendEmail) and starts the
- * auto top-ups (Stripe, off-session), with exactly the grants its code needs, an alarm on its errors,
- * and what the payments and dashboard functions need beside it (the watch items of the dashboard
- * table). Deployed with the dashboard only (a stack with a custom domain): its settings are the
+ * The balance watch (functions/balance-watch/): a function that sends the low-balance e-mails (Amazon
+ * SES v2 SendEmail) and starts the auto top-ups (Stripe, off-session), invoked by the accounts table's
+ * stream where a balance crossed a level (an event source mapping whose filters pass only the items
+ * below their copied levels, and those back above them), by an hourly EventBridge Scheduler schedule
+ * (the safety sweep) and by one every few minutes (the outbox); with exactly the grants its code
+ * needs, alarms on its errors, on its schedules not running and on the stream falling behind, and
+ * what the payments and dashboard functions need beside it (the watch items of the dashboard table;
+ * the dashboard's copy of the levels onto the account items). Deployed with the dashboard only (a stack with a custom domain): its settings are the
  * dashboard's, and its items live in the dashboard's table.
  *
  * The sender and its SES identity, configuration set and grant are the stack's e-mail (email.ts): the
  * role may send only from that address (`ses:FromAddress`), through exactly what SES checks.
  */
-import { Duration, type RemovalPolicy } from 'aws-cdk-lib';
+import { Duration, type RemovalPolicy, Stack } from 'aws-cdk-lib';
 import { Alarm, ComparisonOperator, Metric, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
-import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
-import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
-import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
-import type { Function as LambdaFunctionResource } from 'aws-cdk-lib/aws-lambda';
+import { PolicyDocument, PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import {
+  EventSourceMapping,
+  type Function as LambdaFunctionResource,
+  StartingPosition,
+} from 'aws-cdk-lib/aws-lambda';
 import type { RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { CfnSchedule } from 'aws-cdk-lib/aws-scheduler';
 import type { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
-import { WATCH_INTERVAL_MINUTES } from '../../functions/balance-watch/schedule.js';
+import {
+  WATCH_OUTBOX_INTERVAL_MINUTES,
+  WATCH_SWEEP_INTERVAL_MINUTES,
+} from '../../functions/balance-watch/schedule.js';
+import { STREAM_FILTERS } from '../../functions/balance-watch/stream.js';
 import { DASHBOARD_TABLE_ENV, INDEX } from '../tables.js';
 import { SERVICE_DIMENSIONS, SERVICE_NAMESPACE } from './alarms.js';
 import type { EmailSending } from './email.js';
 import { ServiceFunction } from './service-function.js';
 
-/** Its timeout and memory: a page of watch items, a read and a write or two each, an e-mail or a Stripe call. */
-const BALANCE_WATCH_SETTINGS = { timeoutSeconds: 60, memoryMb: 256 } as const;
+/**
+ * Its timeout and memory: a stream batch is a few accounts, a read and a write or two each, an e-mail
+ * or a Stripe call; the sweep starts accounts for SWEEP_BUDGET_MS (4 minutes) and then saves its place.
+ */
+const BALANCE_WATCH_SETTINGS = { timeoutSeconds: 300, memoryMb: 256 } as const;
 
-/** A metric the service emits itself (EMF, functions/shared/observability.ts), summed over 5 minutes. */
-const serviceMetric = (metricName: string) =>
+/** A metric the service emits itself (EMF, functions/shared/observability.ts), summed over `period`. */
+const serviceMetric = (metricName: string, period = Duration.minutes(5)) =>
   new Metric({
     namespace: SERVICE_NAMESPACE,
     metricName,
     dimensionsMap: { ...SERVICE_DIMENSIONS },
     statistic: 'Sum',
-    period: Duration.minutes(5),
+    period,
   });
 
 export interface BalanceWatchProps {
@@ -84,8 +97,9 @@ export class BalanceWatch extends Construct {
     });
     const fn = this.function.fn;
     // Exactly what its code does (the local IAM layer holds test/integration/balance-watch.test.ts to it):
-    // - the watch and outbox items: listed (whole) by the sparse index, updated (each transition, a
-    //   claim), an outbox item put in a transition's transaction and deleted once sent;
+    // - the watch and outbox items: listed (a page at a time) by the sparse index, read (an account a
+    //   stream batch names, the sweep's place), updated (each transition, a claim, the sweep's place),
+    //   an outbox item put in a transition's transaction and deleted once sent;
     fn.addToRolePolicy(
       new PolicyStatement({
         actions: ['dynamodb:Query'],
@@ -94,7 +108,7 @@ export class BalanceWatch extends Construct {
     );
     fn.addToRolePolicy(
       new PolicyStatement({
-        actions: ['dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:DeleteItem'],
+        actions: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:DeleteItem'],
         resources: [table.tableArn],
       }),
     );
@@ -124,14 +138,72 @@ export class BalanceWatch extends Construct {
     // - SES: SendEmail as the sender only, on what SES checks (email.ts).
     props.email.grantSend(fn);
 
-    // Every minute, as the sweeper: no retry and no event older than two minutes (the next run is a
-    // minute away). Two runs at once act once (each transition is a conditional write).
-    new Rule(scope, 'BalanceWatchSchedule', {
-      description: 'Low-balance e-mails and auto top-ups',
-      schedule: Schedule.rate(Duration.minutes(WATCH_INTERVAL_MINUTES)),
-      targets: [new LambdaFunction(fn, { retryAttempts: 0, maxEventAge: Duration.minutes(2) })],
+    // - the accounts table's stream, as the event source mapping reads it with this role (Lambda reads
+    //   it by the stream's ARN, so no ListStreams).
+    const streamArn = props.tables.accounts.tableStreamArn;
+    if (!streamArn) throw new Error('the balance watch needs the accounts table with its stream');
+    fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['dynamodb:DescribeStream', 'dynamodb:GetShardIterator', 'dynamodb:GetRecords'],
+        resources: [streamArn],
+      }),
+    );
+    // Where a balance crosses a level: only the records STREAM_FILTERS pass invoke it, in batches;
+    // a failed batch is tried again (halved, to pass the accounts that did not fail), then left to the
+    // safety sweep (a record an hour old is worth no more than the sweep).
+    new EventSourceMapping(scope, 'BalanceWatchStream', {
+      target: fn,
+      eventSourceArn: streamArn,
+      startingPosition: StartingPosition.TRIM_HORIZON,
+      batchSize: 100,
+      maxBatchingWindow: Duration.seconds(5),
+      retryAttempts: 3,
+      bisectBatchOnError: true,
+      maxRecordAge: Duration.hours(1),
+      filters: STREAM_FILTERS.map((pattern) => ({ pattern: JSON.stringify(pattern) })),
     });
-    fn.configureAsyncInvoke({ maxEventAge: Duration.minutes(2), retryAttempts: 0 });
+
+    // The safety sweep hourly and the outbox every few minutes, by EventBridge Scheduler with a role of
+    // its own that may invoke this function (its unqualified ARN) and nothing else; no retry of its
+    // own and none of Lambda's (the next run is as good). Two runs at once act once (each transition
+    // is a conditional write).
+    const schedulerRole = new Role(scope, 'BalanceWatchScheduleRole', {
+      assumedBy: new ServicePrincipal('scheduler.amazonaws.com', {
+        conditions: { StringEquals: { 'aws:SourceAccount': Stack.of(scope).account } },
+      }),
+      inlinePolicies: {
+        invoke: new PolicyDocument({
+          statements: [
+            new PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [fn.functionArn] }),
+          ],
+        }),
+      },
+    });
+    const schedules = [
+      ['BalanceWatchSweepSchedule', 'sweep', WATCH_SWEEP_INTERVAL_MINUTES, 'Balance watch: the safety sweep'],
+      [
+        'BalanceWatchOutboxSchedule',
+        'outbox',
+        WATCH_OUTBOX_INTERVAL_MINUTES,
+        'Balance watch: the e-mails queued',
+      ],
+    ] as const;
+    for (const [id, run, minutes, description] of schedules)
+      new CfnSchedule(scope, id, {
+        description,
+        scheduleExpression: `rate(${minutes} minutes)`,
+        flexibleTimeWindow: { mode: 'OFF' },
+        target: {
+          arn: fn.functionArn,
+          roleArn: schedulerRole.roleArn,
+          input: JSON.stringify({ run }),
+          retryPolicy: { maximumRetryAttempts: 0, maximumEventAgeInSeconds: minutes * 60 },
+        },
+      });
+    fn.configureAsyncInvoke({
+      maxEventAge: Duration.minutes(WATCH_OUTBOX_INTERVAL_MINUTES),
+      retryAttempts: 0,
+    });
     const alarm = new Alarm(scope, 'BalanceWatchErrors', {
       metric: fn.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
       threshold: 1,
@@ -154,18 +226,40 @@ export class BalanceWatch extends Construct {
         'A low-balance or auto-top-up e-mail was not sent and will not be retried (SES refused it, or it failed a dozen runs): its customer was not told. docs/operations.md, "Balance watch"',
     });
     deadLettered.addAlarmAction(new SnsAction(props.alarmTopic));
-    // Its heartbeat, as the sweeper's: no finished run in 5 minutes (missing data breaches) is a watch
-    // that is not running (its schedule disabled, or every run timing out), which no error alarms.
-    const stopped = new Alarm(scope, 'BalanceWatchStopped', {
-      metric: serviceMetric('BalanceWatchRuns'),
-      threshold: 1,
+    // Its heartbeats, as the sweeper's: no scheduled run in 15 minutes (three outbox runs missed), or
+    // no sweep in two hours (missing data breaches), is a watch that is not running (a schedule
+    // disabled, or every run timing out), which no error alarms; and the stream's records waiting
+    // (IteratorAge, the age of the last record a batch read) is one falling behind, or stuck on a batch.
+    const notRunning = [
+      [
+        'BalanceWatchStopped',
+        serviceMetric('BalanceWatchRuns', Duration.minutes(3 * WATCH_OUTBOX_INTERVAL_MINUTES)),
+        'No balance-watch run finished in 15 minutes: no queued e-mail is being sent, and the safety sweep is not running',
+      ],
+      [
+        'BalanceWatchSweepStopped',
+        serviceMetric('BalanceWatchSweeps', Duration.minutes(2 * WATCH_SWEEP_INTERVAL_MINUTES)),
+        "No balance-watch safety sweep finished in two hours: a crossing the stream missed, or an auto top-up whose outcome's event was lost, waits",
+      ],
+    ] as const;
+    for (const [id, metric, alarmDescription] of notRunning)
+      new Alarm(scope, id, {
+        metric,
+        threshold: 1,
+        evaluationPeriods: 1,
+        comparisonOperator: ComparisonOperator.LESS_THAN_THRESHOLD,
+        treatMissingData: TreatMissingData.BREACHING,
+        alarmDescription,
+      }).addAlarmAction(new SnsAction(props.alarmTopic));
+    new Alarm(scope, 'BalanceWatchStreamBehind', {
+      metric: fn.metric('IteratorAge', { period: Duration.minutes(5), statistic: 'Maximum' }),
+      threshold: Duration.minutes(10).toMilliseconds(),
       evaluationPeriods: 1,
-      comparisonOperator: ComparisonOperator.LESS_THAN_THRESHOLD,
-      treatMissingData: TreatMissingData.BREACHING,
+      comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: TreatMissingData.NOT_BREACHING,
       alarmDescription:
-        'No balance-watch run finished in 5 minutes: no low-balance e-mail and no auto top-up is being started',
-    });
-    stopped.addAlarmAction(new SnsAction(props.alarmTopic));
+        "The balance watch is 10 minutes or more behind the accounts table's stream: low-balance e-mails and auto top-ups are late (its errors, its concurrency)",
+    }).addAlarmAction(new SnsAction(props.alarmTopic));
 
     // The payments webhook: a save-card Checkout's card, an auto top-up's success (its in-flight mark
     // cleared) or decline (switched off, an e-mail queued: a transaction's Update and Put).
@@ -181,6 +275,14 @@ export class BalanceWatch extends Construct {
     // has those on its table already).
     props.dashboard.addToRolePolicy(
       new PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [table.tableArn] }),
+    );
+    // and the settings' levels copied onto the account's items (its slice count read first, then an
+    // UpdateItem each: functions/adapters/dynamodb/watch-copy.ts).
+    props.dashboard.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
+        resources: [props.tables.accounts.tableArn],
+      }),
     );
   }
 }

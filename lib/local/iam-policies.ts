@@ -290,6 +290,11 @@ function resolve(template: Template, value: unknown): string {
     const table = tableName(template, getAtt[0]);
     if (table) return `arn:aws:dynamodb:${LOCAL_REGION}:${LOCAL_ACCOUNT}:table/${table}`;
   }
+  // A table's stream: its label is known only once the table exists, so any of the table's streams.
+  if (getAtt && getAtt[1] === 'StreamArn') {
+    const table = tableName(template, getAtt[0]);
+    if (table) return `arn:aws:dynamodb:${LOCAL_REGION}:${LOCAL_ACCOUNT}:table/${table}/stream/*`;
+  }
   const join = expression['Fn::Join'] as [string, unknown[]] | undefined;
   if (join) return join[1].map((part) => resolve(template, part)).join(join[0]);
   // A secret, a queue, a log group: not a DynamoDB resource, and never matched by one.

@@ -10,7 +10,9 @@
  * `table/<name>/index/<index>` for a Query or Scan of an index; BatchGetItem and BatchWriteItem their
  * own action on each table they name; a transaction has no action of its own, each of its items needs
  * the action of the operation it is (Put -> PutItem, Update -> UpdateItem, Delete -> DeleteItem,
- * ConditionCheck -> ConditionCheckItem, Get -> GetItem). An explicit Deny wins over any Allow; nothing
+ * ConditionCheck -> ConditionCheckItem, Get -> GetItem); the Streams API's DescribeStream,
+ * GetShardIterator and GetRecords their own action on the stream's ARN (`table/<name>/stream/<label>`),
+ * ListStreams on `*`. An explicit Deny wins over any Allow; nothing
  * allowed is denied.
  *
  * The operator (the admin CLI, tests' setup) signs with the access key id `local` and is not checked:
@@ -104,6 +106,19 @@ export function requiredPermissions(
       break;
     case 'ListTables':
       add('dynamodb:ListTables', '*');
+      break;
+    // The Streams API (DynamoDBStreams_20120810): its stream's ARN, named by the call or, for
+    // GetRecords, by its shard iterator (DynamoDB Local's begins with it, up to a `|`).
+    case 'DescribeStream':
+    case 'GetShardIterator':
+    case 'GetRecords': {
+      const named = String(body.StreamArn ?? String(body.ShardIterator ?? '').split('|')[0]);
+      const stream = /:table\/([^/]+)\/stream\/(.+)$/.exec(named);
+      add(`dynamodb:${operation}`, stream ? `${arnOf(String(stream[1]))}/stream/${stream[2]}` : '*');
+      break;
+    }
+    case 'ListStreams':
+      add('dynamodb:ListStreams', '*');
       break;
     default:
       add(`dynamodb:${operation}`, body.TableName ? arnOf(String(body.TableName)) : '*');

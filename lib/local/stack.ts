@@ -2,7 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoStore, type TableNames } from '../../functions/adapters/dynamodb/index.js';
-import { WATCH_INTERVAL_MINUTES } from '../../functions/balance-watch/schedule.js';
+import {
+  WATCH_OUTBOX_INTERVAL_MINUTES,
+  WATCH_SWEEP_INTERVAL_MINUTES,
+} from '../../functions/balance-watch/schedule.js';
 import { modelCatalog } from '../../functions/core/catalog.js';
 import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tiers.js';
 import { RECONCILE_INTERVAL_MINUTES } from '../../functions/reconciler/schedule.js';
@@ -18,7 +21,13 @@ import {
   type OriginSetup,
 } from '../infra/edge-routes.js';
 import { FUNCTION_SETTINGS } from '../infra/function-settings.js';
-import { DASHBOARD_TABLE_ENV, LOCAL_DASHBOARD_TABLE_NAME, LOCAL_TABLE_NAMES, TABLE_ENV } from '../tables.js';
+import {
+  DASHBOARD_TABLE_ENV,
+  LOCAL_DASHBOARD_TABLE_NAME,
+  LOCAL_TABLE_NAMES,
+  TABLE_ENV,
+  TABLES,
+} from '../tables.js';
 import { type DynamoLimits, startDynamoLimits } from './dynamodb-limits.js';
 import {
   dynamoAnswers,
@@ -27,6 +36,7 @@ import {
   localClient,
   type RunningDynamo,
   startDynamoLocal,
+  streamArnOf,
 } from './dynamodb-local.js';
 import {
   type EmulatedFunction,
@@ -48,6 +58,7 @@ import { type RunningLocalOidc, startLocalOidc } from './oidc.js';
 import { type RunningSesStandIn, startSesStandIn } from './ses.js';
 import { type RunningStripeStandIn, startStripeStandIn } from './stripe/index.js';
 import { localRestrictedKeys, localStripeKey, type StripeKeyHolder } from './stripe/keys.js';
+import { deliverStream, type StreamDelivery } from './watch-stream.js';
 
 /**
  * The whole service on one machine: DynamoDB Local, the upstream simulator and
@@ -77,8 +88,13 @@ export interface LocalStackOptions {
   launcher?: Parameters<typeof startEmulator>[0]['launcher'];
   /** How often expired holds are swept (default: the deployed schedule, SWEEP_INTERVAL_MINUTES). */
   sweepIntervalMs?: number;
-  /** How often the balance watch runs (default: as deployed, WATCH_INTERVAL_MINUTES). */
+  /** How often the balance watch's safety sweep runs (default: as deployed, WATCH_SWEEP_INTERVAL_MINUTES). */
   watchIntervalMs?: number;
+  /**
+   * Deliver the accounts table's stream to the balance watch (default: on, as deployed). Off for a test
+   * that drives the watch's runs itself (`watch()`) and must know which run acted.
+   */
+  watchStream?: boolean;
   /** How often the payments reconciler runs (default: as deployed, RECONCILE_INTERVAL_MINUTES). */
   reconcileIntervalMs?: number;
   /** How CloudFront reaches each function (default: as deployed, EDGE_ORIGINS); a test may set another. */
@@ -135,6 +151,11 @@ export interface LocalStack {
     now?: () => Date;
     from?: string;
   }): Promise<import('../../functions/balance-watch/watch.js').WatchRun>;
+  /**
+   * The accounts table's stream delivered to the balance watch as its event source mapping does
+   * (watch-stream.ts): `idle()` resolves once what was written before it has been handled.
+   */
+  watchStream: StreamDelivery;
   /**
    * One run of the payments reconciler (functions/reconciler/reconcile.ts), as its timer runs it, with
    * its role's credentials, Stripe through the stand-in; `nowMs` the clock it runs on (default the
@@ -421,18 +442,35 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     sweepTimer.unref();
     stops.push(async () => clearInterval(sweepTimer));
 
-    // The balance watch on its deployed schedule (an EventBridge rule there), with its role.
-    const watch = await localWatch(storeAs('balanceWatch'), stripe, ses);
-    const watchTimer = setInterval(
-      () => {
-        watch().catch((error: unknown) =>
-          console.error(`balance watch failed: ${error instanceof Error ? error.message : String(error)}`),
-        );
-      },
-      options.watchIntervalMs ?? WATCH_INTERVAL_MINUTES * 60_000,
-    );
-    watchTimer.unref();
-    stops.push(async () => clearInterval(watchTimer));
+    // The balance watch as deployed, with its role: the accounts table's stream (an event source
+    // mapping there), the safety sweep and the outbox on their schedules (EventBridge Scheduler there).
+    const watcher = await localWatch(storeAs('balanceWatch'), stripe, ses);
+    const watch = watcher.sweep;
+    const complain = (what: string) => (error: unknown) =>
+      console.error(`${what} failed: ${error instanceof Error ? error.message : String(error)}`);
+    const watchStream = deliverStream({
+      paused: options.watchStream === false,
+      endpoint: dynamoEndpoint,
+      credentials: credentialsOf('balanceWatch'),
+      streamArn: await streamArnOf(client, TABLES.accounts, tables.accounts),
+      invoke: watcher.stream,
+      onError: complain('balance watch (stream)'),
+    });
+    stops.push(watchStream.stop);
+    const watchTimers = [
+      setInterval(
+        () => watch().catch(complain('balance watch sweep')),
+        options.watchIntervalMs ?? WATCH_SWEEP_INTERVAL_MINUTES * 60_000,
+      ),
+      setInterval(
+        () => watcher.outbox().catch(complain('balance watch outbox')),
+        WATCH_OUTBOX_INTERVAL_MINUTES * 60_000,
+      ),
+    ];
+    for (const timer of watchTimers) timer.unref();
+    stops.push(async () => {
+      for (const timer of watchTimers) clearInterval(timer);
+    });
 
     // The payments reconciler on its deployed schedule (an EventBridge Scheduler schedule there), with its role.
     const reconcile = await localReconcile(storeAs('reconciler'), stripe);
@@ -463,6 +501,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       stripe,
       ses,
       watch,
+      watchStream,
       reconcile,
       dashboardUrl: `${emulator.url}/dashboard/`,
       dashboardTable,
@@ -485,8 +524,13 @@ async function localWatch(
   store: DynamoStore,
   stripe: RunningStripeStandIn,
   ses: RunningSesStandIn,
-): Promise<LocalStack['watch']> {
-  const { runWatch } = await import('../../functions/balance-watch/watch.js');
+): Promise<{
+  sweep: LocalStack['watch'];
+  outbox(): Promise<unknown>;
+  stream(event: import('aws-lambda').DynamoDBStreamEvent): Promise<void>;
+}> {
+  const { outboxRun, runWatch, watchAccounts } = await import('../../functions/balance-watch/watch.js');
+  const { accountsToWatch } = await import('../../functions/balance-watch/stream.js');
   const { WatchItems } = await import('../../functions/adapters/dynamodb/watch.js');
   const { permanentSesError, sendEmail } = await import('../../functions/adapters/ses.js');
   const { offSessionPayments, stripeClient } = await import('../../functions/payments/stripe-api.js');
@@ -495,25 +539,30 @@ async function localWatch(
   const sdk = stripeClient({ apiKey: localStripeKey('watch'), apiBase: stripe.url });
   const payments = offSessionPayments(sdk);
   const credentials = credentialsOf('balanceWatch');
-  return (options = {}) =>
-    runWatch({
-      watches,
-      store,
-      payments: async () => payments,
-      mailer: {
-        send: (email) => sendEmail({ url: ses.url, region: 'local', credentials: () => credentials }, email),
-        permanent: permanentSesError,
-      },
-      from: options.from ?? ses.sender,
-      now: options.now ?? (() => new Date()),
-      ...(process.env.TOP_UP_URL ? { billingUrl: process.env.TOP_UP_URL } : {}),
-      lookUpTopUp: sdkLookup(sdk, {
-        store,
-        watches,
-        now: () => new Date().toISOString(),
-        ...(process.env.TOP_UP_URL ? { billingUrl: process.env.TOP_UP_URL } : {}),
-      }),
-    });
+  const billing = process.env.TOP_UP_URL ? { billingUrl: process.env.TOP_UP_URL } : {};
+  const deps = (options: { now?: () => Date; from?: string } = {}) => ({
+    watches,
+    store,
+    payments: async () => payments,
+    mailer: {
+      send: (email: Parameters<typeof sendEmail>[1]) =>
+        sendEmail({ url: ses.url, region: 'local', credentials: () => credentials }, email),
+      permanent: permanentSesError,
+    },
+    from: options.from ?? ses.sender,
+    now: options.now ?? (() => new Date()),
+    ...billing,
+    lookUpTopUp: sdkLookup(sdk, { store, watches, now: () => new Date().toISOString(), ...billing }),
+  });
+  return {
+    sweep: (options = {}) => runWatch(deps(options)),
+    outbox: () => outboxRun(deps()),
+    // As the handler: a failure fails the invocation, and the mapping tries the batch again.
+    stream: async (event) => {
+      const run = await watchAccounts(deps(), accountsToWatch(event.Records));
+      if (run.failures > 0) throw new Error(`balance watch: ${run.failures} failure(s)`);
+    },
+  };
 }
 
 /**

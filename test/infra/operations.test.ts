@@ -303,7 +303,8 @@ describe('backups', () => {
     ]);
     expect(schedules.map(name).sort()).toEqual([
       'BalanceCheck',
-      'BalanceWatchSchedule',
+      'BalanceWatchOutboxSchedule',
+      'BalanceWatchSweepSchedule',
       'HoldSweep',
       'PaymentsReconcilerSchedule',
     ]);

@@ -56,7 +56,10 @@ beforeAll(async () => {
   }
   await mkdir(SHOTS, { recursive: true });
   // Per-key daily caps on: the page's cap form is walked through below.
-  [target, browser] = await Promise.all([startTarget({ env: { KEY_DAILY_CAPS: 'on' } }), launchChromium()]);
+  [target, browser] = await Promise.all([
+    startTarget({ env: { KEY_DAILY_CAPS: 'on' }, watchStream: false }),
+    launchChromium(),
+  ]);
   local = target.local as LocalStack;
   context = await browser.newContext({
     viewport: { width: 1280, height: 800 },

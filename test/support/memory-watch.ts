@@ -38,10 +38,27 @@ export class MemoryWatchStore implements WatchStore {
     return true;
   }
 
-  async listWatches(): Promise<Watch[]> {
-    return [...this.watches.values()]
+  cursor: string | undefined;
+
+  async watchPage(after: string | undefined, limit: number): Promise<{ watches: Watch[]; next?: string }> {
+    const all = [...this.watches.values()]
       .filter((w) => w.thresholdCents !== undefined || w.autoTopUp)
-      .map((w) => structuredClone(w));
+      .filter((w) => after === undefined || w.accountId > after)
+      .sort((a, b) => (a.accountId < b.accountId ? -1 : 1));
+    const watches = all.slice(0, limit).map((w) => structuredClone(w));
+    const last = watches.at(-1);
+    return all.length > limit && last ? { watches, next: last.accountId } : { watches };
+  }
+  async sweepCursor(): Promise<string | undefined> {
+    return this.cursor;
+  }
+  async saveSweepCursor(after: string | undefined): Promise<void> {
+    this.cursor = after;
+  }
+  /** No account items here: only marks the watch as copied, as the DynamoDB one does after its copy. */
+  async copyLevels(accountId: string): Promise<void> {
+    const watch = this.watches.get(accountId);
+    if (watch) watch.levelsCopied = true;
   }
   async getWatch(accountId: string): Promise<Watch | undefined> {
     const watch = this.watches.get(accountId);
@@ -58,6 +75,7 @@ export class MemoryWatchStore implements WatchStore {
     else watch.thresholdCents = thresholdCents;
     watch.alertState = 'armed';
     if (email) watch.email = email;
+    watch.levelsCopied = true;
   }
   async setAutoTopUp(
     accountId: string,
@@ -75,6 +93,7 @@ export class MemoryWatchStore implements WatchStore {
     }
     watch.autoTopUp = auto;
     if (email) watch.email = email;
+    watch.levelsCopied = true;
   }
   async queueMessage(accountId: string, message: NewMessage, now: string) {
     this.queue(changeMessageId(accountId, randomUUID()), accountId, message, now);

@@ -125,7 +125,7 @@ export class Corrections extends StorePart {
               Update: {
                 TableName: this.tables.accounts,
                 Key: { accountId: S(sliceKey(accountId, take.slice)) },
-                UpdateExpression: 'ADD creditBalance :amount',
+                UpdateExpression: 'ADD creditBalance :amount, watchMargin :amount',
                 ConditionExpression: take.checked
                   ? 'creditBalance >= :needed AND (attribute_not_exists(heldNano) OR heldNano <= :held)'
                   : 'attribute_exists(accountId)',

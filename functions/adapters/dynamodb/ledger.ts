@@ -159,7 +159,8 @@ export class Ledger extends StorePart {
     call: string,
   ): TransactWriteItemsCommandInput {
     const keyUsage = keyUsageAttribute(entry.keyId);
-    const adds = ['creditBalance :delta', '#day :billed'];
+    // watchMargin moves with the balance (watch-levels.ts: the balance watch's stream filter reads it).
+    const adds = ['creditBalance :delta', 'watchMargin :delta', '#day :billed'];
     if (hold) adds.push('heldNano :release');
     if (keyUsage) adds.push('#keyUsage :billed');
     const day = dayCounterAttribute(utcDay(entry.createdAt), entry.tier);
@@ -245,7 +246,7 @@ export class Ledger extends StorePart {
           Update: {
             TableName: this.tables.accounts,
             Key: { accountId: S(accountId) },
-            UpdateExpression: 'ADD creditBalance :amount',
+            UpdateExpression: 'ADD creditBalance :amount, watchMargin :amount',
             ConditionExpression: 'attribute_exists(accountId)',
             ExpressionAttributeValues: { ':amount': N(amountNano) },
           },

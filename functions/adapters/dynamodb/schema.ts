@@ -22,6 +22,8 @@ export interface TableDefinition {
   readonly indexes: readonly { name: string; partitionKey: string; sortKey?: string }[];
   /** The attribute DynamoDB's Time to Live deletes an item by (epoch seconds); absent: no TTL. */
   readonly timeToLiveAttribute?: string;
+  /** Its stream's view, when it has one (the accounts table's: the balance watch reads it). */
+  readonly stream?: 'NEW_AND_OLD_IMAGES';
 }
 
 /** Index names, used by the table definitions below and by the queries that read them. */
@@ -45,7 +47,7 @@ export const TABLES = {
       { name: INDEX.keysByKeyId, partitionKey: 'keyId' },
     ],
   },
-  accounts: { id: 'accounts', partitionKey: 'accountId', indexes: [] },
+  accounts: { id: 'accounts', partitionKey: 'accountId', indexes: [], stream: 'NEW_AND_OLD_IMAGES' },
   ledger: { id: 'ledger', partitionKey: 'accountId', sortKey: 'entryId', indexes: [] },
   holds: { id: 'holds', partitionKey: 'accountId', sortKey: 'holdId', indexes: [] },
 } as const satisfies Record<string, TableDefinition>;

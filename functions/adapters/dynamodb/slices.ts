@@ -29,6 +29,7 @@ import {
   StorePart,
   sleep,
 } from './store-db.js';
+import { watchOfHead } from './watch-copy.js';
 
 /** DynamoDB refused the whole call for throughput. */
 const isThrottling = (error: unknown): boolean =>
@@ -289,6 +290,8 @@ export class Slices extends StorePart {
               ...(version ? { statusVersion: version } : {}),
               creditBalance: N(0),
               heldNano: N(0),
+              // The balance watch's levels, as the account item has them (watch-copy.ts).
+              ...watchOfHead(head),
             },
             ConditionExpression: 'attribute_not_exists(accountId)',
           },

@@ -144,7 +144,7 @@ export class Transfers extends StorePart {
               Update: {
                 TableName: this.tables.accounts,
                 Key: { accountId: S(sliceKey(accountId, from)) },
-                UpdateExpression: 'ADD creditBalance :out, outgoingNano :unmark',
+                UpdateExpression: 'ADD creditBalance :out, watchMargin :out, outgoingNano :unmark',
                 // Nothing moved (the source spent it): only the mark is cleared, whatever its balance.
                 ConditionExpression:
                   moved > 0n
@@ -163,7 +163,7 @@ export class Transfers extends StorePart {
               Update: {
                 TableName: this.tables.accounts,
                 Key: { accountId: S(sliceKey(accountId, to)) },
-                UpdateExpression: 'ADD creditBalance :in, incomingNano :unmark',
+                UpdateExpression: 'ADD creditBalance :in, watchMargin :in, incomingNano :unmark',
                 ConditionExpression: 'attribute_exists(accountId)',
                 ExpressionAttributeValues: { ':in': N(moved), ':unmark': N(-amountNano) },
               },

@@ -37,6 +37,7 @@ export function toWatch(item: Item): Watch {
     for (const [key, value] of Object.entries(optional))
       if (value !== undefined) (watch.autoTopUp as unknown as Record<string, unknown>)[key] = value;
   }
+  if (str(item, 'levelsAt')) watch.levelsCopied = true;
   const inFlight = num(item, 'inFlightSeq');
   if (inFlight !== undefined) {
     watch.inFlight = { seq: inFlight, startedAt: str(item, 'inFlightAt') ?? '' };

@@ -8,7 +8,8 @@
  * - `watch#<accountId>`: watchList = `watch` (GSI watchList: listed without a scan), accountId, email;
  *   the alert (thresholdCents N, alertState S `armed`|`sent`, alertSeq N); the auto top-up (autoBelowCents,
  *   autoBuyCents N, autoEnabled BOOL, stripeCustomer, paymentMethod, cardBrand, cardLast4, cardFrom N,
- *   autoOffReason, autoOffAt); topUpSeq N and the one in flight (inFlightSeq N, inFlightAt, inFlightIntent).
+ *   autoOffReason, autoOffAt); topUpSeq N and the one in flight (inFlightSeq N, inFlightAt, inFlightIntent);
+ *   levelsAt (S: when its levels were last copied onto the account's items, watch-copy.ts).
  * - `outbox#<accountId>#alert-<n>` / `#topup-<n>` / `#change-<uuid>` (a key created, auto top-up
  *   changed): watchList = `outbox`, accountId, to, subject, text, createdAt; claimedUntil N (epoch ms)
  *   while a run sends it, sendAttempts N (one per claim). Put in the same transaction as the
@@ -16,13 +17,17 @@
  *   (SES refused it for good, or too many attempts failed) is the same item listed as watchList =
  *   `dead-letter`, with deadReason and deadAt: out of the outbox, never sent again.
  * - `profile#<OpenID subject>`: email (the ID token's at the last sign-in), updatedAt.
+ * - `watch-sweep`: sweepAfter (S, the account id the next safety sweep goes on after; absent: the start), updatedAt.
+ *
+ * A change of the settings then copies the levels they set onto the account's items in the accounts
+ * table (watch-copy.ts), which the balance watch's stream filter compares the balance with.
  *
  * Each transition is one conditional write (or one transaction of the watch item's update and the
  * outbox item's put): two writers with the same view, one wins, the other's condition fails. The
  * outbox's own operations (listing, claiming, dead-lettering, deleting) are in watch-outbox.ts.
  */
 import { randomUUID } from 'node:crypto';
-import type { GetItemCommandOutput } from '@aws-sdk/client-dynamodb';
+import type { GetItemCommandOutput, QueryCommandOutput } from '@aws-sdk/client-dynamodb';
 import {
   alertMessageId,
   changeMessageId,
@@ -32,13 +37,17 @@ import {
   type Watch,
   type WatchStore,
 } from '../../core/watch.js';
+import { watchLevels } from '../../core/watch-levels.js';
 import { type Item, N, S } from './items.js';
-import { DASHBOARD_TABLE_ENV } from './schema.js';
+import { DASHBOARD_TABLE_ENV, INDEX } from './schema.js';
+import { copyWatchLevels } from './watch-copy.js';
 import { toWatch } from './watch-item.js';
 import { failedCondition, WatchOutbox } from './watch-outbox.js';
 
 const watchId = (accountId: string) => `watch#${accountId}`;
 const profileId = (subject: string) => `profile#${subject}`;
+/** Where the balance watch's safety sweep stopped (`sweepAfter`: the account id it goes on after). */
+const SWEEP_ID = 'watch-sweep';
 
 /** Whether this function has the watch items' table (the payments function has it only beside a dashboard). */
 export function watchTableConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
@@ -116,8 +125,35 @@ export class WatchItems extends WatchOutbox implements WatchStore {
     }
   }
 
-  async listWatches(): Promise<Watch[]> {
-    return (await this.queryList('watch')).map(toWatch);
+  async watchPage(after: string | undefined, limit: number): Promise<{ watches: Watch[]; next?: string }> {
+    const out = await this.wire.call<QueryCommandOutput>('Query', {
+      TableName: this.name(),
+      IndexName: INDEX.watchList,
+      KeyConditionExpression: 'watchList = :list',
+      ExpressionAttributeValues: { ':list': S('watch') },
+      Limit: limit,
+      ...(after ? { ExclusiveStartKey: { watchList: S('watch'), id: S(watchId(after)) } } : {}),
+    });
+    const watches = (out.Items ?? []).map((item) => toWatch(item as Item));
+    const last = watches.at(-1);
+    return out.LastEvaluatedKey && last ? { watches, next: last.accountId } : { watches };
+  }
+
+  async sweepCursor(): Promise<string | undefined> {
+    const out = await this.wire.call<GetItemCommandOutput>('GetItem', {
+      TableName: this.name(),
+      Key: { id: S(SWEEP_ID) },
+      ConsistentRead: true,
+    });
+    return out.Item?.sweepAfter?.S || undefined;
+  }
+
+  async saveSweepCursor(after: string | undefined, now: string): Promise<void> {
+    await this.updateItem(
+      SWEEP_ID,
+      after ? 'SET updatedAt = :now, sweepAfter = :after' : 'SET updatedAt = :now REMOVE sweepAfter',
+      { ':now': S(now), ...(after ? { ':after': S(after) } : {}) },
+    );
   }
 
   async getWatch(accountId: string): Promise<Watch | undefined> {
@@ -146,6 +182,17 @@ export class WatchItems extends WatchOutbox implements WatchStore {
       expression = `SET ${sets.join(', ')}`;
     }
     await this.update(accountId, expression, values);
+    await this.copyLevels(accountId, now);
+  }
+
+  /**
+   * The settings' levels onto the account's items, as the watch item has them now (watch-copy.ts),
+   * then `levelsAt` on the watch item: copied once, the sweep need not copy them again.
+   */
+  async copyLevels(accountId: string, now: string): Promise<void> {
+    const levels = watchLevels(await this.getWatch(accountId));
+    await copyWatchLevels({ wire: this.wire, tables: this.tables }, accountId, levels, now);
+    await this.update(accountId, 'SET levelsAt = :now', { ':now': S(now) });
   }
 
   async setAutoTopUp(
@@ -169,6 +216,7 @@ export class WatchItems extends WatchOutbox implements WatchStore {
       { expression: `SET ${sets.join(', ')}${remove}`, values },
       { id: changeMessageId(accountId, randomUUID()), message, now },
     );
+    await this.copyLevels(accountId, now);
   }
 
   async queueMessage(accountId: string, message: NewMessage, now: string): Promise<void> {

@@ -8,7 +8,8 @@
 import { describe, expect, it } from 'vitest';
 import { AwsCallError } from '../../../functions/adapters/aws-call.js';
 import { permanentSesError } from '../../../functions/adapters/ses.js';
-import { MAX_SEND_ATTEMPTS, runWatch, type WatchDeps } from '../../../functions/balance-watch/watch.js';
+import { MAX_SEND_ATTEMPTS } from '../../../functions/balance-watch/outbox.js';
+import { runWatch, type WatchDeps } from '../../../functions/balance-watch/watch.js';
 import type { AccountRecord } from '../../../functions/core/store.js';
 import {
   alertThresholdCents,
