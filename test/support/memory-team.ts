@@ -29,7 +29,9 @@ export abstract class MemoryTeam implements Omit<TeamStore, 'renameKey'> {
     const entries = this.audit.get(entry.accountId) ?? [];
     if (entries.some((e) => e.entryId === entry.entryId))
       throw new Error(`audit entry ${entry.entryId} exists`);
-    entries.push(structuredClone(entry));
+    const kept = structuredClone(entry);
+    if (kept.userAgent !== undefined) kept.userAgent = kept.userAgent.slice(0, 256);
+    entries.push(kept);
     this.audit.set(entry.accountId, entries);
   }
 
