@@ -33,6 +33,7 @@
  * account credits nothing. Taking back may leave a balance below zero, as the product allows.
  */
 import { AccountNotFoundError, type Store } from '../core/store.js';
+import type { Audited } from '../core/store-team.js';
 import { type AuditAction, auditEntry } from '../core/team.js';
 import { AUTO_TOP_UP_KIND, SAVE_CARD_KIND, switchedOffMessage, type WatchStore } from '../core/watch.js';
 import { CURRENCY, centsOf, centsToNano } from './amounts.js';
@@ -72,6 +73,8 @@ export interface PaymentDeps {
   watches?: Pick<WatchStore, 'recordCard' | 'finishTopUp' | 'switchOff' | 'getWatch'>;
   /** The dashboard's billing page, for the e-mail that says auto top-up was switched off. */
   billingUrl?: string;
+  /** Each change written with its audit entry: the webhook's and the reconciler's (not the balance watch's). */
+  audited?: boolean;
 }
 
 /** The signed event, as far as this code reads it. */
@@ -203,7 +206,7 @@ async function creditSession(
       paymentReference(intentId),
       centsToNano(cents),
       now,
-      byStripe(accountId, 'purchase', intentId, cents, now),
+      byStripe(deps, accountId, 'purchase', intentId, cents, now),
     ),
   );
   if (written instanceof AccountNotFoundError) return notCredited(event, 'no such account', details);
@@ -218,9 +221,18 @@ async function creditSession(
  * The audit entry of a change Stripe made (a purchase, a refund, a dispute), by the webhook or the
  * reconciler alike, written with the change: its reference and amount, no secret.
  */
-function byStripe(accountId: string, action: AuditAction, target: string, cents: number, now: string) {
-  const amount = `$${Math.trunc(cents / 100)}.${String(cents % 100).padStart(2, '0')}`;
-  return { audit: auditEntry(accountId, { kind: 'stripe' }, action, now, { target, details: { amount } }) };
+function byStripe(
+  deps: PaymentDeps,
+  accountId: string,
+  action: AuditAction,
+  target: string,
+  cents: number,
+  now: string,
+  more: Record<string, string> = {},
+): Audited {
+  if (!deps.audited) return {};
+  const details = { amount: `$${Math.trunc(cents / 100)}.${String(cents % 100).padStart(2, '0')}`, ...more };
+  return { audit: auditEntry(accountId, { kind: 'stripe' }, action, now, { target, details }) };
 }
 
 /** The card a save-card Checkout saved (every delivery records it again: a set of the same values). */
@@ -270,10 +282,9 @@ async function creditAutoTopUp(
   const cents = centsOf(intent.amount_received);
   if (!cents) return { kind: 'ignored', reason: 'nothing received' };
   const now = deps.now();
-  const { audit } = byStripe(topUp.accountId, 'purchase', intentId, cents, now);
-  audit.details = { ...audit.details, kind: 'auto top-up' };
+  const audit = byStripe(deps, topUp.accountId, 'purchase', intentId, cents, now, { kind: 'auto top-up' });
   const written = await forAccount(() =>
-    deps.store.topUp(topUp.accountId, paymentReference(intentId), centsToNano(cents), now, { audit }),
+    deps.store.topUp(topUp.accountId, paymentReference(intentId), centsToNano(cents), now, audit),
   );
   if (written instanceof AccountNotFoundError) return notCredited(event, 'no such account', details);
   if (written) recordPayment('credited', 'stripe auto top-up credited', { ...details, cents });
@@ -331,7 +342,7 @@ async function takeBackRefunds(
     const outcome = await forAccount(() =>
       deps.store.removeCredits(accountId, refundReference(refund.id), centsToNano(amount), now, {
         force: true,
-        ...byStripe(accountId, 'refund', refund.id, amount, now),
+        ...byStripe(deps, accountId, 'refund', refund.id, amount, now),
       }),
     );
     if (outcome instanceof AccountNotFoundError)
@@ -366,7 +377,7 @@ async function takeBackDispute(
   const outcome = await forAccount(() =>
     deps.store.removeCredits(accountId, disputeReference(disputeId), centsToNano(cents), now, {
       force: true,
-      ...byStripe(accountId, 'dispute', disputeId, cents, now),
+      ...byStripe(deps, accountId, 'dispute', disputeId, cents, now),
     }),
   );
   if (outcome instanceof AccountNotFoundError)

@@ -29,7 +29,7 @@ let deps: WebhookDeps;
 beforeEach(async () => {
   store = new MemoryStore();
   stripe = new FakeStripe();
-  deps = { store, stripe, webhookSecret: WEBHOOK_SECRET, now: () => NOW };
+  deps = { store, stripe, webhookSecret: WEBHOOK_SECRET, now: () => NOW, audited: true };
   await store.createAccount('acct-a', 0n, NOW);
   await store.createAccount('acct-b', 0n, NOW);
 });
