@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import { keyNameProblem, newApiKey } from '../core/keys.js';
 import { AccountExistsError, type KeyRecord, type Store, TooManyKeysError } from '../core/store.js';
+import { type Actor, type AuditAction, auditEntry } from '../core/team.js';
 
 /** Most active keys an account may have at once (revoked ones do not count). */
 export const MAX_ACTIVE_KEYS = 20;
@@ -46,20 +47,46 @@ export class KeyRequestError extends Error {
   }
 }
 
-/** A new key for the account, within the bound: the full key (shown once) and its record. */
+/** Who made a change on the dashboard, for its audit entry: the member, their IP and User-Agent. */
+export interface ChangedBy {
+  actor: Actor;
+  ip?: string;
+  userAgent?: string;
+}
+
+/** The audit entry of a key change by `by` (the key's id and prefix, never the key). */
+const keyEntry = (by: ChangedBy, accountId: string, action: AuditAction, key: KeyRecord, now: string) => ({
+  audit: auditEntry(accountId, by.actor, action, now, {
+    target: key.keyId,
+    details: { name: key.name, prefix: key.displayPrefix },
+    ...(by.ip ? { ip: by.ip } : {}),
+    ...(by.userAgent ? { userAgent: by.userAgent.slice(0, 256) } : {}),
+  }),
+});
+
+/**
+ * A new key for the account, within the bound: the full key (shown once) and its record. With `by`,
+ * the key records its maker and is written with its audit entry.
+ */
 export async function createAccountKey(
   store: Store,
   accountId: string,
   name: unknown,
   now: string,
+  by?: ChangedBy,
 ): Promise<{ key: string; record: KeyRecord }> {
   const trimmed = typeof name === 'string' ? name.trim() : '';
   const problem = keyNameProblem(trimmed);
   if (problem) throw new KeyRequestError(problem, 400);
   const created = newApiKey(accountId, trimmed, now);
+  const { subject, email } = by?.actor ?? {};
+  if (subject) created.record.createdBy = { subject, ...(email ? { email } : {}) };
   try {
     // The bound is a condition of the key's own write (Store.createKey): keys created at once never pass it.
-    await store.createKey(created.record, { maxActive: MAX_ACTIVE_KEYS });
+    await store.createKey(created.record, {
+      maxActive: MAX_ACTIVE_KEYS,
+      ...(by ? keyEntry(by, accountId, 'key.created', created.record, now) : {}),
+    });
   } catch (error) {
     if (!(error instanceof TooManyKeysError)) throw error;
     throw new KeyRequestError(
@@ -70,17 +97,21 @@ export async function createAccountKey(
   return created;
 }
 
-/** Revokes the account's own key; undefined (a 404) for a key id that is unknown or another account's. */
+/**
+ * Revokes the account's own key (with `by`, with its audit entry); undefined (a 404) for a key id that
+ * is unknown or another account's.
+ */
 export async function revokeAccountKey(
   store: Store,
   accountId: string,
   keyId: string,
   now: string,
+  by?: ChangedBy,
 ): Promise<KeyRecord | undefined> {
   if (!/^key_[0-9A-Za-z]{1,64}$/.test(keyId)) return undefined;
   const key = await store.findKeyById(keyId);
   if (!key || key.accountId !== accountId) return undefined;
-  return store.revokeKey(key.keyHash, now);
+  return store.revokeKey(key.keyHash, now, by ? keyEntry(by, accountId, 'key.revoked', key, now) : {});
 }
 
 /** The account's keys as the page lists them, with a change just made that an index may not show yet. */

@@ -34,6 +34,8 @@
  * account credits nothing. Taking back may leave a balance below zero, as the product allows.
  */
 import { AccountNotFoundError, type Store } from '../core/store.js';
+import type { Audited } from '../core/store-team.js';
+import { type AuditAction, auditEntry } from '../core/team.js';
 import { AUTO_TOP_UP_KIND, SAVE_CARD_KIND, switchedOffMessage, type WatchStore } from '../core/watch.js';
 import { CURRENCY, centsOf, centsToNano } from './amounts.js';
 import { recordPayment } from './metrics.js';
@@ -72,6 +74,8 @@ export interface PaymentDeps {
   watches?: Pick<WatchStore, 'recordCard' | 'finishTopUp' | 'switchOff' | 'getWatch'>;
   /** The dashboard's billing page, for the e-mail that says auto top-up was switched off. */
   billingUrl?: string;
+  /** Each change written with its audit entry: the webhook's and the reconciler's (not the balance watch's). */
+  audited?: boolean;
 }
 
 /** The signed event, as far as this code reads it. */
@@ -196,8 +200,15 @@ async function creditSession(
       intentAmount: owner.intent.amount,
     });
   const intentId = paymentIntent as string;
+  const now = deps.now();
   const written = await forAccount(() =>
-    deps.store.topUp(accountId, paymentReference(intentId), centsToNano(cents), deps.now()),
+    deps.store.topUp(
+      accountId,
+      paymentReference(intentId),
+      centsToNano(cents),
+      now,
+      byStripe(deps, accountId, 'purchase', intentId, cents, now),
+    ),
   );
   if (written instanceof AccountNotFoundError) return notCredited(event, 'no such account', details);
   if (written)
@@ -205,6 +216,24 @@ async function creditSession(
   if (asObject(session.metadata)[KIND_METADATA_KEY] === SAVE_CARD_KIND)
     await recordSavedCard(accountId, session, owner.intent, deps);
   return { kind: written ? 'credited' : 'already-credited', accountId, paymentIntent: intentId, cents };
+}
+
+/**
+ * The audit entry of a change Stripe made (a purchase, a refund, a dispute), by the webhook or the
+ * reconciler alike, written with the change: its reference and amount, no secret.
+ */
+function byStripe(
+  deps: PaymentDeps,
+  accountId: string,
+  action: AuditAction,
+  target: string,
+  cents: number,
+  now: string,
+  more: Record<string, string> = {},
+): Audited {
+  if (!deps.audited) return {};
+  const details = { amount: `$${Math.trunc(cents / 100)}.${String(cents % 100).padStart(2, '0')}`, ...more };
+  return { audit: auditEntry(accountId, { kind: 'stripe' }, action, now, { target, details }) };
 }
 
 /** The card a save-card Checkout saved (every delivery records it again: a set of the same values). */
@@ -253,8 +282,10 @@ async function creditAutoTopUp(
   if (intent.currency !== CURRENCY) return notCredited(event, 'currency is not USD', details);
   const cents = centsOf(intent.amount_received);
   if (!cents) return { kind: 'ignored', reason: 'nothing received' };
+  const now = deps.now();
+  const audit = byStripe(deps, topUp.accountId, 'purchase', intentId, cents, now, { kind: 'auto top-up' });
   const written = await forAccount(() =>
-    deps.store.topUp(topUp.accountId, paymentReference(intentId), centsToNano(cents), deps.now()),
+    deps.store.topUp(topUp.accountId, paymentReference(intentId), centsToNano(cents), now, audit),
   );
   if (written instanceof AccountNotFoundError) return notCredited(event, 'no such account', details);
   if (written) recordPayment('credited', 'stripe auto top-up credited', { ...details, cents });
@@ -318,9 +349,11 @@ async function takeBackRefunds(
     if (!REFUND_COUNTS.has(refund.status ?? '') || refund.currency !== CURRENCY) continue;
     const amount = centsOf(refund.amount);
     if (!amount) continue;
+    const now = deps.now();
     const outcome = await forAccount(() =>
-      deps.store.removeCredits(accountId, refundReference(refund.id), centsToNano(amount), deps.now(), {
+      deps.store.removeCredits(accountId, refundReference(refund.id), centsToNano(amount), now, {
         force: true,
+        ...byStripe(deps, accountId, 'refund', refund.id, amount, now),
       }),
     );
     if (outcome instanceof AccountNotFoundError)
@@ -351,9 +384,11 @@ async function takeBackDispute(
   const owner = await accountOfIntent(deps, idOf(dispute.payment_intent));
   if ('reason' in owner) return notCredited(event, owner.reason, details);
   const { accountId } = owner;
+  const now = deps.now();
   const outcome = await forAccount(() =>
-    deps.store.removeCredits(accountId, disputeReference(disputeId), centsToNano(cents), deps.now(), {
+    deps.store.removeCredits(accountId, disputeReference(disputeId), centsToNano(cents), now, {
       force: true,
+      ...byStripe(deps, accountId, 'dispute', disputeId, cents, now),
     }),
   );
   if (outcome instanceof AccountNotFoundError)

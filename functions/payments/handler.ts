@@ -47,10 +47,10 @@ async function webhook(event: FunctionUrlEvent): Promise<FunctionUrlResult> {
   });
 }
 
-function withWatches(): { watches?: WatchItems; billingUrl?: string } {
+function withWatches(): { watches?: WatchItems; billingUrl?: string; audited: true } {
   const billingUrl = process.env.BILLING_URL || process.env.TOP_UP_URL;
   if (watchTableConfigured()) watches ??= new WatchItems(getStore());
-  return { ...(watches ? { watches } : {}), ...(billingUrl ? { billingUrl } : {}) };
+  return { audited: true, ...(watches ? { watches } : {}), ...(billingUrl ? { billingUrl } : {}) };
 }
 
 export const handler = middy<FunctionUrlEvent, FunctionUrlResult, Error, Context>()

@@ -37,6 +37,7 @@ export const handler = middy<unknown, ReconcileRun, Error, Context>()
         store,
         stripe: stripeApi(sdk),
         now: () => new Date().toISOString(),
+        audited: true,
         ...(watches ? { watches } : {}),
         ...(billingUrl ? { billingUrl } : {}),
       },

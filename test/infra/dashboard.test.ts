@@ -191,20 +191,31 @@ describe('the dashboard with a custom domain (the prod test stage)', () => {
     expect(grants).toEqual([
       'dynamodb:BatchGetItem accounts',
       'dynamodb:DeleteItem DashboardTable',
+      // Members and invitations (a member removed, an invitation revoked or accepted).
+      'dynamodb:DeleteItem team',
       'dynamodb:GetItem DashboardTable',
       'dynamodb:GetItem accounts',
       'dynamodb:GetItem keys',
+      'dynamodb:GetItem team',
       'dynamodb:PutItem DashboardTable',
       'dynamodb:PutItem accounts',
+      // Each change's audit entry.
+      'dynamodb:PutItem audit',
       'dynamodb:PutItem keys',
+      'dynamodb:PutItem team',
+      'dynamodb:Query audit',
       'dynamodb:Query keys/index/byAccount',
       'dynamodb:Query keys/index/byKeyId',
       'dynamodb:Query ledger',
+      'dynamodb:Query team',
+      'dynamodb:Query team/index/byMember',
       // The balance watch's settings on its watch item (lib/infra/balance-watch.ts).
       'dynamodb:UpdateItem DashboardTable',
       // The account's count of active keys (a key created or revoked).
       'dynamodb:UpdateItem accounts',
       'dynamodb:UpdateItem keys',
+      // A member's role, the owners count.
+      'dynamodb:UpdateItem team',
     ]);
   });
 

@@ -207,22 +207,37 @@ describe('the dashboard over HTTP (local OpenID provider, Stripe stand-in, Dynam
             .flatMap((a) => s.resources.map((r) => `${a} ${table(r)}`)),
         ),
     );
-    expect([...used].sort()).toEqual([...granted].sort());
-    expect([...granted].sort()).toEqual([
-      'dynamodb:BatchGetItem accounts',
-      'dynamodb:DeleteItem dashboard',
-      'dynamodb:GetItem accounts',
-      'dynamodb:GetItem dashboard',
-      'dynamodb:GetItem keys',
-      'dynamodb:PutItem accounts',
-      'dynamodb:PutItem dashboard',
-      'dynamodb:PutItem keys',
-      'dynamodb:Query keys/index/byAccount',
-      'dynamodb:Query keys/index/byKeyId',
-      'dynamodb:Query ledger',
-      'dynamodb:UpdateItem accounts',
-      'dynamodb:UpdateItem dashboard',
-      'dynamodb:UpdateItem keys',
-    ]);
+    // The team and audit tables' grants are for the members' and audit log's pages, which this flow
+    // does not visit yet: held to the list below until it does.
+    const teamOrAudit = (grant: string) => / (team|audit)(\/|$)/.test(grant);
+    expect([...used].sort()).toEqual([...granted].filter((g) => !teamOrAudit(g)).sort());
+    expect([...granted].sort()).toEqual(
+      [
+        'dynamodb:BatchGetItem accounts',
+        'dynamodb:DeleteItem dashboard',
+        'dynamodb:GetItem accounts',
+        'dynamodb:GetItem dashboard',
+        'dynamodb:GetItem keys',
+        'dynamodb:PutItem accounts',
+        'dynamodb:PutItem dashboard',
+        'dynamodb:PutItem keys',
+        'dynamodb:Query keys/index/byAccount',
+        'dynamodb:Query keys/index/byKeyId',
+        'dynamodb:Query ledger',
+        'dynamodb:UpdateItem accounts',
+        'dynamodb:UpdateItem dashboard',
+        'dynamodb:UpdateItem keys',
+        ...[
+          'dynamodb:DeleteItem team',
+          'dynamodb:GetItem team',
+          'dynamodb:PutItem audit',
+          'dynamodb:PutItem team',
+          'dynamodb:Query audit',
+          'dynamodb:Query team',
+          'dynamodb:Query team/index/byMember',
+          'dynamodb:UpdateItem team',
+        ],
+      ].sort(),
+    );
   });
 });

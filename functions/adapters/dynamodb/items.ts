@@ -52,6 +52,9 @@ export interface TableNames {
   accounts: string;
   ledger: string;
   holds: string;
+  /** The team's and the audit log's, when known; else found by their environment (side-tables.ts). */
+  team?: string;
+  audit?: string;
 }
 
 /**
@@ -60,7 +63,7 @@ export interface TableNames {
  */
 export function tableNamesFromEnv(env: NodeJS.ProcessEnv = process.env): TableNames {
   const inLambda = Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
-  const name = (id: keyof TableNames) => {
+  const name = (id: keyof typeof TABLE_ENV) => {
     const value = env[TABLE_ENV[id]];
     if (value) return value;
     if (inLambda) throw new Error(`${TABLE_ENV[id]} is not set: the function cannot find its ${id} table`);
@@ -216,6 +219,17 @@ export function keyItem(key: KeyRecord): Item {
     createdAt: S(key.createdAt),
     ...(key.revokedAt ? { revokedAt: S(key.revokedAt) } : {}),
     ...(key.dailyCapNano !== undefined ? { dailyCapNano: N(key.dailyCapNano) } : {}),
+    // Who made it (a member): `createdBy` {subject, email?}, a map.
+    ...(key.createdBy
+      ? {
+          createdBy: {
+            M: {
+              subject: S(key.createdBy.subject),
+              ...(key.createdBy.email ? { email: S(key.createdBy.email) } : {}),
+            },
+          },
+        }
+      : {}),
   };
 }
 
@@ -230,6 +244,14 @@ export function toKey(item: Item): KeyRecord {
     createdAt: item.createdAt?.S ?? '',
     ...(item.revokedAt?.S ? { revokedAt: item.revokedAt.S } : {}),
     ...(item.dailyCapNano?.N !== undefined ? { dailyCapNano: BigInt(item.dailyCapNano.N) } : {}),
+    ...(item.createdBy?.M?.subject?.S !== undefined
+      ? {
+          createdBy: {
+            subject: item.createdBy.M.subject.S,
+            ...(item.createdBy.M.email?.S !== undefined ? { email: item.createdBy.M.email.S } : {}),
+          },
+        }
+      : {}),
   };
 }
 

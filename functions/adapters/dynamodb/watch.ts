@@ -28,6 +28,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { GetItemCommandOutput, QueryCommandOutput } from '@aws-sdk/client-dynamodb';
+import type { AuditEntry } from '../../core/team.js';
 import {
   alertMessageId,
   changeMessageId,
@@ -38,6 +39,7 @@ import {
   type WatchStore,
 } from '../../core/watch.js';
 import { watchLevels } from '../../core/watch-levels.js';
+import { withAudit } from './audit.js';
 import { type Item, N, S } from './items.js';
 import { DASHBOARD_TABLE_ENV, INDEX } from './schema.js';
 import { copyWatchLevels } from './watch-copy.js';
@@ -170,6 +172,7 @@ export class WatchItems extends WatchOutbox implements WatchStore {
     thresholdCents: number | undefined,
     email: string | undefined,
     now: string,
+    audit?: AuditEntry,
   ) {
     const { sets, values } = settingsUpdate(accountId, email, now);
     sets.push('alertState = :armed');
@@ -181,7 +184,8 @@ export class WatchItems extends WatchOutbox implements WatchStore {
       values[':threshold'] = N(thresholdCents);
       expression = `SET ${sets.join(', ')}`;
     }
-    await this.update(accountId, expression, values);
+    if (audit) await this.withEntry(accountId, { expression, values }, audit);
+    else await this.update(accountId, expression, values);
     await this.copyLevels(accountId, now);
   }
 
@@ -195,12 +199,53 @@ export class WatchItems extends WatchOutbox implements WatchStore {
     await this.update(accountId, 'SET levelsAt = :now', { ':now': S(now) });
   }
 
+  /**
+   * A settings change the customer made, with its audit entry: the watch item's update, the e-mail
+   * saying so when there is one, and the entry, in one transaction.
+   */
+  private async withEntry(
+    accountId: string,
+    update: { expression: string; values: Item },
+    audit: AuditEntry,
+    outbox?: { id: string; message: NewMessage | undefined; now: string },
+  ): Promise<void> {
+    const table = this.name();
+    await this.wire.call('TransactWriteItems', {
+      TransactItems: withAudit<object>(
+        [
+          {
+            Update: {
+              TableName: table,
+              Key: { id: S(watchId(accountId)) },
+              UpdateExpression: update.expression,
+              ExpressionAttributeValues: update.values,
+            },
+          },
+          ...(outbox?.message
+            ? [
+                {
+                  Put: {
+                    TableName: table,
+                    Item: outboxItem(outbox.id, accountId, outbox.message, outbox.now),
+                    ConditionExpression: 'attribute_not_exists(id)',
+                  },
+                },
+              ]
+            : []),
+        ],
+        audit,
+        this.tables,
+      ),
+    });
+  }
+
   async setAutoTopUp(
     accountId: string,
     settings: { belowCents: number; buyCents: number; enabled: boolean },
     email: string | undefined,
     now: string,
     message?: NewMessage,
+    audit?: AuditEntry,
   ) {
     const { sets, values } = settingsUpdate(accountId, email, now);
     sets.push('autoBelowCents = :below', 'autoBuyCents = :buy', 'autoEnabled = :enabled');
@@ -211,11 +256,10 @@ export class WatchItems extends WatchOutbox implements WatchStore {
     });
     // Switched on again: the reason it went off is the past.
     const remove = settings.enabled ? ' REMOVE autoOffReason, autoOffAt' : '';
-    await this.transition(
-      accountId,
-      { expression: `SET ${sets.join(', ')}${remove}`, values },
-      { id: changeMessageId(accountId, randomUUID()), message, now },
-    );
+    const update = { expression: `SET ${sets.join(', ')}${remove}`, values };
+    const outbox = { id: changeMessageId(accountId, randomUUID()), message, now };
+    if (audit) await this.withEntry(accountId, update, audit, outbox);
+    else await this.transition(accountId, update, outbox);
     await this.copyLevels(accountId, now);
   }
 
