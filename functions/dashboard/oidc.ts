@@ -27,6 +27,8 @@ interface SignedInUser {
   /** The provider's `sub`: stable per user (Cognito: a UUID). */
   subject: string;
   email?: string;
+  /** The ID token's `email_verified` (Cognito's is a boolean): an invitation is accepted only with it true. */
+  emailVerified?: boolean;
   /** The ID token's `auth_time`: when the user last authenticated at the provider (epoch seconds). */
   authTime?: number;
 }
@@ -128,6 +130,9 @@ export async function openIdClient(
       return {
         subject: claims.sub,
         ...(typeof claims.email === 'string' ? { email: claims.email } : {}),
+        ...(claims.email_verified === true || claims.email_verified === 'true'
+          ? { emailVerified: true }
+          : {}),
         ...(typeof claims.auth_time === 'number' ? { authTime: claims.auth_time } : {}),
       };
     },
