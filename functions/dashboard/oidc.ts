@@ -21,6 +21,8 @@ export interface SignInChecks {
   freshSince?: number;
   /** Where a fresh sign-in sends the browser back to (a dashboard path), to redo what it asked for. */
   returnTo?: string;
+  /** An invitation being accepted (invite-routes.tsx): the callback accepts it as the signed-in person. */
+  invite?: { accountId: string; invitationId: string; token: string };
 }
 
 interface SignedInUser {

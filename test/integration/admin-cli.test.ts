@@ -445,7 +445,7 @@ describe('operator CLI: customers by e-mail', () => {
     const store = new DynamoStore(client, tables);
     const subject = `subject-${randomBytes(4).toString('hex')}`;
     const now = new Date().toISOString();
-    const accountId = await accountForSignIn(store, subject, now);
+    const accountId = await accountForSignIn(store, { subject, email: 'Ann.Customer@Example.com' }, now);
     await new WatchItems({ client: store.client, tables: store.tables, wire: store.wire }).rememberEmail(
       subject,
       'Ann.Customer@Example.com',
