@@ -173,7 +173,8 @@ export async function renameAccountKey(
   const key = await accountKey(store, accountId, keyId);
   if (!key) return undefined;
   try {
-    return await store.renameKey(accountId, keyId, renamed, change.audit(key));
+    await store.renameKey(accountId, keyId, renamed, change.audit(key));
+    return { ...key, name: renamed };
   } catch (error) {
     if (error instanceof KeyNotFoundError) return undefined;
     throw error;
