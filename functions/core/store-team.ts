@@ -6,6 +6,15 @@
  */
 import type { AuditEntry, AuditPage, AuditQuery, Invitation, Member, Role } from './team.js';
 
+/**
+ * The audit entry of a change made by one of the Store's own writes (a key created, revoked or
+ * capped, credit added or taken back), written in that write's transaction: with it, the change and
+ * its entry are both written or neither. Optional for the writes that came before the log.
+ */
+export interface Audited {
+  audit?: AuditEntry;
+}
+
 /** Why a change to members was refused (nothing written); the dashboard shows it as a 400/403/404/409. */
 export type MemberRefusal =
   /** It would leave the account without an owner. */
@@ -83,6 +92,12 @@ export interface TeamStore {
     now: string,
     audit: AuditEntry,
   ): Promise<Member>;
+
+  /**
+   * Renames a key of `accountId` (a name keyNameProblem accepts, else RangeError), with its entry, in
+   * one transaction; KeyNotFoundError for a key not of the account.
+   */
+  renameKey(accountId: string, keyId: string, name: string, audit: AuditEntry): Promise<void>;
 
   /** Appends an entry on its own, for a change whose write is not the store's (rare: say why at the call). */
   appendAudit(entry: AuditEntry): Promise<void>;

@@ -8,6 +8,7 @@
 import type { AccountStatus, KeyStatus, Principal } from './access.js';
 import type { DashboardSession, SessionNotice } from './session.js';
 import type { ChargePage, DaySpend, LedgerEntry } from './store-ledger.js';
+import type { Audited, TeamStore } from './store-team.js';
 
 export type { DashboardSession, SessionNotice } from './session.js';
 /** The ledger's part of the port, kept importable from here as before. */
@@ -147,6 +148,7 @@ export interface KeyRecord {
    * key's spend in a UTC day is at most cap + n slices x one request's worst case (billing/key-cap.ts).
    */
   dailyCapNano?: bigint;
+  createdBy?: { subject: string; email?: string }; // who made it on the dashboard; absent: the operator
 }
 
 /**
@@ -175,7 +177,7 @@ export interface AccountPage {
   next?: string;
 }
 
-export interface Store {
+export interface Store extends TeamStore {
   /** The key and its account, read strongly consistently (revocation, status and balance are fresh). */
   loadPrincipal(keyHash: string): Promise<Principal | undefined>;
   /**
@@ -258,11 +260,16 @@ export interface Store {
     options?: { cause?: string },
   ): Promise<boolean>;
   /**
-   * Adds credits once per reference (on slice 0, with its ledger entry; a split account's share of
-   * the other slices is scheduled to move to them, Transfer); false when the reference was already
-   * applied. Throws AccountNotFoundError.
+   * Adds credits once per reference (on slice 0, with its ledger entry; a split account's share of the
+   * other slices moves to them by Transfer); false when it was applied already. AccountNotFoundError.
    */
-  topUp(accountId: string, reference: string, amountNano: bigint, now: string): Promise<boolean>;
+  topUp(
+    accountId: string,
+    reference: string,
+    amountNano: bigint,
+    now: string,
+    options?: Audited,
+  ): Promise<boolean>;
   /**
    * Takes credit back (a refund by hand, a correction) once per reference: the ledger entry
    * `correction#<reference>` and the deduction in one transaction, as a top-up adds; on a split
@@ -276,7 +283,7 @@ export interface Store {
     reference: string,
     amountNano: bigint,
     now: string,
-    options?: { force?: boolean },
+    options?: { force?: boolean } & Audited,
   ): Promise<CorrectionOutcome>;
   /**
    * At most `limit` accounts, in the table's own order (not sorted), after `after` (a previous page's
@@ -291,16 +298,21 @@ export interface Store {
    * (TooManyKeysError) when the account has that many active keys already, a condition of that same
    * write, so that keys created at once never pass the bound. Throws AccountNotFoundError.
    */
-  createKey(key: KeyRecord, options?: { maxActive?: number }): Promise<void>;
+  createKey(key: KeyRecord, options?: { maxActive?: number } & Audited): Promise<void>;
   findKeyById(keyId: string): Promise<KeyRecord | undefined>;
   /**
    * Marks the key revoked (keeping the first revocation time) and returns it; an active key leaves its
    * account's count of active keys in the same write.
    */
-  revokeKey(keyHash: string, now: string): Promise<KeyRecord>;
+  revokeKey(keyHash: string, now: string, options?: Audited): Promise<KeyRecord>;
   listKeys(accountId: string): Promise<KeyRecord[]>;
   /** Sets (nano-USD > 0) or removes a key's daily cap: one write of a key of `accountId` (else KeyNotFoundError). */
-  setKeyDailyCap(accountId: string, keyId: string, capNano: bigint | undefined): Promise<KeyRecord>;
+  setKeyDailyCap(
+    accountId: string,
+    keyId: string,
+    cap: bigint | undefined,
+    options?: Audited,
+  ): Promise<KeyRecord>;
   /** What the key committed on UTC day `day`: its day counters over the slices, read strongly consistently. */
   keyDailySpend(accountId: string, keyId: string, day: string): Promise<bigint>;
   /** keyDailySpend of each of `keyIds` (0 for one not of the account), read in one pass over the slices. */

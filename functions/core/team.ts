@@ -7,6 +7,7 @@
  * removing a member ends their sessions at once (every dashboard request reads the member's role,
  * strongly consistent) and revokes nothing of the account's.
  */
+import { randomBytes } from 'node:crypto';
 
 /** The roles, from most to least power. */
 export const ROLES = ['owner', 'admin', 'billing', 'developer', 'viewer'] as const;
@@ -121,6 +122,24 @@ export interface AuditEntry {
 
 /** How long an audit entry is kept (the audit table's TTL deletes it after). */
 export const AUDIT_RETENTION_DAYS = 400;
+
+/**
+ * A new entry: its id the time and a random suffix (`2026-12-07T22:15:00.000Z#<8 hex>`), so that ids
+ * sort as the entries were made and two at the same millisecond differ.
+ */
+export function auditEntry(
+  accountId: string,
+  actor: Actor,
+  action: AuditAction,
+  at: string,
+  more: Pick<AuditEntry, 'target' | 'details' | 'ip' | 'userAgent'> = {},
+): AuditEntry {
+  return { accountId, entryId: `${at}#${randomBytes(4).toString('hex')}`, at, actor, action, ...more };
+}
+
+/** When an entry made at `at` (ISO) is deleted: AUDIT_RETENTION_DAYS later, in epoch seconds. */
+export const auditExpiry = (at: string): number =>
+  Math.floor(Date.parse(at) / 1000) + AUDIT_RETENTION_DAYS * 24 * 60 * 60;
 
 /** A page of the audit log, newest first, and where the next one starts. */
 export interface AuditPage {

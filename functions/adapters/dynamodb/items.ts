@@ -216,6 +216,17 @@ export function keyItem(key: KeyRecord): Item {
     createdAt: S(key.createdAt),
     ...(key.revokedAt ? { revokedAt: S(key.revokedAt) } : {}),
     ...(key.dailyCapNano !== undefined ? { dailyCapNano: N(key.dailyCapNano) } : {}),
+    // Who made it (a member): `createdBy` {subject, email?}, a map.
+    ...(key.createdBy
+      ? {
+          createdBy: {
+            M: {
+              subject: S(key.createdBy.subject),
+              ...(key.createdBy.email ? { email: S(key.createdBy.email) } : {}),
+            },
+          },
+        }
+      : {}),
   };
 }
 
@@ -230,6 +241,14 @@ export function toKey(item: Item): KeyRecord {
     createdAt: item.createdAt?.S ?? '',
     ...(item.revokedAt?.S ? { revokedAt: item.revokedAt.S } : {}),
     ...(item.dailyCapNano?.N !== undefined ? { dailyCapNano: BigInt(item.dailyCapNano.N) } : {}),
+    ...(item.createdBy?.M?.subject?.S !== undefined
+      ? {
+          createdBy: {
+            subject: item.createdBy.M.subject.S,
+            ...(item.createdBy.M.email?.S !== undefined ? { email: item.createdBy.M.email.S } : {}),
+          },
+        }
+      : {}),
   };
 }
 

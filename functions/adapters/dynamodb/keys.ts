@@ -7,15 +7,26 @@ import type {
   QueryCommandOutput,
   UpdateItemCommandOutput,
 } from '@aws-sdk/client-dynamodb';
+import { keyNameProblem } from '../../core/keys.js';
 import {
   AccountNotFoundError,
   KeyNotFoundError,
   type KeyRecord,
   TooManyKeysError,
 } from '../../core/store.js';
+import type { Audited } from '../../core/store-team.js';
+import type { AuditEntry } from '../../core/team.js';
+import { withAudit } from './audit.js';
 import { keyItem, N, S, toKey } from './items.js';
 import { INDEX } from './schema.js';
-import { cancellationReasons, isRetryableSettlementError, queryAll, retried, StorePart } from './store-db.js';
+import {
+  cancellationReasons,
+  isRetryableSettlementError,
+  queryAll,
+  requestToken,
+  retried,
+  StorePart,
+} from './store-db.js';
 
 export class Keys extends StorePart {
   /**
@@ -27,38 +38,42 @@ export class Keys extends StorePart {
    * sent again. Sent again too while DynamoDB cancels it for contention (a busy account's item is in
    * other transactions most of the time) or its answer is lost.
    */
-  async createKey(key: KeyRecord, options: { maxActive?: number } = {}): Promise<void> {
+  async createKey(key: KeyRecord, options: { maxActive?: number } & Audited = {}): Promise<void> {
     const { maxActive } = options;
     for (let attempt = 1; ; attempt++) {
       try {
         await retried(
           () =>
             this.wire.call('TransactWriteItems', {
-              TransactItems: [
-                {
-                  Update: {
-                    TableName: this.tables.accounts,
-                    Key: { accountId: S(key.accountId) },
-                    UpdateExpression: 'ADD activeKeys :one',
-                    ConditionExpression:
-                      maxActive === undefined
-                        ? 'attribute_exists(activeKeys)'
-                        : 'attribute_exists(activeKeys) AND activeKeys < :max',
-                    ExpressionAttributeValues: {
-                      ':one': N(1),
-                      ...(maxActive === undefined ? {} : { ':max': N(maxActive) }),
+              TransactItems: withAudit<object>(
+                [
+                  {
+                    Update: {
+                      TableName: this.tables.accounts,
+                      Key: { accountId: S(key.accountId) },
+                      UpdateExpression: 'ADD activeKeys :one',
+                      ConditionExpression:
+                        maxActive === undefined
+                          ? 'attribute_exists(activeKeys)'
+                          : 'attribute_exists(activeKeys) AND activeKeys < :max',
+                      ExpressionAttributeValues: {
+                        ':one': N(1),
+                        ...(maxActive === undefined ? {} : { ':max': N(maxActive) }),
+                      },
+                      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
                     },
-                    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
                   },
-                },
-                {
-                  Put: {
-                    TableName: this.tables.keys,
-                    Item: keyItem(key),
-                    ConditionExpression: 'attribute_not_exists(keyHash)',
+                  {
+                    Put: {
+                      TableName: this.tables.keys,
+                      Item: keyItem(key),
+                      ConditionExpression: 'attribute_not_exists(keyHash)',
+                    },
                   },
-                },
-              ],
+                  // The entry, written with the key or not at all.
+                ],
+                options.audit,
+              ),
             }),
           // Contention, throttling, an answer lost (sent again, a commit is seen on the key's Put).
           isRetryableSettlementError,
@@ -130,9 +145,13 @@ export class Keys extends StorePart {
    * The key marked revoked; an active one leaves its account's count of active keys in the same
    * transaction (when the account has a count: one that has none counts its keys when it needs to).
    * Revoked already, or revoked meanwhile: only its status is written again (the first time kept).
+   * The audit entry goes with the write that revokes it (none when it was revoked already): in the
+   * transaction (its ClientRequestToken the entry's, so that a resend after a lost answer is that same
+   * commit), or, for an account without a count, with the key's own write, conditioned on it active.
    */
-  async revokeKey(keyHash: string, now: string): Promise<KeyRecord> {
+  async revokeKey(keyHash: string, now: string, options: Audited = {}): Promise<KeyRecord> {
     const read = await this.getKey(keyHash);
+    let entryLeft = read?.status === 'active' ? options.audit : undefined;
     if (read?.status === 'active') {
       const revoke = {
         TableName: this.tables.keys,
@@ -158,17 +177,21 @@ export class Keys extends StorePart {
         await retried(
           () =>
             this.wire.call('TransactWriteItems', {
-              TransactItems: [{ Update: revoke }, { Update: leaveCount }],
+              TransactItems: withAudit<object>([{ Update: revoke }, { Update: leaveCount }], options.audit),
+              ...(options.audit ? { ClientRequestToken: requestToken('revoke', options.audit.entryId) } : {}),
             }),
           // Sent again after a lost answer, a commit fails on the key's status: counted once.
           isRetryableSettlementError,
         );
+        entryLeft = undefined;
       } catch (error) {
         // Revoked meanwhile, or an account without a count: the key's own write below.
-        if (!cancellationReasons(error)?.some((reason) => reason.Code === 'ConditionalCheckFailed'))
-          throw error;
+        const reasons = cancellationReasons(error);
+        if (!reasons?.some((reason) => reason.Code === 'ConditionalCheckFailed')) throw error;
+        if (reasons[0]?.Code === 'ConditionalCheckFailed') entryLeft = undefined;
       }
     }
+    if (entryLeft) await this.revokeWithEntry(keyHash, now, entryLeft);
     const out = await this.wire.call<UpdateItemCommandOutput>('UpdateItem', {
       TableName: this.tables.keys,
       Key: { keyHash: S(keyHash) },
@@ -181,16 +204,114 @@ export class Keys extends StorePart {
     return toKey(out.Attributes ?? {});
   }
 
+  /** The key revoked with its entry, only while it is active (else nothing: revoked meanwhile). */
+  private async revokeWithEntry(keyHash: string, now: string, entry: AuditEntry): Promise<void> {
+    try {
+      await retried(
+        () =>
+          this.wire.call('TransactWriteItems', {
+            ClientRequestToken: requestToken('revoke-alone', entry.entryId),
+            TransactItems: withAudit<object>(
+              [
+                {
+                  Update: {
+                    TableName: this.tables.keys,
+                    Key: { keyHash: S(keyHash) },
+                    UpdateExpression: 'SET #status = :revoked, revokedAt = if_not_exists(revokedAt, :now)',
+                    ConditionExpression: '#status = :active',
+                    ExpressionAttributeNames: { '#status': 'status' },
+                    ExpressionAttributeValues: {
+                      ':revoked': S('revoked'),
+                      ':now': S(now),
+                      ':active': S('active'),
+                    },
+                  },
+                },
+              ],
+              entry,
+            ),
+          }),
+        isRetryableSettlementError,
+      );
+    } catch (error) {
+      if (cancellationReasons(error)?.[0]?.Code !== 'ConditionalCheckFailed') throw error;
+    }
+  }
+
+  /** Renames a key of the account, with its entry, in one transaction. */
+  async renameKey(accountId: string, keyId: string, name: string, audit: AuditEntry): Promise<void> {
+    const problem = keyNameProblem(name);
+    if (problem) throw new RangeError(problem);
+    const found = await this.findKeyById(keyId);
+    if (!found || found.accountId !== accountId) throw new KeyNotFoundError(keyId);
+    await this.keyWrite(
+      keyId,
+      {
+        TableName: this.tables.keys,
+        Key: { keyHash: S(found.keyHash) },
+        UpdateExpression: 'SET #name = :name',
+        ConditionExpression: 'accountId = :accountId',
+        ExpressionAttributeNames: { '#name': 'name' },
+        ExpressionAttributeValues: { ':accountId': S(accountId), ':name': S(name) },
+      },
+      audit,
+    );
+  }
+
+  /**
+   * One update of a key item with its entry in one transaction (a failed condition, the key not of
+   * the account: KeyNotFoundError).
+   */
+  private async keyWrite(keyId: string, update: object, entry: AuditEntry): Promise<void> {
+    try {
+      await retried(
+        () =>
+          this.wire.call('TransactWriteItems', {
+            ClientRequestToken: requestToken('key-write', entry.entryId),
+            TransactItems: withAudit<object>([{ Update: update }], entry),
+          }),
+        isRetryableSettlementError,
+      );
+    } catch (error) {
+      if (cancellationReasons(error)?.[0]?.Code === 'ConditionalCheckFailed')
+        throw new KeyNotFoundError(keyId);
+      throw error;
+    }
+  }
+
   /**
    * The key's daily spend cap set (or removed): found by its id (the keys-by-id index), then one
    * UpdateItem of its item conditioned on its account, so that a caller can change only its own
    * account's keys (a key of another account is KeyNotFoundError, as one that does not exist). The
    * only write a cap puts on the key item: requests read it, never write it.
    */
-  async setKeyDailyCap(accountId: string, keyId: string, capNano: bigint | undefined): Promise<KeyRecord> {
+  async setKeyDailyCap(
+    accountId: string,
+    keyId: string,
+    capNano: bigint | undefined,
+    options: Audited = {},
+  ): Promise<KeyRecord> {
     if (capNano !== undefined && capNano <= 0n) throw new RangeError('a daily cap must be above zero');
     const found = await this.findKeyById(keyId);
     if (!found || found.accountId !== accountId) throw new KeyNotFoundError(keyId);
+    if (options.audit) {
+      const { dailyCapNano: _was, ...rest } = found;
+      await this.keyWrite(
+        keyId,
+        {
+          TableName: this.tables.keys,
+          Key: { keyHash: S(found.keyHash) },
+          UpdateExpression: capNano === undefined ? 'REMOVE dailyCapNano' : 'SET dailyCapNano = :cap',
+          ConditionExpression: 'accountId = :accountId',
+          ExpressionAttributeValues: {
+            ':accountId': S(accountId),
+            ...(capNano === undefined ? {} : { ':cap': N(capNano) }),
+          },
+        },
+        options.audit,
+      );
+      return capNano === undefined ? rest : { ...rest, dailyCapNano: capNano };
+    }
     try {
       const out = await this.wire.call<UpdateItemCommandOutput>('UpdateItem', {
         TableName: this.tables.keys,

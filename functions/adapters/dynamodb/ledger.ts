@@ -19,7 +19,9 @@ import {
   topUpEntryId,
   utcDay,
 } from '../../core/store.js';
+import type { Audited } from '../../core/store-team.js';
 import { byBytes } from '../../core/strings.js';
+import { withAudit } from './audit.js';
 import { heldCounter } from './holds.js';
 import {
   chargeItem,
@@ -231,26 +233,36 @@ export class Ledger extends StorePart {
    * amount is spread evenly over them by transfers (transfers.ts): one transaction over every slice of a
    * busy account would nearly never find them all free at once.
    */
-  async topUp(accountId: string, reference: string, amountNano: bigint, now: string): Promise<boolean> {
+  async topUp(
+    accountId: string,
+    reference: string,
+    amountNano: bigint,
+    now: string,
+    { audit }: Audited = {},
+  ): Promise<boolean> {
     const input = {
-      TransactItems: [
-        {
-          Put: {
-            TableName: this.tables.ledger,
-            Item: topUpItem(accountId, topUpEntryId(reference), reference, amountNano, now),
-            ConditionExpression: 'attribute_not_exists(entryId)',
+      TransactItems: withAudit<object>(
+        [
+          {
+            Put: {
+              TableName: this.tables.ledger,
+              Item: topUpItem(accountId, topUpEntryId(reference), reference, amountNano, now),
+              ConditionExpression: 'attribute_not_exists(entryId)',
+            },
           },
-        },
-        {
-          Update: {
-            TableName: this.tables.accounts,
-            Key: { accountId: S(accountId) },
-            UpdateExpression: 'ADD creditBalance :amount',
-            ConditionExpression: 'attribute_exists(accountId)',
-            ExpressionAttributeValues: { ':amount': N(amountNano) },
+          {
+            Update: {
+              TableName: this.tables.accounts,
+              Key: { accountId: S(accountId) },
+              UpdateExpression: 'ADD creditBalance :amount',
+              ConditionExpression: 'attribute_exists(accountId)',
+              ExpressionAttributeValues: { ':amount': N(amountNano) },
+            },
           },
-        },
-      ],
+          // Its audit entry (a purchase, an auto top-up, an operator's credit): with it or not at all.
+        ],
+        audit,
+      ),
     };
     for (let attempt = 1; ; attempt++) {
       try {

@@ -13,10 +13,25 @@
  *           `user#<OpenID subject>` (accountId, createdAt): the dashboard function's own (dashboard.ts);
  *           `watch#<accountId>`, `outbox#<accountId>#<kind>-<seq>` and `profile#<OpenID subject>`: the
  *           balance watch's (watch.ts), the first two in GSI watchList (watchList, id), sparse.
+ * team:     accountId (S) + sk (S)                              the people of an account (team.ts, invitations.ts):
+ *           `member#<OpenID subject>` (subject, memberSubject = subject, email, role, joinedAt, invitedBy),
+ *           in GSI byMember (memberSubject, joinedAt), sparse: only member items carry memberSubject;
+ *           `invite#<invitationId>` (tokenHash: SHA-256 of the link's token, never the token; email,
+ *           role, invitedBy, createdAt, expiresAt: N epoch seconds, the table's TTL attribute);
+ *           `owners` (count: N), the account's number of owners, kept by every write that makes, demotes
+ *           or removes an owner, in its transaction, and a condition of those that take one away
+ *           (never below 1). No item of the team table holds a secret.
+ * audit:    accountId (S) + entryId (S: ISO time, `#`, 8 random hex) the append-only audit log (audit.ts):
+ *           at, action, actorKind, actorSubject, actorEmail, target, details (M of S), ip, userAgent,
+ *           expiresAt (N epoch seconds, at + AUDIT_RETENTION_DAYS: 400 days, the table's TTL attribute).
+ *           Each entry is a Put in the transaction of the change it records; nothing updates or deletes
+ *           one (TTL aside). Newest first is the partition read backwards.
+ * The team and audit tables are found as the dashboard's is, by their environment variable at first
+ * use (TEAM_TABLE, AUDIT_TABLE): only the functions that write them are told of them.
  */
 export interface TableDefinition {
   /** Logical name, also the suffix of the local table name. */
-  readonly id: 'keys' | 'accounts' | 'ledger' | 'holds' | 'dashboard';
+  readonly id: 'keys' | 'accounts' | 'ledger' | 'holds' | 'dashboard' | 'team' | 'audit';
   readonly partitionKey: string;
   readonly sortKey?: string;
   readonly indexes: readonly { name: string; partitionKey: string; sortKey?: string }[];
@@ -34,6 +49,8 @@ export const INDEX = {
    * so listing them reads those alone.
    */
   watchList: 'watchList',
+  /** The team table's sparse index of member items by the member's subject (membershipsOf). */
+  membersBySubject: 'byMember',
 } as const;
 
 export const TABLES = {
@@ -63,6 +80,28 @@ export const DASHBOARD_TABLE = {
 } as const satisfies TableDefinition;
 export const DASHBOARD_TABLE_ENV = 'DASHBOARD_TABLE';
 export const LOCAL_DASHBOARD_TABLE_NAME = 'svc-dashboard';
+
+/** The people of an account (members, invitations, its count of owners): the dashboard's to write. */
+export const TEAM_TABLE = {
+  id: 'team',
+  partitionKey: 'accountId',
+  sortKey: 'sk',
+  indexes: [{ name: INDEX.membersBySubject, partitionKey: 'memberSubject', sortKey: 'joinedAt' }],
+  timeToLiveAttribute: 'expiresAt',
+} as const satisfies TableDefinition;
+export const TEAM_TABLE_ENV = 'TEAM_TABLE';
+export const LOCAL_TEAM_TABLE_NAME = 'svc-team';
+
+/** The audit log: written by the dashboard, the payments webhook, the reconciler and the operator. */
+export const AUDIT_TABLE = {
+  id: 'audit',
+  partitionKey: 'accountId',
+  sortKey: 'entryId',
+  indexes: [],
+  timeToLiveAttribute: 'expiresAt',
+} as const satisfies TableDefinition;
+export const AUDIT_TABLE_ENV = 'AUDIT_TABLE';
+export const LOCAL_AUDIT_TABLE_NAME = 'svc-audit';
 
 /** Environment variables through which a function learns its table names. */
 export const TABLE_ENV = {

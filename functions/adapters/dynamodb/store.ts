@@ -28,15 +28,20 @@ import type {
   Transfer,
   TransferOutcome,
 } from '../../core/store.js';
+import type { Audited } from '../../core/store-team.js';
+import type { AuditEntry, AuditPage, AuditQuery, Invitation, Member, Role } from '../../core/team.js';
 import { AccountsAndKeys } from './accounts-keys.js';
 import { Activity } from './activity.js';
+import { AuditLog } from './audit.js';
 import type { WireConnection } from './connection.js';
 import { Corrections } from './corrections.js';
 import { DashboardItems } from './dashboard.js';
 import { Holds } from './holds.js';
+import { Invitations } from './invitations.js';
 import { slicesOf, type TableNames } from './items.js';
 import { Keys } from './keys.js';
 import { Ledger } from './ledger.js';
+import { Team } from './team.js';
 import { type DynamoTimeouts, dynamoTimeouts } from './timeouts.js';
 import { Transfers } from './transfers.js';
 import { DynamoWire } from './wire.js';
@@ -52,6 +57,9 @@ export class DynamoStore implements Store {
   private readonly transfers: Transfers;
   private readonly dashboard: DashboardItems;
   private readonly activity: Activity;
+  private readonly team: Team;
+  private readonly invitations: Invitations;
+  private readonly auditLog: AuditLog;
 
   constructor(
     readonly client: DynamoDBClient,
@@ -69,6 +77,9 @@ export class DynamoStore implements Store {
     this.corrections = new Corrections(db, this.accounts.slices, this.transfers);
     this.dashboard = new DashboardItems(db);
     this.activity = new Activity(db);
+    this.team = new Team(db);
+    this.invitations = new Invitations(db);
+    this.auditLog = new AuditLog(db);
   }
 
   /** The generation ids among these that have a ledger entry (an eventually consistent read). */
@@ -105,14 +116,14 @@ export class DynamoStore implements Store {
   ): Promise<boolean> {
     return this.accounts.setAccountStatus(accountId, status, now, options);
   }
-  createKey(key: KeyRecord, options?: { maxActive?: number }): Promise<void> {
+  createKey(key: KeyRecord, options?: { maxActive?: number } & Audited): Promise<void> {
     return this.keys.createKey(key, options);
   }
   findKeyById(keyId: string): Promise<KeyRecord | undefined> {
     return this.keys.findKeyById(keyId);
   }
-  revokeKey(keyHash: string, now: string): Promise<KeyRecord> {
-    return this.keys.revokeKey(keyHash, now);
+  revokeKey(keyHash: string, now: string, options: Audited = {}): Promise<KeyRecord> {
+    return this.keys.revokeKey(keyHash, now, options);
   }
   listKeys(accountId: string): Promise<KeyRecord[]> {
     return this.keys.listKeys(accountId);
@@ -126,8 +137,16 @@ export class DynamoStore implements Store {
   keysUsage(accountId: string, keyIds: readonly string[]): Promise<Map<string, bigint>> {
     return this.accounts.slices.keysUsage(accountId, keyIds);
   }
-  setKeyDailyCap(accountId: string, keyId: string, capNano: bigint | undefined): Promise<KeyRecord> {
-    return this.keys.setKeyDailyCap(accountId, keyId, capNano);
+  setKeyDailyCap(
+    accountId: string,
+    keyId: string,
+    capNano: bigint | undefined,
+    options: Audited = {},
+  ): Promise<KeyRecord> {
+    return this.keys.setKeyDailyCap(accountId, keyId, capNano, options);
+  }
+  renameKey(accountId: string, keyId: string, name: string, audit: AuditEntry): Promise<void> {
+    return this.keys.renameKey(accountId, keyId, name, audit);
   }
   keyDailySpend(accountId: string, keyId: string, day: string): Promise<bigint> {
     return this.accounts.slices.keyDailySpend(accountId, keyId, day);
@@ -150,15 +169,21 @@ export class DynamoStore implements Store {
   ): Promise<'deferred' | 'already-settled'> {
     return this.holds.deferSettlement(entry, usageRecord, options);
   }
-  topUp(accountId: string, reference: string, amountNano: bigint, now: string): Promise<boolean> {
-    return this.ledger.topUp(accountId, reference, amountNano, now);
+  topUp(
+    accountId: string,
+    reference: string,
+    amountNano: bigint,
+    now: string,
+    options: Audited = {},
+  ): Promise<boolean> {
+    return this.ledger.topUp(accountId, reference, amountNano, now, options);
   }
   removeCredits(
     accountId: string,
     reference: string,
     amountNano: bigint,
     now: string,
-    options: { force?: boolean } = {},
+    options: { force?: boolean } & Audited = {},
   ): Promise<CorrectionOutcome> {
     return this.corrections.remove(accountId, reference, amountNano, now, options);
   }
@@ -236,5 +261,61 @@ export class DynamoStore implements Store {
   }
   linkUser(subject: string, accountId: string, now: string): Promise<string> {
     return this.dashboard.linkUser(subject, accountId, now);
+  }
+
+  addFirstOwner(member: Member, audit: AuditEntry): Promise<boolean> {
+    return this.team.addFirstOwner(member, audit);
+  }
+  getMember(accountId: string, subject: string): Promise<Member | undefined> {
+    return this.team.getMember(accountId, subject);
+  }
+  listMembers(accountId: string): Promise<Member[]> {
+    return this.team.listMembers(accountId);
+  }
+  membershipsOf(subject: string): Promise<Member[]> {
+    return this.team.membershipsOf(subject);
+  }
+  changeRole(accountId: string, subject: string, from: Role, to: Role, audit: AuditEntry): Promise<Member> {
+    return this.team.changeRole(accountId, subject, from, to, audit);
+  }
+  removeMember(accountId: string, subject: string, audit: AuditEntry): Promise<void> {
+    return this.team.removeMember(accountId, subject, audit);
+  }
+  transferOwnership(
+    accountId: string,
+    from: string,
+    to: string,
+    fromBecomes: Role,
+    audit: AuditEntry,
+  ): Promise<void> {
+    return this.team.transferOwnership(accountId, from, to, fromBecomes, audit);
+  }
+  createInvitation(invitation: Invitation, audit: AuditEntry): Promise<void> {
+    return this.invitations.createInvitation(invitation, audit);
+  }
+  listInvitations(accountId: string, nowSeconds: number): Promise<Invitation[]> {
+    return this.invitations.listInvitations(accountId, nowSeconds);
+  }
+  getInvitation(accountId: string, invitationId: string): Promise<Invitation | undefined> {
+    return this.invitations.getInvitation(accountId, invitationId);
+  }
+  revokeInvitation(accountId: string, invitationId: string, audit: AuditEntry): Promise<void> {
+    return this.invitations.revokeInvitation(accountId, invitationId, audit);
+  }
+  acceptInvitation(
+    accountId: string,
+    invitationId: string,
+    tokenHash: string,
+    person: { subject: string; email: string },
+    now: string,
+    audit: AuditEntry,
+  ): Promise<Member> {
+    return this.invitations.acceptInvitation(accountId, invitationId, tokenHash, person, now, audit);
+  }
+  appendAudit(entry: AuditEntry): Promise<void> {
+    return this.auditLog.appendAudit(entry);
+  }
+  listAudit(accountId: string, query: AuditQuery): Promise<AuditPage> {
+    return this.auditLog.listAudit(accountId, query);
   }
 }
