@@ -88,7 +88,7 @@ export function auditCsv(entries: AuditEntry[]): string {
 }
 
 /** The query string of the filters (and a cursor), for the CSV link and the next page. */
-export function filterQuery(filters: AuditFilters, after?: string): string {
+function filterQuery(filters: AuditFilters, after?: string): string {
   const query = new URLSearchParams();
   for (const [name, value] of Object.entries(filters)) if (value) query.set(name, value);
   if (after) query.set('after', after);

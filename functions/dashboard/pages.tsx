@@ -39,7 +39,7 @@ export function allowed(permission: Permission): boolean {
 }
 
 /** An account as its members see it named (accounts have no name of their own): its id's first characters. */
-export const accountLabel = (accountId: string) => accountId.replace(/^acct-/, '').slice(0, 8);
+const accountLabel = (accountId: string) => accountId.replace(/^acct-/, '').slice(0, 8);
 
 /** The header's account switcher: shown to a person who belongs to more than one account. */
 function AccountSwitcher() {

@@ -49,7 +49,7 @@ const POSTS: readonly (readonly [RegExp, Permission])[] = [
 const GETS: readonly (readonly [RegExp, Permission])[] = [[/^\/settings\/audit(\.csv)?$/, 'members']];
 
 /** The permission a signed-in request needs (`path` under /dashboard), or undefined: refused whatever the role. */
-export function permissionFor(method: string, path: string): Permission | undefined {
+function permissionFor(method: string, path: string): Permission | undefined {
   const table = method === 'GET' || method === 'HEAD' ? GETS : POSTS;
   const found = table.find(([pattern]) => pattern.test(path))?.[1];
   return found ?? (table === GETS ? 'read' : undefined);
@@ -146,7 +146,7 @@ export const actorOf = (member: Pick<Member, 'subject' | 'email'>): Actor => ({
  * itself) when it is forwarded, else the first address of `X-Forwarded-For` (as the client's proxy
  * chain reported it: informative, not proof).
  */
-export function clientIp(c: Context): string | undefined {
+function clientIp(c: Context): string | undefined {
   const viewer = c.req.header('cloudfront-viewer-address');
   const ip = viewer ? viewer.replace(/:\d+$/, '') : c.req.header('x-forwarded-for')?.split(',')[0]?.trim();
   return ip ? ip.slice(0, 64) : undefined;
