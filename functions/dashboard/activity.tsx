@@ -9,20 +9,12 @@
 import { stringify } from 'csv-stringify/sync';
 import { nanoToUsd } from '../core/money.js';
 import type { DaySpend, KeyRecord, LedgerEntry } from '../core/store.js';
+import { dayTotal, SpendChart, tiersOf } from './chart.js';
 import { Layout, usd, when } from './pages.js';
 
 export const ACTIVITY_DAYS = 30;
 export const ACTIVITY_PAGE = 50;
 
-/** The tiers in a stable order (the product's three first), and each one's bar colour. */
-const COLOURS = ['#2563eb', '#16a34a', '#d97706', '#9333ea', '#dc2626', '#0891b2'];
-const KNOWN = ['svc-fast', 'svc-pro', 'svc-heavy'];
-function tiersOf(days: DaySpend[]): string[] {
-  const seen = new Set(days.flatMap((d) => Object.keys(d.byTier)));
-  return [...KNOWN.filter((t) => seen.has(t)), ...[...seen].filter((t) => !KNOWN.includes(t)).sort()];
-}
-
-const dayTotal = (day: DaySpend) => Object.values(day.byTier).reduce((a, b) => a + b, 0n);
 const cost = (entry: LedgerEntry) => -entry.deltaNano;
 
 /** The rows the list shows and the CSV exports, in the same order: one place decides both. */
@@ -57,58 +49,6 @@ export function csvOf(charges: LedgerEntry[], keys: KeyRecord[]): string {
   );
 }
 
-function Chart(props: { days: DaySpend[]; tiers: string[] }) {
-  const width = 720;
-  const height = 220;
-  const bar = width / props.days.length;
-  // biome-ignore lint/complexity/useMathMinMax: bigints (Math.max takes numbers)
-  const max = props.days.reduce((m, d) => (dayTotal(d) > m ? dayTotal(d) : m), 0n);
-  const scale = (nano: bigint) => (max === 0n ? 0 : (Number(nano) / Number(max)) * (height - 30));
-  return (
-    <figure>
-      <svg
-        viewBox={`0 0 ${width} ${height}`}
-        width="100%"
-        role="img"
-        aria-label={`Spend per UTC day by tier, the last ${props.days.length} days; the table below has the numbers`}
-      >
-        {props.days.map((day, i) => {
-          let y = height - 20;
-          return (
-            <g>
-              {props.tiers.map((tier, t) => {
-                const h = scale(day.byTier[tier] ?? 0n);
-                y -= h;
-                return h > 0 ? (
-                  <rect x={i * bar + 2} y={y} width={bar - 4} height={h} fill={COLOURS[t % COLOURS.length]}>
-                    <title>{`${day.day} ${tier}: ${usd(day.byTier[tier] ?? 0n)}`}</title>
-                  </rect>
-                ) : null;
-              })}
-              {i % 5 === 4 || i === props.days.length - 1 ? (
-                <text x={i * bar + bar / 2} y={height - 4} font-size="10" text-anchor="middle" fill="#555">
-                  {day.day.slice(5)}
-                </text>
-              ) : null}
-            </g>
-          );
-        })}
-        <text x="4" y="12" font-size="11" fill="#555">{`max ${usd(max)} a day`}</text>
-      </svg>
-      <figcaption>
-        {props.tiers.map((tier, t) => (
-          <span class="legend">
-            <svg viewBox="0 0 10 10" width="10" height="10" aria-hidden="true">
-              <rect width="10" height="10" fill={COLOURS[t % COLOURS.length]} />
-            </svg>{' '}
-            {tier}{' '}
-          </span>
-        ))}
-      </figcaption>
-    </figure>
-  );
-}
-
 export function ActivityPage(props: {
   days: DaySpend[];
   keys: KeyRecord[];
@@ -120,6 +60,8 @@ export function ActivityPage(props: {
   const tiers = tiersOf(props.days);
   const tierTotal = (tier: string) => props.days.reduce((sum, d) => sum + (d.byTier[tier] ?? 0n), 0n);
   const total = props.days.reduce((sum, d) => sum + dayTotal(d), 0n);
+  // The table lists the days with spend only (a day of $0.00 says nothing the chart does not).
+  const spendDays = props.days.filter((d) => dayTotal(d) > 0n);
   const names = new Map(props.keys.map((k) => [k.keyId, k.name]));
   const listed = props.charges.reduce((sum, c) => sum + cost(c), 0n);
   const query = props.after ? `?after=${encodeURIComponent(props.after)}` : '';
@@ -127,9 +69,9 @@ export function ActivityPage(props: {
     <Layout title="Activity" signedIn={true}>
       <p class="hint">Days are UTC days, here, in the totals and in the export.</p>
       <h2>Spend per day, last {props.days.length} days</h2>
-      <Chart days={props.days} tiers={tiers} />
+      <SpendChart days={props.days} tiers={tiers} />
       <table class="spend-by-day">
-        <caption>Spend per UTC day by tier</caption>
+        <caption>Spend per UTC day by tier (days with spend)</caption>
         <thead>
           <tr>
             <th scope="col">Day (UTC)</th>
@@ -144,7 +86,12 @@ export function ActivityPage(props: {
           </tr>
         </thead>
         <tbody>
-          {props.days.map((day) => (
+          {spendDays.length === 0 ? (
+            <tr>
+              <td colspan={tiers.length + 2}>No spend in these {props.days.length} days.</td>
+            </tr>
+          ) : null}
+          {spendDays.map((day) => (
             <tr>
               <th scope="row">{day.day}</th>
               {tiers.map((tier) => (

@@ -24,7 +24,8 @@ import { accountForSignIn } from './accounts.js';
 import type { DashboardDeps, DashboardEnv } from './deps.js';
 import { acceptAtSignIn, inviteRoutes } from './invite-routes.js';
 import { SignInError } from './oidc.js';
-import { HomePage, MessagePage } from './pages.js';
+import { OverviewPage, readOverview } from './overview.js';
+import { MessagePage, WelcomePage } from './pages.js';
 import { customerRoutes } from './pages-routes.js';
 import { endSession, isDashboardPath, keepSignIn, startSession, takeSignIn } from './sessions.js';
 import { COPY_SCRIPT, FAVICON, STYLESHEET } from './static.js';
@@ -123,7 +124,7 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
   // Overview: a removed member's session ends here too (sessionMember), and they see the welcome page.
   app.get('/', async (c) => {
     const found = await sessionMember(c, store, now());
-    if (found === undefined || found === 'removed') return c.html(<HomePage />);
+    if (found === undefined || found === 'removed') return c.html(<WelcomePage />);
     const { session, member } = found;
     c.set('session', session);
     c.set('member', member);
@@ -132,7 +133,8 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
       store.membershipsOf(member.subject),
     ]);
     c.set('memberships', memberships);
-    return c.html(account ? <HomePage account={account} /> : <HomePage />);
+    if (!account) return c.html(<WelcomePage />);
+    return c.html(<OverviewPage overview={await readOverview(store, account, now(), deps.publicOrigin)} />);
   });
 
   // `?fresh=<dashboard path>`: a sign-in again, asked for before an action that can spend money

@@ -76,7 +76,7 @@ export function Layout(props: { title: string; signedIn: boolean; children?: Chi
       <body>
         <header>
           <a class="brand" href="/dashboard/">
-            Dashboard
+            Hosted model API
           </a>
           {props.signedIn ? (
             <nav>
@@ -116,39 +116,16 @@ export function MessagePage(props: { title: string; message: string; signedIn: b
   );
 }
 
-export function HomePage(props: { account?: AccountRecord }) {
-  if (!props.account)
-    return (
-      <Layout title="Welcome" signedIn={false}>
-        <p>Sign in to manage your API keys and buy credits.</p>
-        <p>
-          <a class="button" href="/dashboard/sign-in">
-            Sign in
-          </a>
-        </p>
-      </Layout>
-    );
+/** The signed-out front page (a signed-in customer's is the Overview, overview.tsx). */
+export function WelcomePage() {
   return (
-    <Layout title="Overview" signedIn={true}>
-      <StatusNotice account={props.account} />
+    <Layout title="Welcome" signedIn={false}>
+      <p>Sign in to manage your API keys and buy credits.</p>
       <p>
-        Balance: <strong class="balance">{usd(props.account.balanceNano)}</strong>
+        <a class="button" href="/dashboard/sign-in">
+          Sign in
+        </a>
       </p>
-      <ul>
-        <li>
-          <a href="/dashboard/settings/api">Settings → API</a>: create and revoke keys
-        </li>
-        <li>
-          <a href="/dashboard/billing">Billing</a>: buy credits, see top-ups and refunds
-        </li>
-        <li>
-          <a href="/dashboard/activity">Activity</a>: spend per day, per tier and per key, every request
-        </li>
-        <li>
-          <a href="/dashboard/settings/members">Settings → Members</a>: who can use this account, and their
-          roles
-        </li>
-      </ul>
     </Layout>
   );
 }

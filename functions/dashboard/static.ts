@@ -33,9 +33,29 @@ form.inline, form.amounts, .copy { display: flex; gap: .5rem; align-items: cente
 .error { color: var(--danger); font-weight: 600; }
 .hint { color: var(--muted); }
 .balance { font-size: 1.3em; }
+button.secondary { background: none; color: var(--accent); padding: .15rem .6rem; font-size: .9em; }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(14rem, 1fr)); gap: 1rem; margin: 1rem 0 1.5rem; }
+.card { border: 1px solid #8884; border-radius: 10px; padding: .9rem 1.1rem; }
+.card h2 { font-size: .95rem; font-weight: 600; color: var(--muted); margin: 0; }
+.figure { font-size: 1.6rem; font-weight: 650; margin: .2rem 0 .4rem; font-variant-numeric: tabular-nums; }
+.chart { margin: 0 0 1rem; }
+.chart > svg { display: block; max-width: 100%; height: auto; }
+.legend svg { vertical-align: baseline; }
+.legend { margin-right: .8rem; white-space: nowrap; }
+.snippet { border: 1px solid #8884; border-radius: 8px; margin: .75rem 0; overflow: hidden; }
+.snippet-head { display: flex; justify-content: space-between; align-items: center; padding: .3rem .75rem;
+  border-bottom: 1px solid #8884; font-size: .9em; color: var(--muted); }
+pre { margin: 0; padding: .75rem; overflow-x: auto; font: 13px/1.45 ui-monospace, monospace; }
+code { font-family: ui-monospace, monospace; font-size: .92em; overflow-wrap: anywhere; }
+.table-scroll { overflow-x: auto; }
 @media (max-width: 40rem) {
-  header { flex-wrap: wrap; padding: .75rem 1rem; }
+  header { flex-wrap: wrap; padding: .6rem 1rem; gap: .4rem 1rem; }
+  header nav { flex-wrap: wrap; gap: .4rem .9rem; }
   main { padding: 1rem; }
+  h1 { font-size: 1.5rem; }
+  table { display: block; overflow-x: auto; }
+  caption { max-width: calc(100vw - 2rem); }
+  .chart text { font-size: 20px; }
   .copy input { min-width: 0; width: 100%; }
   table.stack thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
   table.stack, table.stack tbody, table.stack tr, table.stack td { display: block; width: 100%; }
@@ -46,16 +66,20 @@ form.inline, form.amounts, .copy { display: flex; gap: .5rem; align-items: cente
 .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
 `;
 
-/** Copies the input a `data-copy` button names; the readonly input is selectable without it. */
+/**
+ * Copies what a `data-copy` button names: an input's value (a new key; the readonly input is
+ * selectable without it) or an element's text (the Overview's base URL and snippets).
+ */
 export const COPY_SCRIPT = `document.addEventListener('click', function (event) {
   var button = event.target.closest && event.target.closest('button[data-copy]');
   if (!button) return;
-  var input = document.getElementById(button.getAttribute('data-copy'));
-  if (!input) return;
-  input.select();
+  var target = document.getElementById(button.getAttribute('data-copy'));
+  if (!target) return;
+  var text = 'value' in target ? target.value : target.textContent;
+  if (target.select) target.select();
   var done = function () { button.textContent = 'Copied'; };
-  if (navigator.clipboard) navigator.clipboard.writeText(input.value).then(done, function () {});
-  else if (document.execCommand('copy')) done();
+  if (navigator.clipboard) navigator.clipboard.writeText(text).then(done, function () {});
+  else if (target.select && document.execCommand('copy')) done();
 });
 `;
 

@@ -13,8 +13,9 @@
  *
  * Every wait is on the page (a URL, a selector), on the stand-in's deliveries or on the ledger (polled
  * with a deadline: a settlement is written after its reply), never a sleep. A screenshot of each page
- * (and the downloaded activity.csv) goes to test-results/dashboard/ (git-ignored). The README's image,
- * docs/images/dashboard-billing.png, is billing-after.png copied by hand: a run leaves tracked files
+ * at 1280 and 390 px (judged: no sideways scroll, no axe-core violation; test/support/page-checks.ts)
+ * and the downloaded activity.csv go to test-results/dashboard/ (git-ignored). The README's image,
+ * docs/images/dashboard-billing.png, is billing-after-1280.png copied by hand: a run leaves tracked files
  * alone. Without /usr/bin/chromium the file is skipped with a message, except in CI (CI=true), where
  * it fails.
  */
@@ -32,6 +33,7 @@ import { REPO_ROOT } from '../../lib/infra/service-function.js';
 import type { LocalStack } from '../../lib/local/stack.js';
 import type { SentEvent } from '../../lib/local/stripe/state.js';
 import { chromiumMissing, launchChromium } from '../support/chromium.js';
+import { judgePage } from '../support/page-checks.js';
 import { eventually } from '../support/sse.js';
 import { startTarget, type Target } from '../support/target.js';
 
@@ -57,7 +59,7 @@ beforeAll(async () => {
   [target, browser] = await Promise.all([startTarget({ env: { KEY_DAILY_CAPS: 'on' } }), launchChromium()]);
   local = target.local as LocalStack;
   context = await browser.newContext({
-    viewport: { width: 1100, height: 760 },
+    viewport: { width: 1280, height: 800 },
     colorScheme: 'light',
     locale: 'en-US',
     // The Activity page's CSV link is a download (download="activity.csv", an attachment).
@@ -83,7 +85,14 @@ afterAll(async () => {
   await target?.stop();
 });
 
-const shot = (name: string) => page.screenshot({ path: `${SHOTS}/${name}.png`, fullPage: true });
+/** What the dashboard's pages got wrong at 1280 or 390 px (sideways scroll, axe-core violations). */
+const judged: string[] = [];
+/** A screenshot of the page as it is; a dashboard page is also judged at 1280 and 390 px (page-checks.ts). */
+const shot = async (name: string) => {
+  if (!new URL(page.url()).pathname.startsWith('/dashboard'))
+    return void (await page.screenshot({ path: `${SHOTS}/${name}.png`, fullPage: true }));
+  judged.push(...(await judgePage(page, SHOTS, name)));
+};
 const text = async (selector: string) => ((await page.locator(selector).first().textContent()) ?? '').trim();
 /** A cell's dollar amount as the dashboard prints it ("$0.000012345") -> nano-USD, exactly. */
 const nanoOf = (cell: string) => {
@@ -328,8 +337,10 @@ describe('the dashboard in headless Chromium (local OpenID provider, Stripe stan
     const spendTable = page.locator('table.spend-by-day');
     const columns = (await spendTable.locator('thead th').allTextContents()).map((t) => t.trim());
     expect(columns).toEqual(['Day (UTC)', 'svc-fast', 'svc-pro', 'Total']);
+    // Its rows are the days with spend, each day's sum equal to the ledger's (the chart has all 30).
     const dayRows = await bodyRows(spendTable, 'th, td');
-    expect(dayRows).toHaveLength(30);
+    const spendDays = new Set(charges.map((e) => utcDay(e.createdAt)));
+    expect(dayRows).toHaveLength(spendDays.size);
     const today = dayRows.at(-1)?.[0];
     // The page's today is the UTC day of now (or of just before, if it crossed midnight since).
     expect([utcDay(new Date(Date.now() - 60_000).toISOString()), utcDay(new Date().toISOString())]).toContain(
@@ -367,6 +378,26 @@ describe('the dashboard in headless Chromium (local OpenID provider, Stripe stan
       expect.arrayContaining([`${today} svc-fast: ${todayRow[1]}`, `${today} svc-pro: ${todayRow[2]}`]),
     );
     await shot('activity');
+
+    // The Overview: this month's and the last 30 days' spend equal to the ledger's, the balance the
+    // account's, and a quick start naming the base URL and the key's prefix (never the key).
+    await go(
+      () => page.locator('header').getByRole('link', { name: 'Hosted model API' }).click(),
+      (u) => u.href === local.dashboardUrl,
+    );
+    expect(nanoOf(await text('[data-figure="30d"]'))).toBe(spent);
+    expect(nanoOf(await text('[data-figure="month"]'))).toBe(spent);
+    expect(nanoOf(await text('[data-figure="balance"]'))).toBe(
+      (await store.getAccount(accountId))?.balanceNano,
+    );
+    expect(await text('#base-url')).toBe(target.baseUrl);
+    expect(await page.locator('main').textContent()).toContain(keyRecord?.displayPrefix as string);
+    expect(await page.locator('main').textContent()).not.toContain(key);
+    await shot('overview');
+    await go(
+      () => page.locator('header nav').getByRole('link', { name: 'Activity' }).click(),
+      (u) => u.pathname === '/dashboard/activity',
+    );
 
     // The CSV, downloaded by the browser from the page's link: the page's rows, equal to the ledger's.
     const [download] = await Promise.all([
@@ -514,7 +545,9 @@ describe('the dashboard in headless Chromium (local OpenID provider, Stripe stan
       (u) => u.href === local.dashboardUrl,
     );
     expect(await text('h1')).toBe('Welcome');
+    await shot('welcome');
 
     expect(problems).toEqual([]);
+    expect(judged).toEqual([]);
   }, 150_000);
 });
