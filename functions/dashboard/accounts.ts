@@ -48,7 +48,7 @@ async function makeOwner(store: Store, accountId: string, person: Person, now: s
   return store.addFirstOwner(
     member,
     auditEntry(accountId, actor, 'member.joined', now, {
-      target: person.subject,
+      target: person.email || person.subject,
       details: { role: 'owner', how },
     }),
   );

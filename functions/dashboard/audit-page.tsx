@@ -160,11 +160,13 @@ export function AuditPage(props: {
           ) : (
             props.entries.map((e) => (
               <tr>
-                <td data-label="Time">{when(e.at)}</td>
+                <td data-label="Time" class="when">
+                  {when(e.at)}
+                </td>
                 <td data-label="Who">{who(e)}</td>
                 <td data-label="Action">{ACTION_NAMES[e.action] ?? e.action}</td>
-                <td data-label="Target">{e.target ?? ''}</td>
-                <td data-label="Details">{detailsOf(e)}</td>
+                <td data-label="Target" class="long">{e.target ?? ''}</td>
+                <td data-label="Details" class="long">{detailsOf(e)}</td>
                 <td data-label="IP address">{e.ip ?? ''}</td>
               </tr>
             ))

@@ -66,7 +66,7 @@ function KeyCapCell(props: { keyRecord: KeyRecord; spentNano: bigint }) {
       </p>
       <form method="post" action={`/dashboard/settings/api/keys/${key.keyId}/cap`} class="inline">
         <label for={`cap-${key.keyId}`}>Daily cap, USD (empty: none)</label>
-        <input id={`cap-${key.keyId}`} name="cap" inputmode="decimal" maxlength={12} />
+        <input id={`cap-${key.keyId}`} name="cap" inputmode="decimal" maxlength={12} size={8} />
         <button type="submit">Set cap</button>
       </form>
     </>
@@ -114,7 +114,7 @@ function KeyActions(props: { keyRecord: KeyRecord }) {
         <label for={`rename-${keyId}`} class="visually-hidden">
           New name for {name}
         </label>
-        <input id={`rename-${keyId}`} name="name" required maxlength={128} value={name} size={14} />
+        <input id={`rename-${keyId}`} name="name" required maxlength={128} value={name} size={12} />
         <button type="submit">Rename</button>
       </form>
       <form method="post" action={`/dashboard/settings/api/keys/${keyId}/revoke`}>
@@ -206,8 +206,10 @@ function KeysPage(props: {
                 <td data-label="Key">
                   <code>{key.displayPrefix}</code>
                 </td>
-                <td data-label="Created">{when(key.createdAt)}</td>
-                <td data-label="Created by">{key.createdBy?.email ?? key.createdBy?.subject ?? '—'}</td>
+                <td data-label="Created">
+                  {when(key.createdAt)}
+                </td>
+                <td data-label="Created by" class="long">{key.createdBy?.email ?? key.createdBy?.subject ?? '—'}</td>
                 <td data-label="Status">{status(key)}</td>
                 {spent ? (
                   <td data-label="Daily spend cap">

@@ -119,7 +119,9 @@ export function MembersPage(props: {
                 {m.subject === me.subject ? ' (you)' : ''}
               </td>
               <td data-label="Role">{ROLE_NAMES[m.role]}</td>
-              <td data-label="Joined">{when(m.joinedAt)}</td>
+              <td data-label="Joined" class="when">
+                {when(m.joinedAt)}
+              </td>
               <td>{mayManage(m) ? <MemberActions member={m} owners={owners} /> : null}</td>
             </tr>
           ))}
@@ -168,7 +170,9 @@ export function MembersPage(props: {
               <tr>
                 <td data-label="E-mail">{invitation.email}</td>
                 <td data-label="Role">{ROLE_NAMES[invitation.role]}</td>
-                <td data-label="Expires">{when(new Date(invitation.expiresAt * 1000).toISOString())}</td>
+                <td data-label="Expires" class="when">
+                  {when(new Date(invitation.expiresAt * 1000).toISOString())}
+                </td>
                 <td>
                   {manage && (invitation.role !== 'owner' || owners) ? (
                     <form

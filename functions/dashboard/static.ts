@@ -48,6 +48,9 @@ button.secondary { background: none; color: var(--accent); padding: .15rem .6rem
 pre { margin: 0; padding: .75rem; overflow-x: auto; font: 13px/1.45 ui-monospace, monospace; }
 code { font-family: ui-monospace, monospace; font-size: .92em; overflow-wrap: anywhere; }
 .table-scroll { overflow-x: auto; }
+table.stack td { overflow-wrap: break-word; }
+table.stack td.long { overflow-wrap: anywhere; }
+table.stack td.when, table.stack td code { white-space: nowrap; overflow-wrap: normal; }
 @media (max-width: 40rem) {
   header { flex-wrap: wrap; padding: .6rem 1rem; gap: .4rem 1rem; }
   header nav { flex-wrap: wrap; gap: .4rem .9rem; }
@@ -61,7 +64,9 @@ code { font-family: ui-monospace, monospace; font-size: .92em; overflow-wrap: an
   table.stack, table.stack tbody, table.stack tr, table.stack td { display: block; width: 100%; }
   table.stack tr { border-bottom: 1px solid #8886; padding: .4rem 0; }
   table.stack td { border: 0; padding: .15rem 0; overflow-wrap: anywhere; }
+  table.stack td.when { white-space: normal; }
   table.stack td[data-label]::before { content: attr(data-label) ": "; font-weight: 600; }
+  table.stack caption { display: block; max-width: none; }
 }
 .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
 `;
