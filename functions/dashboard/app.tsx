@@ -123,16 +123,13 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
 
   // Overview: a removed member's session ends here too (sessionMember), and they see the welcome page.
   app.get('/', async (c) => {
-    const found = await sessionMember(c, store, now());
+    const found = await sessionMember(c, store, now(), { memberships: true });
     if (found === undefined || found === 'removed') return c.html(<WelcomePage />);
-    const { session, member } = found;
+    const { session, member, memberships = [] } = found;
     c.set('session', session);
     c.set('member', member);
-    const [account, memberships] = await Promise.all([
-      store.getAccount(session.accountId),
-      store.membershipsOf(member.subject),
-    ]);
     c.set('memberships', memberships);
+    const account = await store.getAccount(session.accountId);
     if (!account) return c.html(<WelcomePage />);
     return c.html(<OverviewPage overview={await readOverview(store, account, now(), deps.publicOrigin)} />);
   });

@@ -165,8 +165,12 @@ export function AuditPage(props: {
                 </td>
                 <td data-label="Who">{who(e)}</td>
                 <td data-label="Action">{ACTION_NAMES[e.action] ?? e.action}</td>
-                <td data-label="Target" class="long">{e.target ?? ''}</td>
-                <td data-label="Details" class="long">{detailsOf(e)}</td>
+                <td data-label="Target" class="long">
+                  {e.target ?? ''}
+                </td>
+                <td data-label="Details" class="long">
+                  {detailsOf(e)}
+                </td>
                 <td data-label="IP address">{e.ip ?? ''}</td>
               </tr>
             ))

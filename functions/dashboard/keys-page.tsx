@@ -206,10 +206,10 @@ function KeysPage(props: {
                 <td data-label="Key">
                   <code>{key.displayPrefix}</code>
                 </td>
-                <td data-label="Created">
-                  {when(key.createdAt)}
+                <td data-label="Created">{when(key.createdAt)}</td>
+                <td data-label="Created by" class="long">
+                  {key.createdBy?.email ?? key.createdBy?.subject ?? '—'}
                 </td>
-                <td data-label="Created by" class="long">{key.createdBy?.email ?? key.createdBy?.subject ?? '—'}</td>
                 <td data-label="Status">{status(key)}</td>
                 {spent ? (
                   <td data-label="Daily spend cap">

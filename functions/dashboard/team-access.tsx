@@ -87,16 +87,21 @@ export function forbidden(c: Context, role: Member['role'], needed: Permission |
 /**
  * The request's session and its member, or why there is none: no live session, or 'removed' (the
  * person is not a member of the session's account any more: the session is ended here, at once).
+ * With `memberships`, the person's accounts too (the header's switcher), read beside the member.
  */
 export async function sessionMember(
   c: Context,
   store: Store,
   now: Date,
-): Promise<{ session: DashboardSession; member: Member } | 'removed' | undefined> {
+  options: { memberships?: boolean } = {},
+): Promise<{ session: DashboardSession; member: Member; memberships?: Member[] } | 'removed' | undefined> {
   const session = await currentSession(c, store, now);
   if (!session) return undefined;
-  const member = await store.getMember(session.accountId, session.subject);
-  if (member) return { session, member };
+  const [member, memberships] = await Promise.all([
+    store.getMember(session.accountId, session.subject),
+    options.memberships ? store.membershipsOf(session.subject) : undefined,
+  ]);
+  if (member) return { session, member, ...(memberships ? { memberships } : {}) };
   await endSession(c, store);
   return 'removed';
 }
@@ -121,15 +126,15 @@ function signedOut(c: Context, removed: boolean) {
 /** The signed-in routes' gate: a live session, its member read now, and the route's permission. */
 export function signedInMember(store: Store, now: () => Date): MiddlewareHandler<DashboardEnv> {
   return async (c, next) => {
-    const found = await sessionMember(c, store, now());
+    // The header's account switcher, on pages only (a GET).
+    const found = await sessionMember(c, store, now(), { memberships: c.req.method === 'GET' });
     if (found === undefined || found === 'removed') return signedOut(c, found === 'removed');
-    const { session, member } = found;
+    const { session, member, memberships } = found;
     c.set('session', session);
     c.set('member', member);
+    if (memberships) c.set('memberships', memberships);
     const needed = permissionFor(c.req.method, c.req.path.replace(/^\/dashboard/, ''));
     if (!needed || !can(member.role, needed)) return forbidden(c, member.role, needed);
-    // The header's account switcher, on pages only.
-    if (c.req.method === 'GET') c.set('memberships', await store.membershipsOf(member.subject));
     return next();
   };
 }

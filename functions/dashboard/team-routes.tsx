@@ -92,12 +92,20 @@ export function teamRoutes(routes: Hono<DashboardEnv>, deps: DashboardDeps, now:
   };
 
   routes.get('/settings/members', async (c) => {
-    const notice = await takeNotice(store, c.var.session, now());
+    const { accountId } = c.var.session;
+    const [notice, members, invitations] = await Promise.all([
+      takeNotice(store, c.var.session, now()),
+      store.listMembers(accountId),
+      store.listInvitations(accountId, Math.floor(now().getTime() / 1000)),
+    ]);
     return c.html(
-      await page(c, {
-        ...(notice?.invited ? { invited: notice.invited } : {}),
-        ...(notice?.done ? { done: notice.done } : {}),
-      }),
+      <MembersPage
+        me={c.var.member}
+        members={members}
+        invitations={invitations}
+        {...(notice?.invited ? { invited: notice.invited } : {})}
+        {...(notice?.done ? { done: notice.done } : {})}
+      />,
     );
   });
 
