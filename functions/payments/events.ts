@@ -33,6 +33,7 @@
  * account credits nothing. Taking back may leave a balance below zero, as the product allows.
  */
 import { AccountNotFoundError, type Store } from '../core/store.js';
+import { type AuditAction, auditEntry } from '../core/team.js';
 import { AUTO_TOP_UP_KIND, SAVE_CARD_KIND, switchedOffMessage, type WatchStore } from '../core/watch.js';
 import { CURRENCY, centsOf, centsToNano } from './amounts.js';
 import { recordPayment } from './metrics.js';
@@ -195,8 +196,15 @@ async function creditSession(
       intentAmount: owner.intent.amount,
     });
   const intentId = paymentIntent as string;
+  const now = deps.now();
   const written = await forAccount(() =>
-    deps.store.topUp(accountId, paymentReference(intentId), centsToNano(cents), deps.now()),
+    deps.store.topUp(
+      accountId,
+      paymentReference(intentId),
+      centsToNano(cents),
+      now,
+      byStripe(accountId, 'purchase', intentId, cents, now),
+    ),
   );
   if (written instanceof AccountNotFoundError) return notCredited(event, 'no such account', details);
   if (written)
@@ -204,6 +212,15 @@ async function creditSession(
   if (asObject(session.metadata)[KIND_METADATA_KEY] === SAVE_CARD_KIND)
     await recordSavedCard(accountId, session, owner.intent, deps);
   return { kind: written ? 'credited' : 'already-credited', accountId, paymentIntent: intentId, cents };
+}
+
+/**
+ * The audit entry of a change Stripe made (a purchase, a refund, a dispute), by the webhook or the
+ * reconciler alike, written with the change: its reference and amount, no secret.
+ */
+function byStripe(accountId: string, action: AuditAction, target: string, cents: number, now: string) {
+  const amount = `$${Math.trunc(cents / 100)}.${String(cents % 100).padStart(2, '0')}`;
+  return { audit: auditEntry(accountId, { kind: 'stripe' }, action, now, { target, details: { amount } }) };
 }
 
 /** The card a save-card Checkout saved (every delivery records it again: a set of the same values). */
@@ -252,8 +269,11 @@ async function creditAutoTopUp(
   if (intent.currency !== CURRENCY) return notCredited(event, 'currency is not USD', details);
   const cents = centsOf(intent.amount_received);
   if (!cents) return { kind: 'ignored', reason: 'nothing received' };
+  const now = deps.now();
+  const { audit } = byStripe(topUp.accountId, 'purchase', intentId, cents, now);
+  audit.details = { ...audit.details, kind: 'auto top-up' };
   const written = await forAccount(() =>
-    deps.store.topUp(topUp.accountId, paymentReference(intentId), centsToNano(cents), deps.now()),
+    deps.store.topUp(topUp.accountId, paymentReference(intentId), centsToNano(cents), now, { audit }),
   );
   if (written instanceof AccountNotFoundError) return notCredited(event, 'no such account', details);
   if (written) recordPayment('credited', 'stripe auto top-up credited', { ...details, cents });
@@ -307,9 +327,11 @@ async function takeBackRefunds(
     if (!REFUND_COUNTS.has(refund.status ?? '') || refund.currency !== CURRENCY) continue;
     const amount = centsOf(refund.amount);
     if (!amount) continue;
+    const now = deps.now();
     const outcome = await forAccount(() =>
-      deps.store.removeCredits(accountId, refundReference(refund.id), centsToNano(amount), deps.now(), {
+      deps.store.removeCredits(accountId, refundReference(refund.id), centsToNano(amount), now, {
         force: true,
+        ...byStripe(accountId, 'refund', refund.id, amount, now),
       }),
     );
     if (outcome instanceof AccountNotFoundError)
@@ -340,9 +362,11 @@ async function takeBackDispute(
   const owner = await accountOfIntent(deps, idOf(dispute.payment_intent));
   if ('reason' in owner) return notCredited(event, owner.reason, details);
   const { accountId } = owner;
+  const now = deps.now();
   const outcome = await forAccount(() =>
-    deps.store.removeCredits(accountId, disputeReference(disputeId), centsToNano(cents), deps.now(), {
+    deps.store.removeCredits(accountId, disputeReference(disputeId), centsToNano(cents), now, {
       force: true,
+      ...byStripe(accountId, 'dispute', disputeId, cents, now),
     }),
   );
   if (outcome instanceof AccountNotFoundError)

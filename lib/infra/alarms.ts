@@ -23,7 +23,7 @@ import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { BALANCE_CHECK_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
-import { DASHBOARD_TABLE, TABLES, type TableDefinition } from '../tables.js';
+import { AUDIT_TABLE, DASHBOARD_TABLE, TABLES, type TableDefinition, TEAM_TABLE } from '../tables.js';
 import { BILLED_SEARCH } from './generation-metrics.js';
 
 /**
@@ -92,7 +92,14 @@ export interface AlarmsProps {
   usageLines: ILogGroup;
   /** The vault of the tables' daily backups (prod only): a backup job that fails notifies the topic. */
   backupVault?: IBackupVault;
-  tables: { keys: TableV2; accounts: TableV2; ledger: TableV2; holds: TableV2 };
+  tables: {
+    keys: TableV2;
+    accounts: TableV2;
+    ledger: TableV2;
+    holds: TableV2;
+    team: TableV2;
+    audit: TableV2;
+  };
   /** The dashboard's table (sessions, user links), where the dashboard is deployed: alarmed as the others. */
   dashboardTable?: TableV2;
 }
@@ -357,6 +364,8 @@ export class Alarms extends Construct {
       ['Accounts', tables.accounts, TABLES.accounts],
       ['Ledger', tables.ledger, TABLES.ledger],
       ['Holds', tables.holds, TABLES.holds],
+      ['Team', tables.team, TEAM_TABLE],
+      ['Audit', tables.audit, AUDIT_TABLE],
       ...(props.dashboardTable
         ? [['Dashboard', props.dashboardTable, DASHBOARD_TABLE] as [string, TableV2, TableDefinition]]
         : []),

@@ -49,7 +49,7 @@ import { modelCatalog } from '../../functions/core/catalog.js';
 import { parseTierConfig, singleUpstreamConfig } from '../../functions/core/tiers.js';
 import { ORIGIN_READ_TIMEOUT_SECONDS } from '../../functions/shared/limits.js';
 import { BALANCE_CHECK_INTERVAL_MINUTES, SWEEP_INTERVAL_MINUTES } from '../../functions/sweeper/schedule.js';
-import { TABLE_ENV } from '../tables.js';
+import { AUDIT_TABLE_ENV, TABLE_ENV } from '../tables.js';
 import { Alarms } from './alarms.js';
 import { TableBackups } from './backup.js';
 import { BalanceWatch } from './balance-watch.js';
@@ -231,8 +231,12 @@ export class ApiStack extends Stack {
       ...(props.tableMaxReadUnits !== undefined ? { maxReadRequestUnits: props.tableMaxReadUnits } : {}),
       ...(props.tableMaxWriteUnits !== undefined ? { maxWriteRequestUnits: props.tableMaxWriteUnits } : {}),
     });
-    // Daily AWS Backup recovery points of the money tables in prod (docs/deploy.md, "Restoring a table").
-    if (!sandbox) new TableBackups(this, 'Backups', { tables: [tables.accounts, tables.ledger] });
+    // Daily AWS Backup recovery points of the money tables, the team's and the audit log in prod
+    // (docs/deploy.md, "Restoring a table").
+    if (!sandbox)
+      new TableBackups(this, 'Backups', {
+        tables: [tables.accounts, tables.ledger, tables.team, tables.audit],
+      });
     const upstreamSecret = new Secret(this, 'UpstreamCredentials', {
       description: 'Upstream provider API keys: a JSON object from credential name to key',
       // Created as {} (not a random string): a request before the keys are put answers a 500 naming
@@ -552,9 +556,11 @@ export class ApiStack extends Stack {
     });
 
     // Stripe's webhook (payments.ts), behind the distribution with the API.
+    // The functions that write the audit log are told of its table (its entries are theirs to Put).
+    const auditEnv = { [AUDIT_TABLE_ENV]: tables.audit.tableName };
     const payments = new Payments(this, 'Stripe', {
       tables,
-      tableEnv,
+      tableEnv: { ...tableEnv, ...auditEnv },
       logRetention,
       removalPolicy,
       originSecret,
@@ -729,7 +735,7 @@ export class ApiStack extends Stack {
     // The payments reconciler (reconciler.ts): the Stripe events the webhook missed, applied on a schedule.
     new Reconciler(this, 'Reconcile', {
       tables,
-      tableEnv,
+      tableEnv: { ...tableEnv, ...auditEnv },
       stripeSecret: payments.secret,
       ...(dashboard ? { dashboard: { table: dashboard.table, billingUrl: dashboard.billingUrl } } : {}),
       alarmTopic: monitoring.topic,

@@ -5,7 +5,8 @@ import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
 
 /**
- * Daily AWS Backup recovery points of the tables that hold money (accounts, ledger), kept 35 days in
+ * Daily AWS Backup recovery points of the tables that hold money (accounts, ledger) and of the team
+ * table and the audit log (who may act on an account, and what they did), kept 35 days in
  * a retained vault, beside the tables' own point-in-time recovery (35 days, to the second). The
  * restore runbook is in docs/deploy.md ("Restoring a table"). AWS Backup assumes a role of its own, not
  * AWS's managed service-role policy AWSBackupServiceRolePolicyForBackup (which reaches every table and
@@ -27,7 +28,7 @@ export class TableBackups extends Construct {
     this.plan = BackupPlan.daily35DayRetention(this, 'Plan', this.vault);
     const role = new Role(this, 'Role', {
       assumedBy: new ServicePrincipal('backup.amazonaws.com'),
-      description: 'AWS Backup: daily recovery points of the accounts and ledger tables',
+      description: 'AWS Backup: daily recovery points of the accounts, ledger, team and audit tables',
     });
     const tableArns = props.tables.map((table) => table.tableArn);
     role.addToPolicy(

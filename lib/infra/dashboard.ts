@@ -42,7 +42,14 @@ import type { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import { SIGN_UP_LIMIT_DEFAULTS, SIGN_UP_LIMIT_ENV } from '../../functions/sign-up-guard/guard.js';
-import { DASHBOARD_TABLE, DASHBOARD_TABLE_ENV, TABLES } from '../tables.js';
+import {
+  AUDIT_TABLE_ENV,
+  DASHBOARD_TABLE,
+  DASHBOARD_TABLE_ENV,
+  TABLES,
+  TEAM_TABLE,
+  TEAM_TABLE_ENV,
+} from '../tables.js';
 import { EDGE_ORIGINS } from './edge-routes.js';
 import type { EmailSending } from './email.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
@@ -97,7 +104,14 @@ export interface DashboardProps {
    * region. Default: the context value `authDomainPrefix`, else `hosted-model-api-<stage>-<account id>`.
    */
   authDomainPrefix?: string;
-  tables: { keys: TableV2; accounts: TableV2; ledger: TableV2; holds: TableV2 };
+  tables: {
+    keys: TableV2;
+    accounts: TableV2;
+    ledger: TableV2;
+    holds: TableV2;
+    team: TableV2;
+    audit: TableV2;
+  };
   /** The stack's e-mail (email.ts): the pool's codes go out through SES from its sender. */
   email: EmailSending;
   /** The table names, as every function gets them. */
@@ -274,6 +288,8 @@ export class Dashboard extends Construct {
         // pages' CSP must let the sign-out form's redirect go there.
         OIDC_SIGN_OUT_ORIGIN: this.domain.baseUrl(),
         OIDC_CLIENT_SECRET_ARN: this.clientSecret.secretArn,
+        [TEAM_TABLE_ENV]: tables.team.tableName,
+        [AUDIT_TABLE_ENV]: tables.audit.tableName,
         STRIPE_SECRET_ARN: props.stripeSecret.secretArn,
         ORIGIN_VERIFY_SECRET_ARN: props.originSecret.secretArn,
         // Settings → API shows and sets a key's cap only with -c keyDailyCaps=true.
@@ -318,6 +334,34 @@ export class Dashboard extends Construct {
     // - the ledger: the billing history, two Queries of the account's partition by entry id prefix.
     fn.addToRolePolicy(
       new PolicyStatement({ actions: ['dynamodb:Query'], resources: [tables.ledger.tableArn] }),
+    );
+    // - the team (functions/adapters/dynamodb/team.ts, invitations.ts): a member read (every request),
+    //   members and invitations listed (Query), the memberships of a person (the byMember index);
+    //   changes as transactions of Puts, Updates (a role, the owners count) and Deletes;
+    fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: [
+          'dynamodb:GetItem',
+          'dynamodb:Query',
+          'dynamodb:PutItem',
+          'dynamodb:UpdateItem',
+          'dynamodb:DeleteItem',
+        ],
+        resources: [tables.team.tableArn],
+      }),
+    );
+    fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['dynamodb:Query'],
+        resources: TEAM_TABLE.indexes.map((index) => `${tables.team.tableArn}/index/${index.name}`),
+      }),
+    );
+    // - the audit log: an entry Put with each change (never updated or deleted), the log's pages (Query).
+    fn.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['dynamodb:PutItem', 'dynamodb:Query'],
+        resources: [tables.audit.tableArn],
+      }),
     );
     // Its secrets: the OpenID client's, Stripe's (Checkout), and the origin header's (current and previous).
     fn.addToRolePolicy(

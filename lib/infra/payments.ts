@@ -32,7 +32,7 @@ import { ServiceFunction } from './service-function.js';
 export const WEBHOOK_RESERVED_CONCURRENCY = 10;
 
 export interface PaymentsProps {
-  tables: { keys: TableV2; accounts: TableV2; ledger: TableV2; holds: TableV2 };
+  tables: { keys: TableV2; accounts: TableV2; ledger: TableV2; holds: TableV2; audit: TableV2 };
   /** The table names, as every function gets them. */
   tableEnv: Record<string, string>;
   logRetention: RetentionDays;
@@ -96,6 +96,10 @@ export class Payments extends Construct {
     );
     fn.addToRolePolicy(
       new PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [tables.holds.tableArn] }),
+    );
+    // A purchase's, refund's or dispute's audit entry: a Put in the transaction of its change.
+    fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [tables.audit.tableArn] }),
     );
     this.url = fn.addFunctionUrl({
       authType: FunctionUrlAuthType[EDGE_ORIGINS.payments.urlAuthType],

@@ -37,7 +37,7 @@ const RECONCILER_METRICS = {
 const NOT_RUNNING_AFTER = Duration.hours(1);
 
 export interface ReconcilerProps {
-  tables: { accounts: TableV2; ledger: TableV2; holds: TableV2 };
+  tables: { accounts: TableV2; ledger: TableV2; holds: TableV2; audit: TableV2 };
   tableEnv: Record<string, string>;
   stripeSecret: Secret;
   /** The dashboard's table and billing page, where it is deployed (the watch items live there). */
@@ -104,6 +104,10 @@ export class Reconciler extends Construct {
     );
     fn.addToRolePolicy(
       new PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [tables.holds.tableArn] }),
+    );
+    // The audit entries of what it applies (as the webhook's): a Put in the transaction of the change.
+    fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [tables.audit.tableArn] }),
     );
     // The watch items, as the webhook writes them: a saved card, an auto top-up's in-flight mark
     // cleared, or auto top-up switched off with its e-mail queued (a transaction's Update and Put).

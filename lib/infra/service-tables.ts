@@ -1,7 +1,7 @@
 import { RemovalPolicy, Stack } from 'aws-cdk-lib';
 import { AttributeType, Billing, TableEncryptionV2, TableV2 } from 'aws-cdk-lib/aws-dynamodb';
 import { Construct } from 'constructs';
-import { TABLES, type TableDefinition } from '../tables.js';
+import { AUDIT_TABLE, TABLES, type TableDefinition, TEAM_TABLE } from '../tables.js';
 
 /**
  * A table's name when the stack names its tables (the sandbox): the stack's name and the table's id,
@@ -58,13 +58,17 @@ export function serviceTable(
 
 /**
  * The tables from the one schema in lib/tables.ts: on-demand, point-in-time recovery,
- * encrypted, and (outside the sandbox) deletion-protected and retained.
+ * encrypted, and (outside the sandbox) deletion-protected and retained. The team table (members,
+ * invitations) and the audit log are made with the others, whether or not the dashboard is deployed:
+ * the payments webhook, the reconciler and the operator write the log too.
  */
 export class ServiceTables extends Construct {
   readonly keys: TableV2;
   readonly accounts: TableV2;
   readonly ledger: TableV2;
   readonly holds: TableV2;
+  readonly team: TableV2;
+  readonly audit: TableV2;
 
   constructor(scope: Construct, id: string, props: TableSettings) {
     super(scope, id);
@@ -73,5 +77,7 @@ export class ServiceTables extends Construct {
     this.accounts = make(TABLES.accounts);
     this.ledger = make(TABLES.ledger);
     this.holds = make(TABLES.holds);
+    this.team = make(TEAM_TABLE);
+    this.audit = make(AUDIT_TABLE);
   }
 }

@@ -13,7 +13,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DASHBOARD_TABLE, TABLES } from '../tables.js';
+import { AUDIT_TABLE, DASHBOARD_TABLE, TABLES, TEAM_TABLE } from '../tables.js';
 
 /** Who calls DynamoDB locally, each with a role of its own in AWS. */
 const PRINCIPALS = [
@@ -29,8 +29,13 @@ const PRINCIPALS = [
   'ciSuite',
 ] as const;
 export type Principal = (typeof PRINCIPALS)[number];
-/** The tables the policies name: the service's four and the dashboard's. */
-const TABLE_IDS = [...(Object.keys(TABLES) as (keyof typeof TABLES)[]), DASHBOARD_TABLE.id] as const;
+/** The tables the policies name: the service's four, the dashboard's, the team's and the audit log. */
+const TABLE_IDS = [
+  ...(Object.keys(TABLES) as (keyof typeof TABLES)[]),
+  DASHBOARD_TABLE.id,
+  TEAM_TABLE.id,
+  AUDIT_TABLE.id,
+] as const;
 type TableId = (typeof TABLE_IDS)[number];
 
 /** One statement, its ARNs resolved (an ARN the resolver cannot know is `unresolved:<expression>`). */

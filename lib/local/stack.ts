@@ -18,12 +18,22 @@ import {
   type OriginSetup,
 } from '../infra/edge-routes.js';
 import { FUNCTION_SETTINGS } from '../infra/function-settings.js';
-import { DASHBOARD_TABLE_ENV, LOCAL_DASHBOARD_TABLE_NAME, LOCAL_TABLE_NAMES, TABLE_ENV } from '../tables.js';
+import {
+  AUDIT_TABLE_ENV,
+  DASHBOARD_TABLE_ENV,
+  LOCAL_AUDIT_TABLE_NAME,
+  LOCAL_DASHBOARD_TABLE_NAME,
+  LOCAL_TABLE_NAMES,
+  LOCAL_TEAM_TABLE_NAME,
+  TABLE_ENV,
+  TEAM_TABLE_ENV,
+} from '../tables.js';
 import { type DynamoLimits, startDynamoLimits } from './dynamodb-limits.js';
 import {
   dynamoAnswers,
   ensureDashboardTable,
   ensureTables,
+  ensureTeamTables,
   localClient,
   type RunningDynamo,
   startDynamoLocal,
@@ -248,8 +258,12 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     if (limits) stops.push(limits.close);
     const tables = localTableNames(options.tablePrefix);
     const dashboardTable = `${options.tablePrefix ?? ''}${LOCAL_DASHBOARD_TABLE_NAME}`;
-    // Every table the policies name, the dashboard's with the others.
-    const policyTables = { ...tables, dashboard: dashboardTable };
+    const teamTables = {
+      team: `${options.tablePrefix ?? ''}${LOCAL_TEAM_TABLE_NAME}`,
+      audit: `${options.tablePrefix ?? ''}${LOCAL_AUDIT_TABLE_NAME}`,
+    };
+    // Every table the policies name, the dashboard's, the team's and the audit log with the others.
+    const policyTables = { ...tables, dashboard: dashboardTable, ...teamTables };
     const policies = options.policies ?? (await localPolicies());
     const iam = await startIamLayer({
       target: limits?.endpoint ?? dynamo.endpoint,
@@ -264,6 +278,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     stops.push(async () => client.destroy());
     await ensureTables(client, tables);
     await ensureDashboardTable(client, dashboardTable);
+    await ensureTeamTables(client, teamTables);
     const principalStores = new Map<Principal, DynamoStore>();
     const storeAs = (principal: Principal): DynamoStore => {
       let store = principalStores.get(principal);
@@ -317,6 +332,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       [TABLE_ENV.ledger]: tables.ledger,
       [TABLE_ENV.holds]: tables.holds,
       [DASHBOARD_TABLE_ENV]: dashboardTable,
+      [TEAM_TABLE_ENV]: teamTables.team,
+      [AUDIT_TABLE_ENV]: teamTables.audit,
       UPSTREAM_BASE_URL: upstreamBaseUrl,
       STRIPE_API_KEY: stripe.apiKey,
       STRIPE_WEBHOOK_SECRET: stripe.webhookSecret,

@@ -185,11 +185,15 @@ describe('tags', () => {
   );
 });
 
+/** The tables backed up in prod, by their logical id's prefix. */
+const BACKED_UP = ['Tablesaccounts', 'Tablesledger', 'Tablesteam', 'Tablesaudit'];
+
 describe('backups', () => {
-  it('back up the accounts and ledger tables daily in prod, into a retained vault, with a role of their own', () => {
+  it('back up the accounts, ledger, team and audit tables daily in prod, into a retained vault, with a role of their own', () => {
     const prod = stackOf('prod');
-    const accounts = logicalIdOf(prod, 'AWS::DynamoDB::GlobalTable', 'Tablesaccounts');
-    const ledger = logicalIdOf(prod, 'AWS::DynamoDB::GlobalTable', 'Tablesledger');
+    const [accounts, ledger, team, audit] = BACKED_UP.map((id) =>
+      logicalIdOf(prod, 'AWS::DynamoDB::GlobalTable', id),
+    );
     prod.template.hasResourceProperties('AWS::Backup::BackupPlan', {
       BackupPlan: {
         BackupPlanRule: [
@@ -206,8 +210,10 @@ describe('backups', () => {
     expect(selection.Resources).toEqual([
       { 'Fn::GetAtt': [accounts, 'Arn'] },
       { 'Fn::GetAtt': [ledger, 'Arn'] },
+      { 'Fn::GetAtt': [team, 'Arn'] },
+      { 'Fn::GetAtt': [audit, 'Arn'] },
     ]);
-    // No managed policy: the role reaches only these two tables and the vault.
+    // No managed policy: the role reaches only these tables and the vault.
     const role = logicalIdOf(prod, 'AWS::IAM::Role', 'BackupsRole');
     expect(resources(prod.template)[role]?.Properties?.ManagedPolicyArns).toBeUndefined();
   });
@@ -215,7 +221,7 @@ describe('backups', () => {
   it("give the backup role the DynamoDB statements of AWS's AWSBackupServiceRolePolicyForBackup, on these tables and their backups only", () => {
     const prod = stackOf('prod');
     const role = logicalIdOf(prod, 'AWS::IAM::Role', 'BackupsRole');
-    const tables = ['Tablesaccounts', 'Tablesledger'].map((id) =>
+    const tables = BACKED_UP.map((id) =>
       logicalIdOf(prod, 'AWS::DynamoDB::GlobalTable', id),
     );
     const statements = Object.values(resources(prod.template))

@@ -68,6 +68,16 @@ describe('checkout.session.completed', () => {
     expect((await post({ ...completed, id: 'evt_other' })).body.outcome).toBe('already-credited');
     expect(await balance('acct-a')).toBe(1_000n * CENT);
     expect(await balance('acct-b')).toBe(0n);
+    // One audit entry, written with the credit (the retries wrote none): by Stripe, no secret.
+    expect(store.audit.get('acct-a')).toEqual([
+      expect.objectContaining({
+        actor: { kind: 'stripe' },
+        action: 'purchase',
+        at: NOW,
+        target: intent,
+        details: { amount: '$10.00' },
+      }),
+    ]);
   });
 
   it('converts cents to nano-USD exactly, odd amounts included', async () => {
@@ -151,6 +161,11 @@ describe('charge.refunded', () => {
     ).toEqual([
       [correctionEntryId(`stripe:refund:${second}`), -200n * CENT],
       [correctionEntryId(`stripe:refund:${first}`), -300n * CENT],
+    ]);
+    const refunds = store.audit.get('acct-a')?.filter((e) => e.action === 'refund');
+    expect(refunds?.map((e) => [e.target, e.details?.amount, e.actor.kind])).toEqual([
+      [second, '$2.00', 'stripe'],
+      [first, '$3.00', 'stripe'],
     ]);
   });
 
@@ -242,6 +257,9 @@ describe('charge.dispute.created', () => {
     expect(account?.status).toBe('suspended');
     expect(account?.balanceNano).toBe(0n);
     expect(ledger('acct-a').map((e) => e.entryId)).toContain(correctionEntryId(`stripe:dispute:${dp.id}`));
+    expect(store.audit.get('acct-a')?.filter((e) => e.action === 'dispute')).toEqual([
+      expect.objectContaining({ actor: { kind: 'stripe' }, target: dp.id, details: { amount: '$20.00' } }),
+    ]);
     expect(paymentCounters.disputes).toBe(before.disputes + 1);
     expect((await store.getAccount('acct-b'))?.status).toBe('active');
   });
