@@ -25,10 +25,11 @@ export const MAX_ACTIVE_KEYS = 20;
 const accountIdFor = (subject: string): string =>
   `acct-${createHash('sha256').update(subject).digest('hex').slice(0, 24)}`;
 
-/** A person signing in: the ID token's subject and e-mail. */
+/** A person signing in: the ID token's subject and e-mail, and their client (the audit entry's IP and User-Agent). */
 interface Person {
   subject: string;
   email?: string | undefined;
+  client?: Pick<AuditEntry, 'ip' | 'userAgent'>;
 }
 
 /** The first member of an account, its owner, with the entry that says how they came to be. */
@@ -48,6 +49,7 @@ async function makeOwner(store: Store, accountId: string, person: Person, now: s
   return store.addFirstOwner(
     member,
     auditEntry(accountId, actor, 'member.joined', now, {
+      ...person.client,
       target: person.email || person.subject,
       details: { role: 'owner', how },
     }),

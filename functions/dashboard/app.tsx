@@ -29,7 +29,7 @@ import { MessagePage, WelcomePage } from './pages.js';
 import { customerRoutes } from './pages-routes.js';
 import { endSession, isDashboardPath, keepSignIn, startSession, takeSignIn } from './sessions.js';
 import { COPY_SCRIPT, FAVICON, STYLESHEET } from './static.js';
-import { sessionMember } from './team-access.js';
+import { clientOf, sessionMember } from './team-access.js';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD']);
 
@@ -189,7 +189,11 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
     // An invitation's sign-in (invite-routes.tsx): accepted, and the session opens its account.
     if (checks.invite)
       return acceptAtSignIn(c, deps, checks.invite, { subject, email, emailVerified, authTime }, at);
-    const accountId = await accountForSignIn(store, { subject, email }, at.toISOString());
+    const accountId = await accountForSignIn(
+      store,
+      { subject, email, client: clientOf(c) },
+      at.toISOString(),
+    );
     // The address the balance watch's e-mails go to, as of this sign-in (Cognito's `email` scope).
     if (email && deps.watches) await deps.watches.rememberEmail(subject, email, at.toISOString());
     await startSession(c, store, { accountId, subject, authTime }, at);

@@ -147,13 +147,17 @@ export const actorOf = (member: Pick<Member, 'subject' | 'email'>): Actor => ({
 });
 
 /**
- * The client's IP address: CloudFront's `CloudFront-Viewer-Address` (`<ip>:<port>`, set by CloudFront
- * itself) when it is forwarded, else the first address of `X-Forwarded-For` (as the client's proxy
- * chain reported it: informative, not proof).
+ * The client's IP address: CloudFront's `CloudFront-Viewer-Address` (`<ip>:<port>`), which CloudFront
+ * sets itself and the dashboard's behaviour forwards (all viewer headers); without CloudFront (locally),
+ * the first address of `X-Forwarded-For`, else the address the Function URL saw. Behind CloudFront
+ * X-Forwarded-For is not used: a Function URL keeps only its leftmost address, which the client wrote.
  */
 function clientIp(c: Context): string | undefined {
   const viewer = c.req.header('cloudfront-viewer-address');
-  const ip = viewer ? viewer.replace(/:\d+$/, '') : c.req.header('x-forwarded-for')?.split(',')[0]?.trim();
+  const lambda = (c.env as { requestContext?: { http?: { sourceIp?: string } } } | undefined)?.requestContext;
+  const ip = viewer
+    ? viewer.replace(/:\d+$/, '')
+    : (c.req.header('x-forwarded-for')?.split(',')[0]?.trim() ?? lambda?.http?.sourceIp);
   return ip ? ip.slice(0, 64) : undefined;
 }
 

@@ -222,6 +222,9 @@ describe('a team on the dashboard in headless Chromium', () => {
       local.oidc.user.email,
       local.oidc.user.email,
     ]);
+    // Each entry's IP address: locally the address the Function URL saw (no CloudFront header).
+    const ips = await owner.locator('td[data-label="IP address"]').allTextContents();
+    expect(ips.every((ip) => /^(127\.0\.0\.1|::1|::ffff:127\.0\.0\.1)$/.test(ip.trim()))).toBe(true);
     await shots(owner, 'audit');
     await owner.getByLabel('Action').selectOption({ label: 'Key created' });
     await go(
