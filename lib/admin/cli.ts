@@ -5,10 +5,23 @@ import { DynamoStore, tableNamesFromEnv } from '../../functions/adapters/dynamod
 import { nanoToUsd } from '../../functions/core/money.js';
 import { TRANSFER_DELAY_MS } from '../../functions/core/store.js';
 import { keyDailyCapsOn } from '../../functions/shared/env.js';
-import { ensureDashboardTable, ensureTables, localClient } from '../local/dynamodb-local.js';
+import {
+  ensureDashboardTable,
+  ensureTables,
+  ensureTeamTables,
+  localClient,
+} from '../local/dynamodb-local.js';
 import { localDynamoSettings } from '../local/settings.js';
 import { connectDynamo, localTableNames } from '../local/stack.js';
-import { DASHBOARD_TABLE_ENV, LOCAL_DASHBOARD_TABLE_NAME, TABLE_ENV } from '../tables.js';
+import {
+  AUDIT_TABLE_ENV,
+  DASHBOARD_TABLE_ENV,
+  LOCAL_AUDIT_TABLE_NAME,
+  LOCAL_DASHBOARD_TABLE_NAME,
+  LOCAL_TEAM_TABLE_NAME,
+  TABLE_ENV,
+  TEAM_TABLE_ENV,
+} from '../tables.js';
 import { toCsv } from './csv.js';
 import { dashboardEmails } from './emails.js';
 import {
@@ -68,8 +81,10 @@ DashboardTableName), locally the local stack's.
 
 Environment: DYNAMODB_ENDPOINT (a running DynamoDB), else DynamoDB Local on DYNAMODB_LOCAL_PORT
 (default 8000) with its data under SVC_DATA_DIR (default .data), started for the command if it is
-not running. With KEYS_TABLE, ACCOUNTS_TABLE, LEDGER_TABLE and HOLDS_TABLE set and no DYNAMODB_ENDPOINT,
-the deployed tables in AWS (credentials and region from the environment).`;
+not running. With KEYS_TABLE, ACCOUNTS_TABLE, LEDGER_TABLE, HOLDS_TABLE and AUDIT_TABLE set and no
+DYNAMODB_ENDPOINT, the deployed tables in AWS (credentials and region from the environment). Credit
+added or taken back and keys made, capped or revoked are written with an entry of the account's
+audit log (actor operator, your user name).`;
 
 /** The commands there are: each group's verbs, and the commands that take no verb (none: no verb). */
 const COMMANDS: Readonly<Record<string, readonly string[]>> = {
@@ -613,6 +628,10 @@ async function holdsCommand(ctx: AdminContext, p: string[], values: Parsed['valu
   return { json, text: lines.length ? lines.join('\n') : 'no holds' };
 }
 
+/** Who runs the CLI, as the audit log names them: their user name. */
+const operatorOf = (env: NodeJS.ProcessEnv): { operator?: string } =>
+  env.USER || env.USERNAME ? { operator: (env.USER || env.USERNAME) as string } : {};
+
 /** Where the CLI's tables are: the deployed ones, a given endpoint, or DynamoDB Local on the data directory. */
 async function openContext(
   env: NodeJS.ProcessEnv,
@@ -622,12 +641,20 @@ async function openContext(
   if (deployed) {
     if (!env[TABLE_ENV.holds])
       throw new UsageError(`set ${TABLE_ENV.holds} too (the stack output HoldsTableName)`);
+    // The operator's changes are written with their audit entries: the log's table must be known.
+    if (!env[AUDIT_TABLE_ENV])
+      throw new UsageError(`set ${AUDIT_TABLE_ENV} too (the stack output AuditTableName)`);
     const client = new DynamoDBClient({});
     const dashboardTable = env[DASHBOARD_TABLE_ENV];
     return {
       ctx: {
-        store: new DynamoStore(client, tableNamesFromEnv(env)),
+        store: new DynamoStore(client, {
+          ...tableNamesFromEnv(env),
+          audit: env[AUDIT_TABLE_ENV],
+          ...(env[TEAM_TABLE_ENV] ? { team: env[TEAM_TABLE_ENV] } : {}),
+        }),
         keyDailyCaps: keyDailyCapsOn(env),
+        ...operatorOf(env),
         ...(dashboardTable ? { emails: dashboardEmails(client, dashboardTable) } : {}),
       },
       close: async () => client.destroy(),
@@ -643,10 +670,17 @@ async function openContext(
   // The local stack's dashboard table (lib/local/stack.ts), or the one named.
   const dashboardTable = env[DASHBOARD_TABLE_ENV] || LOCAL_DASHBOARD_TABLE_NAME;
   await ensureDashboardTable(client, dashboardTable);
+  // The team's and the audit log's (found by the store as a function finds them, by their environment).
+  const teamTables = {
+    team: env[TEAM_TABLE_ENV] || LOCAL_TEAM_TABLE_NAME,
+    audit: env[AUDIT_TABLE_ENV] || LOCAL_AUDIT_TABLE_NAME,
+  };
+  await ensureTeamTables(client, teamTables);
   return {
     ctx: {
-      store: new DynamoStore(client, tables),
+      store: new DynamoStore(client, { ...tables, ...teamTables }),
       keyDailyCaps: keyDailyCapsOn(env),
+      ...operatorOf(env),
       emails: dashboardEmails(client, dashboardTable),
     },
     close: async () => {

@@ -19,6 +19,7 @@ import {
   MAX_SLICES,
   type Store,
 } from '../../functions/core/store.js';
+import { type AuditAction, type AuditEntry, auditEntry } from '../../functions/core/team.js';
 import { KEY_DAILY_CAPS_OFF } from '../../functions/shared/env.js';
 
 import { type AccountEmails, type EmailDirectory, sameAddress } from './emails.js';
@@ -42,6 +43,22 @@ export interface AdminContext {
    * or absent (the default): a cap is neither set nor shown, and a stored one is left as it is.
    */
   keyDailyCaps?: boolean;
+  /** Who runs the CLI (their user name), for the audit entries of what they change. */
+  operator?: string;
+}
+
+/**
+ * The audit entry of an operator's change to a customer's account (credit added or taken back, a key
+ * made, capped or revoked), written with it: the customer's log shows what the operator did.
+ */
+function byOperator(
+  ctx: AdminContext,
+  accountId: string,
+  action: AuditAction,
+  more: Pick<AuditEntry, 'target' | 'details'>,
+): { audit: AuditEntry } {
+  const actor = { kind: 'operator' as const, ...(ctx.operator ? { subject: ctx.operator } : {}) };
+  return { audit: auditEntry(accountId, actor, action, new Date().toISOString(), more) };
 }
 
 /** Refuses a cap while per-key daily caps are off, in one line naming the setting that turns them on. */
@@ -257,7 +274,17 @@ export async function addCredits(
   const amount = parseCredits(usd);
   checkReference(reference);
   const applied = await notFoundAsAdminError(accountId, () =>
-    ctx.store.topUp(accountId, reference, amount, new Date().toISOString()),
+    ctx.store.topUp(
+      accountId,
+      reference,
+      amount,
+      new Date().toISOString(),
+      // Credit given by hand is recorded as a purchase by the operator (its reference says why).
+      byOperator(ctx, accountId, 'purchase', {
+        target: reference,
+        details: { amount: `$${nanoToUsd(amount)}` },
+      }),
+    ),
   );
   return { applied, amountNano: amount, account: await accountView(ctx, accountId) };
 }
@@ -278,7 +305,14 @@ export async function removeCredits(
   const amount = parseCredits(usd);
   checkReference(reference);
   const outcome = await notFoundAsAdminError(accountId, () =>
-    ctx.store.removeCredits(accountId, reference, amount, new Date().toISOString(), { force }),
+    ctx.store.removeCredits(accountId, reference, amount, new Date().toISOString(), {
+      force,
+      // Credit taken back by hand is recorded as a refund by the operator (its reference says why).
+      ...byOperator(ctx, accountId, 'refund', {
+        target: reference,
+        details: { amount: `$${nanoToUsd(amount)}` },
+      }),
+    }),
   );
   const account = await accountView(ctx, accountId);
   if (outcome === 'refused')
@@ -301,7 +335,19 @@ export async function createKey(
   const { key, record } = newApiKey(accountId, name, new Date().toISOString());
   // Written with the key item itself: no second write.
   if (cap !== undefined) record.dailyCapNano = cap;
-  await notFoundAsAdminError(accountId, () => ctx.store.createKey(record));
+  await notFoundAsAdminError(accountId, () =>
+    ctx.store.createKey(
+      record,
+      byOperator(ctx, accountId, 'key.created', {
+        target: record.keyId,
+        details: {
+          name,
+          prefix: record.displayPrefix,
+          ...(cap !== undefined ? { cap: `$${nanoToUsd(cap)}` } : {}),
+        },
+      }),
+    ),
+  );
   return {
     key,
     keyId: record.keyId,
@@ -325,14 +371,20 @@ export async function setKeyDailyCap(
   const cap = capUsd === undefined ? undefined : parseCredits(capUsd);
   const found = await ctx.store.findKeyById(keyId);
   if (!found) throw new AdminError(`no such key: ${keyId}`);
-  return toKeyView(await ctx.store.setKeyDailyCap(found.accountId, keyId, cap), ctx);
+  const details = { cap: cap === undefined ? 'none' : `$${nanoToUsd(cap)}` };
+  const audit = byOperator(ctx, found.accountId, 'key.cap_changed', { target: keyId, details });
+  return toKeyView(await ctx.store.setKeyDailyCap(found.accountId, keyId, cap, audit), ctx);
 }
 
 export async function revokeKey(ctx: AdminContext, keyId: string): Promise<KeyView> {
   if (!KEY_ID.test(keyId)) throw new AdminError(`invalid key id "${keyId}": key_ and letters or digits`);
   const found = await ctx.store.findKeyById(keyId);
   if (!found) throw new AdminError(`no such key: ${keyId}`);
-  return toKeyView(await ctx.store.revokeKey(found.keyHash, new Date().toISOString()), ctx);
+  const audit = byOperator(ctx, found.accountId, 'key.revoked', {
+    target: keyId,
+    details: { name: found.name },
+  });
+  return toKeyView(await ctx.store.revokeKey(found.keyHash, new Date().toISOString(), audit), ctx);
 }
 
 export async function listKeys(ctx: AdminContext, accountId: string): Promise<KeyView[]> {

@@ -773,6 +773,10 @@ export class ApiStack extends Stack {
     new CfnOutput(this, 'AccountsTableName', { value: tables.accounts.tableName });
     new CfnOutput(this, 'LedgerTableName', { value: tables.ledger.tableName });
     new CfnOutput(this, 'HoldsTableName', { value: tables.holds.tableName });
+    new CfnOutput(this, 'AuditTableName', {
+      value: tables.audit.tableName,
+      description: "The audit log (AUDIT_TABLE): the operator CLI writes its changes' entries there",
+    });
     new CfnOutput(this, 'UpstreamSecretArn', { value: upstreamSecret.secretArn });
     new CfnOutput(this, 'UsageSigningSecretArn', {
       value: usageSigningSecret.secretArn,

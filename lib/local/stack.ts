@@ -285,7 +285,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       if (!store) {
         const principalClient = localClient(dynamoEndpoint, credentialsOf(principal));
         stops.push(async () => principalClient.destroy());
-        store = new DynamoStore(principalClient, tables);
+        store = new DynamoStore(principalClient, { ...tables, ...teamTables });
         principalStores.set(principal, store);
       }
       return store;

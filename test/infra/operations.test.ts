@@ -221,9 +221,7 @@ describe('backups', () => {
   it("give the backup role the DynamoDB statements of AWS's AWSBackupServiceRolePolicyForBackup, on these tables and their backups only", () => {
     const prod = stackOf('prod');
     const role = logicalIdOf(prod, 'AWS::IAM::Role', 'BackupsRole');
-    const tables = BACKED_UP.map((id) =>
-      logicalIdOf(prod, 'AWS::DynamoDB::GlobalTable', id),
-    );
+    const tables = BACKED_UP.map((id) => logicalIdOf(prod, 'AWS::DynamoDB::GlobalTable', id));
     const statements = Object.values(resources(prod.template))
       .filter((r) => r.Type === 'AWS::IAM::Policy' && JSON.stringify(r.Properties?.Roles).includes(role))
       .flatMap(

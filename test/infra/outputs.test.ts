@@ -23,6 +23,7 @@ describe('stack outputs', () => {
       'AccountsTableName',
       'LedgerTableName',
       'HoldsTableName',
+      'AuditTableName',
       'UpstreamSecretArn',
     ])
       expect(Object.keys(template.findOutputs(name)), name).toEqual([name]);

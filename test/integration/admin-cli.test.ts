@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { QueryCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { describe, expect, inject, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
 import { WatchItems } from '../../functions/adapters/dynamodb/watch.js';
@@ -18,6 +18,23 @@ import { TEST_SIGNING_KEY, usageLineOf } from '../support/usage-lines.js';
 const run = promisify(execFile);
 const prefix = `cli${randomBytes(3).toString('hex')}-`;
 const { tables, env } = cliTables(prefix);
+
+/** The account's audit entries, oldest first, as stored. */
+async function auditOf(accountId: string) {
+  const client = localClient(inject('dynamoEndpoint'));
+  try {
+    const out = await client.send(
+      new QueryCommand({
+        TableName: env.AUDIT_TABLE,
+        KeyConditionExpression: 'accountId = :a',
+        ExpressionAttributeValues: { ':a': { S: accountId } },
+      }),
+    );
+    return out.Items ?? [];
+  } finally {
+    client.destroy();
+  }
+}
 
 /** The CLI in this process (test/support/admin-cli.ts); the tests at the end run bin/admin.ts itself. */
 const admin = (...args: string[]) => runAdmin(args, env);
@@ -118,6 +135,18 @@ describe('operator CLI', () => {
     expect(await json('credits', 'add', 'payer', '0.25', '--ref', 'pay_2')).toMatchObject({
       creditBalance: '10.25',
     });
+    // An audit entry for each credit given, none for the repeat: by the operator.
+    expect(
+      (await auditOf('payer')).map((e) => [
+        e.actorKind?.S,
+        e.action?.S,
+        e.target?.S,
+        e.details?.M?.amount?.S,
+      ]),
+    ).toEqual([
+      ['operator', 'purchase', 'pay_1', '$10'],
+      ['operator', 'purchase', 'pay_2', '$0.25'],
+    ]);
   });
 
   it('suspends, bans and reinstates', async () => {
@@ -140,6 +169,13 @@ describe('operator CLI', () => {
     const human = await admin('key', 'list', 'keyed');
     expect(human.stdout).toContain('revoked');
     expect(human.stdout).not.toContain(String(created.key));
+    // The key's making and revocation, each with its entry, never the key itself.
+    const entries = await auditOf('keyed');
+    expect(entries.map((e) => [e.actorKind?.S, e.action?.S, e.target?.S])).toEqual([
+      ['operator', 'key.created', created.keyId],
+      ['operator', 'key.revoked', created.keyId],
+    ]);
+    expect(JSON.stringify(entries)).not.toContain(String(created.key));
   });
 
   it('lists the ledger as json or csv, filtered by --since', async () => {

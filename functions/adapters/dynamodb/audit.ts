@@ -1,7 +1,7 @@
 /**
  * The audit log in DynamoDB (schema.ts AUDIT_TABLE): one item an entry, keyed by account and entry
  * id (its time first, so the partition read backwards is newest first). An entry is written as a Put
- * of the transaction that makes the change it records (auditPut, used by the key, ledger, correction
+ * of the transaction that makes the change it records (withAudit, used by the key, ledger, correction
  * and team writes), conditioned on its id being new; only appendAudit writes one alone. Nothing
  * updates or deletes an entry: DynamoDB's TTL removes it AUDIT_RETENTION_DAYS after it was made
  * (`expiresAt`). The entry never holds a secret: the callers give ids, prefixes and plain facts.
@@ -14,23 +14,9 @@ import {
   type AuditQuery,
   auditExpiry,
 } from '../../core/team.js';
-import { type Item, N, S } from './items.js';
-import { AUDIT_TABLE_ENV, LOCAL_AUDIT_TABLE_NAME } from './schema.js';
+import { type Item, N, S, type TableNames } from './items.js';
+import { auditTableOf } from './side-tables.js';
 import { StorePart } from './store-db.js';
-
-/**
- * A table found by its environment variable at first use (the audit and team tables, as the
- * dashboard's): required in Lambda, the local stack's name elsewhere.
- */
-export function sideTableName(variable: string, local: string, env: NodeJS.ProcessEnv = process.env): string {
-  const name = env[variable];
-  if (name) return name;
-  if (env.AWS_LAMBDA_FUNCTION_NAME)
-    throw new Error(`${variable} is not set: the function cannot find its table`);
-  return local;
-}
-
-export const auditTableName = (): string => sideTableName(AUDIT_TABLE_ENV, LOCAL_AUDIT_TABLE_NAME);
 
 function auditItem(entry: AuditEntry): Item {
   const { actor } = entry;
@@ -54,21 +40,22 @@ function auditItem(entry: AuditEntry): Item {
 }
 
 /** The Put of `entry` in a transaction (TransactWriteItems' item), refused if its id exists already. */
-export function auditPut(entry: AuditEntry) {
+function auditPut(entry: AuditEntry, tables: TableNames) {
   return {
     Put: {
-      TableName: auditTableName(),
+      TableName: auditTableOf(tables),
       Item: auditItem(entry),
       ConditionExpression: 'attribute_not_exists(entryId)',
     },
   };
 }
 
-/** `items` with the entry's Put at the end, when there is one. */
+/** `items` with the entry's Put (in the audit table of `tables`) at the end, when there is one. */
 export const withAudit = <T>(
   items: T[],
   entry: AuditEntry | undefined,
-): (T | ReturnType<typeof auditPut>)[] => (entry ? [...items, auditPut(entry)] : items);
+  tables: TableNames,
+): (T | ReturnType<typeof auditPut>)[] => (entry ? [...items, auditPut(entry, tables)] : items);
 
 function toAuditEntry(item: Item): AuditEntry {
   const actor: Actor = { kind: (item.actorKind?.S ?? 'system') as Actor['kind'] };
@@ -95,7 +82,7 @@ const TOP = '\u{10FFFF}';
 export class AuditLog extends StorePart {
   /** An entry on its own (a change whose write is not the store's). */
   async appendAudit(entry: AuditEntry): Promise<void> {
-    await this.wire.call('PutItem', auditPut(entry).Put);
+    await this.wire.call('PutItem', auditPut(entry, this.tables).Put);
   }
 
   /**
@@ -129,7 +116,7 @@ export class AuditLog extends StorePart {
     let start: Item | undefined;
     do {
       const page: QueryCommandOutput = await this.wire.call<QueryCommandOutput>('Query', {
-        TableName: auditTableName(),
+        TableName: auditTableOf(this.tables),
         KeyConditionExpression: 'accountId = :accountId AND entryId BETWEEN :low AND :high',
         ...(filters.length > 0 ? { FilterExpression: filters.join(' AND ') } : {}),
         ...(Object.keys(names).length > 0 ? { ExpressionAttributeNames: names } : {}),

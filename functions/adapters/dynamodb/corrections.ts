@@ -143,6 +143,7 @@ export class Corrections extends StorePart {
               // Its audit entry (a refund, a dispute, an operator's correction), last: with it or not at all.
             ],
             audit,
+            this.tables,
           ),
         });
         break;

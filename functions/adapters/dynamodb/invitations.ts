@@ -13,8 +13,9 @@ import type { GetItemCommandOutput } from '@aws-sdk/client-dynamodb';
 import { InvitationError, MemberChangeError } from '../../core/store-team.js';
 import type { AuditEntry, Invitation, Member, Role } from '../../core/team.js';
 import { type Item, N, S } from './items.js';
+import { teamTableOf } from './side-tables.js';
 import { queryAll, StorePart, sortKeyPrefix } from './store-db.js';
-import { memberItem, memberKey, ownersUpdate, teamTableName, teamTransact } from './team.js';
+import { memberItem, memberKey, ownersUpdate, teamTransact } from './team.js';
 
 const inviteKey = (accountId: string, invitationId: string): Item => ({
   accountId: S(accountId),
@@ -51,10 +52,11 @@ export class Invitations extends StorePart {
   async createInvitation(invitation: Invitation, audit: AuditEntry): Promise<void> {
     const failed = await teamTransact(
       this.wire,
+      this.tables,
       [
         {
           Put: {
-            TableName: teamTableName(),
+            TableName: teamTableOf(this.tables),
             Item: inviteItem(invitation),
             ConditionExpression: 'attribute_not_exists(sk)',
           },
@@ -69,7 +71,7 @@ export class Invitations extends StorePart {
   async listInvitations(accountId: string, nowSeconds: number): Promise<Invitation[]> {
     const prefix = sortKeyPrefix('sk', 'invite#');
     const items = await queryAll(this.wire, {
-      TableName: teamTableName(),
+      TableName: teamTableOf(this.tables),
       KeyConditionExpression: `accountId = :accountId AND ${prefix.condition}`,
       ExpressionAttributeValues: { ':accountId': S(accountId), ...prefix.values },
       ConsistentRead: true,
@@ -82,7 +84,7 @@ export class Invitations extends StorePart {
 
   async getInvitation(accountId: string, invitationId: string): Promise<Invitation | undefined> {
     const out = await this.wire.call<GetItemCommandOutput>('GetItem', {
-      TableName: teamTableName(),
+      TableName: teamTableOf(this.tables),
       Key: inviteKey(accountId, invitationId),
       ConsistentRead: true,
     });
@@ -92,10 +94,11 @@ export class Invitations extends StorePart {
   async revokeInvitation(accountId: string, invitationId: string, audit: AuditEntry): Promise<void> {
     const failed = await teamTransact(
       this.wire,
+      this.tables,
       [
         {
           Delete: {
-            TableName: teamTableName(),
+            TableName: teamTableOf(this.tables),
             Key: inviteKey(accountId, invitationId),
             ConditionExpression: 'attribute_exists(sk)',
           },
@@ -125,7 +128,7 @@ export class Invitations extends StorePart {
     if (!invitation || invitation.tokenHash !== tokenHash) throw new InvitationError('unknown');
     if (invitation.expiresAt <= nowSeconds) throw new InvitationError('expired');
     if (invitation.email !== person.email.toLowerCase()) throw new InvitationError('wrong-email');
-    const table = teamTableName();
+    const table = teamTableOf(this.tables);
     const existing = await this.wire.call<GetItemCommandOutput>('GetItem', {
       TableName: table,
       Key: memberKey(accountId, person.subject),
@@ -142,6 +145,7 @@ export class Invitations extends StorePart {
     };
     const failed = await teamTransact(
       this.wire,
+      this.tables,
       [
         {
           Delete: {
@@ -158,7 +162,7 @@ export class Invitations extends StorePart {
             ConditionExpression: 'attribute_not_exists(sk)',
           },
         },
-        ...(member.role === 'owner' ? [ownersUpdate(accountId, 1)] : []),
+        ...(member.role === 'owner' ? [ownersUpdate(table, accountId, 1)] : []),
       ],
       audit,
     );

@@ -52,6 +52,9 @@ export interface TableNames {
   accounts: string;
   ledger: string;
   holds: string;
+  /** The team's and the audit log's, when known; else found by their environment (side-tables.ts). */
+  team?: string;
+  audit?: string;
 }
 
 /**
@@ -60,7 +63,7 @@ export interface TableNames {
  */
 export function tableNamesFromEnv(env: NodeJS.ProcessEnv = process.env): TableNames {
   const inLambda = Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
-  const name = (id: keyof TableNames) => {
+  const name = (id: keyof typeof TABLE_ENV) => {
     const value = env[TABLE_ENV[id]];
     if (value) return value;
     if (inLambda) throw new Error(`${TABLE_ENV[id]} is not set: the function cannot find its ${id} table`);

@@ -73,6 +73,7 @@ export class Keys extends StorePart {
                   // The entry, written with the key or not at all.
                 ],
                 options.audit,
+                this.tables,
               ),
             }),
           // Contention, throttling, an answer lost (sent again, a commit is seen on the key's Put).
@@ -177,7 +178,11 @@ export class Keys extends StorePart {
         await retried(
           () =>
             this.wire.call('TransactWriteItems', {
-              TransactItems: withAudit<object>([{ Update: revoke }, { Update: leaveCount }], options.audit),
+              TransactItems: withAudit<object>(
+                [{ Update: revoke }, { Update: leaveCount }],
+                options.audit,
+                this.tables,
+              ),
               ...(options.audit ? { ClientRequestToken: requestToken('revoke', options.audit.entryId) } : {}),
             }),
           // Sent again after a lost answer, a commit fails on the key's status: counted once.
@@ -229,6 +234,7 @@ export class Keys extends StorePart {
                 },
               ],
               entry,
+              this.tables,
             ),
           }),
         isRetryableSettlementError,
@@ -268,7 +274,7 @@ export class Keys extends StorePart {
         () =>
           this.wire.call('TransactWriteItems', {
             ClientRequestToken: requestToken('key-write', entry.entryId),
-            TransactItems: withAudit<object>([{ Update: update }], entry),
+            TransactItems: withAudit<object>([{ Update: update }], entry, this.tables),
           }),
         isRetryableSettlementError,
       );

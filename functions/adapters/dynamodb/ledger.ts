@@ -262,6 +262,7 @@ export class Ledger extends StorePart {
           // Its audit entry (a purchase, an auto top-up, an operator's credit): with it or not at all.
         ],
         audit,
+        this.tables,
       ),
     };
     for (let attempt = 1; ; attempt++) {

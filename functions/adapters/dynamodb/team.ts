@@ -13,9 +13,10 @@
 import type { GetItemCommandOutput } from '@aws-sdk/client-dynamodb';
 import { MemberChangeError } from '../../core/store-team.js';
 import type { AuditEntry, Member, Role } from '../../core/team.js';
-import { sideTableName, withAudit } from './audit.js';
-import { type Item, N, S } from './items.js';
-import { INDEX, LOCAL_TEAM_TABLE_NAME, TEAM_TABLE_ENV } from './schema.js';
+import { withAudit } from './audit.js';
+import { type Item, N, S, type TableNames } from './items.js';
+import { INDEX } from './schema.js';
+import { teamTableOf } from './side-tables.js';
 import {
   cancellationReasons,
   isRetryableSettlementError,
@@ -26,8 +27,6 @@ import {
   sortKeyPrefix,
 } from './store-db.js';
 import type { DynamoWire } from './wire.js';
-
-export const teamTableName = (): string => sideTableName(TEAM_TABLE_ENV, LOCAL_TEAM_TABLE_NAME);
 
 export const memberKey = (accountId: string, subject: string): Item => ({
   accountId: S(accountId),
@@ -62,10 +61,10 @@ function toMember(item: Item): Member {
  * The owners count's change by `delta`, conditioned on the count after it being at least 1 (count >
  * -delta: DynamoDB's conditions have no arithmetic). With delta 0 it still checks the count is there.
  */
-export function ownersUpdate(accountId: string, delta: number) {
+export function ownersUpdate(table: string, accountId: string, delta: number) {
   return {
     Update: {
-      TableName: teamTableName(),
+      TableName: table,
       Key: { accountId: S(accountId), sk: S('owners') },
       UpdateExpression: 'ADD #count :delta',
       ConditionExpression: '#count > :floor',
@@ -76,10 +75,10 @@ export function ownersUpdate(accountId: string, delta: number) {
 }
 
 /** The role change of a member: SET role, conditioned on the role it was made against. */
-function roleUpdate(accountId: string, subject: string, from: Role, to: Role) {
+function roleUpdate(table: string, accountId: string, subject: string, from: Role, to: Role) {
   return {
     Update: {
-      TableName: teamTableName(),
+      TableName: table,
       Key: memberKey(accountId, subject),
       UpdateExpression: 'SET #role = :to',
       ConditionExpression: '#role = :from',
@@ -99,6 +98,7 @@ const ownerDelta = (from: Role | undefined, to: Role | undefined): number =>
  */
 export async function teamTransact(
   wire: DynamoWire,
+  tables: TableNames,
   items: object[],
   entry: AuditEntry,
   attempt = 1,
@@ -108,7 +108,7 @@ export async function teamTransact(
       () =>
         wire.call('TransactWriteItems', {
           ClientRequestToken: requestToken('team', `${entry.entryId}:${attempt}`),
-          TransactItems: withAudit(items, entry),
+          TransactItems: withAudit(items, entry, tables),
         }),
       isRetryableSettlementError,
     );
@@ -122,10 +122,15 @@ export async function teamTransact(
 }
 
 export class Team extends StorePart {
+  private table(): string {
+    return teamTableOf(this.tables);
+  }
+
   async addFirstOwner(member: Member, audit: AuditEntry): Promise<boolean> {
-    const table = teamTableName();
+    const table = this.table();
     const failed = await teamTransact(
       this.wire,
+      this.tables,
       [
         {
           Put: {
@@ -149,7 +154,7 @@ export class Team extends StorePart {
 
   async getMember(accountId: string, subject: string): Promise<Member | undefined> {
     const out = await this.wire.call<GetItemCommandOutput>('GetItem', {
-      TableName: teamTableName(),
+      TableName: this.table(),
       Key: memberKey(accountId, subject),
       ConsistentRead: true,
     });
@@ -159,7 +164,7 @@ export class Team extends StorePart {
   async listMembers(accountId: string): Promise<Member[]> {
     const prefix = sortKeyPrefix('sk', 'member#');
     const items = await queryAll(this.wire, {
-      TableName: teamTableName(),
+      TableName: this.table(),
       KeyConditionExpression: `accountId = :accountId AND ${prefix.condition}`,
       ExpressionAttributeValues: { ':accountId': S(accountId), ...prefix.values },
       ConsistentRead: true,
@@ -172,7 +177,7 @@ export class Team extends StorePart {
   /** The byMember index (eventually consistent, as every index): oldest membership first. */
   async membershipsOf(subject: string): Promise<Member[]> {
     const items = await queryAll(this.wire, {
-      TableName: teamTableName(),
+      TableName: this.table(),
       IndexName: INDEX.membersBySubject,
       KeyConditionExpression: 'memberSubject = :subject',
       ExpressionAttributeValues: { ':subject': S(subject) },
@@ -193,7 +198,11 @@ export class Team extends StorePart {
     const delta = ownerDelta(from, to);
     const failed = await teamTransact(
       this.wire,
-      [roleUpdate(accountId, subject, from, to), ...(delta !== 0 ? [ownersUpdate(accountId, delta)] : [])],
+      this.tables,
+      [
+        roleUpdate(this.table(), accountId, subject, from, to),
+        ...(delta !== 0 ? [ownersUpdate(this.table(), accountId, delta)] : []),
+      ],
       audit,
     );
     if (failed === 0) throw await this.refusalOf(accountId, subject);
@@ -217,17 +226,18 @@ export class Team extends StorePart {
       const owner = member.role === 'owner';
       const failed = await teamTransact(
         this.wire,
+        this.tables,
         [
           {
             Delete: {
-              TableName: teamTableName(),
+              TableName: this.table(),
               Key: memberKey(accountId, subject),
               ConditionExpression: '#role = :role',
               ExpressionAttributeNames: { '#role': 'role' },
               ExpressionAttributeValues: { ':role': S(member.role) },
             },
           },
-          ...(owner ? [ownersUpdate(accountId, -1)] : []),
+          ...(owner ? [ownersUpdate(this.table(), accountId, -1)] : []),
         ],
         audit,
         attempt,
@@ -258,10 +268,11 @@ export class Team extends StorePart {
     const delta = ownerDelta(taker.role, 'owner') + ownerDelta('owner', fromBecomes);
     const failed = await teamTransact(
       this.wire,
+      this.tables,
       [
-        roleUpdate(accountId, to, taker.role, 'owner'),
-        roleUpdate(accountId, from, 'owner', fromBecomes),
-        ownersUpdate(accountId, delta),
+        roleUpdate(this.table(), accountId, to, taker.role, 'owner'),
+        roleUpdate(this.table(), accountId, from, 'owner', fromBecomes),
+        ownersUpdate(this.table(), accountId, delta),
       ],
       audit,
     );
