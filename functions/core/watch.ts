@@ -16,6 +16,7 @@
  *             the customer deleted, the card detached)--> idle, switched off with its reason, an
  *             e-mail queued
  */
+import type { AuditEntry } from './team.js';
 
 /** The alert's state: `armed` e-mails at the next crossing below the threshold; `sent` waits for a rise. */
 type AlertState = 'armed' | 'sent';
@@ -90,12 +91,16 @@ export interface WatchStore {
   /** Every account with settings saved (a sparse index: no scan of the table). */
   listWatches(): Promise<Watch[]>;
   getWatch(accountId: string): Promise<Watch | undefined>;
-  /** Sets (or with undefined, removes) the alert's threshold; a new threshold is armed. */
+  /**
+   * Sets (or with undefined, removes) the alert's threshold; a new threshold is armed. With `audit`,
+   * the entry is written in the same transaction (store-team.ts Audited).
+   */
   setAlert(
     accountId: string,
     thresholdCents: number | undefined,
     email: string | undefined,
     now: string,
+    audit?: AuditEntry,
   ): Promise<void>;
   /**
    * Saves "when below, buy" and the switch; switching on clears the last reason it was off. `message`
@@ -107,6 +112,7 @@ export interface WatchStore {
     email: string | undefined,
     now: string,
     message?: NewMessage,
+    audit?: AuditEntry,
   ): Promise<void>;
   /** Queues an e-mail of the account that no transition sends (a key created on the dashboard). */
   queueMessage(accountId: string, message: NewMessage, now: string): Promise<void>;

@@ -4,6 +4,7 @@
  * runs interleaved at any await act once.
  */
 import { randomUUID } from 'node:crypto';
+import type { AuditEntry } from '../../functions/core/team.js';
 import {
   alertMessageId,
   changeMessageId,
@@ -21,6 +22,8 @@ export class MemoryWatchStore implements WatchStore {
   readonly outbox = new Map<string, OutboxMessage & { claimedUntil?: number }>();
   readonly dead = new Map<string, DeadLetter>();
   readonly emails = new Map<string, string>();
+  /** The audit entries of settings changes, written with them. */
+  readonly audits: AuditEntry[] = [];
 
   private watch(accountId: string): Watch & { cardFrom?: number } {
     let watch = this.watches.get(accountId);
@@ -52,7 +55,9 @@ export class MemoryWatchStore implements WatchStore {
     thresholdCents: number | undefined,
     email: string | undefined,
     _now: string,
+    audit?: AuditEntry,
   ) {
+    if (audit) this.audits.push(structuredClone(audit));
     const watch = this.watch(accountId);
     if (thresholdCents === undefined) delete watch.thresholdCents;
     else watch.thresholdCents = thresholdCents;
@@ -65,7 +70,9 @@ export class MemoryWatchStore implements WatchStore {
     email: string | undefined,
     now: string,
     message?: NewMessage,
+    audit?: AuditEntry,
   ) {
+    if (audit) this.audits.push(structuredClone(audit));
     this.queue(changeMessageId(accountId, randomUUID()), accountId, message, now);
     const watch = this.watch(accountId);
     const auto = { ...watch.autoTopUp, ...settings };

@@ -23,6 +23,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { GetItemCommandOutput } from '@aws-sdk/client-dynamodb';
+import type { AuditEntry } from '../../core/team.js';
 import {
   alertMessageId,
   changeMessageId,
@@ -32,6 +33,7 @@ import {
   type Watch,
   type WatchStore,
 } from '../../core/watch.js';
+import { withAudit } from './audit.js';
 import { type Item, N, S } from './items.js';
 import { DASHBOARD_TABLE_ENV } from './schema.js';
 import { toWatch } from './watch-item.js';
@@ -134,6 +136,7 @@ export class WatchItems extends WatchOutbox implements WatchStore {
     thresholdCents: number | undefined,
     email: string | undefined,
     now: string,
+    audit?: AuditEntry,
   ) {
     const { sets, values } = settingsUpdate(accountId, email, now);
     sets.push('alertState = :armed');
@@ -145,7 +148,48 @@ export class WatchItems extends WatchOutbox implements WatchStore {
       values[':threshold'] = N(thresholdCents);
       expression = `SET ${sets.join(', ')}`;
     }
-    await this.update(accountId, expression, values);
+    if (audit) await this.withEntry(accountId, { expression, values }, audit);
+    else await this.update(accountId, expression, values);
+  }
+
+  /**
+   * A settings change the customer made, with its audit entry: the watch item's update, the e-mail
+   * saying so when there is one, and the entry, in one transaction.
+   */
+  private async withEntry(
+    accountId: string,
+    update: { expression: string; values: Item },
+    audit: AuditEntry,
+    outbox?: { id: string; message: NewMessage | undefined; now: string },
+  ): Promise<void> {
+    const table = this.name();
+    await this.wire.call('TransactWriteItems', {
+      TransactItems: withAudit<object>(
+        [
+          {
+            Update: {
+              TableName: table,
+              Key: { id: S(watchId(accountId)) },
+              UpdateExpression: update.expression,
+              ExpressionAttributeValues: update.values,
+            },
+          },
+          ...(outbox?.message
+            ? [
+                {
+                  Put: {
+                    TableName: table,
+                    Item: outboxItem(outbox.id, accountId, outbox.message, outbox.now),
+                    ConditionExpression: 'attribute_not_exists(id)',
+                  },
+                },
+              ]
+            : []),
+        ],
+        audit,
+        this.tables,
+      ),
+    });
   }
 
   async setAutoTopUp(
@@ -154,6 +198,7 @@ export class WatchItems extends WatchOutbox implements WatchStore {
     email: string | undefined,
     now: string,
     message?: NewMessage,
+    audit?: AuditEntry,
   ) {
     const { sets, values } = settingsUpdate(accountId, email, now);
     sets.push('autoBelowCents = :below', 'autoBuyCents = :buy', 'autoEnabled = :enabled');
@@ -164,11 +209,10 @@ export class WatchItems extends WatchOutbox implements WatchStore {
     });
     // Switched on again: the reason it went off is the past.
     const remove = settings.enabled ? ' REMOVE autoOffReason, autoOffAt' : '';
-    await this.transition(
-      accountId,
-      { expression: `SET ${sets.join(', ')}${remove}`, values },
-      { id: changeMessageId(accountId, randomUUID()), message, now },
-    );
+    const update = { expression: `SET ${sets.join(', ')}${remove}`, values };
+    const outbox = { id: changeMessageId(accountId, randomUUID()), message, now };
+    if (audit) await this.withEntry(accountId, update, audit, outbox);
+    else await this.transition(accountId, update, outbox);
   }
 
   async queueMessage(accountId: string, message: NewMessage, now: string): Promise<void> {
