@@ -220,10 +220,10 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
       return c.html(await billingPage(accountId, { watchError: error.message }), 400);
     }
     const at = now().toISOString();
-    await watches.setAlert(accountId, cents, await watches.emailOf(subject), at);
-    // The balance watch's own table (WatchStore) takes no audit entry: appended right after the change.
     const threshold = cents === undefined ? 'off' : `$${(cents / 100).toFixed(2)}`;
-    await store.appendAudit(auditOf(c, 'alert.changed', at, { details: { threshold } }));
+    // The entry in the same transaction as the watch item's change.
+    const audit = auditOf(c, 'alert.changed', at, { details: { threshold } });
+    await watches.setAlert(accountId, cents, await watches.emailOf(subject), at, audit);
     return redirectAfterPost(c, store, c.var.session, BILLING_PATH, now());
   });
 
@@ -252,14 +252,14 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
     const changed = { ...settings, enabled };
     // The change told to the account's address in the same write.
     const message = email ? autoTopUpChangedMessage(email, changed, at) : undefined;
-    await watches.setAutoTopUp(accountId, changed, email, at, message);
-    // The balance watch's own table (WatchStore) takes no audit entry: appended right after the change.
     const details = {
       enabled: String(enabled),
       below: `$${(settings.belowCents / 100).toFixed(2)}`,
       buy: `$${(settings.buyCents / 100).toFixed(2)}`,
     };
-    await store.appendAudit(auditOf(c, 'auto_top_up.changed', at, { details }));
+    // The entry in the same transaction as the change and its e-mail.
+    const audit = auditOf(c, 'auto_top_up.changed', at, { details });
+    await watches.setAutoTopUp(accountId, changed, email, at, message, audit);
     return redirectAfterPost(c, store, c.var.session, BILLING_PATH, now());
   });
 

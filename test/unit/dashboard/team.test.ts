@@ -232,5 +232,15 @@ describe('the audit log', () => {
     });
     const none = await t.get(t.owner, '/dashboard/settings/audit?from=2030-01-01');
     expect(none.body).toContain('No entries.');
+    // A billing member's alert: its entry names them and the threshold.
+    const billing = await t.join('money', 'billing');
+    later();
+    expect((await t.post(billing, '/dashboard/billing/alert', { threshold: '5' })).status).toBe(303);
+    // (The memory watch store keeps the entries it is given apart; DynamoDB writes them to the audit table.)
+    expect(t.watches.audits.at(-1)).toMatchObject({
+      action: 'alert.changed',
+      actor: { subject: 'money', email: 'money@example.com' },
+      details: { threshold: '$5.00' },
+    });
   });
 });
