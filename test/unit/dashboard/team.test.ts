@@ -99,6 +99,22 @@ describe('members', () => {
     expect((await t.store.listKeys(t.accountId))[0]?.status).toBe('active');
   });
 
+  it('pages offer only what the role may do: a viewer sees keys and billing without their forms', async () => {
+    const t = await teamDashboard();
+    const viewer = await t.join('v', 'viewer');
+    const keys = (await t.get(viewer, '/dashboard/settings/api')).body;
+    expect(keys).not.toContain('action="/dashboard/settings/api/keys"');
+    const billing = (await t.get(viewer, '/dashboard/billing')).body;
+    expect(billing).not.toContain('<form method="post" action="/dashboard/billing');
+    expect(billing).toContain('Balance:');
+    const members = (await t.get(viewer, '/dashboard/settings/members')).body;
+    expect(members).not.toContain('/dashboard/settings/members/invite');
+    expect(members).not.toContain('/dashboard/settings/audit');
+    const owner = (await t.get(t.owner, '/dashboard/billing')).body;
+    expect(owner).toContain('action="/dashboard/billing/checkout"');
+    expect(owner).toContain('action="/dashboard/billing/alert"');
+  });
+
   it('a role change takes effect at the next request', async () => {
     const t = await teamDashboard();
     const dev = await t.join('dev', 'developer');
