@@ -78,7 +78,7 @@ function instanceCgroup(name: string, memoryMb: number): { procs: string; releas
  * (a shell that writes its own pid into the cgroup, then execs taskset and Node): its whole init is
  * held, and starting it does not block this process (the emulator) on a taskset of its own.
  */
-function limitedLauncher(
+export function limitedLauncher(
   bundles: Record<string, string>,
   limited: boolean,
   started: { pid: number; release: () => void }[],

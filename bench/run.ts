@@ -774,6 +774,12 @@ async function main() {
     await import('./activity.js');
     process.exit(0);
   }
+  // BENCH_ONLY=ttfb: added time to first byte under Lambda's CPU share and DynamoDB's latency, by
+  // memory size, with Portkey beside it (bench/added-ttfb.ts, a few minutes; it writes its own results).
+  if (process.env.BENCH_ONLY === 'ttfb') {
+    await import('./added-ttfb.js');
+    process.exit(0);
+  }
   // BENCH_ONLY=coldburst: the cold-burst table alone (bench/cold-burst.ts, about a minute; BENCH_BURST sets its size).
   if (process.env.BENCH_ONLY === 'coldburst') {
     const dynamo = await startDynamoLocal();

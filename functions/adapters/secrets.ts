@@ -6,6 +6,9 @@ import { getSecretValue } from './secrets-manager.js';
 /**
  * Secrets from Secrets Manager, fetched once per cold start and refreshed after `ttlMs`, never per
  * request. A refresh failure keeps serving the last good value. Locally, values come from the environment.
+ * A value read in the last fifth of its interval is answered at once and its refresh started then, so
+ * that a steady stream of requests never waits for one (the origin check's before the caller's read,
+ * an upstream credential's before the upstream call); no value is served older than `ttlMs`.
  *
  * In a function (AWS_LAMBDA_FUNCTION_NAME, AWS_REGION and the role's credentials in the environment,
  * as Lambda sets them) GetSecretValue is signed and sent directly (secrets-manager.ts), so the bundles
@@ -58,6 +61,8 @@ interface Entry {
   fetchedAt: number;
 }
 const cache = new Map<string, Entry>();
+/** The share of its interval after which a value read starts its refresh (and is still answered). */
+const REFRESH_AHEAD_AT = 0.8;
 const inflight = new Map<string, Promise<string>>();
 
 export async function getSecretString(
@@ -68,12 +73,15 @@ export async function getSecretString(
 ): Promise<string> {
   const key = `${secretId}#${versionStage}`;
   const hit = cache.get(key);
-  if (hit && now - hit.fetchedAt < ttlMs) return hit.value;
+  const age = hit ? now - hit.fetchedAt : Number.POSITIVE_INFINITY;
+  if (hit && age < ttlMs * REFRESH_AHEAD_AT) return hit.value;
   let pending = inflight.get(key);
   if (!pending) {
     pending = fetchSecret(secretId, versionStage, key, now, hit).finally(() => inflight.delete(key));
     inflight.set(key, pending);
   }
+  // Refreshing ahead: the value in hand is still within its interval (a failed refresh keeps it).
+  if (hit && age < ttlMs) return hit.value;
   return pending;
 }
 
@@ -150,6 +158,20 @@ export async function usageSigningKey(env: NodeJS.ProcessEnv = process.env): Pro
   const arn = env.USAGE_SIGNING_SECRET_ARN;
   if (arn) return getSecretString(arn, 5 * 60_000);
   return env.USAGE_SIGNING_KEY || undefined;
+}
+
+/**
+ * Starts reading, during an instance's init, every secret its requests wait for, so that its first
+ * request finds them read or on the wire instead of asking for each in turn: the origin-verify values
+ * (checked before the caller's read), the upstream credentials the tiers name (read after admission,
+ * before the upstream call) and the usage-signing key (at the first settlement). The cache shares each
+ * call with the request that asks for it; a failure here is left to that request, which asks again.
+ */
+export function prefetchRequestSecrets(credentialNames: Iterable<string | undefined>): void {
+  const ignore = () => undefined;
+  originVerifyValues().catch(ignore);
+  usageSigningKey().catch(ignore);
+  for (const name of new Set(credentialNames)) if (name) upstreamCredential(name).catch(ignore);
 }
 
 /**

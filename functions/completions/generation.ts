@@ -12,6 +12,7 @@ import type { Hold } from '../core/store.js';
 import { outputCap, type Tier, type UpstreamTarget } from '../core/tiers.js';
 import { type FunctionUrlResult, jsonResponse } from '../shared/http.js';
 import { logger } from '../shared/observability.js';
+import { markUpstreamCall, markUpstreamOpened } from '../shared/server-timing.js';
 import { admit } from './admission.js';
 import type { GenerationPorts } from './config.js';
 import type { Deadlines } from './deadlines.js';
@@ -99,8 +100,9 @@ export class Generation {
     const { config } = this.ports;
     const stream = this.request.stream === true;
     const started = this.deadlines.startedAt;
+    markUpstreamCall();
     try {
-      return await openWithFallback({
+      const opened = await openWithFallback({
         targets: this.tier.targets,
         bodyFor: (target) => this.forwardedTo(target).body,
         credential: this.ports.credential,
@@ -116,6 +118,8 @@ export class Generation {
             tier: this.request.model,
           }),
       });
+      markUpstreamOpened();
+      return opened;
     } catch (error) {
       await this.release();
       const atDeadline = error instanceof UpstreamDeadlineError || Date.now() >= this.deadlines.upstream;

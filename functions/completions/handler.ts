@@ -3,7 +3,7 @@
  * its route (POST /api/v1/chat/completions in the route table, shared/routes.ts).
  */
 import { getStore } from '../adapters/dynamodb/index.js';
-import { upstreamCredential, usageSigningKey } from '../adapters/secrets.js';
+import { prefetchRequestSecrets, upstreamCredential } from '../adapters/secrets.js';
 import { type AfterReplyContext, streamingHandler } from '../shared/after-reply.js';
 import type { CallerContext } from '../shared/authenticate.js';
 import { handlerChain } from '../shared/chain.js';
@@ -19,10 +19,9 @@ const config = loadCompletionsConfig();
 
 const ports = { store: getStore(), config, credential: upstreamCredential };
 
-// The usage-signing key is read at an instance's first settlement, which waits for it (up to 2 s):
-// asked for now, during init, the read overlaps the first request instead (the cache shares the one
-// call; a failure here is left to that settlement, which asks again).
-usageSigningKey().catch(() => undefined);
+// The secrets a first request waits for (origin check, upstream credentials, usage signing), asked for
+// now, during init: their reads overlap init and the first request instead of adding to its wait.
+prefetchRequestSecrets(Object.values(config.tiers).flatMap((tier) => tier.targets.map((t) => t.credential)));
 
 type InvocationContext = CallerContext &
   RoutedContext<'completions'> &

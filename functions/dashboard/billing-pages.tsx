@@ -5,6 +5,7 @@
  */
 import type { AccountRecord, LedgerEntry } from '../core/store.js';
 import type { Watch } from '../core/watch.js';
+import { BillingLinks } from './billing-profile.js';
 import { allowed, Layout, StatusNotice, usd, when } from './pages.js';
 
 function History(props: { entries: LedgerEntry[] }) {
@@ -164,6 +165,7 @@ export function BillingPage(props: {
       <p>
         Balance: <strong class="balance">{usd(props.account.balanceNano)}</strong>
       </p>
+      <BillingLinks />
       <h2>Buy credits</h2>
       {props.error ? (
         <p class="error" role="alert">

@@ -22,6 +22,7 @@ import { logger } from '../shared/observability.js';
 import { createAccountKey, KeyRequestError, renameAccountKey, revokeAccountKey } from './accounts.js';
 import { activityRoutes } from './activity-routes.js';
 import { auditRoutes } from './audit-routes.js';
+import { billingDocumentRoutes } from './billing-documents.js';
 import { BillingPage, SuccessPage } from './billing-pages.js';
 import type { DashboardDeps, DashboardEnv } from './deps.js';
 import { keyCapRoute, keysPage } from './keys-page.js';
@@ -201,6 +202,7 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
     const session = await createCheckout(await deps.stripe(), {
       accountId,
       amountCents: cents,
+      customer: (await watches?.getWatch(accountId))?.autoTopUp?.customer,
       successUrl: `${deps.publicOrigin}${BILLING_PATH}/success?session_id={CHECKOUT_SESSION_ID}`,
       cancelUrl: `${deps.publicOrigin}${BILLING_PATH}`,
     });
@@ -321,5 +323,6 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
   activityRoutes(routes, store, now);
   teamRoutes(routes, deps, now);
   auditRoutes(routes, store);
+  billingDocumentRoutes(routes, deps, now);
   return routes;
 }

@@ -69,6 +69,23 @@ table.stack td.when, table.stack td code { white-space: nowrap; overflow-wrap: n
   table.stack caption { display: block; max-width: none; }
 }
 .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
+nav.sub { display: flex; flex-wrap: wrap; gap: .25rem 1rem; margin: 1rem 0; }
+form.profile { max-width: 36rem; }
+form.profile .field { display: flex; flex-direction: column; gap: .2rem; margin: 0 0 .8rem; }
+form.profile fieldset { border: 1px solid #8884; border-radius: 8px; margin: 0 0 1rem; padding: .5rem 1rem; }
+form.profile .tax-id { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: .4rem; }
+form.profile .tax-id label { grid-column: 1 / -1; }
+textarea, select { font: inherit; padding: .35rem .5rem; border: 1px solid #8888; border-radius: 6px; max-width: 100%; }
+td.wrap, td code { overflow-wrap: anywhere; }
+.statement-totals tr.total th, .statement-totals tr.total td { font-weight: 600; border-top: 2px solid #8888; }
+@media (max-width: 40rem) {
+  header { flex-wrap: wrap; padding: .75rem 1rem; } header nav { flex-wrap: wrap; gap: .25rem .8rem; }
+  main { padding: 1rem; } th, td { padding: .35rem .3rem; }
+}
+@media print {
+  header, nav.sub, .no-print, form { display: none; } main { max-width: none; padding: 0; }
+  body { font-size: 11pt; color: #000; } a { color: inherit; text-decoration: none; }
+}
 `;
 
 /**

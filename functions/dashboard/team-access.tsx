@@ -33,7 +33,7 @@ import { currentSession, endSession } from './sessions.js';
 const POSTS: readonly (readonly [RegExp, Permission])[] = [
   [/^\/settings\/api\/keys$/, 'keys'],
   [/^\/settings\/api\/keys\/[^/]+\/(revoke|rename|cap)$/, 'keys'],
-  [/^\/billing\/(checkout|alert|auto-top-up|auto-top-up\/card)$/, 'billing'],
+  [/^\/billing\/(checkout|alert|auto-top-up|auto-top-up\/card|profile)$/, 'billing'],
   [/^\/settings\/members\/(invite|role|remove)$/, 'members'],
   [/^\/settings\/members\/invitations\/[^/]+\/revoke$/, 'members'],
   [/^\/settings\/members\/transfer$/, 'owners'],

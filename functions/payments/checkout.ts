@@ -4,12 +4,18 @@
  * session's `client_reference_id` and in its PaymentIntent's metadata, which is where the webhook
  * reads it back (events.ts): the charge, refund and dispute events carry the PaymentIntent, not the
  * session. Nothing is credited here or on the success page: only the webhook credits.
+ *
+ * Each purchase is invoiced by Checkout itself (`invoice_creation`): the session is made for the
+ * account's Customer (invoicing.ts: the one its card was saved to, else found by its metadata, else
+ * made), so that the invoice carries the billing profile kept on it, with its PO number as the
+ * invoice's custom field. Without the invoicing port (a test's fake Stripe) a session is as before.
  */
 
 import type Stripe from 'stripe';
 import { SAVE_CARD_KIND } from '../core/watch.js';
 import { CURRENCY, purchaseCents } from './amounts.js';
 import { ACCOUNT_METADATA_KEY, KIND_METADATA_KEY } from './events.js';
+import { poFields } from './invoicing.js';
 import type { CheckoutSessionView, StripeApi } from './stripe-api.js';
 
 export interface CheckoutRequest {
@@ -19,6 +25,32 @@ export interface CheckoutRequest {
   /** Where Stripe sends the customer after paying; `{CHECKOUT_SESSION_ID}` is replaced by Stripe. */
   successUrl: string;
   cancelUrl: string;
+  /** The account's Stripe Customer, from the card it saved before (functions/core/watch.ts), if any. */
+  customer?: string | undefined;
+}
+
+/** The session's Customer and its invoice, where the invoicing port is there. */
+async function invoiced(
+  stripe: StripeApi,
+  request: CheckoutRequest,
+  description: string,
+): Promise<
+  { customer: string; invoice_creation: Stripe.Checkout.SessionCreateParams.InvoiceCreation } | undefined
+> {
+  if (!stripe.invoicing) return undefined;
+  const customer = await stripe.invoicing.ensureCustomer(request.accountId, request.customer);
+  const fields = poFields(await stripe.invoicing.readProfile(customer));
+  return {
+    customer,
+    invoice_creation: {
+      enabled: true,
+      invoice_data: {
+        description,
+        metadata: { [ACCOUNT_METADATA_KEY]: request.accountId },
+        ...(fields.length > 0 ? { custom_fields: fields } : {}),
+      },
+    },
+  };
 }
 
 /** Throws InvalidPurchaseAmountError (a message for the customer) before any Stripe call. */
@@ -32,6 +64,7 @@ export async function createCheckout(
   return stripe.createCheckoutSession({
     mode: 'payment',
     client_reference_id: request.accountId,
+    ...(await invoiced(stripe, request, 'API credits')),
     line_items: [
       {
         quantity: 1,
@@ -45,11 +78,6 @@ export async function createCheckout(
   });
 }
 
-export interface SaveCardCheckoutRequest extends CheckoutRequest {
-  /** The account's Stripe Customer, from the card it saved before (functions/core/watch.ts), if any. */
-  customer?: string | undefined;
-}
-
 /**
  * A purchase that also saves the card for auto top-up: the same Checkout in `payment` mode (the
  * customer buys the top-up amount now, within the same bounds), with
@@ -57,15 +85,18 @@ export interface SaveCardCheckoutRequest extends CheckoutRequest {
  * payments and attaches it to the customer). The Customer to charge later is the account's own when
  * it has one (`customer`: one Customer per account, however many cards it saves), else a new one
  * (`customer_creation: always`); Stripe takes one or the other, never both. A Customer that Stripe no
- * longer knows (deleted in its dashboard: 400 `resource_missing` on `customer`) gets a new one.
+ * longer knows (deleted in its dashboard: 400 `resource_missing` on `customer`) gets a new one. With
+ * the invoicing port, the Customer is always the account's own (found or made before the session).
  * Its metadata's `kind` tells the webhook to record the card (events.ts).
  */
 export async function createSaveCardCheckout(
   stripe: StripeApi,
-  request: SaveCardCheckoutRequest,
+  request: CheckoutRequest,
 ): Promise<CheckoutSessionView> {
   const cents = purchaseCents(request.amountCents);
   if (!request.accountId) throw new Error('createSaveCardCheckout needs the account id');
+  const invoice = await invoiced(stripe, request, 'API credits (card saved for auto top-up)');
+  if (invoice) return stripe.createCheckoutSession(saveCardParams(request, cents, invoice));
   if (request.customer) {
     try {
       return await stripe.createCheckoutSession(
@@ -88,7 +119,9 @@ function isMissingCustomer(error: unknown): boolean {
 function saveCardParams(
   request: CheckoutRequest,
   cents: number,
-  who: { customer: string } | { customer_creation: 'always' },
+  who:
+    | { customer: string; invoice_creation?: Stripe.Checkout.SessionCreateParams.InvoiceCreation }
+    | { customer_creation: 'always' },
 ): Stripe.Checkout.SessionCreateParams {
   const metadata = { [ACCOUNT_METADATA_KEY]: request.accountId, [KIND_METADATA_KEY]: SAVE_CARD_KIND };
   return {

@@ -22,6 +22,7 @@
  * balance watch off-session) has no session: its PaymentIntent events credit it, by the same
  * reference as any purchase, so it is credited once whichever event arrives, in any order, any
  * number of times; the in-flight mark and the switch-off are conditional on its sequence number.
+ * Once credited, an auto top-up gets its invoice, paid out of band (invoicing.ts), made once.
  *
  * A refund is taken back by refund id, from the charge's list of refunds, not from the difference
  * of its cumulative `amount_refunded` to what an earlier event said: events may arrive in any order
@@ -279,6 +280,16 @@ async function creditAutoTopUp(
   if (written) recordPayment('credited', 'stripe auto top-up credited', { ...details, cents });
   // Cleared after the credit, and only for this top-up: a later one in flight is left alone.
   await deps.watches?.finishTopUp(topUp.accountId, topUp.seq);
+  // Its invoice, made once (invoicing.ts); a failure throws, and the event comes again to make it.
+  const customer = idOf(intent.customer);
+  if (deps.stripe.invoicing && customer)
+    await deps.stripe.invoicing.invoicePayment({
+      customer,
+      accountId: topUp.accountId,
+      paymentIntent: intentId,
+      amountCents: cents,
+      description: 'API credits (auto top-up)',
+    });
   return {
     kind: written ? 'credited' : 'already-credited',
     accountId: topUp.accountId,

@@ -17,7 +17,7 @@ import {
   originVerify,
 } from '../shared/http.js';
 import { logContext } from '../shared/observability.js';
-import { stripeSettings } from './config.js';
+import { webhookSettings } from './config.js';
 import { recordPayment } from './metrics.js';
 import { instanceSdk } from './sdk.js';
 import { stripeApi } from './stripe-api.js';
@@ -26,9 +26,9 @@ import { handleWebhook } from './webhook.js';
 /** The balance watch's items (a saved card, an auto top-up's outcome): where a dashboard is deployed. */
 let watches: WatchItems | undefined;
 async function webhook(event: FunctionUrlEvent): Promise<FunctionUrlResult> {
-  let settings: Awaited<ReturnType<typeof stripeSettings>>;
+  let settings: Awaited<ReturnType<typeof webhookSettings>>;
   try {
-    settings = await stripeSettings();
+    settings = await webhookSettings();
   } catch (error) {
     recordPayment('failures', 'stripe webhook: no Stripe credentials', { error });
     return {

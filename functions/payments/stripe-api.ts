@@ -4,6 +4,7 @@
  * (lib/local/stripe.ts) through its own `host`/`port`/`protocol` options; in AWS, api.stripe.com.
  */
 import Stripe from 'stripe';
+import { type InvoicingApi, stripeInvoicing } from './invoicing.js';
 
 /** What the webhook reads of a PaymentIntent: where its account id is kept (set at Checkout creation). */
 export interface PaymentIntentView {
@@ -50,6 +51,8 @@ export interface StripeApi {
   /** Every refund of the charge (all pages). */
   listRefunds(chargeId: string): Promise<RefundView[]>;
   createCheckoutSession(params: Stripe.Checkout.SessionCreateParams): Promise<CheckoutSessionView>;
+  /** The billing profile and invoices (invoicing.ts); absent: no invoices (a test's fake Stripe). */
+  invoicing?: InvoicingApi;
 }
 
 /**
@@ -113,6 +116,7 @@ export function stripeClient({ apiKey, apiBase, network = DEFAULT_NETWORK }: Str
 
 export function stripeApi(client: Stripe): StripeApi {
   return {
+    invoicing: stripeInvoicing(client),
     async retrievePaymentIntent(id) {
       const intent = await client.paymentIntents.retrieve(id, { expand: ['payment_method'] });
       const customer = idOf(intent.customer);

@@ -16,6 +16,7 @@ import type { Readable, Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import type { Context } from 'aws-lambda';
 import type { FunctionUrlEvent, FunctionUrlResult } from './http.js';
+import { markInvocation, withServerTiming } from './server-timing.js';
 
 export interface AfterReplyContext extends Context {
   /** Runs `work` now; the invocation ends only once it has settled. It must not reject. */
@@ -41,6 +42,7 @@ export function streamingHandler<C extends AfterReplyContext>(
   handler: (event: FunctionUrlEvent, context: C) => Promise<FunctionUrlResult>,
 ): unknown {
   return awslambda.streamifyResponse(async (event, responseStream, lambdaContext) => {
+    markInvocation();
     const pending: Promise<void>[] = [];
     const context = lambdaContext as C;
     context.afterReply = (work) => {
@@ -48,7 +50,8 @@ export function streamingHandler<C extends AfterReplyContext>(
     };
     try {
       const { statusCode, headers, body } = await handler(event, context);
-      await send(body, awslambda.HttpResponseStream.from(responseStream, { statusCode, headers }));
+      const prelude = { statusCode, headers: withServerTiming(headers) };
+      await send(body, awslambda.HttpResponseStream.from(responseStream, prelude));
     } finally {
       // Whatever became of the reply (sent, failed, or never made), queued work ends first.
       await Promise.allSettled(pending);

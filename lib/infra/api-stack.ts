@@ -73,6 +73,7 @@ import { checkDashboardOrigin, checkTopUpUrl } from './public-origin.js';
 import { Reconciler } from './reconciler.js';
 import { keyDailyCapsEnv, ServiceFunction } from './service-function.js';
 import { ServiceTables } from './service-tables.js';
+import { stripeKeySecret } from './stripe-keys.js';
 
 export type Stage = 'sandbox' | 'prod';
 
@@ -573,8 +574,11 @@ export class ApiStack extends Stack {
       : undefined;
     // The customers' dashboard (dashboard.ts), behind the distribution at /dashboard: where its origin is
     // a literal (a custom domain, or a sandbox's -c dashboardOrigin).
+    // The dashboard's own restricted key (Checkout Sessions), in its own secret (stripe-keys.ts).
+    const dashboardStripeSecret =
+      publicOrigin && email ? stripeKeySecret(this, 'dashboard', removalPolicy) : undefined;
     const dashboard =
-      publicOrigin && email
+      publicOrigin && email && dashboardStripeSecret
         ? new Dashboard(this, 'CustomerDashboard', {
             email,
             stage: props.stage,
@@ -582,7 +586,7 @@ export class ApiStack extends Stack {
             ...(props.authDomainPrefix ? { authDomainPrefix: props.authDomainPrefix } : {}),
             tables,
             tableEnv,
-            stripeSecret: payments.secret,
+            stripeSecret: dashboardStripeSecret,
             originSecret,
             fixedTableName: sandbox,
             ...(props.tableMaxReadUnits !== undefined
@@ -733,25 +737,29 @@ export class ApiStack extends Stack {
     });
 
     // The payments reconciler (reconciler.ts): the Stripe events the webhook missed, applied on a schedule.
+    const reconcilerStripeSecret = stripeKeySecret(this, 'reconciler', removalPolicy);
     new Reconciler(this, 'Reconcile', {
       tables,
       tableEnv: { ...tableEnv, ...auditEnv },
-      stripeSecret: payments.secret,
+      stripeSecret: reconcilerStripeSecret,
       ...(dashboard ? { dashboard: { table: dashboard.table, billingUrl: dashboard.billingUrl } } : {}),
       alarmTopic: monitoring.topic,
       logRetention,
       removalPolicy,
     });
 
-    // The balance watch (balance-watch.ts): low-balance e-mails and auto top-ups, beside the dashboard.
+    // The balance watch (balance-watch.ts): low-balance e-mails and auto top-ups, beside the dashboard,
+    // with its own restricted key (off-session PaymentIntents) in its own secret (stripe-keys.ts).
+    let watchStripeSecret: Secret | undefined;
     if (dashboard && email) {
       email.alarmTo(monitoring.topic);
+      watchStripeSecret = stripeKeySecret(this, 'watch', removalPolicy);
       new BalanceWatch(this, 'Watch', {
         email,
         tables,
         dashboardTable: dashboard.table,
         tableEnv,
-        stripeSecret: payments.secret,
+        stripeSecret: watchStripeSecret,
         billingUrl: dashboard.billingUrl,
         payments: payments.function.fn,
         dashboard: dashboard.function.fn,
@@ -789,8 +797,24 @@ export class ApiStack extends Stack {
     new CfnOutput(this, 'StripeSecretArn', {
       value: payments.secret.secretArn,
       description:
-        'Where the Stripe API key and webhook signing secret go (docs/deploy.md, "Connecting Stripe")',
+        'Where the payments function\'s restricted Stripe key and the webhook signing secret go (docs/deploy.md, "Connecting Stripe")',
     });
+    new CfnOutput(this, 'StripeReconcilerSecretArn', {
+      value: reconcilerStripeSecret.secretArn,
+      description: 'Where the reconciler\'s restricted Stripe key goes (docs/deploy.md, "Connecting Stripe")',
+    });
+    if (dashboardStripeSecret)
+      new CfnOutput(this, 'StripeDashboardSecretArn', {
+        value: dashboardStripeSecret.secretArn,
+        description:
+          'Where the dashboard\'s restricted Stripe key goes (docs/deploy.md, "Connecting Stripe")',
+      });
+    if (watchStripeSecret)
+      new CfnOutput(this, 'StripeWatchSecretArn', {
+        value: watchStripeSecret.secretArn,
+        description:
+          'Where the balance watch\'s restricted Stripe key goes (docs/deploy.md, "Connecting Stripe")',
+      });
     if (dashboard) {
       new CfnOutput(this, 'DashboardUrl', {
         value: `${publicOrigin}${DASHBOARD_PATHS.home}`,

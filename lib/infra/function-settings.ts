@@ -20,6 +20,9 @@ export interface FunctionSettings {
  * largest a Function URL takes) whose usage was estimated, once a request's copies were no longer
  * held, the tokenizer loaded from data, and large invocations ended with a collection
  * (test/integration/memory-fit.test.ts holds it under 152 MiB).
+ * The added time to first byte by size (`BENCH_ONLY=ttfb npm run bench`, docs/performance.md, 2026-12-07)
+ * kept it: 128 MB added 23 ms at p50 to a stream's first chunk and 1.0 s to a cold request over 160 MB;
+ * 256 MB's warm p50s were within 160 MB's range at 15.9% of the margin instead of 10.6%.
  * Models: 256 MB (it answers in milliseconds, so its size costs next to nothing, and a larger CPU
  * share shortens its cold start).
  * `cdk deploy -c completionsMemorySize=256` (or `modelsMemorySize`) overrides one at deploy time.

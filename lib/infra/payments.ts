@@ -1,19 +1,21 @@
 /**
  * The payments function: Stripe's webhook, behind the distribution at `/stripe/webhook`
  * (edge-routes.ts), crediting accounts through the same tables as the operator's top-ups. Its Stripe
- * credentials are a secret the operator puts after the first deploy (docs/deploy.md, "Connecting
- * Stripe"): created as `{}`, so a webhook before then answers 500 and Stripe keeps it for later.
+ * credentials (its restricted key and the webhook's signing secret) are a secret of its own that the
+ * operator puts after the first deploy (docs/deploy.md, "Connecting Stripe"): created as `{}`, so a
+ * webhook before then answers 500 and Stripe keeps it for later.
  */
 import { Duration, type RemovalPolicy } from 'aws-cdk-lib';
 import type { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { type FunctionUrl, FunctionUrlAuthType, InvokeMode } from 'aws-cdk-lib/aws-lambda';
 import type { RetentionDays } from 'aws-cdk-lib/aws-logs';
-import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
+import type { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import { EDGE_ORIGINS } from './edge-routes.js';
 import { FUNCTION_SETTINGS } from './function-settings.js';
 import { ServiceFunction } from './service-function.js';
+import { stripeKeySecret } from './stripe-keys.js';
 
 /**
  * The webhook's reserved concurrency, on a stack that reserves concurrency at all (`-c
@@ -51,12 +53,8 @@ export class Payments extends Construct {
   constructor(scope: Construct, id: string, props: PaymentsProps) {
     super(scope, id);
     const { tables } = props;
-    this.secret = new Secret(scope, 'StripeCredentials', {
-      description:
-        'Stripe: {"apiKey": "sk_...", "webhookSecret": "whsec_..."} (docs/deploy.md, "Connecting Stripe")',
-      secretObjectValue: {},
-      removalPolicy: props.removalPolicy,
-    });
+    // Its own restricted key and the webhook's signing secret (stripe-keys.ts): no other role reads them.
+    this.secret = stripeKeySecret(scope, 'payments', props.removalPolicy);
     this.function = new ServiceFunction(scope, 'Payments', {
       entry: 'functions/payments/handler.ts',
       memorySize: FUNCTION_SETTINGS.payments.memoryMb,

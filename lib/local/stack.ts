@@ -57,6 +57,7 @@ import { localPolicies, type PolicySet, type Principal } from './iam-policies.js
 import { type RunningLocalOidc, startLocalOidc } from './oidc.js';
 import { type RunningSesStandIn, startSesStandIn } from './ses.js';
 import { type RunningStripeStandIn, startStripeStandIn } from './stripe/index.js';
+import { localRestrictedKeys, localStripeKey, type StripeKeyHolder } from './stripe/keys.js';
 
 /**
  * The whole service on one machine: DynamoDB Local, the upstream simulator and
@@ -192,6 +193,18 @@ const ROLE_OF: Record<EdgeFunction, Principal> = {
   dashboard: 'dashboard',
 };
 /**
+ * The functions behind the distribution that call Stripe, each with its own restricted key
+ * (stripe/keys.ts), as each has its own secret in AWS (lib/infra/stripe-keys.ts).
+ */
+const STRIPE_KEY_OF: Partial<Record<EdgeFunction, StripeKeyHolder>> = {
+  payments: 'payments',
+  dashboard: 'dashboard',
+};
+const stripeKeyEnv = (fn: EdgeFunction): Record<string, string> => {
+  const holder = STRIPE_KEY_OF[fn];
+  return holder ? { STRIPE_API_KEY: localStripeKey(holder) } : {};
+};
+/**
  * Instances started with the emulator (Lambda has none before a first request; these keep the first
  * one fast): none of the dashboard's, which no API test calls, and whose first page loads its framework.
  */
@@ -213,7 +226,7 @@ export function emulatedRoutes(
       module: fileURLToPath(new URL(`../../functions/${HANDLER_DIRS[fn]}/handler.ts`, import.meta.url)),
       timeoutMs: FUNCTION_SETTINGS[fn].timeoutSeconds * 1000,
       memoryMb: FUNCTION_SETTINGS[fn].memoryMb,
-      env: credentialEnv(ROLE_OF[fn]),
+      env: { ...credentialEnv(ROLE_OF[fn]), ...stripeKeyEnv(fn) },
       ...(WARM_INSTANCES[fn] !== undefined ? { warmInstances: WARM_INSTANCES[fn] } : {}),
       ...options.functions?.[fn],
     },
@@ -300,8 +313,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       upstreamBaseUrl = simulator.url;
     }
 
-    // Stripe, as the payments function and the dashboard reach it: the stand-in, through the real SDK.
-    const stripe = await startStripeStandIn();
+    // Stripe, as the payments function and the dashboard reach it: the stand-in, through the real SDK,
+    // each function with its own restricted key (STRIPE_KEY_OF, and the watch's and the reconciler's).
+    const stripe = await startStripeStandIn({ restrictedKeys: localRestrictedKeys() });
     stops.push(stripe.close);
     // SES, as the balance watch reaches it: the stand-in, through the same signed SendEmail call.
     const ses = await startSesStandIn({
@@ -484,7 +498,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 /**
  * The balance watch as its handler runs it (functions/balance-watch/handler.ts), in this process: its
  * role's store (DynamoDB through the IAM layer), SES signed with its role's credentials (the SES
- * stand-in), Stripe through the stand-in with the real SDK. Loaded after the environment is set.
+ * stand-in), Stripe through the stand-in with the real SDK and the watch's restricted key. Loaded
+ * after the environment is set.
  */
 async function localWatch(
   store: DynamoStore,
@@ -497,7 +512,7 @@ async function localWatch(
   const { offSessionPayments, stripeClient } = await import('../../functions/payments/stripe-api.js');
   const { sdkLookup } = await import('../../functions/balance-watch/lookup.js');
   const watches = new WatchItems({ client: store.client, tables: store.tables, wire: store.wire });
-  const sdk = stripeClient({ apiKey: stripe.apiKey, apiBase: stripe.url });
+  const sdk = stripeClient({ apiKey: localStripeKey('watch'), apiBase: stripe.url });
   const payments = offSessionPayments(sdk);
   const credentials = credentialsOf('balanceWatch');
   return (options = {}) =>
@@ -523,7 +538,8 @@ async function localWatch(
 
 /**
  * The payments reconciler as its handler runs it (functions/reconciler/handler.ts), in this process:
- * its role's store (DynamoDB through the IAM layer), Stripe through the stand-in with the real SDK.
+ * its role's store (DynamoDB through the IAM layer), Stripe through the stand-in with the real SDK
+ * and the reconciler's restricted key.
  */
 async function localReconcile(
   store: DynamoStore,
@@ -535,7 +551,7 @@ async function localReconcile(
   const { WatchItems } = await import('../../functions/adapters/dynamodb/watch.js');
   const { stripeApi, stripeClient } = await import('../../functions/payments/stripe-api.js');
   const watches = new WatchItems({ client: store.client, tables: store.tables, wire: store.wire });
-  const sdk = stripeClient({ apiKey: stripe.apiKey, apiBase: stripe.url });
+  const sdk = stripeClient({ apiKey: localStripeKey('reconciler'), apiBase: stripe.url });
   return (options = {}) =>
     reconcile({
       payments: {

@@ -53,4 +53,32 @@ describe('secrets at run time', () => {
       expect(named).toBeGreaterThanOrEqual(3);
     },
   );
+
+  it.each(['sandbox', 'prod'] as const)(
+    'each function that calls Stripe reads a restricted key of its own, in its own secret (%s)',
+    (stage) => {
+      const all = resources(stackOf(stage).template) as Record<string, Resource>;
+      const stripeSecretOf: Record<string, string> = {};
+      for (const [id, fn] of Object.entries(all)) {
+        if (fn.Type !== 'AWS::Lambda::Function') continue;
+        const variables = ((fn.Properties?.Environment as { Variables?: Record<string, unknown> } | undefined)
+          ?.Variables ?? {}) as Record<string, { Ref?: string } | undefined>;
+        const ref = variables.STRIPE_SECRET_ARN?.Ref;
+        if (ref) stripeSecretOf[id.replace(/[0-9A-F]{8}$/, '')] = ref.replace(/[0-9A-F]{8}$/, '');
+      }
+      // Each function's own secret (lib/infra/stripe-keys.ts); the dashboard and the balance watch are
+      // deployed only where the dashboard is (prod: its custom domain).
+      expect(stripeSecretOf).toEqual({
+        PaymentsFunction: 'StripeCredentials',
+        PaymentsReconcilerFunction: 'StripeReconcilerKey',
+        ...(stage === 'prod'
+          ? { DashboardFunction: 'StripeDashboardKey', BalanceWatchFunction: 'StripeWatchKey' }
+          : {}),
+      });
+      for (const secret of Object.values(stripeSecretOf))
+        expect(all[Object.keys(all).find((id) => id.startsWith(secret)) ?? '']?.Properties).toMatchObject({
+          SecretString: '{}',
+        });
+    },
+  );
 });

@@ -806,7 +806,7 @@ describe('the payments reconciler', () => {
     }
   });
 
-  it("has the webhook's ledger grants, its checkpoint's, the Stripe secret's read, and the watch items only where the dashboard is", () => {
+  it("has the webhook's ledger grants, its checkpoint's, its own Stripe key's read, and the watch items only where the dashboard is", () => {
     for (const [template, dashboard] of [
       [sandbox.template, false],
       [prod.template, true],
@@ -820,7 +820,9 @@ describe('the payments reconciler', () => {
       expect(on('ledger')).toEqual(['dynamodb:GetItem', 'dynamodb:PutItem']);
       expect(on('accounts')).toEqual(['dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:UpdateItem']);
       expect(on('holds')).toEqual(['dynamodb:PutItem']);
-      expect(on('StripeCredentials')).toEqual(['secretsmanager:GetSecretValue']);
+      // Its own restricted key's secret, never the webhook's (stripe-keys.ts).
+      expect(on('StripeReconcilerKey')).toEqual(['secretsmanager:GetSecretValue']);
+      expect(on('StripeCredentials')).toEqual([]);
       expect(on('keys')).toEqual([]);
       expect(on('dashboard').length > 0).toBe(dashboard);
     }

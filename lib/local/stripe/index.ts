@@ -5,14 +5,17 @@
  * a hosted checkout page whose Pay button pays the session and sends the signed webhook; and test
  * controls (state.ts), as methods and as `POST /_stand-in/...` endpoints.
  *
- * API (each needs `Authorization: Bearer <apiKey>`, as Stripe does):
+ * API (each needs `Authorization: Bearer <apiKey>`, as Stripe does, or one of the restricted keys it
+ * was given, within that key's permissions: keys.ts):
  *   POST /v1/checkout/sessions          GET /v1/checkout/sessions/:id
  *   GET  /v1/payment_intents/:id (expand[]=payment_method)     POST /v1/payment_intents (confirm and
  *        off_session on a saved card; an Idempotency-Key answered as Stripe does)
  *   GET  /v1/payment_methods/:id        POST /v1/payment_methods/:id/detach
  *   GET  /v1/customers/:id              DELETE /v1/customers/:id     GET /v1/charges/:id
  *   GET  /v1/refunds?charge=&payment_intent=&limit=&starting_after=     POST /v1/refunds
- * Pages: GET /checkout/:id (plain HTML, no script), POST /checkout/:id/pay (method=card|async).
+ *   Customers' billing details, tax IDs, invoice items and invoices: invoices.ts.
+ * Pages: GET /checkout/:id (plain HTML, no script), POST /checkout/:id/pay (method=card|async);
+ *   GET /invoice/:token (an invoice's hosted page) and /invoice/:token/pdf (its PDF).
  *   GET  /v1/events?type=|types[]=&created[gte]=&delivery_success=&limit=&starting_after=&ending_before=
  *   GET  /v1/events/:id   (events kept 30 days; an unknown parameter refused, 400 parameter_unknown)
  * Webhooks: each event POSTed signed; a failed attempt retried on Stripe's live-mode schedule (state.ts,
@@ -25,12 +28,20 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type FormObject, formList, formMetadata, formObject, formText, parseForm } from './form.js';
+import { invoicePage, invoicePdf } from './invoice-pdf.js';
+import { StripeInvoices } from './invoices.js';
+import { type KeyPermissions, missingPermission, permissionMessage } from './keys.js';
 import { checkParams, inRange, LIST_PARAMS, page } from './params.js';
 import { newId, type StandInState, StripeApiError, type StripeObject, StripeObjects } from './state.js';
 
 export interface StripeStandInOptions {
   /** The secret key the SDK must send (default `sk_test_local`). */
   apiKey?: string;
+  /**
+   * Restricted keys it accepts beside the secret key, each with its permissions (keys.ts): a call one
+   * does not allow is answered 403 `permission_error`, as Stripe answers it.
+   */
+  restrictedKeys?: Record<string, KeyPermissions>;
   /** The webhook endpoint's signing secret (default a fresh `whsec_...`). */
   webhookSecret?: string;
   /** Where events are POSTed; may be set later (setWebhookUrl). */
@@ -47,6 +58,8 @@ export interface RunningStripeStandIn {
   sdkOptions: { host: string; port: number; protocol: 'http' };
   /** Its objects, events and test controls. */
   stripe: StripeObjects;
+  /** Its customers' tax IDs, invoice items and invoices (invoices.ts). */
+  invoices: StripeInvoices;
   setWebhookUrl(url: string | undefined): void;
   /**
    * A slow Stripe: each API request (`/v1/...`) waits `ms` before it is served, or is dropped
@@ -107,6 +120,7 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
     webhookUrl: options.webhookUrl,
   };
   const stripe = new StripeObjects(settings);
+  const invoices = new StripeInvoices(stripe);
   let baseUrl = '';
   let apiDelayMs = 0;
 
@@ -126,7 +140,9 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
 
   const api = async (req: IncomingMessage, res: ServerResponse, path: string[], query: FormObject) => {
     if (apiDelayMs > 0 && !(await slowly(res))) return;
-    if (req.headers.authorization !== `Bearer ${settings.apiKey}`)
+    const key = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
+    const restricted = key === settings.apiKey ? undefined : options.restrictedKeys?.[key];
+    if (key !== settings.apiKey && !restricted)
       throw new StripeApiError(401, 'Invalid API Key provided: a key the stand-in was not started with');
     const form = req.method === 'POST' ? parseForm(await readBody(req)) : query;
     const [resource = '', second, third] = path;
@@ -134,6 +150,11 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
     const nested = resource === 'checkout' ? `checkout/${second ?? ''}` : resource;
     const verb = resource === 'checkout' ? undefined : third;
     const route = `${req.method} /${nested}${id ? '/:id' : ''}${verb ? `/${verb}` : ''}`;
+    const lacking = restricted && missingPermission(restricted, route, formList(form.expand).map(String));
+    if (lacking) throw new StripeApiError(403, permissionMessage(key, lacking), { type: 'permission_error' });
+    const once = req.headers['idempotency-key'];
+    const billed = invoices.route(req.method ?? '', path, form, typeof once === 'string' ? once : undefined);
+    if (billed) return sendJson(res, billed.status, billed.body);
     switch (route) {
       case 'POST /checkout/sessions':
         return sendJson(res, 200, createSession(form));
@@ -286,7 +307,7 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
     const successUrl = formText(form.success_url);
     if (!successUrl)
       throw new StripeApiError(400, 'Missing required param: success_url.', { param: 'success_url' });
-    return stripe.createSession({
+    const session = stripe.createSession({
       amount,
       currency,
       clientReferenceId: formText(form.client_reference_id),
@@ -299,6 +320,8 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
       customer: formText(form.customer),
       setupFutureUsage: formText(formObject(form.payment_intent_data).setup_future_usage),
     });
+    invoices.sessionCreated(session, form.invoice_creation);
+    return session;
   };
 
   const pages = async (req: IncomingMessage, res: ServerResponse, path: string[]) => {
@@ -320,6 +343,20 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
       return res.end();
     }
     throw new StripeApiError(404, 'Not found');
+  };
+
+  /** An invoice's hosted page (/invoice/<token>) and its PDF (/invoice/<token>/pdf), as Stripe serves them: no key. */
+  const documents = async (res: ServerResponse, path: string[]) => {
+    const invoice = invoices.byToken(path[1] ?? '');
+    if (path[2] === 'pdf') {
+      res.writeHead(200, {
+        'content-type': 'application/pdf',
+        'content-disposition': `inline; filename="Invoice-${String(invoice.number)}.pdf"`,
+      });
+      return res.end(invoicePdf(invoice));
+    }
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+    return res.end(invoicePage(invoice, String(invoice.invoice_pdf)));
   };
 
   const controls = async (req: IncomingMessage, res: ServerResponse, action: string) => {
@@ -384,9 +421,11 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
         ? api(req, res, path.slice(1), query)
         : path[0] === 'checkout'
           ? pages(req, res, path)
-          : path[0] === '_stand-in' && req.method === 'POST'
-            ? controls(req, res, path[1] ?? '')
-            : Promise.reject(new StripeApiError(404, 'Not found'));
+          : path[0] === 'invoice' && req.method === 'GET'
+            ? documents(res, path)
+            : path[0] === '_stand-in' && req.method === 'POST'
+              ? controls(req, res, path[1] ?? '')
+              : Promise.reject(new StripeApiError(404, 'Not found'));
     served.catch((error: unknown) => {
       const failure =
         error instanceof StripeApiError
@@ -401,6 +440,7 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
   baseUrl = `http://127.0.0.1:${port}`;
+  invoices.baseUrl = baseUrl;
   // Stripe's retries on its own schedule, in real time (a test moves the clock with advance instead).
   const stopRetries = stripe.startRetries();
   return {
@@ -409,6 +449,7 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
     webhookSecret: settings.webhookSecret,
     sdkOptions: { host: '127.0.0.1', port, protocol: 'http' },
     stripe,
+    invoices,
     setWebhookUrl(url) {
       settings.webhookUrl = url;
     },

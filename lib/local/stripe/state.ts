@@ -116,6 +116,8 @@ export class StripeObjects {
   readonly disputes = new Map<string, StripeObject>();
   readonly customers = new Map<string, StripeObject>();
   readonly paymentMethods = new Map<string, StripeObject>();
+  /** Told of each session paid, before its event is made (its invoice, invoices.ts). */
+  onSessionPaid: ((session: StripeObject) => void) | undefined;
   /** What the next confirmed off-session payment does (a test control), then back to succeeding. */
   private nextOffSession: OffSessionOutcome = 'succeed';
   /** Answers by idempotency key: the first request's parameters and answer, replayed to a repeat. */
@@ -366,6 +368,7 @@ export class StripeObjects {
   private succeed(session: StripeObject, intent: StripeObject): void {
     this.chargeIntent(intent);
     session.payment_status = 'paid';
+    this.onSessionPaid?.(session);
   }
 
   private newCard(): StripeObject {

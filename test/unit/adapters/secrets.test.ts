@@ -1,6 +1,6 @@
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { mockClient } from 'aws-sdk-client-mock';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   clearSecretCache,
   getSecretString,
@@ -47,6 +47,25 @@ describe('upstream credentials from Secrets Manager', () => {
     expect(await getSecretString(ARN, 60_000, t0 + 61_000)).toBe('second');
     expect(await getSecretString(ARN, 60_000, t0 + 200_000)).toBe('second');
     expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(3);
+  });
+
+  it('refreshes ahead in the last fifth of its interval, so that no read waits for it', async () => {
+    secrets
+      .on(GetSecretValueCommand)
+      .resolvesOnce({ SecretString: 'first' })
+      .resolves({ SecretString: 'second' });
+    const t0 = 1_000_000;
+    const calls = () => secrets.commandCalls(GetSecretValueCommand).length;
+    expect(await getSecretString(ARN, 60_000, t0)).toBe('first');
+    expect(await getSecretString(ARN, 60_000, t0 + 47_000)).toBe('first');
+    expect(calls()).toBe(1);
+    // In the last fifth: the value in hand at once, its refresh under way.
+    expect(await getSecretString(ARN, 60_000, t0 + 49_000)).toBe('first');
+    expect(await getSecretString(ARN, 60_000, t0 + 50_000)).toBe('first');
+    await vi.waitFor(() => expect(calls()).toBe(2));
+    // Past the first interval: the refreshed value, with no call of its own.
+    expect(await getSecretString(ARN, 60_000, t0 + 61_000)).toBe('second');
+    expect(calls()).toBe(2);
   });
 
   it('names a missing entry without showing any secret value, as a 500 for the client', async () => {

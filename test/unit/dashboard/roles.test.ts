@@ -35,6 +35,11 @@ const ROUTES: Route[] = [
   route('GET', '/dashboard/settings/api', EVERYONE),
   route('GET', '/dashboard/billing', EVERYONE),
   route('GET', '/dashboard/billing/success?session_id=cs_test_9', EVERYONE),
+  route('GET', '/dashboard/billing/profile', EVERYONE),
+  route('GET', '/dashboard/billing/invoices', EVERYONE),
+  route('GET', '/dashboard/billing/statement', EVERYONE),
+  route('GET', '/dashboard/billing/statement/2025-05.csv', EVERYONE),
+  route('POST', '/dashboard/billing/profile', ['owner', 'billing'], () => ({ legal_name: 'Acme' })),
   route('GET', '/dashboard/activity', EVERYONE),
   route('GET', '/dashboard/activity.csv', EVERYONE),
   route('GET', '/dashboard/settings/members', EVERYONE),
@@ -134,6 +139,8 @@ describe('the role × route matrix', () => {
       ),
     );
     for (const path of served)
-      expect(listed.map((l) => l.replace(/\/$/, ''))).toContain(path.replace(/\/$/, ''));
+      expect(
+        listed.map((l) => l.replace(/\/$/, '').replace(/\/statement\/[^/]+$/, '/statement/:file')),
+      ).toContain(path.replace(/\/$/, ''));
   });
 });

@@ -1,0 +1,138 @@
+/**
+ * Billing's documents in headless Chromium (test/support/chromium.ts) against the local stack: the
+ * billing profile filled in through its form, a $10 purchase through the Stripe stand-in's checkout
+ * page, its invoice listed with the profile's name in its PDF, and the month's statement. Each page
+ * is shot at 1280 and 390 px wide into test-results/billing/ (git-ignored), and none of them scrolls
+ * sideways at either width. Every wait is on the page or on the stand-in's deliveries, never a sleep.
+ * Without /usr/bin/chromium the file is skipped with a message, except in CI (CI=true), where it fails.
+ */
+import { mkdir } from 'node:fs/promises';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { monthOf } from '../../functions/billing/statement.js';
+import { REPO_ROOT } from '../../lib/infra/service-function.js';
+import type { LocalStack } from '../../lib/local/stack.js';
+import { chromiumMissing, launchChromium } from '../support/chromium.js';
+import { startTarget, type Target } from '../support/target.js';
+
+const SHOTS = `${REPO_ROOT}test-results/billing`;
+const WIDTHS = [1280, 390] as const;
+
+const missing = chromiumMissing();
+let target: Target;
+let local: LocalStack;
+let browser: Browser | undefined;
+let page: Page;
+
+beforeAll(async () => {
+  if (missing) {
+    console.warn(`the billing documents' browser test is skipped: ${missing}`);
+    return;
+  }
+  await mkdir(SHOTS, { recursive: true });
+  [target, browser] = await Promise.all([startTarget(), launchChromium()]);
+  local = target.local as LocalStack;
+  const context = await browser.newContext({
+    viewport: { width: 1280, height: 800 },
+    colorScheme: 'light',
+    locale: 'en-US',
+  });
+  context.setDefaultTimeout(10_000);
+  context.setDefaultNavigationTimeout(15_000);
+  page = await context.newPage();
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await target?.stop();
+});
+
+async function go(click: () => Promise<void>, url: (u: URL) => boolean) {
+  await Promise.all([page.waitForURL(url, { waitUntil: 'load' }), click()]);
+}
+
+/** The page at each width: shot, and never wider than the window (no sideways scroll). */
+async function shoot(name: string): Promise<void> {
+  for (const width of WIDTHS) {
+    await page.setViewportSize({ width, height: 800 });
+    const overflow = Number(await page.evaluate('document.documentElement.scrollWidth - window.innerWidth'));
+    expect(overflow, `${name} at ${width} px scrolls sideways`).toBeLessThanOrEqual(0);
+    await page.screenshot({ path: `${SHOTS}/${name}-${width}.png`, fullPage: true });
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+}
+
+describe('billing documents in headless Chromium', () => {
+  it('fills the profile in, buys $10, lists its invoice, shows the statement: each fits 1280 and 390 px', async (ctx) => {
+    if (missing) return ctx.skip(`no browser: ${missing}`);
+    const origin = local.emulator.url;
+    const { oidc, stripe: standIn } = local;
+    await page.goto(`${origin}/dashboard/sign-in`);
+    await page.getByLabel('Email').fill(oidc.user.email);
+    await page.getByLabel('Password').fill(oidc.user.password);
+    await go(
+      () => page.getByRole('button', { name: 'Sign in' }).click(),
+      (u) => u.href === local.dashboardUrl,
+    );
+
+    await page.goto(`${origin}/dashboard/billing`);
+    await shoot('billing');
+    await go(
+      () => page.getByRole('link', { name: 'Billing profile' }).click(),
+      (u) => u.pathname === '/dashboard/billing/profile',
+    );
+    await page.getByLabel('Legal name').fill('Example Widgets GmbH');
+    await page.getByLabel('Billing e-mails').fill('billing@example.com, ap@example.com');
+    await page.getByLabel('Address', { exact: true }).fill('Hauptstraße 1');
+    await page.getByLabel('Postal code').fill('10115');
+    await page.getByLabel('City').fill('Berlin');
+    await page.getByLabel('Country').fill('DE');
+    await page.getByLabel('Tax ID 1 type').selectOption('eu_vat');
+    await page.getByLabel('Tax ID 1 value').fill('DE123456789');
+    await page.getByLabel('PO number').fill('PO-4711');
+    // A mistake first: the page says why, with what was typed.
+    await page.getByLabel('Tax ID 2 type').selectOption('gb_vat');
+    await page.getByLabel('Tax ID 2 value').fill('GB12');
+    await go(
+      () => page.getByRole('button', { name: 'Save' }).click(),
+      (u) => u.pathname === '/dashboard/billing/profile',
+    );
+    expect(await page.getByRole('alert').textContent()).toContain('Tax ID 2: not a valid UK VAT number');
+    await shoot('profile-refused');
+    await page.getByLabel('Tax ID 2 value').fill('');
+    await go(
+      () => page.getByRole('button', { name: 'Save' }).click(),
+      (u) => u.search === '?saved=1',
+    );
+    expect(await page.getByRole('status').textContent()).toContain('Saved');
+    await shoot('profile');
+
+    await page.goto(`${origin}/dashboard/billing`);
+    await go(
+      () => page.getByRole('button', { name: '$10', exact: true }).click(),
+      (u) => u.href.startsWith(`${standIn.url}/checkout/cs_`),
+    );
+    await go(
+      () => page.getByRole('button', { name: 'Pay $10.00', exact: true }).click(),
+      (u) => u.pathname === '/dashboard/billing/success',
+    );
+    await standIn.stripe.idle();
+    await page.goto(`${origin}/dashboard/billing/invoices`);
+    const pdf = page.getByRole('link', { name: 'PDF' });
+    expect(await pdf.count()).toBe(1);
+    expect(await page.locator('table.invoices tbody').textContent()).toContain('$10.00');
+    const document = await (await fetch(String(await pdf.getAttribute('href')))).arrayBuffer();
+    expect(Buffer.from(document).toString('latin1')).toContain('(Example Widgets GmbH) Tj');
+    await shoot('invoices');
+
+    await go(
+      () => page.getByRole('link', { name: 'Monthly statement' }).click(),
+      (u) => u.pathname === `/dashboard/billing/statement/${monthOf(new Date().toISOString())}`,
+    );
+    expect(await page.locator('.statement-totals').textContent()).toContain('$10.00');
+    await shoot('statement');
+    await page.emulateMedia({ media: 'print' });
+    await page.screenshot({ path: `${SHOTS}/statement-print.png`, fullPage: true });
+    await page.emulateMedia({ media: 'screen' });
+  });
+});
