@@ -28,6 +28,13 @@ export interface SessionNotice {
   created?: { name: string; key: string };
   /** The hash of a key just changed (revoked, capped): read by its hash, as an index may not show it yet. */
   changedKeyHash?: string;
+  /**
+   * An invitation just made: the address and its link (the token in it is shown to the inviter this
+   * once, to pass on should the e-mail not arrive; it works only for the invited address).
+   */
+  invited?: { email: string; link: string };
+  /** What a change on the Members page did, said on the page it leads to. */
+  done?: string;
   /** Epoch seconds after which it is not shown. */
   until: number;
 }

@@ -17,23 +17,19 @@
 import { timingSafeEqual } from 'node:crypto';
 import { Hono, type MiddlewareHandler } from 'hono';
 import { compress } from 'hono/compress';
+import { contextStorage } from 'hono/context-storage';
 import { secureHeaders } from 'hono/secure-headers';
 import { logger } from '../shared/observability.js';
 import { accountForSignIn } from './accounts.js';
 import type { DashboardDeps, DashboardEnv } from './deps.js';
+import { acceptAtSignIn, inviteRoutes } from './invite-routes.js';
 import { SignInError } from './oidc.js';
 import { OverviewPage, readOverview } from './overview.js';
 import { MessagePage, WelcomePage } from './pages.js';
 import { customerRoutes } from './pages-routes.js';
-import {
-  currentSession,
-  endSession,
-  isDashboardPath,
-  keepSignIn,
-  startSession,
-  takeSignIn,
-} from './sessions.js';
+import { endSession, isDashboardPath, keepSignIn, startSession, takeSignIn } from './sessions.js';
 import { COPY_SCRIPT, FAVICON, STYLESHEET } from './static.js';
+import { clientOf, sessionMember } from './team-access.js';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD']);
 
@@ -72,6 +68,9 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
   // is off (the behaviours' `compress: false`, which the API's streams need). Outermost, so that it
   // sees every other middleware's headers; Hono's Lambda adapter sends an encoded body as base64.
   app.use('*', compress());
+  // The request's context kept for the pages' layout (pages.tsx: the signed-in member's role and
+  // accounts, for the header and for hiding what the role cannot do).
+  app.use('*', contextStorage());
 
   app.use('*', async (c, next) => {
     const accepted = await deps.originVerify();
@@ -122,9 +121,15 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
     }),
   );
 
+  // Overview: a removed member's session ends here too (sessionMember), and they see the welcome page.
   app.get('/', async (c) => {
-    const session = await currentSession(c, store, now());
-    const account = session ? await store.getAccount(session.accountId) : undefined;
+    const found = await sessionMember(c, store, now(), { memberships: true });
+    if (found === undefined || found === 'removed') return c.html(<WelcomePage />);
+    const { session, member, memberships = [] } = found;
+    c.set('session', session);
+    c.set('member', member);
+    c.set('memberships', memberships);
+    const account = await store.getAccount(session.accountId);
     if (!account) return c.html(<WelcomePage />);
     return c.html(<OverviewPage overview={await readOverview(store, account, now(), deps.publicOrigin)} />);
   });
@@ -159,9 +164,10 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
     callback.search = new URL(c.req.url).search;
     let subject: string;
     let email: string | undefined;
+    let emailVerified: boolean | undefined;
     let authTime: number | undefined;
     try {
-      ({ subject, email, authTime } = await (await deps.oidc()).finish(callback, checks));
+      ({ subject, email, emailVerified, authTime } = await (await deps.oidc()).finish(callback, checks));
     } catch (error) {
       if (!(error instanceof SignInError)) throw error;
       logger.warn('dashboard: sign-in refused', { error });
@@ -180,7 +186,14 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
       return failed('The identity provider did not ask for your password again. Please sign in again.');
     }
     const at = now();
-    const accountId = await accountForSignIn(store, subject, at.toISOString());
+    // An invitation's sign-in (invite-routes.tsx): accepted, and the session opens its account.
+    if (checks.invite)
+      return acceptAtSignIn(c, deps, checks.invite, { subject, email, emailVerified, authTime }, at);
+    const accountId = await accountForSignIn(
+      store,
+      { subject, email, client: clientOf(c) },
+      at.toISOString(),
+    );
     // The address the balance watch's e-mails go to, as of this sign-in (Cognito's `email` scope).
     if (email && deps.watches) await deps.watches.rememberEmail(subject, email, at.toISOString());
     await startSession(c, store, { accountId, subject, authTime }, at);
@@ -194,6 +207,7 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
     return c.redirect(provider?.signOutUrl?.().href ?? '/dashboard/', 303);
   });
 
+  inviteRoutes(app, deps, now);
   app.route('/', customerRoutes(deps, now));
 
   app.notFound((c) =>

@@ -23,6 +23,7 @@ import type { DashboardDeps, DashboardEnv } from './deps.js';
 import { MessagePage } from './pages.js';
 import { BillingProfileError, profileFromForm } from './profile-form.js';
 import { StatementPage, statementCsv } from './statement-page.js';
+import { auditOf } from './team-access.js';
 
 const PROFILE_PATH = '/dashboard/billing/profile';
 const EMPTY: BillingProfile = { contacts: [], taxIds: [] };
@@ -102,6 +103,10 @@ export function billingDocumentRoutes(
       if (refusal) return again([refusal]);
       throw error;
     }
+    // The profile is kept by Stripe (the account's Customer), not the store: its entry is appended after.
+    await deps.store.appendAudit(
+      auditOf(c, 'billing_profile.changed', now().toISOString(), { target: 'billing profile' }),
+    );
     return c.redirect(`${PROFILE_PATH}?saved=1`, 303);
   });
 

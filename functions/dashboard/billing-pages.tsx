@@ -6,7 +6,7 @@
 import type { AccountRecord, LedgerEntry } from '../core/store.js';
 import type { Watch } from '../core/watch.js';
 import { BillingLinks } from './billing-profile.js';
-import { Layout, StatusNotice, usd, when } from './pages.js';
+import { allowed, Layout, StatusNotice, usd, when } from './pages.js';
 
 function History(props: { entries: LedgerEntry[] }) {
   return (
@@ -50,7 +50,12 @@ const dollarsField = (cents: number | undefined) =>
 const centsUsd = (cents: number) => usd(BigInt(cents) * 10_000_000n);
 
 /** The low-balance alert and auto top-up settings (functions/core/watch.ts), and why auto top-up is off. */
-function BalanceWatchSettings(props: { watch?: Watch | undefined; error?: string | undefined }) {
+function BalanceWatchSettings(props: {
+  watch?: Watch | undefined;
+  error?: string | undefined;
+  /** The role may change them (owner, billing): else the settings are shown without their forms. */
+  manage: boolean;
+}) {
   const watch = props.watch;
   const auto = watch?.autoTopUp;
   const card = auto?.paymentMethod
@@ -59,16 +64,18 @@ function BalanceWatchSettings(props: { watch?: Watch | undefined; error?: string
   return (
     <section id="balance-watch">
       <h2>Low-balance alert</h2>
-      <form method="post" action="/dashboard/billing/alert" class="inline">
-        <label for="threshold">E-mail me when the balance falls below (USD)</label>
-        <input
-          id="threshold"
-          name="threshold"
-          inputmode="decimal"
-          value={dollarsField(watch?.thresholdCents)}
-        />
-        <button type="submit">Save</button>
-      </form>
+      {props.manage ? (
+        <form method="post" action="/dashboard/billing/alert" class="inline">
+          <label for="threshold">E-mail me when the balance falls below (USD)</label>
+          <input
+            id="threshold"
+            name="threshold"
+            inputmode="decimal"
+            value={dollarsField(watch?.thresholdCents)}
+          />
+          <button type="submit">Save</button>
+        </form>
+      ) : null}
       <p class="hint">
         {watch?.thresholdCents !== undefined
           ? `One e-mail${watch.email ? ` to ${watch.email}` : ''} each time the balance falls below ${centsUsd(watch.thresholdCents)}. Leave it empty to turn the alert off.`
@@ -95,31 +102,40 @@ function BalanceWatchSettings(props: { watch?: Watch | undefined; error?: string
           'No card saved yet: save one by buying credits with it once.'
         )}
       </p>
-      <form method="post" action="/dashboard/billing/auto-top-up/card" class="inline">
-        <label for="save-card-amount">Buy (USD) and save the card</label>
-        <input
-          id="save-card-amount"
-          name="buy"
-          inputmode="decimal"
-          value={dollarsField(auto?.buyCents || 2_000)}
-        />
-        <button type="submit">{card ? 'Save another card' : 'Save a card'}</button>
-      </form>
-      <form method="post" action="/dashboard/billing/auto-top-up" class="inline">
-        <label for="below">When below (USD)</label>
-        <input
-          id="below"
-          name="below"
-          inputmode="decimal"
-          value={dollarsField(auto?.belowCents || undefined)}
-        />
-        <label for="buy">buy (USD)</label>
-        <input id="buy" name="buy" inputmode="decimal" value={dollarsField(auto?.buyCents || undefined)} />
-        <label>
-          <input type="checkbox" name="enabled" value="on" checked={auto?.enabled === true} /> On
-        </label>
-        <button type="submit">Save</button>
-      </form>
+      {props.manage ? (
+        <>
+          <form method="post" action="/dashboard/billing/auto-top-up/card" class="inline">
+            <label for="save-card-amount">Buy (USD) and save the card</label>
+            <input
+              id="save-card-amount"
+              name="buy"
+              inputmode="decimal"
+              value={dollarsField(auto?.buyCents || 2_000)}
+            />
+            <button type="submit">{card ? 'Save another card' : 'Save a card'}</button>
+          </form>
+          <form method="post" action="/dashboard/billing/auto-top-up" class="inline">
+            <label for="below">When below (USD)</label>
+            <input
+              id="below"
+              name="below"
+              inputmode="decimal"
+              value={dollarsField(auto?.belowCents || undefined)}
+            />
+            <label for="buy">buy (USD)</label>
+            <input
+              id="buy"
+              name="buy"
+              inputmode="decimal"
+              value={dollarsField(auto?.buyCents || undefined)}
+            />
+            <label>
+              <input type="checkbox" name="enabled" value="on" checked={auto?.enabled === true} /> On
+            </label>
+            <button type="submit">Save</button>
+          </form>
+        </>
+      ) : null}
       <p class="hint">
         {auto?.enabled
           ? `On: when the balance falls below ${centsUsd(auto.belowCents)}, ${centsUsd(auto.buyCents)} is charged to the saved card, once per fall.`
@@ -141,6 +157,8 @@ export function BillingPage(props: {
   watchEnabled?: boolean;
   watchError?: string;
 }) {
+  // Buying and changing alerts or auto top-up: owners and billing members (the server checks it too).
+  const manage = allowed('billing');
   return (
     <Layout title="Billing" signedIn={true}>
       <StatusNotice account={props.account} />
@@ -154,22 +172,32 @@ export function BillingPage(props: {
           {props.error}
         </p>
       ) : null}
-      <form method="post" action="/dashboard/billing/checkout" class="amounts">
-        {props.fixedCents.map((cents) => (
-          <button type="submit" name="amount" value={String(cents)}>
-            {usd(BigInt(cents) * 10_000_000n).replace(/\.00$/, '')}
-          </button>
-        ))}
-      </form>
-      <form method="post" action="/dashboard/billing/checkout" class="inline">
-        <label for="custom">Other amount (USD)</label>
-        <input id="custom" name="custom" inputmode="decimal" value={props.custom ?? ''} />
-        <button type="submit" name="amount" value="custom">
-          Buy
-        </button>
-      </form>
+      {manage ? (
+        <>
+          <form method="post" action="/dashboard/billing/checkout" class="amounts">
+            {props.fixedCents.map((cents) => (
+              <button type="submit" name="amount" value={String(cents)}>
+                {usd(BigInt(cents) * 10_000_000n).replace(/\.00$/, '')}
+              </button>
+            ))}
+          </form>
+          <form method="post" action="/dashboard/billing/checkout" class="inline">
+            <label for="custom">Other amount (USD)</label>
+            <input id="custom" name="custom" inputmode="decimal" value={props.custom ?? ''} />
+            <button type="submit" name="amount" value="custom">
+              Buy
+            </button>
+          </form>
+        </>
+      ) : (
+        <p class="hint">
+          Your role can see billing; owners and billing members buy credits and set alerts and auto top-up.
+        </p>
+      )}
       <p class="hint">Payments go through Stripe. Credits appear once Stripe confirms the payment.</p>
-      {props.watchEnabled ? <BalanceWatchSettings watch={props.watch} error={props.watchError} /> : null}
+      {props.watchEnabled ? (
+        <BalanceWatchSettings watch={props.watch} error={props.watchError} manage={manage} />
+      ) : null}
       <History entries={props.history} />
     </Layout>
   );

@@ -3,6 +3,7 @@
  * (its session), in a file of their own so that the routes need not import the app that mounts them.
  */
 import type { DashboardSession, Store } from '../core/store.js';
+import type { Member } from '../core/team.js';
 import type { WatchStore } from '../core/watch.js';
 import type { StripeApi } from '../payments/stripe-api.js';
 import type { OidcClient } from './oidc.js';
@@ -34,4 +35,11 @@ export interface DashboardDeps {
   now?: () => Date;
 }
 
-export type DashboardEnv = { Variables: { session: DashboardSession } };
+/**
+ * A signed-in route's context: the session, and the session's member of its account as read at this
+ * request (team-access.tsx), with the person's other memberships for the header's account switcher
+ * (read for pages only: a GET).
+ */
+export type DashboardEnv = {
+  Variables: { session: DashboardSession; member: Member; memberships?: Member[] };
+};

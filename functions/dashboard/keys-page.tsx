@@ -12,8 +12,9 @@ import { KeyNotFoundError, type KeyRecord, type Store } from '../core/store.js';
 import { centsToNano, InvalidPurchaseAmountError, keyCapCents } from '../payments/amounts.js';
 import { keysWith, MAX_ACTIVE_KEYS } from './accounts.js';
 import type { DashboardEnv } from './deps.js';
-import { Layout, MessagePage, usd, when } from './pages.js';
+import { allowed, Layout, MessagePage, usd, when } from './pages.js';
 import { redirectAfterPost } from './sessions.js';
+import { auditOf } from './team-access.js';
 
 /** What each active key spent today (UTC), over the account's slices: the page's cap column. */
 async function spentToday(store: Store, accountId: string, keys: KeyRecord[], now: Date) {
@@ -65,7 +66,7 @@ function KeyCapCell(props: { keyRecord: KeyRecord; spentNano: bigint }) {
       </p>
       <form method="post" action={`/dashboard/settings/api/keys/${key.keyId}/cap`} class="inline">
         <label for={`cap-${key.keyId}`}>Daily cap, USD (empty: none)</label>
-        <input id={`cap-${key.keyId}`} name="cap" inputmode="decimal" maxlength={12} />
+        <input id={`cap-${key.keyId}`} name="cap" inputmode="decimal" maxlength={12} size={8} />
         <button type="submit">Set cap</button>
       </form>
     </>
@@ -86,8 +87,11 @@ export function keyCapRoute(routes: Hono<DashboardEnv>, store: Store, now: () =>
       return c.html(await keysPage(store, accountId, now(), true, { error: error.message }), 400);
     }
     let changed: KeyRecord;
+    const keyId = c.req.param('keyId');
+    const cap = capNano === undefined ? 'none' : `${usd(capNano)} a day`;
+    const audit = auditOf(c, 'key.cap_changed', now().toISOString(), { target: keyId, details: { cap } });
     try {
-      changed = await store.setKeyDailyCap(accountId, c.req.param('keyId'), capNano);
+      changed = await store.setKeyDailyCap(accountId, keyId, capNano, { audit });
     } catch (error) {
       if (!(error instanceof KeyNotFoundError)) throw error;
       return c.html(
@@ -99,6 +103,27 @@ export function keyCapRoute(routes: Hono<DashboardEnv>, store: Store, now: () =>
       changedKeyHash: changed.keyHash,
     });
   });
+}
+
+/** An active key's rename and revoke forms. */
+function KeyActions(props: { keyRecord: KeyRecord }) {
+  const { keyId, name } = props.keyRecord;
+  return (
+    <div class="actions">
+      <form method="post" action={`/dashboard/settings/api/keys/${keyId}/rename`} class="inline">
+        <label for={`rename-${keyId}`} class="visually-hidden">
+          New name for {name}
+        </label>
+        <input id={`rename-${keyId}`} name="name" required maxlength={128} value={name} size={12} />
+        <button type="submit">Rename</button>
+      </form>
+      <form method="post" action={`/dashboard/settings/api/keys/${keyId}/revoke`}>
+        <button type="submit" class="danger">
+          Revoke
+        </button>
+      </form>
+    </div>
+  );
 }
 
 function KeysPage(props: {
@@ -114,6 +139,8 @@ function KeysPage(props: {
 }) {
   const keys = [...props.keys].sort((a, b) => b.createdAt.localeCompare(a.createdAt));
   const { spent } = props;
+  // Creating, renaming, capping and revoking keys: owners and developers (the server checks it too).
+  const manage = allowed('keys');
   const spentOf = (key: KeyRecord) => spent?.get(key.keyId) ?? 0n;
   const status = (key: KeyRecord) =>
     key.status !== 'active'
@@ -140,19 +167,26 @@ function KeysPage(props: {
           {props.error}
         </p>
       ) : null}
-      <form method="post" action="/dashboard/settings/api/keys" class="inline">
-        <label for="key-name">New key name</label>
-        <input id="key-name" name="name" required maxlength={128} />
-        <button type="submit">Create key</button>
-      </form>
-      <p class="hint">At most {props.maxKeys} active keys per account.</p>
-      <table>
-        <caption>Your API keys</caption>
+      {manage ? (
+        <form method="post" action="/dashboard/settings/api/keys" class="inline">
+          <label for="key-name">New key name</label>
+          <input id="key-name" name="name" required maxlength={128} />
+          <button type="submit">Create key</button>
+        </form>
+      ) : (
+        <p class="hint">Your role can see the keys; owners and developers create, rename and revoke them.</p>
+      )}
+      <p class="hint">
+        At most {props.maxKeys} active keys per account. Keys belong to the account, not to who made them.
+      </p>
+      <table class="stack">
+        <caption>The account's API keys</caption>
         <thead>
           <tr>
             <th scope="col">Name</th>
             <th scope="col">Key</th>
             <th scope="col">Created</th>
+            <th scope="col">Created by</th>
             <th scope="col">Status</th>
             {spent ? <th scope="col">Daily spend cap</th> : null}
             <th scope="col">
@@ -163,31 +197,30 @@ function KeysPage(props: {
         <tbody>
           {keys.length === 0 ? (
             <tr>
-              <td colspan={spent ? 6 : 5}>No keys yet.</td>
+              <td colspan={spent ? 7 : 6}>No keys yet.</td>
             </tr>
           ) : (
             keys.map((key) => (
               <tr>
-                <td>{key.name}</td>
-                <td>
+                <td data-label="Name">{key.name}</td>
+                <td data-label="Key">
                   <code>{key.displayPrefix}</code>
                 </td>
-                <td>{when(key.createdAt)}</td>
-                <td>{status(key)}</td>
+                <td data-label="Created">{when(key.createdAt)}</td>
+                <td data-label="Created by" class="long">
+                  {key.createdBy?.email ?? key.createdBy?.subject ?? '—'}
+                </td>
+                <td data-label="Status">{status(key)}</td>
                 {spent ? (
-                  <td>
-                    {key.status === 'active' ? <KeyCapCell keyRecord={key} spentNano={spentOf(key)} /> : null}
+                  <td data-label="Daily spend cap">
+                    {key.status === 'active' && manage ? (
+                      <KeyCapCell keyRecord={key} spentNano={spentOf(key)} />
+                    ) : key.dailyCapNano !== undefined ? (
+                      `${usd(key.dailyCapNano)} a day`
+                    ) : null}
                   </td>
                 ) : null}
-                <td>
-                  {key.status === 'active' ? (
-                    <form method="post" action={`/dashboard/settings/api/keys/${key.keyId}/revoke`}>
-                      <button type="submit" class="danger">
-                        Revoke
-                      </button>
-                    </form>
-                  ) : null}
-                </td>
+                <td>{key.status === 'active' && manage ? <KeyActions keyRecord={key} /> : null}</td>
               </tr>
             ))
           )}

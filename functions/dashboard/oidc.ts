@@ -21,12 +21,16 @@ export interface SignInChecks {
   freshSince?: number;
   /** Where a fresh sign-in sends the browser back to (a dashboard path), to redo what it asked for. */
   returnTo?: string;
+  /** An invitation being accepted (invite-routes.tsx): the callback accepts it as the signed-in person. */
+  invite?: { accountId: string; invitationId: string; token: string };
 }
 
 interface SignedInUser {
   /** The provider's `sub`: stable per user (Cognito: a UUID). */
   subject: string;
   email?: string;
+  /** The ID token's `email_verified` (Cognito's is a boolean): an invitation is accepted only with it true. */
+  emailVerified?: boolean;
   /** The ID token's `auth_time`: when the user last authenticated at the provider (epoch seconds). */
   authTime?: number;
 }
@@ -128,6 +132,9 @@ export async function openIdClient(
       return {
         subject: claims.sub,
         ...(typeof claims.email === 'string' ? { email: claims.email } : {}),
+        ...(claims.email_verified === true || claims.email_verified === 'true'
+          ? { emailVerified: true }
+          : {}),
         ...(typeof claims.auth_time === 'number' ? { authTime: claims.auth_time } : {}),
       };
     },

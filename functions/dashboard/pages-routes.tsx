@@ -1,11 +1,13 @@
 /** @jsxImportSource hono/jsx */
 /**
- * A signed-in customer's pages: Settings → API (keys), Billing and Activity (activity-routes.tsx). Every one needs a live session
- * (a GET without one goes to sign-in; a POST is refused) and acts on the session's account only.
+ * A signed-in customer's pages: Settings → API (keys), Billing, Activity (activity-routes.tsx), Members
+ * and the audit log (team-routes.tsx, audit-routes.tsx). Every one needs a live session (a GET without
+ * one goes to sign-in; a POST is refused), a member of its account (read at each request) whose role
+ * has the route's permission (team-access.tsx), and acts on the session's account only.
  */
-import { Hono } from 'hono';
+import { type Context, Hono } from 'hono';
 import { hashKey } from '../core/auth.js';
-import { topUpEntryId } from '../core/store.js';
+import { type KeyRecord, topUpEntryId } from '../core/store.js';
 import { autoTopUpChangedMessage, keyCreatedMessage } from '../core/watch.js';
 import {
   alertThresholdCents,
@@ -17,14 +19,17 @@ import { createCheckout, createSaveCardCheckout } from '../payments/checkout.js'
 import { paymentReference } from '../payments/events.js';
 import type { CheckoutSessionStatus } from '../payments/stripe-api.js';
 import { logger } from '../shared/observability.js';
-import { createAccountKey, KeyRequestError, revokeAccountKey } from './accounts.js';
+import { createAccountKey, KeyRequestError, renameAccountKey, revokeAccountKey } from './accounts.js';
 import { activityRoutes } from './activity-routes.js';
+import { auditRoutes } from './audit-routes.js';
 import { billingDocumentRoutes } from './billing-documents.js';
 import { BillingPage, SuccessPage } from './billing-pages.js';
 import type { DashboardDeps, DashboardEnv } from './deps.js';
 import { keyCapRoute, keysPage } from './keys-page.js';
 import { MessagePage } from './pages.js';
-import { currentSession, redirectAfterPost, signedInRecently, takeNotice } from './sessions.js';
+import { redirectAfterPost, signedInRecently, takeNotice } from './sessions.js';
+import { auditOf, signedInMember } from './team-access.js';
+import { teamRoutes } from './team-routes.js';
 
 /** The buy buttons, in cents: $10, $25, $50, $100 (any other amount is the custom field's). */
 const FIXED_AMOUNTS_CENTS = [1_000, 2_500, 5_000, 10_000] as const;
@@ -45,27 +50,29 @@ function requestedCents(form: Record<string, unknown>): number {
   return fixed;
 }
 
+/** What an audit entry says of a key (never its text): its prefix and name. */
+const keyFacts = (key: KeyRecord) => ({ prefix: key.displayPrefix, name: key.name });
+
+const noSuchKey = (c: Context) =>
+  c.html(
+    <MessagePage title="Not found" message="There is no such key on your account." signedIn={true} />,
+    404,
+  );
+
 export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<DashboardEnv> {
   const { store } = deps;
   const routes = new Hono<DashboardEnv>();
 
-  for (const path of ['/settings/*', '/billing', '/billing/*', '/activity', '/activity.csv'])
-    routes.use(path, async (c, next) => {
-      const session = await currentSession(c, store, now());
-      if (!session) {
-        if (c.req.method === 'GET') return c.redirect('/dashboard/sign-in', 302);
-        return c.html(
-          <MessagePage
-            title="Signed out"
-            message="Your session has ended: sign in again."
-            signedIn={false}
-          />,
-          401,
-        );
-      }
-      c.set('session', session);
-      return next();
-    });
+  const gate = signedInMember(store, now);
+  for (const path of [
+    '/settings/*',
+    '/billing',
+    '/billing/*',
+    '/activity',
+    '/activity.csv',
+    '/switch-account',
+  ])
+    routes.use(path, gate);
 
   // Creating a key or changing auto top-up (each can spend money: a key spends the balance, auto
   // top-up charges the card) needs a recent sign-in (signedInRecently): else nothing is done and the
@@ -108,7 +115,10 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
     const form = await c.req.parseBody();
     try {
       const at = now().toISOString();
-      const { key, record } = await createAccountKey(store, accountId, form.name, at);
+      const { key, record } = await createAccountKey(store, accountId, form.name, at, {
+        by: { subject: c.var.member.subject, ...(c.var.member.email ? { email: c.var.member.email } : {}) },
+        audit: (made) => auditOf(c, 'key.created', at, { target: made.keyId, details: keyFacts(made) }),
+      });
       // Told to the signed-in user's address: the key is made (another table), so right after it.
       const to = await deps.watches?.emailOf(subject);
       if (to) await deps.watches?.queueMessage(accountId, keyCreatedMessage(to, record.name, at), at);
@@ -123,13 +133,33 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
 
   routes.post('/settings/api/keys/:keyId/revoke', async (c) => {
     const { accountId } = c.var.session;
-    const revoked = await revokeAccountKey(store, accountId, c.req.param('keyId'), now().toISOString());
-    if (!revoked)
-      return c.html(
-        <MessagePage title="Not found" message="There is no such key on your account." signedIn={true} />,
-        404,
-      );
+    const at = now().toISOString();
+    const revoked = await revokeAccountKey(store, accountId, c.req.param('keyId'), at, {
+      audit: (key) => auditOf(c, 'key.revoked', at, { target: key.keyId, details: keyFacts(key) }),
+    });
+    if (!revoked) return noSuchKey(c);
     return redirectAfterPost(c, store, c.var.session, KEYS_PATH, now(), { changedKeyHash: revoked.keyHash });
+  });
+
+  routes.post('/settings/api/keys/:keyId/rename', async (c) => {
+    const { accountId } = c.var.session;
+    const form = await c.req.parseBody();
+    const at = now().toISOString();
+    let renamed: Awaited<ReturnType<typeof renameAccountKey>>;
+    try {
+      renamed = await renameAccountKey(store, accountId, c.req.param('keyId'), form.name, {
+        audit: (key) =>
+          auditOf(c, 'key.renamed', at, {
+            target: key.keyId,
+            details: { ...keyFacts(key), name: `${key.name} -> ${String(form.name).trim()}` },
+          }),
+      });
+    } catch (error) {
+      if (!(error instanceof KeyRequestError)) throw error;
+      return c.html(await keysPage(store, accountId, now(), caps, { error: error.message }), error.status);
+    }
+    if (!renamed) return noSuchKey(c);
+    return redirectAfterPost(c, store, c.var.session, KEYS_PATH, now(), { changedKeyHash: renamed.keyHash });
   });
 
   const { watches } = deps;
@@ -191,7 +221,11 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
       if (!(error instanceof InvalidPurchaseAmountError)) throw error;
       return c.html(await billingPage(accountId, { watchError: error.message }), 400);
     }
-    await watches.setAlert(accountId, cents, await watches.emailOf(subject), now().toISOString());
+    const at = now().toISOString();
+    const threshold = cents === undefined ? 'off' : `$${(cents / 100).toFixed(2)}`;
+    // The entry in the same transaction as the watch item's change.
+    const audit = auditOf(c, 'alert.changed', at, { details: { threshold } });
+    await watches.setAlert(accountId, cents, await watches.emailOf(subject), at, audit);
     return redirectAfterPost(c, store, c.var.session, BILLING_PATH, now());
   });
 
@@ -220,7 +254,14 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
     const changed = { ...settings, enabled };
     // The change told to the account's address in the same write.
     const message = email ? autoTopUpChangedMessage(email, changed, at) : undefined;
-    await watches.setAutoTopUp(accountId, changed, email, at, message);
+    const details = {
+      enabled: String(enabled),
+      below: `$${(settings.belowCents / 100).toFixed(2)}`,
+      buy: `$${(settings.buyCents / 100).toFixed(2)}`,
+    };
+    // The entry in the same transaction as the change and its e-mail.
+    const audit = auditOf(c, 'auto_top_up.changed', at, { details });
+    await watches.setAutoTopUp(accountId, changed, email, at, message, audit);
     return redirectAfterPost(c, store, c.var.session, BILLING_PATH, now());
   });
 
@@ -280,6 +321,8 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
   });
 
   activityRoutes(routes, store, now);
+  teamRoutes(routes, deps, now);
+  auditRoutes(routes, store);
   billingDocumentRoutes(routes, deps, now);
   return routes;
 }

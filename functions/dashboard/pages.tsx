@@ -4,9 +4,12 @@
  * named `<script>` shows as those characters). No inline script or style anywhere: the CSP forbids
  * both (app.tsx); the stylesheet and the copy button's script are files the function serves.
  */
+import { tryGetContext } from 'hono/context-storage';
 import type { Child } from 'hono/jsx';
 import { formatDecimal } from '../core/money.js';
 import type { AccountRecord } from '../core/store.js';
+import { can, type Member, type Permission } from '../core/team.js';
+import type { DashboardEnv } from './deps.js';
 
 const STATIC = '/dashboard/static';
 
@@ -20,6 +23,44 @@ export function usd(nano: bigint): string {
 /** `2025-01-31 14:05 UTC` from an ISO time. */
 export const when = (iso: string) =>
   iso.length >= 16 ? `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC` : iso;
+
+/**
+ * The signed-in member of the request being rendered (its role and other accounts), from the request's
+ * context (app.tsx keeps it: hono's contextStorage); undefined on a signed-out page.
+ */
+function viewer(): { member?: Member; memberships?: Member[] } {
+  return tryGetContext<DashboardEnv>()?.var ?? {};
+}
+
+/** Whether the signed-in member's role may do this: what a page offers (the server checks it anyway). */
+export function allowed(permission: Permission): boolean {
+  const { member } = viewer();
+  return member !== undefined && can(member.role, permission);
+}
+
+/** An account as its members see it named (accounts have no name of their own): its id's first characters. */
+const accountLabel = (accountId: string) => accountId.replace(/^acct-/, '').slice(0, 8);
+
+/** The header's account switcher: shown to a person who belongs to more than one account. */
+function AccountSwitcher() {
+  const { member, memberships = [] } = viewer();
+  if (!member || memberships.length < 2) return null;
+  return (
+    <form method="post" action="/dashboard/switch-account" class="switcher">
+      <label for="switch-account" class="visually-hidden">
+        Account
+      </label>
+      <select id="switch-account" name="accountId">
+        {memberships.map((m) => (
+          <option value={m.accountId} selected={m.accountId === member.accountId}>
+            {`Account ${accountLabel(m.accountId)} (${m.role})`}
+          </option>
+        ))}
+      </select>
+      <button type="submit">Switch</button>
+    </form>
+  );
+}
 
 export function Layout(props: { title: string; signedIn: boolean; children?: Child }) {
   return (
@@ -42,6 +83,9 @@ export function Layout(props: { title: string; signedIn: boolean; children?: Chi
               <a href="/dashboard/settings/api">API keys</a>
               <a href="/dashboard/billing">Billing</a>
               <a href="/dashboard/activity">Activity</a>
+              <a href="/dashboard/settings/members">Members</a>
+              {allowed('members') ? <a href="/dashboard/settings/audit">Audit log</a> : null}
+              <AccountSwitcher />
               <form method="post" action="/dashboard/sign-out">
                 <button type="submit" class="link">
                   Sign out

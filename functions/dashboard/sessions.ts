@@ -139,7 +139,7 @@ export function takeSignIn(c: Context): SignInChecks | undefined {
   if (!value) return undefined;
   try {
     const parsed = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as Partial<SignInChecks>;
-    const { codeVerifier, state, nonce, freshSince, returnTo } = parsed;
+    const { codeVerifier, state, nonce, freshSince, returnTo, invite } = parsed;
     if (typeof codeVerifier === 'string' && typeof state === 'string' && typeof nonce === 'string')
       return {
         codeVerifier,
@@ -147,6 +147,14 @@ export function takeSignIn(c: Context): SignInChecks | undefined {
         nonce,
         ...(typeof freshSince === 'number' ? { freshSince } : {}),
         ...(typeof returnTo === 'string' && isDashboardPath(returnTo) ? { returnTo } : {}),
+        ...(invite &&
+        typeof invite.accountId === 'string' &&
+        typeof invite.invitationId === 'string' &&
+        typeof invite.token === 'string'
+          ? {
+              invite: { accountId: invite.accountId, invitationId: invite.invitationId, token: invite.token },
+            }
+          : {}),
       };
   } catch {
     // a cookie that is not ours: no sign-in in progress

@@ -9,7 +9,7 @@ export const STYLESHEET = `
 body { margin: 0; font: 15px/1.5 system-ui, sans-serif; }
 header { display: flex; align-items: center; justify-content: space-between; gap: 1rem;
   padding: .75rem 1.5rem; border-bottom: 1px solid #8884; }
-header nav { display: flex; align-items: center; gap: 1rem; }
+header nav { display: flex; align-items: center; gap: .5rem 1rem; flex-wrap: wrap; }
 header form { margin: 0; }
 .brand { font-weight: 600; text-decoration: none; }
 main { max-width: 60rem; margin: 0 auto; padding: 1.5rem; }
@@ -23,7 +23,10 @@ button, .button { font: inherit; padding: .4rem .9rem; border-radius: 6px; borde
   background: var(--accent); color: #fff; cursor: pointer; text-decoration: none; display: inline-block; }
 button.link { background: none; border: none; color: var(--accent); padding: 0; }
 button.danger { background: none; color: var(--danger); border-color: var(--danger); }
-input { font: inherit; padding: .35rem .5rem; border: 1px solid #8888; border-radius: 6px; }
+input, select { font: inherit; padding: .35rem .5rem; border: 1px solid #8888; border-radius: 6px; max-width: 100%; }
+.actions { display: flex; gap: .5rem; flex-wrap: wrap; align-items: center; }
+.switcher { display: flex; gap: .25rem; align-items: center; }
+.switcher button { padding: .25rem .6rem; }
 form.inline, form.amounts, .copy { display: flex; gap: .5rem; align-items: center; flex-wrap: wrap; }
 .copy input { flex: 1; min-width: 24rem; font-family: ui-monospace, monospace; }
 .notice { border: 1px solid var(--accent); border-radius: 8px; padding: 0 1rem; margin-bottom: 1.5rem; }
@@ -45,6 +48,9 @@ button.secondary { background: none; color: var(--accent); padding: .15rem .6rem
 pre { margin: 0; padding: .75rem; overflow-x: auto; font: 13px/1.45 ui-monospace, monospace; }
 code { font-family: ui-monospace, monospace; font-size: .92em; overflow-wrap: anywhere; }
 .table-scroll { overflow-x: auto; }
+table.stack td { overflow-wrap: break-word; }
+table.stack td.long { overflow-wrap: anywhere; }
+table.stack td.when, table.stack td code { white-space: nowrap; overflow-wrap: normal; }
 @media (max-width: 40rem) {
   header { flex-wrap: wrap; padding: .6rem 1rem; gap: .4rem 1rem; }
   header nav { flex-wrap: wrap; gap: .4rem .9rem; }
@@ -54,6 +60,13 @@ code { font-family: ui-monospace, monospace; font-size: .92em; overflow-wrap: an
   caption { max-width: calc(100vw - 2rem); }
   .chart text { font-size: 20px; }
   .copy input { min-width: 0; width: 100%; }
+  table.stack thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
+  table.stack, table.stack tbody, table.stack tr, table.stack td { display: block; width: 100%; }
+  table.stack tr { border-bottom: 1px solid #8886; padding: .4rem 0; }
+  table.stack td { border: 0; padding: .15rem 0; overflow-wrap: anywhere; }
+  table.stack td.when { white-space: normal; }
+  table.stack td[data-label]::before { content: attr(data-label) ": "; font-weight: 600; }
+  table.stack caption { display: block; max-width: none; }
 }
 .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
 nav.sub { display: flex; flex-wrap: wrap; gap: .25rem 1rem; margin: 1rem 0; }

@@ -104,8 +104,8 @@ export const BUNDLE_BOUNDS_KIB: Readonly<Record<string, number>> = {
   // KiB of it, functions/adapters/dynamodb/watch.ts and functions/core/watch.ts).
   // 366.6 KiB on 2026-12-07 with the origin header's check and the pinned API version.
   // 370.9 KiB on 2026-12-07 with an auto top-up's invoice (functions/payments/invoicing.ts, 1 KiB).
-  // +10 KiB (bound) with the team store's members, invitations and audit entries (teamstore's remeasure).
-  'functions/payments/handler.ts': 383,
+  // 384.6 KiB after the team store and the invoices were merged together (2026-12-07).
+  'functions/payments/handler.ts': 386,
   // The dashboard (functions/dashboard/): 447.1 KiB measured on 2026-11-28 with its Activity page
   // (426.5 before it), the stripe SDK 240 of it (Checkout), hono 42, oauth4webapi 25. Never on an API
   // request's path.
@@ -117,8 +117,12 @@ export const BUNDLE_BOUNDS_KIB: Readonly<Record<string, number>> = {
   // (zod/mini 16.1 KiB; zod's classic API would have been 83), the invoices list, the monthly
   // statement's page and CSV, and the invoicing port (about 20 KiB of code in all). 519.1 KiB
   // measured after main's changes of the same day were merged in (the restricted Stripe keys' config).
-  // +10 KiB (bound) with the team store's members, invitations and audit entries (teamstore's remeasure).
-  'functions/dashboard/handler.ts': 532,
+  // 521.8 KiB on 2026-12-07 with the team pages (team-routes.tsx 6.0, members-page.tsx 5.3,
+  // audit-page.tsx 3.6, invite-routes.tsx 3.1, team-access.tsx 2.7, audit-routes.tsx 1.2 KiB; the keys
+  // page's rename and "created by", the member read and permission check of every page: about 24 KiB in
+  // all) and the Overview with its chart (overview.tsx 2.8, chart.tsx 2.0 KiB).
+  // 559.1 KiB with both (Billing's documents and the team pages), merged on 2026-12-07.
+  'functions/dashboard/handler.ts': 561,
   // The balance watch (functions/balance-watch/): 353.5 KiB measured on 2026-11-28, the stripe SDK
   // most of it (its off-session PaymentIntent), its own code 11.9 (the watch items, the SES call, the
   // state machines). Run by the accounts table's stream and its schedules, never on an API request's path.
@@ -126,17 +130,15 @@ export const BUNDLE_BOUNDS_KIB: Readonly<Record<string, number>> = {
   // webhook's applyEvent, functions/payments/events.ts, 8.2 KiB of it).
   // 368.0 KiB on 2026-12-07 with dead letters and the permanent off-session refusals.
   // 372.3 KiB on 2026-12-07 with an auto top-up's invoice, which its lookup's applyEvent may make.
-  // 371.9 KiB on 2026-12-07 invoked by the accounts table's stream (the records that may act, the
-  // accounts they name), with the paged safety sweep and its place, and the levels' copy.
-  // +10 KiB (bound) with the team store's members, invitations and audit entries (teamstore's remeasure).
-  'functions/balance-watch/handler.ts': 390,
+  // 385.6 KiB after the team store and the invoices were merged together (2026-12-07).
+  'functions/balance-watch/handler.ts': 387,
   // The payments reconciler (functions/reconciler/): 359.2 KiB measured on 2026-12-07, the stripe SDK
   // most of it (the events list, the PaymentIntent and refunds reads). Run every 10 minutes by a
   // schedule, never on an API request's path.
   // 364.2 KiB on 2026-12-07 after the merges of that day.
   // 368.5 KiB on 2026-12-07 with an auto top-up's invoice, which its applyEvent may make.
-  // +10 KiB (bound) with the team store's members, invitations and audit entries (teamstore's remeasure).
-  'functions/reconciler/handler.ts': 381,
+  // 381.8 KiB after the team store and the invoices were merged together (2026-12-07).
+  'functions/reconciler/handler.ts': 383,
   // Cognito's pre-sign-up trigger (functions/sign-up-guard/): 102.7 KiB measured on 2026-12-07, its
   // counters' conditional transaction through the store's wire. Run at a sign-up, never on an API request.
   'functions/sign-up-guard/handler.ts': 117,

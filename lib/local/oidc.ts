@@ -1,10 +1,10 @@
 /**
  * A local OpenID provider standing in for Cognito's OAuth endpoints (the managed login's authorize,
  * token and JWKS endpoints), for `npm start` and the tests: `oidc-provider` (OpenID-certified), in
- * memory, with one dev user and its own sign-in page. The dashboard reaches it by discovery from its
+ * memory, with its users (one dev user by default, several for a team's tests) and its own sign-in page. The dashboard reaches it by discovery from its
  * issuer URL, exactly as it reaches a Cognito user pool on AWS: authorization code, PKCE (required
  * here, as the dashboard always sends it), state, nonce, a confidential client authenticated with
- * client_secret_basic, and RS256 ID tokens carrying `sub`, `email` and `auth_time` (as Cognito's do),
+ * client_secret_basic, and RS256 ID tokens carrying `sub`, `email`, `email_verified` and `auth_time` (as Cognito's do),
  * verified against this provider's JWKS. A sign-in again (`prompt=login` or `max_age=0`, the dashboard's
  * before creating a key or changing auto top-up) shows the sign-in page even to a browser signed in here
  * (oidc-provider's own login policy), and its ID token's auth_time is that new sign-in's.
@@ -29,14 +29,20 @@ export interface LocalOidcOptions {
   clientSecret?: string;
   /** The dev user; default dev@example.com / "dev". */
   user?: { email: string; password: string; subject?: string };
+  /** More people who can sign in (a team: an owner inviting a developer), each with its own `sub`. */
+  users?: { email: string; password: string; subject?: string }[];
 }
+
+type LocalUser = { email: string; password: string; subject: string };
 
 export interface RunningLocalOidc {
   /** The issuer URL (what OIDC_ISSUER is set to). */
   issuer: string;
   clientId: string;
   clientSecret: string;
-  user: { email: string; password: string; subject: string };
+  user: LocalUser;
+  /** Every user, the dev user first. */
+  users: LocalUser[];
   close(): Promise<void>;
 }
 
@@ -145,6 +151,13 @@ export async function startLocalOidc(options: LocalOidcOptions): Promise<Running
     password: options.user?.password ?? 'dev',
     subject: options.user?.subject ?? 'local-dev-user',
   };
+  const users: LocalUser[] = [
+    user,
+    ...(options.users ?? []).map((other, i) => ({
+      ...other,
+      subject: other.subject ?? `local-user-${i + 2}`,
+    })),
+  ];
   const clientId = options.clientId ?? 'dashboard-local';
   const clientSecret = options.clientSecret ?? randomBytes(24).toString('base64url');
   const host = options.host ?? '127.0.0.1';
@@ -161,7 +174,7 @@ export async function startLocalOidc(options: LocalOidcOptions): Promise<Running
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, host, resolve));
   const issuer = `http://${host}:${(server.address() as AddressInfo).port}`;
 
-  // Sign-in: the dev user's email and password; then consent is granted at once (a first-party
+  // Sign-in: a user's email and password; then consent is granted at once (a first-party
   // client, as Cognito's managed login asks none), the scopes the dashboard asked for.
   async function serve(req: IncomingMessage, res: ServerResponse) {
     if (!provider || !handle) throw new Error('not ready');
@@ -181,11 +194,14 @@ export async function startLocalOidc(options: LocalOidcOptions): Promise<Running
     let accountId = details.session?.accountId;
     if (details.prompt.name === 'login') {
       const form = await formOf(req);
-      if (form.get('email') !== user.email || form.get('password') !== user.password) {
+      const signedIn = users.find(
+        (u) => u.email === form.get('email') && u.password === form.get('password'),
+      );
+      if (!signedIn) {
         res.writeHead(401, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
         return void res.end(signInPage(details.uid, 'Wrong email or password.'));
       }
-      accountId = user.subject;
+      accountId = signedIn.subject;
     }
     if (!accountId) throw new Error('no signed-in user for this interaction');
     const grant = new provider.Grant({ accountId, clientId: String(details.params.client_id) });
@@ -237,10 +253,12 @@ export async function startLocalOidc(options: LocalOidcOptions): Promise<Running
         claims: { openid: ['sub'], email: ['email', 'email_verified'] },
         // Cognito's ID tokens carry the email: the claims of the granted scopes go in the ID token too.
         conformIdTokenClaims: false,
-        findAccount: async (_ctx: unknown, sub: string) =>
-          sub === user.subject
-            ? { accountId: sub, claims: async () => ({ sub, email: user.email, email_verified: true }) }
-            : undefined,
+        findAccount: async (_ctx: unknown, sub: string) => {
+          const found = users.find((u) => u.subject === sub);
+          return found
+            ? { accountId: sub, claims: async () => ({ sub, email: found.email, email_verified: true }) }
+            : undefined;
+        },
       }),
   );
   handle = provider.callback();
@@ -250,6 +268,7 @@ export async function startLocalOidc(options: LocalOidcOptions): Promise<Running
     clientId,
     clientSecret,
     user,
+    users,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

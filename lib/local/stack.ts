@@ -115,6 +115,8 @@ export interface LocalStackOptions {
   onDenial?: (denial: Denial) => void;
   /** The policies the IAM layer holds calls to (default: as the CDK stacks synthesize them). */
   policies?: PolicySet;
+  /** More people the local OpenID provider signs in beside the dev user (a team's tests). */
+  oidcUsers?: { email: string; password: string; subject?: string }[];
 }
 
 export interface LocalStack {
@@ -179,7 +181,7 @@ export interface LocalStack {
    * The local OpenID provider standing in for the dashboard's Cognito user pool (oidc.ts): its issuer,
    * the dashboard's client, and the dev user who signs in on its page.
    */
-  oidc: Pick<RunningLocalOidc, 'issuer' | 'clientId' | 'user'>;
+  oidc: Pick<RunningLocalOidc, 'issuer' | 'clientId' | 'user' | 'users'>;
   stop(): Promise<void>;
 }
 
@@ -401,6 +403,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       oidc = await startLocalOidc({
         redirectUris: [`${origin}/dashboard/callback`],
         ...(options.host ? { host: options.host } : {}),
+        ...(options.oidcUsers ? { users: options.oidcUsers } : {}),
       });
       stops.push((oidc as RunningLocalOidc).close);
       // The 402's topUpUrl: the dashboard's billing page, as the stack sets it where the dashboard is
@@ -517,7 +520,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       reconcile,
       dashboardUrl: `${emulator.url}/dashboard/`,
       dashboardTable,
-      oidc: { issuer: oidc.issuer, clientId: oidc.clientId, user: oidc.user },
+      oidc: { issuer: oidc.issuer, clientId: oidc.clientId, user: oidc.user, users: oidc.users },
       stop: stopAll,
     };
   } catch (error) {

@@ -9,10 +9,16 @@ import { describe, expect, inject, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
 import { WatchItems } from '../../functions/adapters/dynamodb/watch.js';
 import { accountForSignIn } from '../../functions/dashboard/accounts.js';
-import { ensureDashboardTable, freePort, localClient } from '../../lib/local/dynamodb-local.js';
+import {
+  ensureDashboardTable,
+  ensureTeamTables,
+  freePort,
+  localClient,
+} from '../../lib/local/dynamodb-local.js';
 import { runAdmin } from '../support/admin-cli.js';
 import { cliTables } from '../support/cli-tables.js';
 import { keyFor } from '../support/fixtures.js';
+import { localTeamTables } from '../support/team-tables.js';
 import { TEST_SIGNING_KEY, usageLineOf } from '../support/usage-lines.js';
 
 const run = promisify(execFile);
@@ -478,10 +484,12 @@ describe('operator CLI: customers by e-mail', () => {
     process.env.DASHBOARD_TABLE = table; // the store's dashboard items read it at their first use
     const client = localClient(inject('dynamoEndpoint'));
     await ensureDashboardTable(client, table);
+    // A first sign-in makes its person the account's owner: a member, in the team table.
+    await ensureTeamTables(client, localTeamTables());
     const store = new DynamoStore(client, tables);
     const subject = `subject-${randomBytes(4).toString('hex')}`;
     const now = new Date().toISOString();
-    const accountId = await accountForSignIn(store, subject, now);
+    const accountId = await accountForSignIn(store, { subject, email: 'Ann.Customer@Example.com' }, now);
     await new WatchItems({ client: store.client, tables: store.tables, wire: store.wire }).rememberEmail(
       subject,
       'Ann.Customer@Example.com',

@@ -18,6 +18,8 @@ async function signedIn() {
   const watches = new MemoryWatchStore();
   const d = dashboard({ watches });
   const b = d.browser();
+  // The ID tokens' e-mail: the address the dashboard remembers at each sign-in.
+  d.oidc.emails.set('user-1', EMAIL);
   await d.signIn(b, 'user-1');
   await watches.rememberEmail('user-1', EMAIL, d.clock.now.toISOString());
   const accountId = accountOf(d.store, 'user-1');

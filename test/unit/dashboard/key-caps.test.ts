@@ -60,14 +60,14 @@ describe('a key daily spend cap on Settings → API', () => {
     await store.settleCharge(
       chargeEntry(accountId, keyId, 2_000_000_000n, { createdAt: '2025-05-31T23:59:59.000Z' }),
     );
-    expect((await get(b, '/dashboard/settings/api')).body).toMatch(/<td>Active<\/td>/);
+    expect((await get(b, '/dashboard/settings/api')).body).toMatch(/<td data-label="Status">Active<\/td>/);
     // $1 today: the cap is spent.
     await store.settleCharge(
       chargeEntry(accountId, keyId, 1_000_000_000n, { createdAt: '2025-06-01T11:00:00.000Z' }),
     );
     const page = (await get(b, '/dashboard/settings/api')).body;
-    expect(page).toContain('<td>Cap reached today (resets 00:00 UTC)</td>');
-    expect(page).not.toMatch(/<td>Active<\/td>/);
+    expect(page).toContain('<td data-label="Status">Cap reached today (resets 00:00 UTC)</td>');
+    expect(page).not.toMatch(/<td data-label="Status">Active<\/td>/);
   });
 });
 
@@ -79,7 +79,7 @@ describe('Settings → API with per-key daily caps off (the default)', () => {
       chargeEntry(accountId, keyId, 2_000_000_000n, { createdAt: '2025-06-01T11:00:00.000Z' }),
     );
     const page = (await get(b, '/dashboard/settings/api')).body;
-    expect(page).toMatch(/<td>Active<\/td>/);
+    expect(page).toMatch(/<td data-label="Status">Active<\/td>/);
     expect(page).not.toContain('Daily spend cap');
     expect(page).not.toContain('Set cap');
     expect(page).not.toContain('/cap"');

@@ -20,7 +20,10 @@ let provider: RunningLocalOidc;
 let oidc: OidcClient;
 
 beforeAll(async () => {
-  provider = await startLocalOidc({ redirectUris: [REDIRECT] });
+  provider = await startLocalOidc({
+    redirectUris: [REDIRECT],
+    users: [{ email: 'second@example.com', password: 'second', subject: 'second-user' }],
+  });
   oidc = await openIdClient({
     issuer: provider.issuer,
     clientId: provider.clientId,
@@ -37,12 +40,13 @@ async function signIn(
   url: URL,
   password = provider.user.password,
   browser = new Browser(),
+  email = provider.user.email,
 ): Promise<{ status: number; callback?: URL }> {
   const page = await browser.open(url.href);
   expect(page.body).toContain('Sign in');
   const action = new URL(formAction(page.body, /\/interaction\//), page.url).href;
   let response = await browser.fetch(action, {
-    form: { email: provider.user.email, password },
+    form: { email, password },
     origin: provider.issuer,
   });
   for (let hops = 0; hops < 10 && response.status >= 300 && response.status < 400; hops++) {
@@ -67,8 +71,27 @@ describe('the OpenID client against the local provider', () => {
     expect(user).toEqual({
       subject: provider.user.subject,
       email: provider.user.email,
+      emailVerified: true,
       authTime: expect.any(Number),
     });
+  });
+
+  it('signs in each of its users as themselves (a team: their own sub and e-mail), and no one with another password', async () => {
+    const { url, checks } = await oidc.begin();
+    const { callback } = await signIn(url, 'second', new Browser(), 'second@example.com');
+    expect(await oidc.finish(callback as URL, checks)).toEqual({
+      subject: 'second-user',
+      email: 'second@example.com',
+      emailVerified: true,
+      authTime: expect.any(Number),
+    });
+    const wrong = await signIn(
+      (await oidc.begin()).url,
+      provider.user.password,
+      new Browser(),
+      'second@example.com',
+    );
+    expect(wrong).toEqual({ status: 401 });
   });
 
   it('a fresh sign-in (prompt=login, max_age=0) asks for the password again despite the provider session', async () => {

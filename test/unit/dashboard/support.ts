@@ -17,6 +17,10 @@ export const IDP = 'https://idp.example.com';
 export class StubOidc implements OidcClient {
   /** What each code the provider hands out signs in as. */
   readonly codes = new Map<string, string>();
+  /** Each subject's e-mail in its ID tokens (default `<subject>@example.com`, verified). */
+  readonly emails = new Map<string, string>();
+  /** Subjects whose ID tokens say `email_verified: false`. */
+  readonly unverified = new Set<string>();
   /** The auth_time of the next ID tokens (epoch seconds); unset: the clock's now, as at a sign-in. */
   authTime: number | undefined;
   /** The options of each begin, in order. */
@@ -43,7 +47,12 @@ export class StubOidc implements OidcClient {
     const subject = this.codes.get(callbackUrl.searchParams.get('code') ?? '');
     if (!subject) throw new SignInError('unknown code');
     this.codes.delete(callbackUrl.searchParams.get('code') ?? '');
-    return { subject, authTime: this.authTime ?? Math.floor(this.clock.now.getTime() / 1000) };
+    return {
+      subject,
+      email: this.emails.get(subject) ?? `${subject}@example.com`,
+      ...(this.unverified.has(subject) ? {} : { emailVerified: true }),
+      authTime: this.authTime ?? Math.floor(this.clock.now.getTime() / 1000),
+    };
   }
 }
 
@@ -110,6 +119,23 @@ export function dashboard(
       `${ORIGIN}/dashboard/callback?code=${encodeURIComponent(code)}&state=${location.searchParams.get('state')}`,
     );
   }
+  /**
+   * Accepts an invitation link (`/dashboard/invite/<account>/<invitation>/<token>`) in `b` as `subject`:
+   * the Accept form's POST, the provider, the callback; the callback's response.
+   */
+  async function accept(b: Browser, link: string, subject: string): Promise<Response> {
+    const [accountId = '', invitationId = '', token = ''] = new URL(link).pathname.split('/').slice(3);
+    const start = await b.fetch(`${ORIGIN}/dashboard/invite/accept`, {
+      form: { accountId, invitationId, token },
+      origin: ORIGIN,
+    });
+    const location = new URL(String(start.headers.get('location')));
+    const code = `code-${subject}-${Math.random()}`;
+    oidc.codes.set(code, subject);
+    return b.fetch(
+      `${ORIGIN}/dashboard/callback?code=${encodeURIComponent(code)}&state=${location.searchParams.get('state')}`,
+    );
+  }
   /** A POST of a form as the dashboard's own page sends it. */
   const post = (b: Browser, path: string, form: Record<string, string>, origin = ORIGIN) =>
     b.fetch(`${ORIGIN}${path}`, { form, origin });
@@ -117,7 +143,7 @@ export function dashboard(
     const response = await b.fetch(`${ORIGIN}${path}`);
     return { status: response.status, body: await response.text(), response };
   };
-  return { app, store, oidc, stripe, clock, browser, signIn, post, get, send };
+  return { app, store, oidc, stripe, clock, browser, signIn, accept, post, get, send };
 }
 
 export const accountOf = (store: MemoryStore, subject: string) => store.users.get(subject) as string;
