@@ -246,7 +246,8 @@ describe('tables', () => {
   it('are on-demand, encrypted, with point-in-time recovery and the GSIs of lib/tables.ts', () => {
     for (const { template } of [sandbox, prod]) {
       // And prod's fifth, the dashboard's (test/infra/dashboard.test.ts).
-      template.resourceCountIs('AWS::DynamoDB::GlobalTable', template === prod.template ? 5 : 4);
+      // The service's four, the team's and the audit log (team-tables.test.ts), and prod's dashboard table.
+      template.resourceCountIs('AWS::DynamoDB::GlobalTable', template === prod.template ? 7 : 6);
       template.allResourcesProperties('AWS::DynamoDB::GlobalTable', {
         BillingMode: 'PAY_PER_REQUEST',
         SSESpecification: { SSEEnabled: true },
@@ -881,9 +882,9 @@ describe('alarms and outputs', () => {
     });
     // ThrottledRequests is published per table and operation, never per table alone.
     expect(named('ThrottledRequests')).toHaveLength(0);
-    // One per table: prod's five (a custom domain, so the dashboard's table too).
-    expect(named('ReadThrottleEvents')).toHaveLength(5);
-    expect(named('SystemErrors')).toHaveLength(5);
+    // One per table: prod's seven (the team's and the audit log; a custom domain, so the dashboard's too).
+    expect(named('ReadThrottleEvents')).toHaveLength(7);
+    expect(named('SystemErrors')).toHaveLength(7);
     for (const alarm of alarms) expect(alarm.Properties.AlarmActions).toHaveLength(1);
     prod.template.hasResourceProperties('AWS::Events::Rule', {
       ScheduleExpression: 'rate(15 minutes)',
@@ -936,7 +937,7 @@ describe('alarms and outputs', () => {
         Replicas: { ReadOnDemandThroughputSettings?: unknown }[];
       };
     }[];
-    expect(tables).toHaveLength(5); // the dashboard's too: the same guardrail
+    expect(tables).toHaveLength(7); // the team's, the audit log's and the dashboard's too: the same guardrail
     for (const table of tables) {
       expect(table.Properties.WriteOnDemandThroughputSettings).toEqual({ MaxWriteRequestUnits: 500 });
       expect(table.Properties.Replicas[0]?.ReadOnDemandThroughputSettings).toEqual({
