@@ -27,7 +27,14 @@ import { SignInError } from './oidc.js';
 import { OverviewPage, readOverview } from './overview.js';
 import { MessagePage, WelcomePage } from './pages.js';
 import { customerRoutes } from './pages-routes.js';
-import { endSession, isDashboardPath, keepSignIn, startSession, takeSignIn } from './sessions.js';
+import {
+  currentSession,
+  endSession,
+  isDashboardPath,
+  keepSignIn,
+  startSession,
+  takeSignIn,
+} from './sessions.js';
 import { COPY_SCRIPT, FAVICON, STYLESHEET } from './static.js';
 import { clientOf, sessionMember } from './team-access.js';
 
@@ -123,15 +130,21 @@ export function createDashboardApp(deps: DashboardDeps): Hono<DashboardEnv> {
 
   // Overview: a removed member's session ends here too (sessionMember), and they see the welcome page.
   app.get('/', async (c) => {
-    const found = await sessionMember(c, store, now(), { memberships: true });
-    if (found === undefined || found === 'removed') return c.html(<WelcomePage />);
+    const at = now();
+    const signedIn = await currentSession(c, store, at);
+    if (!signedIn) return c.html(<WelcomePage />);
+    // The member and the page's reads at once (one round trip, not three): nothing read is shown
+    // unless the session's person is a member of the account now.
+    const [found, overview] = await Promise.all([
+      sessionMember(c, store, at, { memberships: true, session: signedIn }),
+      readOverview(store, signedIn.accountId, at, deps.publicOrigin),
+    ]);
+    if (found === undefined || found === 'removed' || !overview) return c.html(<WelcomePage />);
     const { session, member, memberships = [] } = found;
     c.set('session', session);
     c.set('member', member);
     c.set('memberships', memberships);
-    const account = await store.getAccount(session.accountId);
-    if (!account) return c.html(<WelcomePage />);
-    return c.html(<OverviewPage overview={await readOverview(store, account, now(), deps.publicOrigin)} />);
+    return c.html(<OverviewPage overview={overview} />);
   });
 
   // `?fresh=<dashboard path>`: a sign-in again, asked for before an action that can spend money

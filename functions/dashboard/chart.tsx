@@ -25,7 +25,7 @@ export const dayTotal = (day: DaySpend): bigint => Object.values(day.byTier).red
  * The top of the axis: the smallest "nice" amount (1, 2 or 5 times a power of ten, in nano-USD) at or
  * above the largest day, so the labels read $0.05, not $0.0437. Exact: bigint throughout.
  */
-export function axisTop(max: bigint): bigint {
+function axisTop(max: bigint): bigint {
   if (max <= 0n) return 0n;
   let step = 1n;
   for (;;) {

@@ -12,7 +12,7 @@ import { KeyNotFoundError, type KeyRecord, type Store } from '../core/store.js';
 import { centsToNano, InvalidPurchaseAmountError, keyCapCents } from '../payments/amounts.js';
 import { keysWith, MAX_ACTIVE_KEYS } from './accounts.js';
 import type { DashboardEnv } from './deps.js';
-import { allowed, Layout, MessagePage, usd, when } from './pages.js';
+import { allowed, ConfirmAction, Layout, MessagePage, usd, when } from './pages.js';
 import { redirectAfterPost } from './sessions.js';
 import { auditOf } from './team-access.js';
 
@@ -117,11 +117,13 @@ function KeyActions(props: { keyRecord: KeyRecord }) {
         <input id={`rename-${keyId}`} name="name" required maxlength={128} value={name} size={12} />
         <button type="submit">Rename</button>
       </form>
-      <form method="post" action={`/dashboard/settings/api/keys/${keyId}/revoke`}>
-        <button type="submit" class="danger">
-          Revoke
-        </button>
-      </form>
+      <ConfirmAction
+        action={`/dashboard/settings/api/keys/${keyId}/revoke`}
+        label="Revoke"
+        name={`Revoke ${name}`}
+        question={`Revoke "${name}"? Requests with it are refused at once; this cannot be undone.`}
+        confirm="Yes, revoke it"
+      />
     </div>
   );
 }

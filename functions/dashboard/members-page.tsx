@@ -5,7 +5,7 @@
  * role that may use it (team-access.tsx checks it on the server whatever the page showed).
  */
 import { type Invitation, type Member, ROLES, type Role } from '../core/team.js';
-import { allowed, Layout, when } from './pages.js';
+import { allowed, ConfirmAction, Layout, when } from './pages.js';
 import { ROLE_NAMES } from './team-access.js';
 
 /** What each role may do, as the page explains it. */
@@ -46,12 +46,15 @@ function MemberActions(props: { member: Member; owners: boolean }) {
         </select>
         <button type="submit">Change role</button>
       </form>
-      <form method="post" action="/dashboard/settings/members/remove">
+      <ConfirmAction
+        action="/dashboard/settings/members/remove"
+        label="Remove"
+        name={`Remove ${member.email}`}
+        question={`Remove ${member.email} from this account? Their sessions end at once; the account's keys keep working.`}
+        confirm="Yes, remove"
+      >
         <input type="hidden" name="subject" value={member.subject} />
-        <button type="submit" class="danger" aria-label={`Remove ${member.email}`}>
-          Remove
-        </button>
-      </form>
+      </ConfirmAction>
     </div>
   );
 }
@@ -175,18 +178,13 @@ export function MembersPage(props: {
                 </td>
                 <td>
                   {manage && (invitation.role !== 'owner' || owners) ? (
-                    <form
-                      method="post"
+                    <ConfirmAction
                       action={`/dashboard/settings/members/invitations/${invitation.invitationId}/revoke`}
-                    >
-                      <button
-                        type="submit"
-                        class="danger"
-                        aria-label={`Revoke the invitation of ${invitation.email}`}
-                      >
-                        Revoke
-                      </button>
-                    </form>
+                      label="Revoke"
+                      name={`Revoke the invitation of ${invitation.email}`}
+                      question={`Revoke the invitation of ${invitation.email}? Its link stops working.`}
+                      confirm="Yes, revoke it"
+                    />
                   ) : null}
                 </td>
               </tr>
@@ -218,11 +216,12 @@ export function MembersPage(props: {
           You lose access to it at once; its keys keep working. An account's last owner cannot leave: make
           someone else owner first.
         </p>
-        <form method="post" action="/dashboard/settings/members/leave">
-          <button type="submit" class="danger">
-            Leave account
-          </button>
-        </form>
+        <ConfirmAction
+          action="/dashboard/settings/members/leave"
+          label="Leave account"
+          question="Leave this account? You lose access to it at once; only a member who can invite can bring you back."
+          confirm="Yes, leave"
+        />
       </section>
     </Layout>
   );

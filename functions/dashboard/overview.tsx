@@ -3,7 +3,7 @@
  * The Overview a signed-in customer lands on: the balance, what was spent this month (UTC) and in the
  * last 30 days with its trend, and a quick start: the API's base URL, the prefix of the newest active
  * key (never a key's text: only its creation shows that, once), and a copyable curl command and SDK
- * snippets. Three reads: the account, its spend per day, its keys.
+ * snippets. Three reads at once: the account, its spend per day, its keys.
  */
 import type { AccountRecord, DaySpend, KeyRecord, Store } from '../core/store.js';
 import { utcDay } from '../core/store.js';
@@ -23,18 +23,20 @@ export interface Overview {
   baseUrl: string;
 }
 
+/** The Overview's reads, all at once; undefined for an account that is not there. */
 export async function readOverview(
   store: Store,
-  account: AccountRecord,
+  accountId: string,
   now: Date,
   publicOrigin: string,
-): Promise<Overview> {
+): Promise<Overview | undefined> {
   const today = utcDay(now.toISOString());
-  const [days, keys] = await Promise.all([
-    store.dailySpend(account.accountId, { today, days: DAYS_READ }),
-    store.listKeys(account.accountId),
+  const [account, days, keys] = await Promise.all([
+    store.getAccount(accountId),
+    store.dailySpend(accountId, { today, days: DAYS_READ }),
+    store.listKeys(accountId),
   ]);
-  return { account, days, keys, today, baseUrl: `${publicOrigin}/api/v1` };
+  return account ? { account, days, keys, today, baseUrl: `${publicOrigin}/api/v1` } : undefined;
 }
 
 function Snippet(props: { id: string; title: string; text: string }) {

@@ -138,3 +138,35 @@ export function StatusNotice(props: { account: AccountRecord }) {
     </p>
   );
 }
+
+/**
+ * A destructive action behind a second, explicit click, with no script: the first click opens the
+ * question (a `<details>` disclosure, keyboard and screen-reader friendly), the second posts the form.
+ * `children` are the form's hidden inputs.
+ */
+export function ConfirmAction(props: {
+  action: string;
+  label: string;
+  /** What will happen, said in full ("Revoke the key "ci"? Requests with it are refused at once."). */
+  question: string;
+  /** The confirming button's text ("Yes, revoke it"). */
+  confirm: string;
+  /** The disclosure's accessible name, when `label` alone is ambiguous in a list ("Remove ana@example.com"). */
+  name?: string;
+  children?: Child;
+}) {
+  return (
+    <details class="confirm">
+      <summary class="danger" {...(props.name ? { 'aria-label': props.name } : {})}>
+        {props.label}
+      </summary>
+      <form method="post" action={props.action}>
+        {props.children}
+        <p>{props.question}</p>
+        <button type="submit" class="danger">
+          {props.confirm}
+        </button>
+      </form>
+    </details>
+  );
+}

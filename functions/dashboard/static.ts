@@ -23,6 +23,13 @@ button, .button { font: inherit; padding: .4rem .9rem; border-radius: 6px; borde
   background: var(--accent); color: #fff; cursor: pointer; text-decoration: none; display: inline-block; }
 button.link { background: none; border: none; color: var(--accent); padding: 0; }
 button.danger { background: none; color: var(--danger); border-color: var(--danger); }
+details.confirm { display: inline-block; }
+details.confirm summary { list-style: none; cursor: pointer; color: var(--danger); border: 1px solid var(--danger);
+  border-radius: 6px; padding: .4rem .9rem; display: inline-block; }
+details.confirm summary::-webkit-details-marker { display: none; }
+details.confirm[open] summary { background: #b4231814; }
+details.confirm form { margin: .5rem 0 0; max-width: 22rem; }
+details.confirm p { margin: 0 0 .5rem; }
 input, select { font: inherit; padding: .35rem .5rem; border: 1px solid #8888; border-radius: 6px; max-width: 100%; }
 .actions { display: flex; gap: .5rem; flex-wrap: wrap; align-items: center; }
 .switcher { display: flex; gap: .25rem; align-items: center; }

@@ -93,9 +93,9 @@ export async function sessionMember(
   c: Context,
   store: Store,
   now: Date,
-  options: { memberships?: boolean } = {},
+  options: { memberships?: boolean; session?: DashboardSession } = {},
 ): Promise<{ session: DashboardSession; member: Member; memberships?: Member[] } | 'removed' | undefined> {
-  const session = await currentSession(c, store, now);
+  const session = options.session ?? (await currentSession(c, store, now));
   if (!session) return undefined;
   const [member, memberships] = await Promise.all([
     store.getMember(session.accountId, session.subject),

@@ -527,9 +527,13 @@ describe('the dashboard in headless Chromium (local OpenID provider, Stripe stan
       (u) => u.pathname === '/dashboard/settings/api',
     );
 
-    // Revoked on the page: the SDK's next call is a 401.
+    // Revoked on the page, after its confirmation (the first click only asks): the SDK's next call is a 401.
+    await page.locator('summary', { hasText: 'Revoke' }).click();
+    await page.getByText('this cannot be undone').waitFor();
+    expect(await page.getByText(/^Revoked /).count()).toBe(0);
+    await shot('settings-api-revoke-confirm');
     await go(
-      () => page.getByRole('button', { name: 'Revoke' }).click(),
+      () => page.getByRole('button', { name: 'Yes, revoke it' }).click(),
       (u) => u.pathname === '/dashboard/settings/api',
     );
     await page.getByText(/^Revoked /).waitFor();

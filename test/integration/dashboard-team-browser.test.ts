@@ -167,7 +167,8 @@ describe('a team on the dashboard in headless Chromium', () => {
     await nav(viewer, 'API keys', '/dashboard/settings/api');
     expect(await viewer.locator('tr', { hasText: 'team key' }).count()).toBe(1);
     expect(await viewer.getByRole('button', { name: 'Create key' }).count()).toBe(0);
-    expect(await viewer.getByRole('button', { name: 'Revoke' }).count()).toBe(0);
+    expect(await viewer.locator('summary', { hasText: 'Revoke' }).count()).toBe(0);
+    expect(await viewer.getByRole('button', { name: 'Yes, revoke it' }).count()).toBe(0);
     await shots(viewer, 'keys-viewer');
     const store = target.admin.store;
     const accountId = (await store.accountOfUser(local.oidc.user.subject)) as string;
@@ -186,9 +187,11 @@ describe('a team on the dashboard in headless Chromium', () => {
 
     // The owner removes the developer: their next request is signed out; their key still works.
     await owner.reload();
+    // The first click asks (a confirmation), the second removes.
+    await owner.locator(`summary[aria-label="Remove ${DEVELOPER.email}"]`).click();
     await go(
       owner,
-      () => owner.getByRole('button', { name: `Remove ${DEVELOPER.email}` }).click(),
+      () => owner.getByRole('button', { name: 'Yes, remove' }).click(),
       (u) => u.pathname === '/dashboard/settings/members',
     );
     expect(await owner.getByRole('status').textContent()).toContain(`${DEVELOPER.email} was removed`);
