@@ -51,6 +51,7 @@ import { chargeItem, type Item, sliceKey } from '../functions/adapters/dynamodb/
 import { newGenerationId } from '../functions/core/ids.js';
 import { nanoToUsd, usdToNano } from '../functions/core/money.js';
 import { type ChargeEntry, type DaySpend, utcDay } from '../functions/core/store.js';
+import { auditEntry } from '../functions/core/team.js';
 import { TIER_IDS } from '../functions/core/tiers.js';
 import { ACTIVITY_DAYS } from '../functions/dashboard/activity.js';
 import { createDashboardApp } from '../functions/dashboard/app.js';
@@ -61,11 +62,17 @@ import { createKey } from '../lib/admin/operations.js';
 import {
   ensureDashboardTable,
   ensureTables,
+  ensureTeamTables,
   localClient,
   startDynamoLocal,
 } from '../lib/local/dynamodb-local.js';
 import { itemSize, writeUnits } from '../lib/local/dynamodb-units.js';
-import { LOCAL_DASHBOARD_TABLE_NAME, LOCAL_TABLE_NAMES } from '../lib/tables.js';
+import {
+  LOCAL_AUDIT_TABLE_NAME,
+  LOCAL_DASHBOARD_TABLE_NAME,
+  LOCAL_TABLE_NAMES,
+  LOCAL_TEAM_TABLE_NAME,
+} from '../lib/tables.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 process.env.LOG_LEVEL ??= 'SILENT';
@@ -333,6 +340,7 @@ async function main() {
   const tables: TableNames = { ...LOCAL_TABLE_NAMES };
   await ensureTables(client, tables);
   await ensureDashboardTable(client, LOCAL_DASHBOARD_TABLE_NAME);
+  await ensureTeamTables(client, { team: LOCAL_TEAM_TABLE_NAME, audit: LOCAL_AUDIT_TABLE_NAME });
   // The store's timeouts as the local stack has them (timeouts.ts: 5 s an attempt against DynamoDB Local,
   // 1 s against DynamoDB), read when the store is made.
   process.env.DYNAMODB_ENDPOINT = dynamo.endpoint;
@@ -491,6 +499,13 @@ async function main() {
       createdAt: fixedNow.toISOString(),
       expiresAt: Math.floor(nowMs / 1000) + 12 * 3600,
     });
+    // Every page reads the session's member: the bench's person owns the account, as a first sign-in makes it.
+    const subject = `bench-${accountId}`;
+    const at = fixedNow.toISOString();
+    await store.addFirstOwner(
+      { accountId, subject, email: `${subject}@example.com`, role: 'owner', joinedAt: at },
+      auditEntry(accountId, { kind: 'member', subject }, 'member.joined', at),
+    );
     return `${SESSION_COOKIE}=${id}`;
   };
   // Each page's DynamoDB calls, counted on the store's wire (every call the store makes goes through it).

@@ -1,6 +1,6 @@
 /**
  * The balance watch's dependencies in Lambda (handler.ts): its store and watch items on the wire, SES
- * signed with the role's credentials, Stripe as the payments function reads it. Environment: the
+ * signed with the role's credentials, Stripe with the watch's own restricted key. Environment: the
  * store's tables and DASHBOARD_TABLE; ALERT_SENDER (a verified SES identity) and SES_ENDPOINT (when
  * not SES's regional one); STRIPE_SECRET_ARN; BILLING_URL, the billing page the e-mails link.
  */

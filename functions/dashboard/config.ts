@@ -10,8 +10,8 @@
  *   OpenID provider (lib/local/oidc.ts) locally. One code path: discovery from the issuer.
  * - OIDC_SIGN_OUT_ORIGIN: Cognito's managed login domain, where sign-out sends the browser (its
  *   `/logout`); locally unset, the issuer's origin.
- * - Stripe: as the payments function (functions/payments/config.ts): STRIPE_SECRET_ARN, or locally
- *   STRIPE_API_KEY, STRIPE_WEBHOOK_SECRET and STRIPE_API_BASE (the stand-in).
+ * - Stripe: its own restricted key (functions/payments/config.ts stripeSettings): STRIPE_SECRET_ARN
+ *   (the dashboard's own secret), or locally STRIPE_API_KEY and STRIPE_API_BASE (the stand-in).
  * - DASHBOARD_TABLE (functions/adapters/dynamodb/dashboard.ts) and the four tables of the store.
  */
 import { getSecretString } from '../adapters/secrets.js';

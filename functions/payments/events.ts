@@ -40,6 +40,16 @@ import { AUTO_TOP_UP_KIND, SAVE_CARD_KIND, switchedOffMessage, type WatchStore }
 import { CURRENCY, centsOf, centsToNano } from './amounts.js';
 import { recordPayment } from './metrics.js';
 import type { PaymentIntentView, StripeApi } from './stripe-api.js';
+import {
+  asObject,
+  idOf,
+  type PaymentOutcome,
+  type StripeEventView,
+  type StripeObject,
+  text,
+} from './stripe-objects.js';
+
+export type { PaymentOutcome, StripeEventView } from './stripe-objects.js';
 
 /** The metadata key of the PaymentIntent (and of the session) that holds the account id. */
 export const ACCOUNT_METADATA_KEY = 'accountId';
@@ -78,22 +88,6 @@ export interface PaymentDeps {
   audited?: boolean;
 }
 
-/** The signed event, as far as this code reads it. */
-export interface StripeEventView {
-  id: string;
-  type: string;
-  data: { object: unknown };
-}
-
-export type PaymentOutcome =
-  | { kind: 'credited' | 'already-credited'; accountId: string; paymentIntent: string; cents: number }
-  | { kind: 'awaiting-payment' | 'payment-failed'; session: string }
-  | { kind: 'refunds'; accountId: string; charge: string; applied: string[]; cents: number }
-  | { kind: 'disputed'; accountId: string; dispute: string; applied: boolean }
-  | { kind: 'auto-top-up-off'; accountId: string; switched: boolean }
-  | { kind: 'not-credited'; reason: string }
-  | { kind: 'ignored'; reason: string };
-
 /** Stripe still lists fewer refunds than a charge.refunded event counted: a 500, so Stripe sends it again. */
 class RefundsNotListedError extends Error {
   constructor(charge: string, listed: number, refunded: number) {
@@ -101,15 +95,6 @@ class RefundsNotListedError extends Error {
     this.name = 'RefundsNotListedError';
   }
 }
-
-type StripeObject = Record<string, unknown>;
-
-const asObject = (value: unknown): StripeObject =>
-  typeof value === 'object' && value !== null ? (value as StripeObject) : {};
-const text = (value: unknown): string | undefined =>
-  typeof value === 'string' && value !== '' ? value : undefined;
-/** An expandable field: the id, or the expanded object's id. */
-const idOf = (value: unknown): string | undefined => text(value) ?? text(asObject(value).id);
 
 /** A refund that takes money back (or will): Stripe counts these in `amount_refunded`. */
 const REFUND_COUNTS = new Set(['succeeded', 'pending', 'requires_action']);

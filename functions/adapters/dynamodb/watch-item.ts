@@ -1,6 +1,9 @@
-/** A `watch#<accountId>` item of the dashboard table as the WatchStore's Watch (watch.ts lists its attributes). */
-import type { Watch } from '../../core/watch.js';
-import type { Item } from './items.js';
+/**
+ * The balance watch's items of the dashboard table, read and written: a `watch#<accountId>` item as
+ * the WatchStore's Watch (watch.ts lists its attributes), a settings change's update, an outbox item.
+ */
+import type { NewMessage, Watch } from '../../core/watch.js';
+import { type Item, S } from './items.js';
 
 const num = (item: Item, name: string): number | undefined =>
   item[name]?.N === undefined ? undefined : Number(item[name]?.N);
@@ -45,4 +48,28 @@ export function toWatch(item: Item): Watch {
     if (intent) watch.inFlight.paymentIntent = intent;
   }
   return watch;
+}
+
+/** What every change of a customer's settings sets: listed in the index, its account, when, and where to e-mail. */
+export function settingsUpdate(accountId: string, email: string | undefined, now: string) {
+  const sets = ['watchList = :list', 'accountId = :account', 'updatedAt = :now'];
+  const values: Item = { ':list': S('watch'), ':account': S(accountId), ':now': S(now) };
+  if (email) {
+    sets.push('email = :email');
+    values[':email'] = S(email);
+  }
+  return { sets, values };
+}
+
+/** A queued e-mail's item, on the outbox index (watch-outbox.ts sends it). */
+export function outboxItem(id: string, accountId: string, message: NewMessage, now: string): Item {
+  return {
+    id: S(id),
+    watchList: S('outbox'),
+    accountId: S(accountId),
+    to: S(message.to),
+    subject: S(message.subject),
+    text: S(message.text),
+    createdAt: S(now),
+  };
 }

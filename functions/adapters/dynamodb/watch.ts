@@ -43,7 +43,7 @@ import { withAudit } from './audit.js';
 import { type Item, N, S } from './items.js';
 import { DASHBOARD_TABLE_ENV, INDEX } from './schema.js';
 import { copyWatchLevels } from './watch-copy.js';
-import { toWatch } from './watch-item.js';
+import { outboxItem, settingsUpdate, toWatch } from './watch-item.js';
 import { failedCondition, WatchOutbox } from './watch-outbox.js';
 
 const watchId = (accountId: string) => `watch#${accountId}`;
@@ -54,30 +54,6 @@ const SWEEP_ID = 'watch-sweep';
 /** Whether this function has the watch items' table (the payments function has it only beside a dashboard). */
 export function watchTableConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
   return Boolean(env[DASHBOARD_TABLE_ENV]) || !env.AWS_LAMBDA_FUNCTION_NAME;
-}
-
-/** What every change of a customer's settings sets: listed in the index, its account, when, and where to e-mail. */
-function settingsUpdate(accountId: string, email: string | undefined, now: string) {
-  const sets = ['watchList = :list', 'accountId = :account', 'updatedAt = :now'];
-  const values: Item = { ':list': S('watch'), ':account': S(accountId), ':now': S(now) };
-  if (email) {
-    sets.push('email = :email');
-    values[':email'] = S(email);
-  }
-  return { sets, values };
-}
-
-/** A queued e-mail's item, on the outbox index (watch-outbox.ts sends it). */
-function outboxItem(id: string, accountId: string, message: NewMessage, now: string): Item {
-  return {
-    id: S(id),
-    watchList: S('outbox'),
-    accountId: S(accountId),
-    to: S(message.to),
-    subject: S(message.subject),
-    text: S(message.text),
-    createdAt: S(now),
-  };
 }
 
 export class WatchItems extends WatchOutbox implements WatchStore {
