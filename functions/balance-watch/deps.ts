@@ -41,8 +41,12 @@ export function watchDeps(env: NodeJS.ProcessEnv = process.env): WatchDeps {
     ...billing,
     // An auto top-up whose outcome's event was lost: read from Stripe, applied as the webhook would.
     lookUpTopUp: async (watch) =>
-      sdkLookup(await sdk(), { store, watches: items, now: () => new Date().toISOString(), ...billing })(
-        watch,
-      ),
+      sdkLookup(await sdk(), {
+        store,
+        watches: items,
+        now: () => new Date().toISOString(),
+        audited: true,
+        ...billing,
+      })(watch),
   };
 }

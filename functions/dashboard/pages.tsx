@@ -62,6 +62,17 @@ function AccountSwitcher() {
   );
 }
 
+/** Who is signed in, and as what on this account: the header's last words before "Sign out". */
+function SignedInAs() {
+  const { member } = viewer();
+  if (!member) return null;
+  return (
+    <span class="who" data-signed-in={member.email}>
+      {member.email} <span class="hint">({member.role})</span>
+    </span>
+  );
+}
+
 export function Layout(props: { title: string; signedIn: boolean; children?: Child }) {
   return (
     <html lang="en">
@@ -86,6 +97,7 @@ export function Layout(props: { title: string; signedIn: boolean; children?: Chi
               <a href="/dashboard/settings/members">Members</a>
               {allowed('members') ? <a href="/dashboard/settings/audit">Audit log</a> : null}
               <AccountSwitcher />
+              <SignedInAs />
               <form method="post" action="/dashboard/sign-out">
                 <button type="submit" class="link">
                   Sign out

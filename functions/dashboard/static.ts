@@ -12,6 +12,7 @@ header { display: flex; align-items: center; justify-content: space-between; gap
 header nav { display: flex; align-items: center; gap: .5rem 1rem; flex-wrap: wrap; }
 header form { margin: 0; }
 .brand { font-weight: 600; text-decoration: none; }
+.who { font-size: .9em; overflow-wrap: anywhere; }
 main { max-width: 60rem; margin: 0 auto; padding: 1.5rem; }
 a { color: var(--accent); }
 table { width: 100%; border-collapse: collapse; margin: 1.5rem 0; }

@@ -84,7 +84,7 @@ export interface PaymentDeps {
   watches?: Pick<WatchStore, 'recordCard' | 'finishTopUp' | 'switchOff' | 'getWatch'>;
   /** The dashboard's billing page, for the e-mail that says auto top-up was switched off. */
   billingUrl?: string;
-  /** Each change written with its audit entry: the webhook's and the reconciler's (not the balance watch's). */
+  /** Each change written with its audit entry (the webhook, the reconciler, the balance watch's lookup). */
   audited?: boolean;
 }
 

@@ -758,7 +758,7 @@ export class ApiStack extends Stack {
         email,
         tables,
         dashboardTable: dashboard.table,
-        tableEnv,
+        tableEnv: { ...tableEnv, ...auditEnv },
         stripeSecret: watchStripeSecret,
         billingUrl: dashboard.billingUrl,
         payments: payments.function.fn,

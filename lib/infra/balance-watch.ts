@@ -54,7 +54,7 @@ const serviceMetric = (metricName: string, period = Duration.minutes(5)) =>
   });
 
 export interface BalanceWatchProps {
-  tables: { accounts: TableV2; ledger: TableV2; holds: TableV2 };
+  tables: { accounts: TableV2; ledger: TableV2; holds: TableV2; audit: TableV2 };
   /** The dashboard's table: the watch items live there (functions/adapters/dynamodb/watch.ts). */
   dashboardTable: TableV2;
   tableEnv: Record<string, string>;
@@ -127,6 +127,10 @@ export class BalanceWatch extends Construct {
     );
     fn.addToRolePolicy(
       new PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [props.tables.holds.tableArn] }),
+    );
+    //   and its purchase's audit entry (actor Stripe), a Put in the same transaction as the credit;
+    fn.addToRolePolicy(
+      new PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [props.tables.audit.tableArn] }),
     );
     // - Stripe's key (the off-session PaymentIntent), as the payments function reads it;
     fn.addToRolePolicy(

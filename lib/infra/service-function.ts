@@ -105,7 +105,8 @@ export const BUNDLE_BOUNDS_KIB: Readonly<Record<string, number>> = {
   // 366.6 KiB on 2026-12-07 with the origin header's check and the pinned API version.
   // 370.9 KiB on 2026-12-07 with an auto top-up's invoice (functions/payments/invoicing.ts, 1 KiB).
   // 384.6 KiB after the team store and the invoices were merged together (2026-12-07).
-  'functions/payments/handler.ts': 386,
+  // 387.2 KiB measured once the team store, the invoices and the stream's watch were all merged (2026-12-07).
+  'functions/payments/handler.ts': 390,
   // The dashboard (functions/dashboard/): 447.1 KiB measured on 2026-11-28 with its Activity page
   // (426.5 before it), the stripe SDK 240 of it (Checkout), hono 42, oauth4webapi 25. Never on an API
   // request's path.
@@ -122,7 +123,8 @@ export const BUNDLE_BOUNDS_KIB: Readonly<Record<string, number>> = {
   // page's rename and "created by", the member read and permission check of every page: about 24 KiB in
   // all) and the Overview with its chart (overview.tsx 2.8, chart.tsx 2.0 KiB).
   // 559.1 KiB with both (Billing's documents and the team pages), merged on 2026-12-07.
-  'functions/dashboard/handler.ts': 561,
+  // 563.0 KiB measured once the team store, the invoices and the stream's watch were all merged (2026-12-07).
+  'functions/dashboard/handler.ts': 567,
   // The balance watch (functions/balance-watch/): 353.5 KiB measured on 2026-11-28, the stripe SDK
   // most of it (its off-session PaymentIntent), its own code 11.9 (the watch items, the SES call, the
   // state machines). Run by the accounts table's stream and its schedules, never on an API request's path.
@@ -131,14 +133,16 @@ export const BUNDLE_BOUNDS_KIB: Readonly<Record<string, number>> = {
   // 368.0 KiB on 2026-12-07 with dead letters and the permanent off-session refusals.
   // 372.3 KiB on 2026-12-07 with an auto top-up's invoice, which its lookup's applyEvent may make.
   // 385.6 KiB after the team store and the invoices were merged together (2026-12-07).
-  'functions/balance-watch/handler.ts': 387,
+  // 389.6 KiB measured once the team store, the invoices and the stream's watch were all merged (2026-12-07).
+  'functions/balance-watch/handler.ts': 393,
   // The payments reconciler (functions/reconciler/): 359.2 KiB measured on 2026-12-07, the stripe SDK
   // most of it (the events list, the PaymentIntent and refunds reads). Run every 10 minutes by a
   // schedule, never on an API request's path.
   // 364.2 KiB on 2026-12-07 after the merges of that day.
   // 368.5 KiB on 2026-12-07 with an auto top-up's invoice, which its applyEvent may make.
   // 381.8 KiB after the team store and the invoices were merged together (2026-12-07).
-  'functions/reconciler/handler.ts': 383,
+  // 384.4 KiB measured once the team store, the invoices and the stream's watch were all merged (2026-12-07).
+  'functions/reconciler/handler.ts': 387,
   // Cognito's pre-sign-up trigger (functions/sign-up-guard/): 102.7 KiB measured on 2026-12-07, its
   // counters' conditional transaction through the store's wire. Run at a sign-up, never on an API request.
   'functions/sign-up-guard/handler.ts': 117,

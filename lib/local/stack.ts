@@ -567,7 +567,13 @@ async function localWatch(
     from: options.from ?? ses.sender,
     now: options.now ?? (() => new Date()),
     ...billing,
-    lookUpTopUp: sdkLookup(sdk, { store, watches, now: () => new Date().toISOString(), ...billing }),
+    lookUpTopUp: sdkLookup(sdk, {
+      store,
+      watches,
+      now: () => new Date().toISOString(),
+      audited: true,
+      ...billing,
+    }),
   });
   return {
     sweep: (options = {}) => runWatch(deps(options)),

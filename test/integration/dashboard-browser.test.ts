@@ -394,6 +394,8 @@ describe('the dashboard in headless Chromium (local OpenID provider, Stripe stan
       (await store.getAccount(accountId))?.balanceNano,
     );
     expect(await text('#base-url')).toBe(target.baseUrl);
+    // The header names who is signed in, and as what.
+    expect(await text('[data-signed-in]')).toBe(`${oidc.user.email} (owner)`);
     expect(await page.locator('main').textContent()).toContain(keyRecord?.displayPrefix as string);
     expect(await page.locator('main').textContent()).not.toContain(key);
     await shot('overview');
@@ -537,7 +539,9 @@ describe('the dashboard in headless Chromium (local OpenID provider, Stripe stan
       (u) => u.pathname === '/dashboard/settings/api',
     );
     await page.getByText(/^Revoked /).waitFor();
-    expect(await text('table tbody tr td:nth-child(4)')).toMatch(/^Revoked \d{4}-\d\d-\d\d \d\d:\d\d UTC$/);
+    expect(
+      (await page.locator('table tbody tr td', { hasText: /^Revoked / }).first().textContent())?.trim(),
+    ).toMatch(/^Revoked \d{4}-\d\d-\d\d \d\d:\d\d UTC$/);
     await shot('settings-api-revoked');
     const afterRevoke = await ask().then(
       () => undefined,
