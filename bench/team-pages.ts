@@ -136,6 +136,12 @@ async function main() {
     { label: 'Audit log CSV (first page)', path: '/dashboard/settings/audit.csv' },
     { label: 'Settings → API (keys)', path: '/dashboard/settings/api' },
     { label: 'Overview', path: '/dashboard/' },
+    { label: 'Activity', path: '/dashboard/activity' },
+    { label: 'Billing', path: '/dashboard/billing' },
+    {
+      label: 'Monthly statement (this month)',
+      path: `/dashboard/billing/statement/${new Date().toISOString().slice(0, 7)}`,
+    },
   ];
   const times = new Map<string, number[]>(pages.map((p) => [p.path, []]));
   let failed = false;

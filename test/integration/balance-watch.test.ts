@@ -435,10 +435,10 @@ describe("the balance watch's role", () => {
       'dynamodb:GetItem accounts',
       // A watch item read (an account a stream batch names), the safety sweep's place.
       'dynamodb:GetItem dashboard',
-      'dynamodb:PutItem dashboard',
       // An auto top-up looked up and credited: its audit entry, its ledger entry, the balance, a
       // transfer between slices.
       'dynamodb:PutItem audit',
+      'dynamodb:PutItem dashboard',
       'dynamodb:PutItem holds',
       'dynamodb:PutItem ledger',
       'dynamodb:Query dashboard/index/watchList',
