@@ -86,6 +86,20 @@ export class Activity extends StorePart {
     return items.map((item) => item ?? {});
   }
 
+  /**
+   * The rolled-up day items of `days` (undefined for a day with none), strongly consistent, in
+   * BatchGetItem calls of 100 keys: one call for a 30-day view, where a GetItem a day was 30.
+   */
+  private async dayItems(accountId: string, days: string[]): Promise<(Item | undefined)[]> {
+    const found = new Map<string | undefined, Item>();
+    for (let start = 0; start < days.length; start += 100) {
+      const keys = days.slice(start, start + 100).map((day) => ({ accountId: S(dayItemKey(accountId, day)) }));
+      const items = await this.batchGet(this.tables.accounts, keys, { consistent: true, attempts: 5 });
+      for (const item of items) found.set(item.accountId?.S, item);
+    }
+    return days.map((day) => found.get(dayItemKey(accountId, day)));
+  }
+
   async dailySpend(accountId: string, options: { today: string; days: number }): Promise<DaySpend[]> {
     const days = daysUpTo(options.today, options.days);
     const head = await this.getItem(accountId, 'slices');
@@ -93,7 +107,7 @@ export class Activity extends StorePart {
     const slices = slicesOf(head);
     for (let attempt = 1; ; attempt++) {
       const sliceItems = await this.sliceItems(accountId, slices);
-      const dayItems = await Promise.all(days.map((day) => this.getItem(dayItemKey(accountId, day))));
+      const dayItems = await this.dayItems(accountId, days);
       const rolls = await this.sliceItems(accountId, slices, 'rolls');
       const unchanged = rolls.every((item, i) => item.rolls?.N === sliceItems[i]?.rolls?.N);
       if (!unchanged && attempt < 5) continue;
