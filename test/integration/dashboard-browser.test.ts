@@ -540,7 +540,12 @@ describe('the dashboard in headless Chromium (local OpenID provider, Stripe stan
     );
     await page.getByText(/^Revoked /).waitFor();
     expect(
-      (await page.locator('table tbody tr td', { hasText: /^Revoked / }).first().textContent())?.trim(),
+      (
+        await page
+          .locator('table tbody tr td', { hasText: /^Revoked / })
+          .first()
+          .textContent()
+      )?.trim(),
     ).toMatch(/^Revoked \d{4}-\d\d-\d\d \d\d:\d\d UTC$/);
     await shot('settings-api-revoked');
     const afterRevoke = await ask().then(

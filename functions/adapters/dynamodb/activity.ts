@@ -93,7 +93,9 @@ export class Activity extends StorePart {
   private async dayItems(accountId: string, days: string[]): Promise<(Item | undefined)[]> {
     const found = new Map<string | undefined, Item>();
     for (let start = 0; start < days.length; start += 100) {
-      const keys = days.slice(start, start + 100).map((day) => ({ accountId: S(dayItemKey(accountId, day)) }));
+      const keys = days
+        .slice(start, start + 100)
+        .map((day) => ({ accountId: S(dayItemKey(accountId, day)) }));
       const items = await this.batchGet(this.tables.accounts, keys, { consistent: true, attempts: 5 });
       for (const item of items) found.set(item.accountId?.S, item);
     }
