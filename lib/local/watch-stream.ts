@@ -109,6 +109,13 @@ export function deliverStream(options: StreamDeliveryOptions): StreamDelivery {
       while (iterator) {
         const page = await call<{ Records?: DynamoDBRecord[]; NextShardIterator?: string }>('GetRecords', {
           ShardIterator: iterator,
+        }).catch((error: unknown) => {
+          // An iterator past its shard's retained records, or expired (a long pause under load): as
+          // Lambda's poller, start the shard again from its oldest record (a record read twice is
+          // applied once: the watch's transitions are conditional) at the next tick; this one fails.
+          if (/TrimmedDataAccessException|ExpiredIteratorException/.test(String(error)))
+            iterators.delete(shard);
+          throw error;
         });
         iterator = page.NextShardIterator ?? null;
         iterators.set(shard, iterator);
