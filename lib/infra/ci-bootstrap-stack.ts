@@ -8,7 +8,7 @@ import {
 } from 'aws-cdk-lib';
 import { OidcProviderNative, PolicyStatement, Role, WebIdentityPrincipal } from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
-import { TABLES } from '../tables.js';
+import { AUDIT_TABLE, TABLES } from '../tables.js';
 import { fixedTableName } from './service-tables.js';
 
 /** The sandbox stack's name (bin/app.ts: HostedModelApi-<stage>). */
@@ -92,6 +92,14 @@ export class CiBootstrapStack extends Stack {
     });
     role.addToPolicy(
       new PolicyStatement({ actions: [...SANDBOX_SUITE_DYNAMODB_ACTIONS], resources: sandboxTables }),
+    );
+    // The suite's own changes (accounts credited, keys made and revoked through the operator's code)
+    // are written with their audit entries: a Put on the sandbox's audit log, in the same transaction.
+    role.addToPolicy(
+      new PolicyStatement({
+        actions: ['dynamodb:PutItem'],
+        resources: [table(fixedTableName(SANDBOX_STACK_NAME, AUDIT_TABLE))],
+      }),
     );
     role.addToPolicy(
       new PolicyStatement({
