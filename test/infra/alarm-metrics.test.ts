@@ -318,8 +318,8 @@ describe.each(['sandbox', 'prod'] as const)('every alarm in %s', (stage) => {
       set.add(String(read.dimensions.Operation));
       summed.set(table, set);
     }
-    // The four tables, and in prod (a custom domain) the dashboard's.
-    expect(summed.size).toBe(stage === 'prod' ? 5 : 4);
+    // The four money tables, the team's and the audit log, and in prod (a custom domain) the dashboard's.
+    expect(summed.size).toBe(stage === 'prod' ? 7 : 6);
     for (const [table, ops] of granted)
       expect([...(summed.get(table) ?? [])]).toEqual(expect.arrayContaining([...ops]));
     for (const ops of summed.values()) expect([...ops].sort()).toEqual([...DYNAMODB_OPERATIONS].sort());

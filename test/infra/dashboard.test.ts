@@ -188,7 +188,9 @@ describe('the dashboard with a custom domain (the prod test stage)', () => {
           .flatMap((a) => [s.Resource].flat().map((r) => `${a} ${tableOf(r)}`)),
       )
       .sort();
-    expect(grants).toEqual([
+    // Each grant once (the balance watch's construct grants the levels' copy on the accounts table,
+    // which the dashboard's own statements may already hold): what it may do, as a set.
+    expect([...new Set(grants)]).toEqual([
       'dynamodb:BatchGetItem accounts',
       'dynamodb:DeleteItem DashboardTable',
       // Members and invitations (a member removed, an invitation revoked or accepted).

@@ -25,7 +25,7 @@ let store: DynamoStore;
 let watches: WatchItems;
 
 beforeAll(async () => {
-  target = await startTarget();
+  target = await startTarget({ watchStream: true });
   local = target.local as LocalStack;
   store = target.admin.store as DynamoStore;
   watches = new WatchItems({ client: store.client, tables: store.tables, wire: store.wire });

@@ -51,6 +51,10 @@ export async function startTarget({ adminAs, ...options }: TargetOptions = {}): 
   const local = await startLocalStack({
     dynamoEndpoint: inject('dynamoEndpoint'),
     tablePrefix: `t${randomBytes(4).toString('hex')}-`,
+    // The accounts table's stream is polled four times a second per stack: only a test that asks for
+    // it reads it (balance-watch-stream.test.ts), so the suite's many stacks do not load the shared
+    // DynamoDB Local with reads no test looks at. `npm start` delivers it, as deployed.
+    watchStream: false,
     ...options,
   });
   return {
