@@ -1,21 +1,25 @@
 /**
- * Billing's documents in headless Chromium (test/support/chromium.ts) against the local stack: the
- * billing profile filled in through its form, a $10 purchase through the Stripe stand-in's checkout
+ * Billing's documents in headless Chromium (test/support/chromium.ts) against the local stack, done by
+ * the account's billing member (not its owner): the billing profile filled in through its form, a $10 purchase through the Stripe stand-in's checkout
  * page, its invoice listed with the profile's name in its PDF, and the month's statement. Each page
  * is shot at 1280 and 390 px wide into test-results/billing/ (git-ignored), and none of them scrolls
  * sideways at either width. Every wait is on the page or on the stand-in's deliveries, never a sleep.
  * Without /usr/bin/chromium the file is skipped with a message, except in CI (CI=true), where it fails.
  */
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { monthOf } from '../../functions/billing/statement.js';
+import { auditEntry, INVITATION_TTL_SECONDS } from '../../functions/core/team.js';
 import { REPO_ROOT } from '../../lib/infra/service-function.js';
 import type { LocalStack } from '../../lib/local/stack.js';
 import { chromiumMissing, launchChromium } from '../support/chromium.js';
 import { startTarget, type Target } from '../support/target.js';
 
 const SHOTS = `${REPO_ROOT}test-results/billing`;
+/** The account's billing member, who does all of it (the invitation's own flow is the team browser test's). */
+const BILLING = { email: 'billing@team.example', password: 'billing-pass', subject: 'team-billing' };
 const WIDTHS = [1280, 390] as const;
 
 const missing = chromiumMissing();
@@ -30,7 +34,7 @@ beforeAll(async () => {
     return;
   }
   await mkdir(SHOTS, { recursive: true });
-  [target, browser] = await Promise.all([startTarget(), launchChromium()]);
+  [target, browser] = await Promise.all([startTarget({ oidcUsers: [BILLING] }), launchChromium()]);
   local = target.local as LocalStack;
   const context = await browser.newContext({
     viewport: { width: 1280, height: 800 },
@@ -67,13 +71,50 @@ describe('billing documents in headless Chromium', () => {
     if (missing) return ctx.skip(`no browser: ${missing}`);
     const origin = local.emulator.url;
     const { oidc, stripe: standIn } = local;
+    // An account whose owner invited a billing member, who accepted: through the store, each change
+    // with its audit entry, as the Members page makes them.
+    const store = target.admin.store;
+    const at = new Date().toISOString();
+    const teamAccount = `acct-billing-${randomBytes(6).toString('hex')}`;
+    const owner = { kind: 'member' as const, subject: oidc.user.subject, email: oidc.user.email };
+    await store.createAccount(teamAccount, 0n, at);
+    await store.addFirstOwner(
+      { accountId: teamAccount, subject: owner.subject, email: owner.email, role: 'owner', joinedAt: at },
+      auditEntry(teamAccount, owner, 'member.joined', at),
+    );
+    const token = randomBytes(16).toString('hex');
+    const invitationId = `inv_${randomBytes(12).toString('hex')}`;
+    await store.createInvitation(
+      {
+        accountId: teamAccount,
+        invitationId,
+        tokenHash: createHash('sha256').update(token).digest('hex'),
+        email: BILLING.email,
+        role: 'billing',
+        invitedBy: owner.subject,
+        createdAt: at,
+        expiresAt: Math.floor(Date.now() / 1000) + INVITATION_TTL_SECONDS,
+      },
+      auditEntry(teamAccount, owner, 'member.invited', at, { target: BILLING.email }),
+    );
+    const person = { subject: BILLING.subject, email: BILLING.email };
+    await store.acceptInvitation(
+      teamAccount,
+      invitationId,
+      createHash('sha256').update(token).digest('hex'),
+      person,
+      at,
+      auditEntry(teamAccount, { kind: 'member', ...person }, 'member.joined', at),
+    );
     await page.goto(`${origin}/dashboard/sign-in`);
-    await page.getByLabel('Email').fill(oidc.user.email);
-    await page.getByLabel('Password').fill(oidc.user.password);
+    await page.getByLabel('Email').fill(BILLING.email);
+    await page.getByLabel('Password').fill(BILLING.password);
     await go(
       () => page.getByRole('button', { name: 'Sign in' }).click(),
       (u) => u.href === local.dashboardUrl,
     );
+    // Signed in as the billing member, on the owner's account.
+    expect((await page.locator('[data-signed-in]').textContent())?.trim()).toBe(`${BILLING.email} (billing)`);
 
     await page.goto(`${origin}/dashboard/billing`);
     await shoot('billing');
