@@ -17,7 +17,7 @@ import {
 import type { Audited } from '../../core/store-team.js';
 import type { AuditEntry } from '../../core/team.js';
 import { withAudit } from './audit.js';
-import { keyItem, N, S, toKey } from './items.js';
+import { type Item, keyItem, N, S, toKey } from './items.js';
 import { INDEX } from './schema.js';
 import {
   cancellationReasons,
@@ -154,19 +154,10 @@ export class Keys extends StorePart {
     const read = await this.getKey(keyHash);
     let entryLeft = read?.status === 'active' ? options.audit : undefined;
     if (read?.status === 'active') {
-      const revoke = {
-        TableName: this.tables.keys,
-        Key: { keyHash: S(keyHash) },
-        UpdateExpression: 'SET #status = :revoked, revokedAt = if_not_exists(revokedAt, :now)',
-        ConditionExpression: '#status = :active AND accountId = :accountId',
-        ExpressionAttributeNames: { '#status': 'status' },
-        ExpressionAttributeValues: {
-          ':revoked': S('revoked'),
-          ':now': S(now),
-          ':active': S('active'),
-          ':accountId': S(read.accountId),
-        },
-      };
+      const revoke = this.revokeUpdate(keyHash, now, '#status = :active AND accountId = :accountId', {
+        ':active': S('active'),
+        ':accountId': S(read.accountId),
+      });
       const leaveCount = {
         TableName: this.tables.accounts,
         Key: { accountId: S(read.accountId) },
@@ -198,15 +189,22 @@ export class Keys extends StorePart {
     }
     if (entryLeft) await this.revokeWithEntry(keyHash, now, entryLeft);
     const out = await this.wire.call<UpdateItemCommandOutput>('UpdateItem', {
-      TableName: this.tables.keys,
-      Key: { keyHash: S(keyHash) },
-      UpdateExpression: 'SET #status = :revoked, revokedAt = if_not_exists(revokedAt, :now)',
-      ConditionExpression: 'attribute_exists(keyHash)',
-      ExpressionAttributeNames: { '#status': 'status' },
-      ExpressionAttributeValues: { ':revoked': S('revoked'), ':now': S(now) },
+      ...this.revokeUpdate(keyHash, now, 'attribute_exists(keyHash)'),
       ReturnValues: 'ALL_NEW',
     });
     return toKey(out.Attributes ?? {});
+  }
+
+  /** The one update that revokes a key (keeping its first revocation time), under `condition`. */
+  private revokeUpdate(keyHash: string, now: string, condition: string, values: Item = {}) {
+    return {
+      TableName: this.tables.keys,
+      Key: { keyHash: S(keyHash) },
+      UpdateExpression: 'SET #status = :revoked, revokedAt = if_not_exists(revokedAt, :now)',
+      ConditionExpression: condition,
+      ExpressionAttributeNames: { '#status': 'status' },
+      ExpressionAttributeValues: { ':revoked': S('revoked'), ':now': S(now), ...values },
+    };
   }
 
   /** The key revoked with its entry, only while it is active (else nothing: revoked meanwhile). */
@@ -217,22 +215,7 @@ export class Keys extends StorePart {
           this.wire.call('TransactWriteItems', {
             ClientRequestToken: requestToken('revoke-alone', entry.entryId),
             TransactItems: withAudit<object>(
-              [
-                {
-                  Update: {
-                    TableName: this.tables.keys,
-                    Key: { keyHash: S(keyHash) },
-                    UpdateExpression: 'SET #status = :revoked, revokedAt = if_not_exists(revokedAt, :now)',
-                    ConditionExpression: '#status = :active',
-                    ExpressionAttributeNames: { '#status': 'status' },
-                    ExpressionAttributeValues: {
-                      ':revoked': S('revoked'),
-                      ':now': S(now),
-                      ':active': S('active'),
-                    },
-                  },
-                },
-              ],
+              [{ Update: this.revokeUpdate(keyHash, now, '#status = :active', { ':active': S('active') }) }],
               entry,
               this.tables,
             ),
