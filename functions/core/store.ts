@@ -3,10 +3,11 @@
  * database, in domain terms. One adapter implements it (functions/adapters/dynamodb/, the only place
  * that knows table names and item formats); tests use an in-memory implementation
  * (test/support/memory-store.ts). Money is integer nano-USD throughout. The ledger's entries and
- * their order, days and ids are in store-ledger.ts.
+ * their order, days and ids are in store-ledger.ts; the dashboard's items (sessions, user links, the
+ * account's Stripe Customer) in store-dashboard.ts; the team's and the audit log's in store-team.ts.
  */
 import type { AccountStatus, KeyStatus, Principal } from './access.js';
-import type { DashboardSession, SessionNotice } from './session.js';
+import type { DashboardStore } from './store-dashboard.js';
 import type { ChargePage, DaySpend, LedgerEntry } from './store-ledger.js';
 import type { Audited, TeamStore } from './store-team.js';
 
@@ -177,7 +178,7 @@ export interface AccountPage {
   next?: string;
 }
 
-export interface Store extends TeamStore {
+export interface Store extends TeamStore, DashboardStore {
   /** The key and its account, read strongly consistently (revocation, status and balance are fresh). */
   loadPrincipal(keyHash: string): Promise<Principal | undefined>;
   /**
@@ -358,24 +359,6 @@ export interface Store extends TeamStore {
    * `after` (a previous page's `next`: the id of the charge it ended on).
    */
   listCharges(accountId: string, options: { limit: number; after?: string }): Promise<ChargePage>;
-
-  /** Dashboard: stores a new session (a new id at every sign-in). */
-  putSession(session: DashboardSession): Promise<void>;
-  /** The session by its hash, strongly consistent; undefined when absent or expired at `nowSeconds`. */
-  getSession(sessionHash: string, nowSeconds: number): Promise<DashboardSession | undefined>;
-  /** Ends a session (sign-out): a copy of its id is worthless afterwards. */
-  deleteSession(sessionHash: string): Promise<void>;
-  /** Leaves a notice on a live session for the next page (replacing any); nothing if the session is gone. */
-  setSessionNotice(sessionHash: string, notice: SessionNotice): Promise<void>;
-  /** The session's notice, deleted as it is read (one read gets it); undefined if none, or past its `until`. */
-  takeSessionNotice(sessionHash: string, nowSeconds: number): Promise<SessionNotice | undefined>;
-  /** The account an OpenID subject is linked to, strongly consistent. */
-  accountOfUser(subject: string): Promise<string | undefined>;
-  /**
-   * Links an OpenID subject to an account unless it is linked already (one conditional write), and
-   * returns the account it is linked to: this one, or the one an earlier (or concurrent) sign-in linked.
-   */
-  linkUser(subject: string, accountId: string, now: string): Promise<string>;
 }
 
 /**

@@ -299,7 +299,8 @@ export class Dashboard extends Construct {
     const fn = this.function.fn;
     // Exactly what its code does (each item of a transaction is authorized by its own action; the local
     // IAM layer holds every call of test/integration/dashboard-flow.test.ts to this policy):
-    // - sessions and user links: read, put (conditional), and a session deleted at sign-out or sign-in;
+    // - sessions, user links and each account's remembered Stripe Customer: read, put (conditional),
+    //   and a session deleted at sign-out or sign-in;
     fn.addToRolePolicy(
       new PolicyStatement({
         actions: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:DeleteItem'],

@@ -197,6 +197,57 @@ describe.each(stores)('the store %s', (_name, make) => {
     expect(await store.getSession(sessionHash, seconds)).toBeUndefined();
   });
 
+  it("remembers an account's Stripe Customer: the first remembered wins, even among writes at once", async () => {
+    const { accountId } = await account(0n);
+    const other = (await account(0n)).accountId;
+    expect(await store.billingCustomerOf(accountId)).toBeUndefined();
+    expect(await store.rememberBillingCustomer(accountId, 'cus_first', now())).toBe('cus_first');
+    expect(await store.rememberBillingCustomer(accountId, 'cus_second', now())).toBe('cus_first');
+    expect(await store.rememberBillingCustomer(accountId, 'cus_first', now())).toBe('cus_first');
+    expect(await store.billingCustomerOf(accountId)).toBe('cus_first');
+    // Another account's is its own.
+    expect(await store.billingCustomerOf(other)).toBeUndefined();
+    const racing = await Promise.all(
+      ['cus_a', 'cus_b', 'cus_c', 'cus_d'].map((c) => store.rememberBillingCustomer(other, c, now())),
+    );
+    const winner = racing[0] as string;
+    expect(['cus_a', 'cus_b', 'cus_c', 'cus_d']).toContain(winner);
+    expect(racing).toEqual([winner, winner, winner, winner]);
+    expect(await store.billingCustomerOf(other)).toBe(winner);
+    expect(await store.billingCustomerOf(accountId)).toBe('cus_first');
+  });
+
+  it('replaces a remembered Customer only while it is the one found gone, once among replacements at once', async () => {
+    const { accountId } = await account(0n);
+    await store.rememberBillingCustomer(accountId, 'cus_old', now());
+    // Replacing a Customer that is not (or no longer) the one remembered: nothing written.
+    expect(await store.rememberBillingCustomer(accountId, 'cus_x', now(), { replacing: 'cus_gone' })).toBe(
+      'cus_old',
+    );
+    expect(await store.billingCustomerOf(accountId)).toBe('cus_old');
+    expect(await store.rememberBillingCustomer(accountId, 'cus_new', now(), { replacing: 'cus_old' })).toBe(
+      'cus_new',
+    );
+    expect(await store.billingCustomerOf(accountId)).toBe('cus_new');
+    // The old one found gone again by a page that read before the replacement: the new one stands.
+    expect(await store.rememberBillingCustomer(accountId, 'cus_late', now(), { replacing: 'cus_old' })).toBe(
+      'cus_new',
+    );
+    const racing = await Promise.all(
+      ['cus_p', 'cus_q', 'cus_r'].map((c) =>
+        store.rememberBillingCustomer(accountId, c, now(), { replacing: 'cus_new' }),
+      ),
+    );
+    const winner = racing[0] as string;
+    expect(['cus_p', 'cus_q', 'cus_r']).toContain(winner);
+    expect(racing).toEqual([winner, winner, winner]);
+    expect(await store.billingCustomerOf(accountId)).toBe(winner);
+    // A replacement where none is remembered (say, an item deleted by hand) is written.
+    const { accountId: fresh } = await account(0n);
+    expect(await store.rememberBillingCustomer(fresh, 'cus_y', now(), { replacing: 'cus_z' })).toBe('cus_y');
+    expect(await store.billingCustomerOf(fresh)).toBe('cus_y');
+  });
+
   it('adds a top-up once per reference, and refuses one for an unknown account', async () => {
     const { accountId } = await account(0n);
     expect(await store.topUp(accountId, 'pay-1', 700n, now())).toBe(true);

@@ -515,4 +515,24 @@ export class MemoryStore extends MemoryTeam implements Store {
     this.users.set(subject, accountId);
     return accountId;
   }
+
+  /** Each account's remembered Stripe Customer. */
+  readonly billingCustomers = new Map<string, string>();
+
+  async billingCustomerOf(accountId: string): Promise<string | undefined> {
+    return this.billingCustomers.get(accountId);
+  }
+
+  async rememberBillingCustomer(
+    accountId: string,
+    customer: string,
+    _now: string,
+    options: { replacing?: string } = {},
+  ): Promise<string> {
+    this.calls.push('rememberBillingCustomer');
+    const remembered = this.billingCustomers.get(accountId);
+    if (remembered === undefined || (remembered === options.replacing && remembered !== customer))
+      this.billingCustomers.set(accountId, customer);
+    return this.billingCustomers.get(accountId) as string;
+  }
 }

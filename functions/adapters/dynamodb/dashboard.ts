@@ -11,6 +11,12 @@
  *   An expired one is refused on read: TTL deletes within days.
  *   `notice`: what a POST left for the page after its redirect (JSON, core/session.ts), removed as read.
  * - `user#<OpenID subject>`: accountId, createdAt. Written once, conditionally.
+ * - `billing-customer#<accountId>`: customer (the account's Stripe Customer id), accountId,
+ *   rememberedAt, and `replaced` (the Customer it took the place of, found deleted in Stripe). Put
+ *   with a condition: the first remembered wins (`attribute_not_exists(id)`); a replacement is written
+ *   only while the item still names the Customer found gone (`customer = :gone`), so two pages that
+ *   both found it gone write one replacement and the other reads it. No TTL: kept as long as the
+ *   account (a Customer is never forgotten, only replaced once Stripe no longer has it).
  */
 import type { GetItemCommandOutput, UpdateItemCommandOutput } from '@aws-sdk/client-dynamodb';
 import type { DashboardSession, LedgerEntry, SessionNotice } from '../../core/store.js';
@@ -31,6 +37,9 @@ function dashboardTableFromEnv(env: NodeJS.ProcessEnv = process.env): string {
 
 const sessionId = (hash: string) => `session#${hash}`;
 const userId = (subject: string) => `user#${subject}`;
+const billingCustomerId = (accountId: string) => `billing-customer#${accountId}`;
+const conditionFailed = (error: unknown) =>
+  (error as { name?: string } | undefined)?.name === 'ConditionalCheckFailedException';
 
 /** A part of the store whose items live in the dashboard table, named at first use. */
 export class DashboardTablePart extends StorePart {
@@ -144,6 +153,51 @@ export class DashboardItems extends DashboardTablePart {
       const linked = await this.accountOfUser(subject);
       if (!linked) throw error;
       return linked;
+    }
+  }
+
+  async billingCustomerOf(accountId: string): Promise<string | undefined> {
+    const out = await this.wire.call<GetItemCommandOutput>('GetItem', {
+      TableName: this.name(),
+      Key: { id: S(billingCustomerId(accountId)) },
+      ConsistentRead: true,
+    });
+    return out.Item?.customer?.S;
+  }
+
+  /** One conditional Put (no UpdateItem: the dashboard's role puts and gets its items); on a refusal, the winner read. */
+  async rememberBillingCustomer(
+    accountId: string,
+    customer: string,
+    now: string,
+    options: { replacing?: string } = {},
+  ): Promise<string> {
+    const gone =
+      options.replacing !== undefined && options.replacing !== customer ? options.replacing : undefined;
+    try {
+      await this.wire.call('PutItem', {
+        TableName: this.name(),
+        Item: {
+          id: S(billingCustomerId(accountId)),
+          accountId: S(accountId),
+          customer: S(customer),
+          rememberedAt: S(now),
+          ...(gone ? { replaced: S(gone) } : {}),
+        },
+        ...(gone
+          ? {
+              ConditionExpression: 'attribute_not_exists(id) OR #customer = :gone',
+              ExpressionAttributeNames: { '#customer': 'customer' },
+              ExpressionAttributeValues: { ':gone': S(gone) },
+            }
+          : { ConditionExpression: 'attribute_not_exists(id)' }),
+      });
+      return customer;
+    } catch (error) {
+      if (!conditionFailed(error)) throw error;
+      const remembered = await this.billingCustomerOf(accountId);
+      if (!remembered) throw error;
+      return remembered;
     }
   }
 

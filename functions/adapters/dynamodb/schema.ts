@@ -10,7 +10,8 @@
  * (items.ts): one partition per slice.
  * dashboard: id (S)                                            `session#<SHA-256 of the session id>` (accountId,
  *           subject, createdAt, expiresAt: N epoch seconds, the table's TTL attribute) and
- *           `user#<OpenID subject>` (accountId, createdAt): the dashboard function's own (dashboard.ts);
+ *           `user#<OpenID subject>` (accountId, createdAt) and `billing-customer#<accountId>` (customer:
+ *           the account's Stripe Customer id, rememberedAt): the dashboard function's own (dashboard.ts);
  *           `watch#<accountId>`, `outbox#<accountId>#<kind>-<seq>` and `profile#<OpenID subject>`: the
  *           balance watch's (watch.ts), the first two in GSI watchList (watchList, id), sparse.
  * team:     accountId (S) + sk (S)                              the people of an account (team.ts, invitations.ts):

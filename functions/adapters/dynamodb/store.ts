@@ -262,6 +262,17 @@ export class DynamoStore implements Store {
   linkUser(subject: string, accountId: string, now: string): Promise<string> {
     return this.dashboard.linkUser(subject, accountId, now);
   }
+  billingCustomerOf(accountId: string): Promise<string | undefined> {
+    return this.dashboard.billingCustomerOf(accountId);
+  }
+  rememberBillingCustomer(
+    accountId: string,
+    customer: string,
+    now: string,
+    options?: { replacing?: string },
+  ): Promise<string> {
+    return this.dashboard.rememberBillingCustomer(accountId, customer, now, options);
+  }
 
   addFirstOwner(member: Member, audit: AuditEntry): Promise<boolean> {
     return this.team.addFirstOwner(member, audit);
