@@ -11,11 +11,19 @@
  *   GET  /dashboard/billing/statement/<YYYY-MM>       the month's statement, printable
  *   GET  /dashboard/billing/statement/<YYYY-MM>.csv   the same as CSV
  *
- * The account's Customer is the one its saved card was saved to, else the one Stripe finds by the
- * account's id (payments/invoicing.ts). Without the invoicing port, the profile and invoices are 404s.
+ * The account's Customer is the one remembered in the store, else the one its saved card was saved
+ * to, else the one Stripe's search finds by the account's id (an account from before it was
+ * remembered), each while Stripe still has it; found so, or made to save the profile, it is remembered
+ * (payments/account-customer.ts): search lags Stripe's writes, so a Customer just made by Checkout or
+ * by this form is found at once. Without the invoicing port, the profile and invoices are 404s.
  */
 import type { Context, Hono } from 'hono';
 import { InvalidMonthError, monthBounds, monthlyStatement, monthOf } from '../billing/statement.js';
+import {
+  type CustomerLookup,
+  ensureAccountCustomer,
+  findAccountCustomer,
+} from '../payments/account-customer.js';
 import type { BillingProfile } from '../payments/billing-profile.js';
 import type { InvoicingApi } from '../payments/invoicing.js';
 import { InvoicesPage, ProfilePage, type ProfileView } from './billing-profile.js';
@@ -50,15 +58,17 @@ export function billingDocumentRoutes(
   const notFound = (c: Context<DashboardEnv>, message: string) =>
     c.html(<MessagePage title="Not found" message={message} signedIn={true} />, 404);
   const invoicingOf = async (): Promise<InvoicingApi | undefined> => (await deps.stripe()).invoicing;
-  /** The card's Customer, from the balance watch, where it is deployed. */
-  const savedCustomer = async (accountId: string) =>
-    (await deps.watches?.getWatch(accountId))?.autoTopUp?.customer;
+  /** Where to look for the account's Customer: the one remembered, the card's (the balance watch's). */
+  const lookup = async (accountId: string): Promise<CustomerLookup> => ({
+    accountId,
+    saved: (await deps.watches?.getWatch(accountId))?.autoTopUp?.customer,
+    remembered: { store, now: now().toISOString() },
+  });
 
   routes.get('/billing/profile', async (c) => {
     const invoicing = await invoicingOf();
     if (!invoicing) return notFound(c, 'Billing profiles are not available here.');
-    const { accountId } = c.var.session;
-    const customer = await invoicing.findCustomer(accountId, await savedCustomer(accountId));
+    const customer = await findAccountCustomer(invoicing, await lookup(c.var.session.accountId));
     const profile = customer ? await invoicing.readProfile(customer) : EMPTY;
     return c.html(<ProfilePage profile={profile} month={month()} saved={c.req.query('saved') === '1'} />);
   });
@@ -96,7 +106,7 @@ export function billingDocumentRoutes(
       throw error;
     }
     try {
-      const customer = await invoicing.ensureCustomer(accountId, await savedCustomer(accountId));
+      const customer = await ensureAccountCustomer(invoicing, await lookup(accountId));
       await invoicing.saveProfile(customer, accountId, profile);
     } catch (error) {
       const refusal = stripeRefusal(error);
@@ -113,8 +123,7 @@ export function billingDocumentRoutes(
   routes.get('/billing/invoices', async (c) => {
     const invoicing = await invoicingOf();
     if (!invoicing) return notFound(c, 'Invoices are not available here.');
-    const { accountId } = c.var.session;
-    const customer = await invoicing.findCustomer(accountId, await savedCustomer(accountId));
+    const customer = await findAccountCustomer(invoicing, await lookup(c.var.session.accountId));
     const invoices = customer ? await invoicing.listInvoices(customer) : [];
     return c.html(<InvoicesPage invoices={invoices} month={month()} />);
   });

@@ -203,6 +203,7 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
       accountId,
       amountCents: cents,
       customer: (await watches?.getWatch(accountId))?.autoTopUp?.customer,
+      remembered: { store, now: now().toISOString() },
       successUrl: `${deps.publicOrigin}${BILLING_PATH}/success?session_id={CHECKOUT_SESSION_ID}`,
       cancelUrl: `${deps.publicOrigin}${BILLING_PATH}`,
     });
@@ -276,12 +277,14 @@ export function customerRoutes(deps: DashboardDeps, now: () => Date): Hono<Dashb
       if (!(error instanceof InvalidPurchaseAmountError)) throw error;
       return c.html(await billingPage(accountId, { watchError: error.message }), 400);
     }
-    // The account's Customer, if a card was saved before: one Customer per account.
+    // The Customer its card was saved to before, if any (checkout.ts takes the one remembered first):
+    // one Customer per account.
     const customer = (await watches.getWatch(accountId))?.autoTopUp?.customer;
     const session = await createSaveCardCheckout(await deps.stripe(), {
       accountId,
       amountCents: cents,
       customer,
+      remembered: { store, now: now().toISOString() },
       successUrl: `${deps.publicOrigin}${BILLING_PATH}/success?session_id={CHECKOUT_SESSION_ID}`,
       cancelUrl: `${deps.publicOrigin}${BILLING_PATH}`,
     });

@@ -6,13 +6,16 @@
  * session. Nothing is credited here or on the success page: only the webhook credits.
  *
  * Each purchase is invoiced by Checkout itself (`invoice_creation`): the session is made for the
- * account's Customer (invoicing.ts: the one its card was saved to, else found by its metadata, else
- * made), so that the invoice carries the billing profile kept on it, with its PO number as the
- * invoice's custom field. Without the invoicing port (a test's fake Stripe) a session is as before.
+ * account's Customer (account-customer.ts: the one the dashboard remembered, else the one its card
+ * was saved to, else found by its metadata, else made; remembered then), so that the invoice carries
+ * the billing profile kept on it, with its PO number as the invoice's custom field, and the Invoices
+ * page finds that Customer at once. Without the invoicing port (a test's fake Stripe) a session is
+ * as before.
  */
 
 import type Stripe from 'stripe';
 import { SAVE_CARD_KIND } from '../core/watch.js';
+import { ensureAccountCustomer, type RememberedCustomers } from './account-customer.js';
 import { CURRENCY, purchaseCents } from './amounts.js';
 import { ACCOUNT_METADATA_KEY, KIND_METADATA_KEY } from './events.js';
 import { poFields } from './invoicing.js';
@@ -27,6 +30,8 @@ export interface CheckoutRequest {
   cancelUrl: string;
   /** The account's Stripe Customer, from the card it saved before (functions/core/watch.ts), if any. */
   customer?: string | undefined;
+  /** Where the dashboard remembers the account's Customer (account-customer.ts); absent: Stripe alone. */
+  remembered?: RememberedCustomers | undefined;
 }
 
 /** The session's Customer and its invoice, where the invoicing port is there. */
@@ -38,7 +43,11 @@ async function invoiced(
   { customer: string; invoice_creation: Stripe.Checkout.SessionCreateParams.InvoiceCreation } | undefined
 > {
   if (!stripe.invoicing) return undefined;
-  const customer = await stripe.invoicing.ensureCustomer(request.accountId, request.customer);
+  const customer = await ensureAccountCustomer(stripe.invoicing, {
+    accountId: request.accountId,
+    saved: request.customer,
+    remembered: request.remembered,
+  });
   const fields = poFields(await stripe.invoicing.readProfile(customer));
   return {
     customer,

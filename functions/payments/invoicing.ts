@@ -2,11 +2,13 @@
  * Invoices and the billing profile on Stripe, a port of its own beside StripeApi (which carries it as
  * `invoicing`), and its implementation on the SDK:
  *
- * - The account's Customer: one per account. The one its saved card was saved to (the balance watch
- *   keeps it) when Stripe still has it, else the one whose metadata names the account (Stripe's
- *   customer search), else a new one, created with the idempotency key `customer:<accountId>` (after
- *   a deleted one, `...:after:<its id>`): two creations racing within Stripe's 24 hours of keys make
- *   one, and search finds it after that.
+ * - The account's Customer: one per account. The first of the ids it is known by (the one the
+ *   dashboard remembered, the one its saved card was saved to: account-customer.ts) that Stripe still
+ *   has, else the one whose metadata names the account (Stripe's customer search, which lags Stripe's
+ *   writes by up to a minute, an hour in an outage: never the way to a Customer just made), else a
+ *   new one, created with the idempotency key `customer:<accountId>` (after a deleted one,
+ *   `...:after:<its id>`, a key answered with a Customer deleted since followed on the same way):
+ *   two creations racing within Stripe's 24 hours of keys make one.
  * - The profile (billing-profile.ts) read from and written to that Customer, tax IDs included.
  * - Its invoices, newest first, with their PDF and hosted page.
  * - The invoice of a payment made without Checkout (an auto top-up's off-session PaymentIntent): a
@@ -47,10 +49,13 @@ interface PaidPayment {
 }
 
 export interface InvoicingApi {
-  /** The account's Customer as it is now (`known`: the one its card was saved to), if it has one. */
-  findCustomer(accountId: string, known?: string): Promise<string | undefined>;
+  /**
+   * The account's Customer as it is now, if it has one: the first of `known` (the ids it is known by,
+   * in order of preference) that Stripe still has, else one search finds by the account's id.
+   */
+  findCustomer(accountId: string, known?: readonly string[]): Promise<string | undefined>;
   /** findCustomer, or a new Customer for the account. */
-  ensureCustomer(accountId: string, known?: string): Promise<string>;
+  ensureCustomer(accountId: string, known?: readonly string[]): Promise<string>;
   readProfile(customer: string): Promise<BillingProfile>;
   saveProfile(customer: string, accountId: string, profile: BillingProfile): Promise<void>;
   /** The Customer's invoices, newest first (the latest 100). */
@@ -60,6 +65,8 @@ export interface InvoicingApi {
 }
 
 const ACCOUNT_KEY = 'accountId';
+/** How many deleted Customers ensureCustomer passes over on its keys' chain before it gives up. */
+const MAX_DELETED_CUSTOMERS = 10;
 const CONTACTS_KEY = 'billing_contacts';
 const INTENT_KEY = 'payment_intent';
 
@@ -110,8 +117,8 @@ export function stripeInvoicing(client: Stripe): InvoicingApi {
       throw error;
     }
   };
-  const findCustomer = async (accountId: string, known?: string) => {
-    if (known && (await live(known))) return known;
+  const findCustomer = async (accountId: string, known: readonly string[] = []) => {
+    for (const id of known) if (await live(id)) return id;
     // Search's query language quotes with single quotes; an account id has none (checked all the same).
     if (/['\\]/.test(accountId)) throw new Error(`account id ${accountId} cannot be searched for`);
     const found = await client.customers.search({
@@ -122,15 +129,22 @@ export function stripeInvoicing(client: Stripe): InvoicingApi {
   };
   return {
     findCustomer,
-    async ensureCustomer(accountId, known) {
+    async ensureCustomer(accountId, known = []) {
       const found = await findCustomer(accountId, known);
       if (found) return found;
       const create = async (idempotencyKey: string) =>
         (await client.customers.create({ metadata: { [ACCOUNT_KEY]: accountId } }, { idempotencyKey })).id;
-      // The same key for the same state: after a Customer was deleted, a key of its own.
-      const made = await create(`customer:${accountId}${known ? `:after:${known}` : ''}`);
-      if (await live(made)) return made;
-      return create(`customer:${accountId}:after:${made}`);
+      // The same key for the same state: after a deleted Customer, a key of its own. A key Stripe
+      // answers with a Customer deleted since (made under it within its 24 hours of keys) leads on to
+      // the key after that one, which the creation after the deletion used: the chain ends at the
+      // Customer made last, whatever search has caught up with.
+      const after = (id: string | undefined) => `customer:${accountId}${id ? `:after:${id}` : ''}`;
+      let made = await create(after(known[0]));
+      for (let hops = 1; !(await live(made)); hops++) {
+        if (hops > MAX_DELETED_CUSTOMERS) throw new Error(`account ${accountId}: too many deleted Customers`);
+        made = await create(after(made));
+      }
+      return made;
     },
     async readProfile(customer) {
       const found = await client.customers.retrieve(customer);
