@@ -3,7 +3,8 @@
  * CloudFront port, the local OpenID provider, the Stripe stand-in, DynamoDB Local): the billing
  * profile set through its form (mistakes answered 400 with why), a purchase through Checkout whose
  * invoice carries the profile and downloads as a PDF, an auto top-up's invoice made by the webhook,
- * and the month's statement, whose CSV totals equal the ledger to the nano-dollar.
+ * and the month's statement, whose CSV totals equal the ledger to the nano-dollar. Stripe's customer
+ * search lags a minute there, as Stripe's may: each page finds the Customer just made all the same.
  */
 import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -100,6 +101,12 @@ describe('billing profile, invoices and statement on the local stack', () => {
     );
     expect(customers).toHaveLength(1);
     expect(customers[0]).toMatchObject({ name: 'Example GmbH', email: 'billing@example.com' });
+    // Shown at once, though Stripe's search (the stand-in's, a minute behind as Stripe's) has it not
+    // yet: the dashboard remembered the Customer it made in its table.
+    expect(local.stripe.stripe.searchableCustomers().some((c) => c.current.id === customers[0]?.id)).toBe(
+      false,
+    );
+    expect(await store.billingCustomerOf(accountId)).toBe(customers[0]?.id);
 
     // $10 through Checkout: its invoice carries the profile and downloads.
     await payCheckout(browser, await post('/dashboard/billing/checkout', { amount: '1000' }));

@@ -1,9 +1,16 @@
 /**
  * The stand-in's customers as invoices need them, in Stripe's shapes and with its errors: creation,
  * the update of their billing details (name, email, address, `invoice_settings[custom_fields]`,
- * metadata merged as Stripe merges it), search by one metadata field (consistent at once: Stripe's
- * can lag by a minute), and their tax IDs (the types of functions/payments/tax-ids.ts, each value
- * checked against its type's form: 400 `tax_id_invalid`). Routed from invoices.ts.
+ * metadata merged as Stripe merges it), search by one metadata field, and their tax IDs (the types of
+ * functions/payments/tax-ids.ts, each value checked against its type's form: 400 `tax_id_invalid`).
+ * Routed from invoices.ts.
+ *
+ * Search is as eventually consistent as Stripe's, never kinder: a Customer's creation or change
+ * reaches it only once it is `searchLagMs` old on the stand-in's clock (state.ts: 60 000 ms by
+ * default, Stripe's "searchable in less than 1 minute"; `startStripeStandIn({searchLagMs})`,
+ * `setSearchLag(ms)`, and the clock moved on with `advance(ms)`). Until then a new Customer is not
+ * found, and a changed one is found by what it was before the change (and returned as it is now).
+ * A deleted Customer is found by no search.
  */
 
 import {
@@ -175,10 +182,14 @@ export class StripeCustomers {
     if (form.metadata !== undefined) changes.metadata = mergeMetadata(customer.metadata, form.metadata);
     Object.assign(customer, changes);
     customer.invoice_prefix ??= newId('x', 8).slice(2, 10).toUpperCase();
+    this.stripe.indexCustomer(customer);
     return structuredClone(customer);
   }
 
-  /** Search's query, the one form the stand-in reads: `metadata['key']:'value'`. */
+  /**
+   * Search's query, the one form the stand-in reads: `metadata['key']:'value'`, matched against each
+   * Customer as search sees it (state.ts, searchableCustomers: only what is `searchLagMs` old).
+   */
   private search(form: FormObject) {
     const params = checkParams(form, { query: 'text', limit: 'integer', page: 'text', expand: 'list' });
     const query = params.text('query') ?? '';
@@ -188,8 +199,10 @@ export class StripeCustomers {
         param: 'query',
       });
     const [, key = '', value] = match;
-    const data = [...this.stripe.customers.values()]
-      .filter((c) => !c.deleted && (c.metadata as Record<string, string>)?.[key] === value)
+    const data = this.stripe
+      .searchableCustomers()
+      .filter(({ indexed }) => (indexed.metadata as Record<string, string>)?.[key] === value)
+      .map(({ current }) => structuredClone(current))
       .reverse()
       .slice(0, params.integer('limit') ?? 10);
     return { object: 'search_result', data, has_more: false, next_page: null, url: '/v1/customers/search' };

@@ -21,7 +21,8 @@
  * Webhooks: each event POSTed signed; a failed attempt retried on Stripe's live-mode schedule (state.ts,
  *   RETRY_POLICY) for up to 3 days on the stand-in's clock, which a test moves with /advance.
  * Controls (JSON bodies): /_stand-in/resend {eventId}, /hold, /release {order}, /delay {ms} (webhook
- *   deliveries), /api-delay {ms} (API answers: a slow Stripe), /advance {ms},
+ *   deliveries), /api-delay {ms} (API answers: a slow Stripe), /advance {ms}, /search-lag {ms}
+ *   (customer search's lag behind the Customers: customers.ts; 60 000 by default, as Stripe's),
  *   /refund {charge, amount?}, /dispute {charge, amount?}, /settle {session, outcome},
  *   /next-off-session {outcome: card_declined | authentication_required}.
  */
@@ -46,6 +47,11 @@ export interface StripeStandInOptions {
   webhookSecret?: string;
   /** Where events are POSTed; may be set later (setWebhookUrl). */
   webhookUrl?: string;
+  /**
+   * How long a Customer's creation or change takes to reach customer search, in ms of the stand-in's
+   * clock (customers.ts); default SEARCH_LAG_MS, 60 000: Stripe's "searchable in less than 1 minute".
+   */
+  searchLagMs?: number;
   port?: number;
 }
 
@@ -66,6 +72,8 @@ export interface RunningStripeStandIn {
    * unserved when its client gives up first (0: at once).
    */
   setApiDelay(ms: number): void;
+  /** Customer search's lag from now on (ms; 0: consistent at once, kinder than Stripe). */
+  setSearchLag(ms: number): void;
   close(): Promise<void>;
 }
 
@@ -120,6 +128,7 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
     webhookUrl: options.webhookUrl,
   };
   const stripe = new StripeObjects(settings);
+  if (options.searchLagMs !== undefined) stripe.searchLagMs = Math.max(0, options.searchLagMs);
   const invoices = new StripeInvoices(stripe);
   let baseUrl = '';
   let apiDelayMs = 0;
@@ -384,6 +393,9 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
       case 'api-delay':
         apiDelayMs = Math.max(0, Number(body.ms) || 0);
         return sendJson(res, 200, { apiDelayMs });
+      case 'search-lag':
+        stripe.searchLagMs = Math.max(0, Number(body.ms) || 0);
+        return sendJson(res, 200, { searchLagMs: stripe.searchLagMs });
       case 'refund':
         return sendJson(res, 200, await stripe.refund(str('charge'), amount));
       case 'dispute':
@@ -455,6 +467,9 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
     },
     setApiDelay(ms) {
       apiDelayMs = Math.max(0, ms);
+    },
+    setSearchLag(ms) {
+      stripe.searchLagMs = Math.max(0, ms);
     },
     async close() {
       stopRetries();

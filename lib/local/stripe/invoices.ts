@@ -9,8 +9,8 @@
  *   POST /v1/invoiceitems          POST|GET /v1/invoices       GET /v1/invoices/:id
  *   POST /v1/invoices/:id/finalize            POST /v1/invoices/:id/pay (paid_out_of_band only)
  *
- * Every POST that creates honours an Idempotency-Key as Stripe does. Search is consistent at once
- * (Stripe's can lag by a minute). A finalized invoice copies the customer's name, e-mail, address and
+ * Every POST that creates honours an Idempotency-Key as Stripe does. Search lags as Stripe's does
+ * (customers.ts: a minute by default). A finalized invoice copies the customer's name, e-mail, address and
  * tax IDs, as Stripe's does, and gets its number (the customer's prefix and a sequence), its hosted
  * page and its PDF (invoice-pdf.ts), served without the API key as Stripe serves them, at an
  * unguessable URL. Checkout's `invoice_creation`: the session's paid invoice, made as it is paid

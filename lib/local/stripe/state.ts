@@ -76,6 +76,14 @@ export const RETRY_POLICY = {
 /** How long Stripe keeps an event: listing and retrieving reach back this far ("List all events"). */
 const EVENT_RETENTION_MS = 30 * 24 * 3600_000;
 
+/**
+ * How far customer search lags behind the Customers, by default (ms on the stand-in's clock): Stripe's
+ * search is eventually consistent, "data is searchable in less than 1 minute" under normal operating
+ * conditions and "propagation of new or updated data can lag up to an hour during outages"; it is not
+ * for read-after-write flows (its Search API guide). The stand-in takes the minute as its bound.
+ */
+export const SEARCH_LAG_MS = 60_000;
+
 /** Where an event's automatic delivery stands. */
 interface DeliveryState {
   /** Stripe's attempts so far (resends not counted). */
@@ -139,6 +147,10 @@ export class StripeObjects {
   private readonly delivery = new Map<string, DeliveryState>();
   /** How far the stand-in's clock is ahead of the wall clock (advance). */
   private offsetMs = 0;
+  /** How far customer search lags behind the Customers' changes (ms, the stand-in's clock). */
+  searchLagMs = SEARCH_LAG_MS;
+  /** Each Customer as search indexes it: every version made, oldest first, with when it was made. */
+  private readonly searchIndex = new Map<string, { at: number; customer: StripeObject }[]>();
   /** The automatic retries under way (one pass at a time). */
   private retrying: Promise<void> = Promise.resolve();
 
@@ -200,6 +212,31 @@ export class StripeObjects {
     }, intervalMs);
     timer.unref();
     return () => clearInterval(timer);
+  }
+
+  // --- customer search ----------------------------------------------------------------------------
+
+  /** A Customer made or changed (its new version): search sees it once it is searchLagMs old. */
+  indexCustomer(customer: StripeObject): void {
+    const versions = this.searchIndex.get(customer.id) ?? [];
+    versions.push({ at: this.nowMs(), customer: snapshot(customer) });
+    this.searchIndex.set(customer.id, versions);
+  }
+
+  /**
+   * The Customers search sees now, oldest first, each as `indexed` (its newest version at least
+   * searchLagMs old, which a query is matched against: a change not yet propagated leaves the
+   * version before it searchable, as Stripe's index does) and as it is (`current`, what search
+   * returns). A Customer none of whose versions is that old is not there; a deleted one neither.
+   */
+  searchableCustomers(): { indexed: StripeObject; current: StripeObject }[] {
+    const until = this.nowMs() - this.searchLagMs;
+    const seen: { indexed: StripeObject; current: StripeObject }[] = [];
+    for (const current of this.customers.values()) {
+      const indexed = this.searchIndex.get(current.id)?.findLast((version) => version.at <= until);
+      if (indexed && !current.deleted) seen.push({ indexed: indexed.customer, current });
+    }
+    return seen;
   }
 
   // --- objects ------------------------------------------------------------------------------------
@@ -335,6 +372,7 @@ export class StripeObjects {
         metadata: {},
       };
       this.customers.set(customer.id, customer);
+      this.indexCustomer(customer);
       session.customer = customer.id;
       intent.customer = customer.id;
       if (intent.setup_future_usage) card.customer = customer.id;

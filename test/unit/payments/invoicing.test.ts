@@ -9,6 +9,7 @@ import { createCheckout } from '../../../functions/payments/checkout.js';
 import { stripeInvoicing } from '../../../functions/payments/invoicing.js';
 import { stripeApi, stripeClient } from '../../../functions/payments/stripe-api.js';
 import { type RunningStripeStandIn, startStripeStandIn } from '../../../lib/local/stripe/index.js';
+import { SEARCH_LAG_MS } from '../../../lib/local/stripe/state.js';
 
 let standIn: RunningStripeStandIn;
 const sdk = () => stripeClient({ apiKey: standIn.apiKey, apiBase: standIn.url });
@@ -68,7 +69,11 @@ describe('invoicing on the stand-in', () => {
     const invoicing = stripeInvoicing(sdk());
     expect(await invoicing.findCustomer('acct-1')).toBeUndefined();
     const customer = await invoicing.ensureCustomer('acct-1');
+    // Search lags (a minute, as Stripe's): the same Customer again through its idempotency key, and
+    // found at once only by its id.
     expect(await invoicing.ensureCustomer('acct-1')).toBe(customer);
+    expect(await invoicing.findCustomer('acct-1')).toBeUndefined();
+    expect(await invoicing.findCustomer('acct-1', ['cus_missing', customer])).toBe(customer);
     await invoicing.saveProfile(customer, 'acct-1', profile);
     expect(await invoicing.readProfile(customer)).toEqual(profile);
     // A change replaces: the tax ID swapped, the PO number and the address gone.
@@ -79,6 +84,20 @@ describe('invoicing on the stand-in', () => {
     await invoicing.saveProfile(customer, 'acct-1', changed);
     expect(await invoicing.readProfile(customer)).toEqual(changed);
     await invoicing.saveProfile(customer, 'acct-1', profile);
+  });
+
+  it('finds the Customer made last after two were deleted, knowing none of them, search behind', async () => {
+    const invoicing = stripeInvoicing(sdk());
+    const first = await invoicing.ensureCustomer('acct-chain');
+    await sdk().customers.del(first);
+    const second = await invoicing.ensureCustomer('acct-chain', [first]);
+    expect(second).not.toBe(first);
+    await sdk().customers.del(second);
+    const third = await invoicing.ensureCustomer('acct-chain', [second]);
+    expect([first, second]).not.toContain(third);
+    // Its keys replay the deleted ones (Stripe keeps a key's answer 24 hours): followed to the third.
+    expect(await invoicing.findCustomer('acct-chain')).toBeUndefined();
+    expect(await invoicing.ensureCustomer('acct-chain')).toBe(third);
   });
 
   it('invoices an auto top-up once, paid out of band, carrying the profile; the PDF is a PDF', async () => {
@@ -145,6 +164,8 @@ describe('invoicing on the stand-in', () => {
       cancelUrl: 'http://127.0.0.1/cancel',
     });
     const created = await sdk().checkout.sessions.retrieve(session.id);
+    // The account's one Customer, which search finds once it has caught up.
+    await standIn.stripe.advance(SEARCH_LAG_MS);
     expect(created.customer).toBe(await stripe.invoicing?.findCustomer('acct-1'));
     expect(created.invoice_creation?.enabled).toBe(true);
     expect(created.invoice).toBeNull();
