@@ -23,12 +23,14 @@
  * Interleaved rounds: each round starts a stack per size (sizes in rotating order) and, request by
  * request at 1 client and by turns at 20, sends direct, through the service and through Portkey in
  * turn. Figures are medians over rounds with the range. Env: BENCH_TTFB_MB (sizes, default
- * 128,160,256,512,1024), BENCH_TTFB_FULL_MB (the size measured for every account, default 160),
+ * 128,160,192,224,256,512,1024), BENCH_TTFB_FULL_MB (the size measured for every account, default
+ * the deployed one, FUNCTION_SETTINGS.completions),
  * BENCH_TTFB_ROUNDS (3), BENCH_TTFB_SAMPLES (40 at 1 client), BENCH_TTFB_PORTKEY=off,
  * BENCH_TTFB_COST=off.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createAccount, createKey } from '../lib/admin/operations.js';
+import { FUNCTION_SETTINGS } from '../lib/infra/function-settings.js';
 import { bundleFunctions, runtimeInstalled } from '../lib/local/aws-lambda-ric.js';
 import { freePort, startDynamoLocal } from '../lib/local/dynamodb-local.js';
 import { startLocalStack } from '../lib/local/stack.js';
@@ -51,8 +53,8 @@ import {
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 const list = (raw: string) => raw.split(',').map(Number);
-const SIZES = list(process.env.BENCH_TTFB_MB ?? '128,160,256,512,1024');
-const FULL_MB = Number(process.env.BENCH_TTFB_FULL_MB ?? 160);
+const SIZES = list(process.env.BENCH_TTFB_MB ?? '128,160,192,224,256,512,1024');
+const FULL_MB = Number(process.env.BENCH_TTFB_FULL_MB ?? FUNCTION_SETTINGS.completions.memoryMb);
 const ROUNDS = Number(process.env.BENCH_TTFB_ROUNDS ?? 3);
 const SAMPLES = Number(process.env.BENCH_TTFB_SAMPLES ?? 40);
 const CLIENTS = [1, 20] as const;

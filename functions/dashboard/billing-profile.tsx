@@ -138,12 +138,13 @@ export function InvoicesPage(props: { invoices: InvoiceView[]; month: string }) 
         An invoice for every top-up, auto top-ups included, carrying your billing profile as it was when it
         was made.
       </p>
-      <table class="invoices">
+      <table class="invoices stack">
         <caption>Invoices</caption>
         <thead>
           <tr>
             <th scope="col">Date</th>
             <th scope="col">Number</th>
+            <th scope="col">For</th>
             <th scope="col" class="num">
               Amount
             </th>
@@ -153,21 +154,24 @@ export function InvoicesPage(props: { invoices: InvoiceView[]; month: string }) 
         <tbody>
           {props.invoices.length === 0 ? (
             <tr>
-              <td colspan={4}>No invoices yet: each top-up makes one.</td>
+              <td colspan={5}>No invoices yet: each top-up makes one.</td>
             </tr>
           ) : (
             props.invoices.map((invoice) => (
               <tr>
-                <td>{when(invoice.created).slice(0, 10)}</td>
-                <td class="wrap">
+                <td data-label="Date" class="when">
+                  {when(invoice.created).slice(0, 10)}
+                </td>
+                <td data-label="Number" class="long">
                   {invoice.number ?? '—'} <span class="hint">{STATUS[invoice.status] ?? invoice.status}</span>
                 </td>
-                <td class="num">
+                <td data-label="For">{invoice.description ?? '—'}</td>
+                <td data-label="Amount" class="num">
                   {invoice.currency === 'usd'
                     ? usd(BigInt(invoice.totalCents) * 10_000_000n)
                     : `${invoice.totalCents} ${invoice.currency}`}
                 </td>
-                <td>
+                <td data-label="Download">
                   {invoice.pdf ? <a href={invoice.pdf}>PDF</a> : null}
                   {invoice.pdf && invoice.hosted ? ' · ' : null}
                   {invoice.hosted ? <a href={invoice.hosted}>View</a> : null}

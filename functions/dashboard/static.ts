@@ -73,6 +73,7 @@ table.stack td.when, table.stack td code { white-space: nowrap; overflow-wrap: n
   table.stack tr { border-bottom: 1px solid #8886; padding: .4rem 0; }
   table.stack td { border: 0; padding: .15rem 0; overflow-wrap: anywhere; }
   table.stack td.when { white-space: normal; }
+  table.stack td.num { text-align: left; }
   table.stack td[data-label]::before { content: attr(data-label) ": "; font-weight: 600; }
   table.stack caption { display: block; max-width: none; }
 }

@@ -142,13 +142,21 @@ export class BalanceWatch extends Construct {
     // - SES: SendEmail as the sender only, on what SES checks (email.ts).
     props.email.grantSend(fn);
 
-    // - the accounts table's stream, as the event source mapping reads it with this role (Lambda reads
-    //   it by the stream's ARN, so no ListStreams).
+    // - the accounts table's stream, as the event source mapping reads it with this role. Lambda checks
+    //   all four when the mapping is made (CreateEventSourceMapping answers "Please ensure the role can
+    //   perform the GetRecords, GetShardIterator, DescribeStream, and ListStreams Actions on your
+    //   stream" otherwise), so ListStreams is here too, on the stream's ARN as CDK's grantStreamRead
+    //   grants it.
     const streamArn = props.tables.accounts.tableStreamArn;
     if (!streamArn) throw new Error('the balance watch needs the accounts table with its stream');
     fn.addToRolePolicy(
       new PolicyStatement({
-        actions: ['dynamodb:DescribeStream', 'dynamodb:GetShardIterator', 'dynamodb:GetRecords'],
+        actions: [
+          'dynamodb:DescribeStream',
+          'dynamodb:GetShardIterator',
+          'dynamodb:GetRecords',
+          'dynamodb:ListStreams',
+        ],
         resources: [streamArn],
       }),
     );

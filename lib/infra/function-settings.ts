@@ -10,25 +10,27 @@ export interface FunctionSettings {
 }
 
 /**
- * Memory sizes were chosen from `npm run bench` (docs/cost.md): Lambda bills the whole wall time of
- * a streamed generation, so memory is most of a request's infrastructure cost. Completions: 160 MB, the
- * smallest size that brings the typical svc-fast request to at most 10% of its margin (9.7-9.8%; 192 MB:
- * 11.1%, 256 MB: 13.7-13.8%). Held to 160 MB's CPU share, the typical stream's first chunk (first token
- * after 500 ms) was within one DynamoDB read + 5 ms of the unlimited run in all five runs, and a JSON
- * reply after 500 ms in four (the one miss, by 2.5 ms, was before the settlement left the SDK client).
+ * Memory sizes were chosen from `npm run bench` (docs/cost.md, docs/performance.md): Lambda bills the
+ * whole wall time of a streamed generation, so memory is most of a request's infrastructure cost, and
+ * the CPU share (size/1769 of a vCPU) decides what the gateway adds to the customer's wait.
+ * Completions: 224 MB, where the curve of added time to first byte bends
+ * (`BENCH_ONLY=ttfb npm run bench`, each instance held to its size's CPU share as a CFS quota of each
+ * 20 ms period, DynamoDB's in-region latency injected, warm requests back to back, 2026-12-08 on a
+ * quiet machine): a funded JSON reply added 38.8 ms at p50 at 160 MB, 28.2 at 192, 15.6 at 224 and
+ * 18.5 at 256; a stream's first chunk 41.1, 30.8, 22.1 and 20.8; a cold request 3.6, 2.9, 2.3 and
+ * 2.2 s. 224 MB's quota (2.5 ms a period) holds the 1.4-1.9 ms of CPU before the upstream call in one
+ * period; 160 MB's (1.8 ms) does not, so a request waits for the next period. The price: the typical
+ * svc-fast request's infrastructure is 12.6% of its margin at 224 MB (9.9% at 160, 13.9% at 256).
  * Memory: at 160 MB's heap limits an instance peaked at 134-144 MiB after four 5.8 MiB requests (the
- * largest a Function URL takes) whose usage was estimated, once a request's copies were no longer
- * held, the tokenizer loaded from data, and large invocations ended with a collection
- * (test/integration/memory-fit.test.ts holds it under 152 MiB).
- * The added time to first byte by size (`BENCH_ONLY=ttfb npm run bench`, docs/performance.md, 2026-12-07)
- * kept it: 128 MB added 23 ms at p50 to a stream's first chunk and 1.0 s to a cold request over 160 MB;
- * 256 MB's warm p50s were within 160 MB's range at 15.9% of the margin instead of 10.6%.
+ * largest a Function URL takes) whose usage was estimated; test/integration/memory-fit.test.ts holds
+ * the peak 8 MiB under the configured size.
  * Models: 256 MB (it answers in milliseconds, so its size costs next to nothing, and a larger CPU
  * share shortens its cold start).
- * `cdk deploy -c completionsMemorySize=256` (or `modelsMemorySize`) overrides one at deploy time.
+ * `cdk deploy -c completionsMemorySize=160` (or `modelsMemorySize`) overrides one at deploy time: 160
+ * MB is the smallest size within 10% of the margin, for a stage that prefers cost to the wait.
  */
 export const FUNCTION_SETTINGS = {
-  completions: { timeoutSeconds: 300, memoryMb: 160 },
+  completions: { timeoutSeconds: 300, memoryMb: 224 },
   models: { timeoutSeconds: 10, memoryMb: 256 },
   simulator: { timeoutSeconds: 120, memoryMb: 512 },
   sweeper: { timeoutSeconds: 60, memoryMb: 256 },

@@ -11,7 +11,7 @@ import { PROD_PROPS, type Resource, resources, type Synthesized, synthOffline } 
  * accounts table's stream with both images; the event source mapping from it to the watch with the
  * filters the code defines (STREAM_FILTERS), its batching and retries; the safety sweep and the outbox
  * on EventBridge Scheduler (no EventBridge rule left for it) with a role that may invoke the watch and
- * nothing else; the stream grants on the stream alone and no ListStreams; the dashboard's grant to copy
+ * nothing else; the stream's four reads (ListStreams among them, which Lambda checks when the mapping is made) on the stream alone; the dashboard's grant to copy
  * the levels onto the account items; its "not running" and "behind" alarms. cdk-nag stays green.
  */
 let prod: Synthesized;
@@ -94,7 +94,7 @@ describe('the balance watch on the accounts table’s stream', () => {
     expect(inline).toEqual([{ Action: 'lambda:InvokeFunction', Effect: 'Allow', Resource: arnOf(fn) }]);
   });
 
-  it('grants the stream’s three reads on that stream alone, and the dashboard the copy on the accounts table', () => {
+  it('grants the stream’s four reads on that stream alone, and the dashboard the copy on the accounts table', () => {
     const streamArn = { 'Fn::GetAtt': [accountsId(), 'StreamArn'] };
     const statements = statementsOf(watchId());
     const streamReads = statements.filter((s) =>
@@ -102,12 +102,16 @@ describe('the balance watch on the accounts table’s stream', () => {
     );
     expect(streamReads).toEqual([
       {
-        Action: ['dynamodb:DescribeStream', 'dynamodb:GetShardIterator', 'dynamodb:GetRecords'],
+        Action: [
+          'dynamodb:DescribeStream',
+          'dynamodb:GetShardIterator',
+          'dynamodb:GetRecords',
+          'dynamodb:ListStreams',
+        ],
         Effect: 'Allow',
         Resource: streamArn,
       },
     ]);
-    for (const s of statements) expect(actionsOf(s)).not.toContain('dynamodb:ListStreams');
     const dashboard = ofType('AWS::Lambda::Function').find(([id]) => id.startsWith('DashboardFunction'))?.[0];
     const copy = statementsOf(String(dashboard)).filter(
       (s) => JSON.stringify(s.Resource) === JSON.stringify(arnOf(accountsId())),

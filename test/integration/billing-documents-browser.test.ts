@@ -1,7 +1,8 @@
 /**
  * Billing's documents in headless Chromium (test/support/chromium.ts) against the local stack, done by
  * the account's billing member (not its owner): the billing profile filled in through its form, a $10 purchase through the Stripe stand-in's checkout
- * page, its invoice listed with the profile's name in its PDF, and the month's statement. Each page
+ * page, its invoice listed with the profile's name in its PDF; a card saved and auto top-up switched on,
+ * the watch's top-up invoiced the same way; and the month's statement. Each page
  * is shot at 1280 and 390 px wide into test-results/billing/ (git-ignored), and none of them scrolls
  * sideways at either width. Every wait is on the page or on the stand-in's deliveries, never a sleep.
  * Without /usr/bin/chromium the file is skipped with a message, except in CI (CI=true), where it fails.
@@ -67,7 +68,7 @@ async function shoot(name: string): Promise<void> {
 }
 
 describe('billing documents in headless Chromium', () => {
-  it('fills the profile in, buys $10, lists its invoice, shows the statement: each fits 1280 and 390 px', async (ctx) => {
+  it('fills the profile in, buys $10, turns auto top-up on, lists each top-up’s invoice, shows the statement: each fits 1280 and 390 px', async (ctx) => {
     if (missing) return ctx.skip(`no browser: ${missing}`);
     const origin = local.emulator.url;
     const { oidc, stripe: standIn } = local;
@@ -164,13 +165,52 @@ describe('billing documents in headless Chromium', () => {
     expect(await page.locator('table.invoices tbody').textContent()).toContain('$10.00');
     const document = await (await fetch(String(await pdf.getAttribute('href')))).arrayBuffer();
     expect(Buffer.from(document).toString('latin1')).toContain('(Example Widgets GmbH) Tj');
+
+    // Auto top-up: a card saved by buying $20 with it on the stand-in's page, then "below $100, buy
+    // $20" switched on; the balance ($30) is below it, so the watch charges the card, and the webhook
+    // credits the payment and invoices it, with the profile, as Checkout's are.
+    await page.goto(`${origin}/dashboard/billing`);
+    await page.getByLabel('Buy (USD) and save the card').fill('20');
+    await go(
+      () => page.getByRole('button', { name: 'Save a card' }).click(),
+      (u) => u.href.startsWith(`${standIn.url}/checkout/cs_`),
+    );
+    await go(
+      () => page.getByRole('button', { name: 'Pay $20.00', exact: true }).click(),
+      (u) => u.pathname === '/dashboard/billing/success',
+    );
+    await standIn.stripe.idle();
+    await page.goto(`${origin}/dashboard/billing`);
+    const autoTopUp = page.locator('form[action="/dashboard/billing/auto-top-up"]');
+    await autoTopUp.getByLabel('When below (USD)').fill('100');
+    await autoTopUp.getByLabel('buy (USD)', { exact: true }).fill('20');
+    await autoTopUp.getByLabel('On').check();
+    await go(
+      () => autoTopUp.getByRole('button', { name: 'Save' }).click(),
+      (u) => u.pathname === '/dashboard/billing',
+    );
+    expect(await autoTopUp.getByLabel('On').isChecked()).toBe(true);
+    await local.watch();
+    await standIn.stripe.idle();
+    await page.goto(`${origin}/dashboard/billing/invoices`);
+    const rows = page.locator('table.invoices tbody tr');
+    expect(await rows.count()).toBe(3);
+    const automatic = rows.filter({ hasText: 'API credits (auto top-up)' });
+    expect(await automatic.count()).toBe(1);
+    expect(await automatic.textContent()).toContain('$20.00');
+    expect(await automatic.textContent()).toContain('Paid');
+    const automaticPdf = await (
+      await fetch(String(await automatic.getByRole('link', { name: 'PDF' }).getAttribute('href')))
+    ).arrayBuffer();
+    expect(Buffer.from(automaticPdf).toString('latin1')).toContain('(Example Widgets GmbH) Tj');
     await shoot('invoices');
 
     await go(
       () => page.getByRole('link', { name: 'Monthly statement' }).click(),
       (u) => u.pathname === `/dashboard/billing/statement/${monthOf(new Date().toISOString())}`,
     );
-    expect(await page.locator('.statement-totals').textContent()).toContain('$10.00');
+    // Top-ups this month: $10 bought, $20 with the card saved, $20 bought by auto top-up.
+    expect(await page.locator('.statement-totals').textContent()).toContain('$50.00');
     await shoot('statement');
     await page.emulateMedia({ media: 'print' });
     await page.screenshot({ path: `${SHOTS}/statement-print.png`, fullPage: true });
