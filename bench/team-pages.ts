@@ -7,6 +7,10 @@
  *   (default 7, of every role) who joined through invitations (`createInvitation` and
  *   `acceptInvitation`, as the pages make them), 3 invitations pending, 10 keys, and
  *   BENCH_TEAM_AUDIT audit entries (default 300, what a busy team writes in months) appended.
+ * - Its billing: a Stripe Customer (made and remembered as Checkout makes it) with a profile (name,
+ *   address, a VAT ID, PO number) and 12 paid invoices, on the Stripe stand-in (lib/local/stripe) at
+ *   no added latency, for the Billing profile and Invoices pages: each is the page's own work plus
+ *   its Stripe calls (3 and 2), and in AWS each of those calls is a round trip to api.stripe.com.
  * - Each page through the dashboard's Hono app in process (`app.request`), a session put through the
  *   store's `putSession` and sent in its cookie: what is timed is the server's work, the session and
  *   member reads, every DynamoDB call of the page (over HTTP to DynamoDB Local) and the rendering, to
@@ -18,6 +22,8 @@ import { DynamoStore } from '../functions/adapters/dynamodb/index.js';
 import { auditEntry, INVITATION_TTL_SECONDS, type Role } from '../functions/core/team.js';
 import { createDashboardApp } from '../functions/dashboard/app.js';
 import { hashSessionId, SESSION_COOKIE } from '../functions/dashboard/sessions.js';
+import { ensureAccountCustomer } from '../functions/payments/account-customer.js';
+import { stripeApi, stripeClient } from '../functions/payments/stripe-api.js';
 import { createKey } from '../lib/admin/operations.js';
 import {
   ensureDashboardTable,
@@ -26,6 +32,7 @@ import {
   localClient,
   startDynamoLocal,
 } from '../lib/local/dynamodb-local.js';
+import { startStripeStandIn } from '../lib/local/stripe/index.js';
 import {
   LOCAL_AUDIT_TABLE_NAME,
   LOCAL_DASHBOARD_TABLE_NAME,
@@ -108,10 +115,35 @@ async function main() {
       }),
     );
 
+  // Billing: the account's Customer, its profile and a year of monthly top-ups' paid invoices.
+  const standIn = await startStripeStandIn();
+  const stripe = stripeApi(stripeClient({ apiKey: standIn.apiKey, apiBase: standIn.url }));
+  const invoicing = stripe.invoicing;
+  if (!invoicing) throw new Error('the Stripe API has no invoicing');
+  const customer = await ensureAccountCustomer(invoicing, {
+    accountId,
+    remembered: { store, now: now.toISOString() },
+  });
+  await invoicing.saveProfile(customer, accountId, {
+    legalName: 'Bench Widgets GmbH',
+    contacts: ['billing@bench.example', 'ap@bench.example'],
+    address: { line1: 'Hauptstraße 1', postalCode: '10115', city: 'Berlin', country: 'DE' },
+    taxIds: [{ type: 'eu_vat', value: 'DE123456789' }],
+    poNumber: 'PO-4711',
+  });
+  for (let i = 0; i < 12; i++)
+    await invoicing.invoicePayment({
+      customer,
+      accountId,
+      paymentIntent: `pi_bench_${i}`,
+      amountCents: 5_000,
+      description: 'API credits',
+    });
+
   const app = createDashboardApp({
     store,
     oidc: () => Promise.reject(new Error('the bench signs in through the session store')),
-    stripe: () => Promise.reject(new Error('the bench buys nothing')),
+    stripe: async () => stripe,
     publicOrigin: 'http://127.0.0.1',
     checkoutOrigins: [],
     originVerify: async () => [],
@@ -138,6 +170,8 @@ async function main() {
     { label: 'Overview', path: '/dashboard/' },
     { label: 'Activity', path: '/dashboard/activity' },
     { label: 'Billing', path: '/dashboard/billing' },
+    { label: 'Billing profile (3 Stripe calls)', path: '/dashboard/billing/profile' },
+    { label: 'Invoices, 12 (2 Stripe calls)', path: '/dashboard/billing/invoices' },
     {
       label: 'Monthly statement (this month)',
       path: `/dashboard/billing/statement/${new Date().toISOString().slice(0, 7)}`,
@@ -170,6 +204,7 @@ async function main() {
     console.log(`| ${page.label} | ${p50.toFixed(1)} | ${percentile(sorted, 99).toFixed(1)} |`);
   }
   client.destroy();
+  await standIn.close();
   await dynamo.stop();
   if (failed) process.exitCode = 1;
 }
