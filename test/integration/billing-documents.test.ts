@@ -3,7 +3,8 @@
  * CloudFront port, the local OpenID provider, the Stripe stand-in, DynamoDB Local): the billing
  * profile set through its form (mistakes answered 400 with why), a purchase through Checkout whose
  * invoice carries the profile and downloads as a PDF, an auto top-up's invoice made by the webhook,
- * and the month's statement, whose CSV totals equal the ledger to the nano-dollar. Stripe's customer
+ * and the month's statement (top-ups, a Stripe refund, an operator's correction, usage on two keys and
+ * two tiers), whose CSV totals equal the ledger to the nano-dollar. Stripe's customer
  * search lags a minute there, as Stripe's may: each page finds the Customer just made all the same.
  */
 import { parse } from 'csv-parse/sync';
@@ -12,6 +13,7 @@ import type { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
 import { monthOf } from '../../functions/billing/statement.js';
 import { usdToNano } from '../../functions/core/money.js';
 import type { ChargeEntry } from '../../functions/core/store.js';
+import { removeCredits } from '../../lib/admin/operations.js';
 import type { LocalStack } from '../../lib/local/stack.js';
 import { Browser, formAction, type Page } from '../support/browser.js';
 import { startTarget, type Target } from '../support/target.js';
@@ -168,6 +170,16 @@ describe('billing profile, invoices and statement on the local stack', () => {
       };
       expect(await settler.settleCharge(entry)).toBe('settled');
     }
+    // A refund of $3.00 of the $10 purchase through Stripe (the webhook takes it back), and $0.25
+    // taken back by the operator: the month has a refund and a correction as well.
+    const purchase = (await store.listLedger(accountId)).find(
+      (e) => e.type === 'topup' && e.deltaNano === 1_000n * CENT,
+    );
+    const intent = String(purchase?.reference).replace(/^stripe:/, '');
+    expect(intent).toMatch(/^pi_/);
+    await local.stripe.stripe.refund(intent, 300);
+    await local.stripe.stripe.idle();
+    await removeCredits(target.admin, accountId, '0.25', 'statement-goodwill-fix');
     const month = monthOf(new Date().toISOString());
     const ledger = await store.listLedger(accountId);
     const sum = (type: string) =>
@@ -180,6 +192,19 @@ describe('billing profile, invoices and statement on the local stack', () => {
     const rows = parse(await csv.text(), { columns: true }) as Record<string, string>[];
     const amount = (section: string) => usdToNano(rows.find((r) => r.section === section)?.amount_usd ?? 'x');
     expect(amount('total_top_ups')).toBe(sum('topup'));
+    const taken = (refund: boolean) =>
+      -ledger
+        .filter(
+          (e) =>
+            e.type === 'correction' &&
+            monthOf(e.createdAt) === month &&
+            String(e.reference).startsWith('stripe:refund:') === refund,
+        )
+        .reduce((a, e) => a + e.deltaNano, 0n);
+    expect(amount('total_refunds')).toBe(300n * CENT);
+    expect(amount('total_refunds')).toBe(taken(true));
+    expect(amount('total_corrections')).toBe(25n * CENT);
+    expect(amount('total_corrections')).toBe(taken(false));
     expect(amount('total_usage')).toBe(-sum('charge'));
     expect(amount('total_usage')).toBeGreaterThanOrEqual(1_123_456_789n);
     expect(amount('closing_balance')).toBe(ledger.reduce((a, e) => a + e.deltaNano, 0n));
