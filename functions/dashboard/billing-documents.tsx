@@ -15,14 +15,18 @@
  * to, else the one Stripe's search finds by the account's id (an account from before it was
  * remembered), each while Stripe still has it; found so, or made to save the profile, it is remembered
  * (payments/account-customer.ts): search lags Stripe's writes, so a Customer just made by Checkout or
- * by this form is found at once. Without the invoicing port, the profile and invoices are 404s.
+ * by this form is found at once. Each Stripe call is a round trip the page waits on: the profile is
+ * one (the remembered Customer retrieved with its tax IDs) and the invoices one (listed by the
+ * remembered id, a Customer deleted since included), while the remembered Customer is there; the
+ * lookup further on only past it. Without the invoicing port, the profile and invoices are 404s.
  */
 import type { Context, Hono } from 'hono';
 import { InvalidMonthError, monthBounds, monthlyStatement, monthOf } from '../billing/statement.js';
 import {
   type CustomerLookup,
   ensureAccountCustomer,
-  findAccountCustomer,
+  listAccountInvoices,
+  readAccountProfile,
 } from '../payments/account-customer.js';
 import type { BillingProfile } from '../payments/billing-profile.js';
 import type { InvoicingApi } from '../payments/invoicing.js';
@@ -68,8 +72,7 @@ export function billingDocumentRoutes(
   routes.get('/billing/profile', async (c) => {
     const invoicing = await invoicingOf();
     if (!invoicing) return notFound(c, 'Billing profiles are not available here.');
-    const customer = await findAccountCustomer(invoicing, await lookup(c.var.session.accountId));
-    const profile = customer ? await invoicing.readProfile(customer) : EMPTY;
+    const profile = (await readAccountProfile(invoicing, await lookup(c.var.session.accountId))) ?? EMPTY;
     return c.html(<ProfilePage profile={profile} month={month()} saved={c.req.query('saved') === '1'} />);
   });
 
@@ -123,8 +126,7 @@ export function billingDocumentRoutes(
   routes.get('/billing/invoices', async (c) => {
     const invoicing = await invoicingOf();
     if (!invoicing) return notFound(c, 'Invoices are not available here.');
-    const customer = await findAccountCustomer(invoicing, await lookup(c.var.session.accountId));
-    const invoices = customer ? await invoicing.listInvoices(customer) : [];
+    const invoices = await listAccountInvoices(invoicing, await lookup(c.var.session.accountId));
     return c.html(<InvoicesPage invoices={invoices} month={month()} />);
   });
 

@@ -48,7 +48,7 @@ async function invoiced(
     saved: request.customer,
     remembered: request.remembered,
   });
-  const fields = poFields(await stripe.invoicing.readProfile(customer));
+  const fields = poFields((await stripe.invoicing.readProfile(customer)) ?? {});
   return {
     customer,
     invoice_creation: {

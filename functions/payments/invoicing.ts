@@ -9,7 +9,10 @@
  *   new one, created with the idempotency key `customer:<accountId>` (after a deleted one,
  *   `...:after:<its id>`, a key answered with a Customer deleted since followed on the same way):
  *   two creations racing within Stripe's 24 hours of keys make one.
- * - The profile (billing-profile.ts) read from and written to that Customer, tax IDs included.
+ * - The profile (billing-profile.ts) read from and written to that Customer, tax IDs included: read
+ *   in one call, the Customer retrieved with its tax IDs expanded (`tax_ids` is an includable field:
+ *   absent unless expanded; embedded, a list's first 10, the rest paged with listTaxIds), which also
+ *   says whether Stripe still has it.
  * - Its invoices, newest first, with their PDF and hosted page.
  * - The invoice of a payment made without Checkout (an auto top-up's off-session PaymentIntent): a
  *   draft invoice for the Customer, the payment's amount as its one item, finalized and marked paid
@@ -56,10 +59,17 @@ export interface InvoicingApi {
   findCustomer(accountId: string, known?: readonly string[]): Promise<string | undefined>;
   /** findCustomer, or a new Customer for the account. */
   ensureCustomer(accountId: string, known?: readonly string[]): Promise<string>;
-  readProfile(customer: string): Promise<BillingProfile>;
+  /**
+   * The Customer's profile, in one call while it has at most 10 tax IDs; undefined when Stripe no
+   * longer has it (deleted, or no such Customer): the one call is also its live check.
+   */
+  readProfile(customer: string): Promise<BillingProfile | undefined>;
   saveProfile(customer: string, accountId: string, profile: BillingProfile): Promise<void>;
-  /** The Customer's invoices, newest first (the latest 100). */
-  listInvoices(customer: string): Promise<InvoiceView[]>;
+  /**
+   * The Customer's invoices, newest first (the latest 100), a deleted Customer's included (Stripe
+   * lists them); undefined when Stripe has no such Customer (`resource_missing`).
+   */
+  listInvoices(customer: string): Promise<InvoiceView[] | undefined>;
   /** The paid invoice of `payment`, made once; its id. */
   invoicePayment(payment: PaidPayment): Promise<string>;
 }
@@ -107,15 +117,36 @@ const viewOf = (invoice: Stripe.Invoice): InvoiceView => ({
   ...(invoice.description ? { description: invoice.description } : {}),
 });
 
+/** Stripe's answer, or undefined when it answers `resource_missing` (no such object). */
+async function unlessMissing<T>(call: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await call();
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 'resource_missing') return undefined;
+    throw error;
+  }
+}
+
+const profileOf = (found: Stripe.Customer, taxIds: Stripe.TaxId[]): BillingProfile => {
+  const extra = (found.metadata[CONTACTS_KEY] ?? '').split(',').filter(Boolean);
+  const address = addressOf(found.address);
+  const po = found.invoice_settings?.custom_fields?.find((f) => f.name === PO_FIELD)?.value;
+  return {
+    ...(found.name ? { legalName: found.name } : {}),
+    contacts: [...(found.email ? [found.email] : []), ...extra],
+    ...(address ? { address } : {}),
+    taxIds: taxIds.flatMap((t) => (isTaxIdType(t.type) ? [{ type: t.type, value: t.value }] : [])),
+    ...(po ? { poNumber: po } : {}),
+  };
+};
+
 export function stripeInvoicing(client: Stripe): InvoicingApi {
-  const live = async (customer: string) => {
-    try {
-      const found = await client.customers.retrieve(customer);
-      return found.deleted ? undefined : found;
-    } catch (error) {
-      if ((error as { code?: unknown }).code === 'resource_missing') return undefined;
-      throw error;
-    }
+  /** The Customer while Stripe has it (there and not deleted), with `expand`'s fields. */
+  const live = async (customer: string, expand?: string[]) => {
+    const found = await unlessMissing(() =>
+      client.customers.retrieve(customer, expand ? { expand } : undefined),
+    );
+    return found?.deleted ? undefined : found;
   };
   const findCustomer = async (accountId: string, known: readonly string[] = []) => {
     for (const id of known) if (await live(id)) return id;
@@ -147,21 +178,18 @@ export function stripeInvoicing(client: Stripe): InvoicingApi {
       return made;
     },
     async readProfile(customer) {
-      const found = await client.customers.retrieve(customer);
-      if (found.deleted) return { contacts: [], taxIds: [] };
-      const taxIds = [];
-      for await (const taxId of client.customers.listTaxIds(customer, { limit: 100 }))
-        if (isTaxIdType(taxId.type)) taxIds.push({ type: taxId.type, value: taxId.value });
-      const extra = (found.metadata[CONTACTS_KEY] ?? '').split(',').filter(Boolean);
-      const address = addressOf(found.address);
-      const po = found.invoice_settings?.custom_fields?.find((f) => f.name === PO_FIELD)?.value;
-      return {
-        ...(found.name ? { legalName: found.name } : {}),
-        contacts: [...(found.email ? [found.email] : []), ...extra],
-        ...(address ? { address } : {}),
-        taxIds,
-        ...(po ? { poNumber: po } : {}),
-      };
+      const found = await live(customer, ['tax_ids']);
+      if (!found) return undefined;
+      // Embedded as a list's first page; past it (an account has few), the rest paged after its last.
+      const taxIds = [...(found.tax_ids?.data ?? [])];
+      const last = taxIds.at(-1);
+      if (!found.tax_ids || found.tax_ids.has_more)
+        for await (const taxId of client.customers.listTaxIds(customer, {
+          limit: 100,
+          ...(found.tax_ids && last ? { starting_after: last.id } : {}),
+        }))
+          taxIds.push(taxId);
+      return profileOf(found, taxIds);
     },
     async saveProfile(customer, accountId, profile) {
       const [email, ...extra] = profile.contacts;
@@ -181,8 +209,8 @@ export function stripeInvoicing(client: Stripe): InvoicingApi {
       for (const taxId of wanted.values()) await client.customers.createTaxId(customer, taxId);
     },
     async listInvoices(customer) {
-      const page = await client.invoices.list({ customer, limit: 100 });
-      return page.data.map(viewOf);
+      const page = await unlessMissing(() => client.invoices.list({ customer, limit: 100 }));
+      return page?.data.map(viewOf);
     },
     async invoicePayment(payment) {
       const { customer, paymentIntent } = payment;

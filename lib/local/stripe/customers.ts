@@ -1,6 +1,9 @@
 /**
  * The stand-in's customers as invoices need them, in Stripe's shapes and with its errors: creation,
- * the update of their billing details (name, email, address, `invoice_settings[custom_fields]`,
+ * retrieval (a deleted one as its stub, `{id, object: 'customer', deleted: true}`; `expand[]=tax_ids`
+ * embeds its tax IDs as Stripe embeds an includable list: `{object: 'list', data, has_more, url}`, the
+ * first 10, and without it the field is absent, as Stripe leaves includable fields out), the update
+ * of their billing details (name, email, address, `invoice_settings[custom_fields]`,
  * metadata merged as Stripe merges it), search by one metadata field, and their tax IDs (the types of
  * functions/payments/tax-ids.ts, each value checked against its type's form: 400 `tax_id_invalid`).
  * Routed from invoices.ts.
@@ -71,6 +74,7 @@ export function customFields(value: FormValue | undefined, param: string): { nam
 }
 
 type Answer = { status: number; body: unknown };
+const NO_CURSOR = { limit: 10, startingAfter: undefined, endingBefore: undefined };
 
 export class StripeCustomers {
   readonly taxIds = new Map<string, StripeObject>();
@@ -93,6 +97,7 @@ export class StripeCustomers {
     const ok = (body: unknown) => ({ status: 200, body });
     if (method === 'POST' && !id) return once(() => this.createCustomer(form));
     if (method === 'GET' && id === 'search') return ok(this.search(form));
+    if (method === 'GET' && id && !verb) return ok(this.retrieveCustomer(id, form));
     if (method === 'POST' && id && !verb) return ok(this.updateCustomer(id, form));
     if (verb === 'tax_ids' && id) {
       if (method === 'POST' && !sub) return once(() => this.createTaxId(id, form));
@@ -103,6 +108,28 @@ export class StripeCustomers {
   }
 
   // --- customers ----------------------------------------------------------------------------------
+
+  /** `GET /v1/customers/:id`: as it is, or its stub once deleted; `expand[]=tax_ids` only. */
+  private retrieveCustomer(id: string, form: FormObject): StripeObject {
+    const params = checkParams(form, { expand: 'list' });
+    const expand = params.list('expand') ?? [];
+    for (const field of expand)
+      if (field !== 'tax_ids')
+        throw new StripeApiError(400, `The stand-in expands only tax_ids on a customer, not ${field}.`, {
+          param: 'expand',
+        });
+    const customer = this.stripe.retrieve(this.stripe.customers, 'customer', id);
+    if (customer.deleted || !expand.includes('tax_ids')) return structuredClone(customer);
+    // Stripe embeds an includable list's first 10, newest first, as its list endpoint pages them.
+    const taxIds = page(
+      `/v1/customers/${id}/tax_ids`,
+      this.customerTaxIds(id),
+      () => true,
+      NO_CURSOR,
+      'tax_id',
+    );
+    return structuredClone({ ...customer, tax_ids: taxIds });
+  }
 
   private createCustomer(form: FormObject): StripeObject {
     unknownParams(form, ['name', 'email', 'metadata', 'address', 'invoice_settings', 'description']);

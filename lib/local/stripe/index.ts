@@ -11,7 +11,7 @@
  *   GET  /v1/payment_intents/:id (expand[]=payment_method)     POST /v1/payment_intents (confirm and
  *        off_session on a saved card; an Idempotency-Key answered as Stripe does)
  *   GET  /v1/payment_methods/:id        POST /v1/payment_methods/:id/detach
- *   GET  /v1/customers/:id              DELETE /v1/customers/:id     GET /v1/charges/:id
+ *   GET  /v1/customers/:id (invoices.ts)  DELETE /v1/customers/:id   GET /v1/charges/:id
  *   GET  /v1/refunds?charge=&payment_intent=&limit=&starting_after=     POST /v1/refunds
  *   Customers' billing details, tax IDs, invoice items and invoices: invoices.ts.
  * Pages: GET /checkout/:id (plain HTML, no script), POST /checkout/:id/pay (method=card|async);
@@ -25,6 +25,8 @@
  *   (customer search's lag behind the Customers: customers.ts; 60 000 by default, as Stripe's),
  *   /refund {charge, amount?}, /dispute {charge, amount?}, /settle {session, outcome},
  *   /next-off-session {outcome: card_declined | authentication_required}.
+ * Every API request is counted and the latest are logged (`apiRequests()`), so a test can assert
+ * how many round trips to Stripe a page costs.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -74,10 +76,17 @@ export interface RunningStripeStandIn {
   setApiDelay(ms: number): void;
   /** Customer search's lag from now on (ms; 0: consistent at once, kinder than Stripe). */
   setSearchLag(ms: number): void;
+  /**
+   * The API requests (`/v1/...`) received so far, refused ones included: `count`, and the latest
+   * (up to REQUEST_LOG_SIZE, oldest first) as `METHOD /v1/path?query`.
+   */
+  apiRequests(): { count: number; latest: string[] };
   close(): Promise<void>;
 }
 
 const MAX_BODY = 1024 * 1024;
+/** How many of the latest API requests apiRequests() keeps. */
+const REQUEST_LOG_SIZE = 200;
 
 async function readBody(req: IncomingMessage): Promise<string> {
   const chunks: Buffer[] = [];
@@ -89,6 +98,15 @@ async function readBody(req: IncomingMessage): Promise<string> {
   }
   return Buffer.concat(chunks).toString('utf8');
 }
+
+/** A request's URL as logged: its query's brackets and the like decoded where they can be. */
+const readable = (url: string) => {
+  try {
+    return decodeURIComponent(url);
+  } catch {
+    return url;
+  }
+};
 
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -132,6 +150,8 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
   const invoices = new StripeInvoices(stripe);
   let baseUrl = '';
   let apiDelayMs = 0;
+  let requestCount = 0;
+  const requestLog: string[] = [];
 
   /** Resolves after `apiDelayMs`, or false at once when the client closes the connection first. */
   const slowly = (res: ServerResponse) =>
@@ -148,6 +168,9 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
     });
 
   const api = async (req: IncomingMessage, res: ServerResponse, path: string[], query: FormObject) => {
+    requestCount += 1;
+    requestLog.push(`${req.method} ${readable(req.url ?? '')}`);
+    if (requestLog.length > REQUEST_LOG_SIZE) requestLog.shift();
     if (apiDelayMs > 0 && !(await slowly(res))) return;
     const key = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
     const restricted = key === settings.apiKey ? undefined : options.restrictedKeys?.[key];
@@ -196,8 +219,6 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
         return sendJson(res, 200, stripe.retrieve(stripe.paymentMethods, 'payment_method', id));
       case 'POST /payment_methods/:id/detach':
         return sendJson(res, 200, stripe.detachPaymentMethod(id));
-      case 'GET /customers/:id':
-        return sendJson(res, 200, stripe.retrieve(stripe.customers, 'customer', id));
       case 'DELETE /customers/:id':
         return sendJson(res, 200, stripe.deleteCustomer(id));
       case 'GET /charges/:id':
@@ -470,6 +491,9 @@ export async function startStripeStandIn(options: StripeStandInOptions = {}): Pr
     },
     setSearchLag(ms) {
       stripe.searchLagMs = Math.max(0, ms);
+    },
+    apiRequests() {
+      return { count: requestCount, latest: [...requestLog] };
     },
     async close() {
       stopRetries();

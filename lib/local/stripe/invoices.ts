@@ -6,8 +6,12 @@
  *   POST /v1/customers            POST /v1/customers/:id (name, email, address, invoice_settings
  *   GET  /v1/customers/search?query=metadata['key']:'value'     [custom_fields], metadata)
  *   POST|GET /v1/customers/:id/tax_ids      DELETE /v1/customers/:id/tax_ids/:id
+ *   GET  /v1/customers/:id (expand[]=tax_ids)
  *   POST /v1/invoiceitems          POST|GET /v1/invoices       GET /v1/invoices/:id
  *   POST /v1/invoices/:id/finalize            POST /v1/invoices/:id/pay (paid_out_of_band only)
+ *
+ * Listing a customer's invoices (`GET /v1/invoices?customer=`) lists a deleted customer's too, and
+ * refuses one Stripe never had (400 `resource_missing`, param `customer`).
  *
  * Every POST that creates honours an Idempotency-Key as Stripe does. Search lags as Stripe's does
  * (customers.ts: a minute by default). A finalized invoice copies the customer's name, e-mail, address and
@@ -217,6 +221,13 @@ export class StripeInvoices {
     const params = checkParams(form, { ...LIST_PARAMS, customer: 'text', status: 'text' });
     const customer = params.text('customer');
     const status = params.text('status');
+    // A customer Stripe never had is refused; a deleted one is still retrievable (its stub), so its
+    // invoices, which outlive it (an invoice's `customer` may be a deleted Customer), are listed.
+    if (customer !== undefined && !this.stripe.customers.has(customer))
+      throw new StripeApiError(400, `No such customer: '${customer}'`, {
+        code: 'resource_missing',
+        param: 'customer',
+      });
     return page(
       '/v1/invoices',
       [...this.invoices.values()].reverse(),

@@ -99,8 +99,12 @@ const ROUTE_NEEDS: Record<string, Needed> = {
   'POST /invoices/:id/pay': write('invoices'),
 };
 
-/** The resource an `expand[]` of a route's answer reads. */
-const EXPANDS: Record<string, StripeResource> = { payment_method: 'payment_methods', customer: 'customers' };
+/** The resource an `expand[]` of a route's answer reads (a Customer's tax IDs are the Customers permission's). */
+const EXPANDS: Record<string, StripeResource> = {
+  payment_method: 'payment_methods',
+  customer: 'customers',
+  tax_ids: 'customers',
+};
 
 /** Stripe's name for a permission: `rak_<resource, singular>_<level>`. */
 const permissionName = ({ resource, level }: Needed) => `rak_${resource.replace(/s$/, '')}_${level}`;

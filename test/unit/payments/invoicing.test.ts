@@ -126,7 +126,7 @@ describe('invoicing on the stand-in', () => {
     });
     expect(invoice.number).toMatch(/^[A-Z0-9]+-0001$/);
     const listed = await invoicing.listInvoices(customer);
-    expect(listed.filter((i) => i.id === id)).toHaveLength(1);
+    expect(listed?.filter((i) => i.id === id)).toHaveLength(1);
     const pdf = await fetch(String(invoice.invoice_pdf));
     expect(pdf.headers.get('content-type')).toBe('application/pdf');
     const bytes = Buffer.from(await pdf.arrayBuffer()).toString('latin1');
