@@ -425,8 +425,9 @@ describe("the balance watch's role", () => {
           .filter((a) => a.startsWith('dynamodb:'))
           .flatMap((a) => s.resources.map((r) => `${a} ${table(r)}`)),
       );
-    // The stream's reads are the event source mapping's, off in this file: balance-watch-stream.test.ts has them.
-    const stream = ['DescribeStream', 'GetShardIterator', 'GetRecords'].map(
+    // The stream's reads are the event source mapping's, off in this file: balance-watch-stream.test.ts
+    // has them. ListStreams is Lambda's check of the role when the mapping is made; no poll calls it.
+    const stream = ['DescribeStream', 'GetShardIterator', 'GetRecords', 'ListStreams'].map(
       (a) => `dynamodb:${a} accounts/stream/*`,
     );
     expect([...used].sort()).toEqual([...new Set(granted)].filter((p) => !stream.includes(p)).sort());
