@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { DynamoStore } from '../../functions/adapters/dynamodb/index.js';
+import { dynamoTimeouts } from '../../functions/adapters/dynamodb/timeouts.js';
 import { newGenerationId } from '../../functions/core/ids.js';
 import { type LedgerEntry, type Store, utcDay } from '../../functions/core/store.js';
 import { ensureTables, localClient } from '../../lib/local/dynamodb-local.js';
@@ -23,7 +24,12 @@ beforeAll(async () => {
 
 const stores: [string, () => Store & { rollUpActivity?: (today: string) => Promise<number> }][] = [
   ['in memory', () => new MemoryStore()],
-  ['DynamoDB', () => new DynamoStore(client, tables)],
+  // DynamoDB Local's bounds (5 s an attempt), not a deployed function's (1 s): on a busy machine the
+  // concurrent settlements below can keep DynamoDB Local past a second.
+  [
+    'DynamoDB',
+    () => new DynamoStore(client, tables, dynamoTimeouts({ DYNAMODB_ENDPOINT: inject('dynamoEndpoint') })),
+  ],
 ];
 
 /** The ledger's own sums by UTC day and tier: what every total must equal. */
