@@ -12,13 +12,13 @@
  * tells it not to retry), for a request that was no longer running. It waits one transaction instead,
  * on the slow path only.
  */
-import type { Store } from '../core/store.js';
+import type { RequestPathStore } from '../core/store-request.js';
 import { type Bill, type Billable, type Delivered, price } from './bill.js';
 import { settle } from './settle.js';
 
 export function billOnce(
   billable: Billable,
-  ports: { store: Store; afterReply: (work: Promise<void>) => void },
+  ports: { store: RequestPathStore; afterReply: (work: Promise<void>) => void },
 ): (delivered: Delivered) => Promise<Bill> {
   let unbilled: { billable: Billable; ports: typeof ports } | undefined = { billable, ports };
   return (delivered) => {
@@ -32,7 +32,7 @@ export function billOnce(
 async function bill(
   billable: Billable,
   delivered: Delivered,
-  ports: { store: Store; afterReply: (work: Promise<void>) => void },
+  ports: { store: RequestPathStore; afterReply: (work: Promise<void>) => void },
 ): Promise<Bill> {
   const priced = await price(billable, delivered);
   // Only what the settlement needs: `billable` holds the request, and the settlement's write outlasts

@@ -1,5 +1,5 @@
 import type { RetryPolicy } from '../adapters/upstream.js';
-import type { Store } from '../core/store.js';
+import type { RequestPathStore } from '../core/store-request.js';
 import { type TierConfig, tiersFromEnv } from '../core/tiers.js';
 import { keyDailyCapsOn, positiveIntFromEnv } from '../shared/env.js';
 
@@ -82,7 +82,7 @@ export function loadCompletionsConfig(env: NodeJS.ProcessEnv = process.env): Com
  * configuration and the upstream credentials.
  */
 export interface GenerationPorts {
-  store: Store;
+  store: RequestPathStore;
   config: CompletionsConfig;
   credential: (name: string | undefined) => Promise<string | undefined>;
   /**
