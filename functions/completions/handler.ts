@@ -2,7 +2,7 @@
  * The completions function: a Function URL in RESPONSE_STREAM mode, behind CloudFront's behaviours for
  * its route (POST /api/v1/chat/completions in the route table, shared/routes.ts).
  */
-import { getStore } from '../adapters/dynamodb/index.js';
+import { getRequestStore } from '../adapters/dynamodb/index.js';
 import { prefetchRequestSecrets, upstreamCredential } from '../adapters/secrets.js';
 import { type AfterReplyContext, streamingHandler } from '../shared/after-reply.js';
 import type { CallerContext } from '../shared/authenticate.js';
@@ -17,7 +17,7 @@ import { loadCompletionsConfig } from './config.js';
 // Read and checked once per cold start: a bad configuration fails here, naming the field.
 const config = loadCompletionsConfig();
 
-const ports = { store: getStore(), config, credential: upstreamCredential };
+const ports = { store: getRequestStore(), config, credential: upstreamCredential };
 
 // The secrets a first request waits for (origin check, upstream credentials, usage signing), asked for
 // now, during init: their reads overlap init and the first request instead of adding to its wait.

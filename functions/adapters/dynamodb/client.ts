@@ -8,6 +8,7 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { connectionFromEnv } from './connection.js';
 import { tableNamesFromEnv } from './items.js';
+import { DynamoRequestStore } from './request-store.js';
 import { DynamoStore } from './store.js';
 import { dynamoTimeouts } from './timeouts.js';
 
@@ -30,4 +31,19 @@ let defaultStore: DynamoStore | undefined;
 export function getStore(): DynamoStore {
   defaultStore ??= new DynamoStore(NO_SDK_CLIENT, tableNamesFromEnv(), dynamoTimeouts(), connectionFromEnv());
   return defaultStore;
+}
+
+let requestStore: DynamoRequestStore | undefined;
+/**
+ * The request path's module-scope store (request-store.ts), built once per cold start like getStore's:
+ * the completions function's, whose bundle then carries only the parts of the store it uses.
+ */
+export function getRequestStore(): DynamoRequestStore {
+  requestStore ??= new DynamoRequestStore(
+    NO_SDK_CLIENT,
+    tableNamesFromEnv(),
+    dynamoTimeouts(),
+    connectionFromEnv(),
+  );
+  return requestStore;
 }

@@ -1,60 +1,48 @@
 /**
- * The DynamoDB implementation of the store port (core/store.ts), by what each part owns: accounts and
- * keys (accounts-keys.ts, keys.ts), the ledger (ledger.ts), holds (holds.ts), credit moved between slices (transfers.ts), and what only the operator does
- * beside (corrections.ts: credit taken back, accounts a page at a time). The request path costs one
- * strongly consistent read before the upstream call and one transactional write after the reply; an
- * account that could overdraw adds one conditional hold write before it. SDK exceptions become domain
- * outcomes there (a failed condition is 'refused', 'already-settled', AccountNotFoundError...);
- * anything else is rethrown.
+ * The DynamoDB implementation of the store port (core/store.ts), by what each part owns: what the
+ * request path uses (request-store.ts DynamoRequestStore: accounts, holds, the ledger's settlement),
+ * which this class extends with the rest: keys (keys.ts), the ledger's top-ups and reads (ledger.ts),
+ * credit moved between slices (transfers.ts), what only the operator does beside (corrections.ts:
+ * credit taken back, accounts a page at a time), activity (activity.ts), the dashboard's items
+ * (dashboard.ts), the team (team.ts), invitations (invitations.ts) and the audit log (audit.ts).
+ * SDK exceptions become domain outcomes there (a failed condition is 'refused', 'already-settled',
+ * AccountNotFoundError...); anything else is rethrown.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { AccountStatus, Principal } from '../../core/access.js';
+import type { AccountStatus } from '../../core/access.js';
 import type {
   AccountPage,
   AccountRecord,
   ChargeEntry,
   ChargePage,
-  Contention,
   CorrectionOutcome,
   DashboardSession,
   DaySpend,
   Hold,
-  HoldOutcome,
   KeyRecord,
   LedgerEntry,
   SessionNotice,
-  SettleOutcome,
   Store,
   Transfer,
   TransferOutcome,
 } from '../../core/store.js';
 import type { Audited } from '../../core/store-team.js';
 import type { AuditEntry, AuditPage, AuditQuery, Invitation, Member, Role } from '../../core/team.js';
-import { AccountsAndKeys } from './accounts-keys.js';
 import { Activity } from './activity.js';
 import { AuditLog } from './audit.js';
 import type { WireConnection } from './connection.js';
 import { Corrections } from './corrections.js';
 import { DashboardItems } from './dashboard.js';
-import { Holds } from './holds.js';
 import { Invitations } from './invitations.js';
 import { slicesOf, type TableNames } from './items.js';
 import { Keys } from './keys.js';
-import { Ledger } from './ledger.js';
+import { DynamoRequestStore } from './request-store.js';
 import { Team } from './team.js';
-import { type DynamoTimeouts, dynamoTimeouts } from './timeouts.js';
-import { Transfers } from './transfers.js';
-import { DynamoWire } from './wire.js';
+import type { DynamoTimeouts } from './timeouts.js';
 
-export class DynamoStore implements Store {
-  /** The request path's read and settlement, without the SDK client's middleware stack (wire.ts). */
-  readonly wire: DynamoWire;
-  private readonly accounts: AccountsAndKeys;
+export class DynamoStore extends DynamoRequestStore implements Store {
   private readonly keys: Keys;
-  private readonly ledger: Ledger;
-  private readonly holds: Holds;
   private readonly corrections: Corrections;
-  private readonly transfers: Transfers;
   private readonly dashboard: DashboardItems;
   private readonly activity: Activity;
   private readonly team: Team;
@@ -62,32 +50,24 @@ export class DynamoStore implements Store {
   private readonly auditLog: AuditLog;
 
   constructor(
-    readonly client: DynamoDBClient,
-    readonly tables: TableNames,
-    timeouts: DynamoTimeouts = dynamoTimeouts(),
-    connection: WireConnection | DynamoDBClient = client,
+    client: DynamoDBClient,
+    tables: TableNames,
+    timeouts?: DynamoTimeouts,
+    connection?: WireConnection | DynamoDBClient,
   ) {
-    this.wire = new DynamoWire(connection, timeouts);
-    const db = { client, tables, wire: this.wire };
-    this.accounts = new AccountsAndKeys(db);
-    this.keys = new Keys(db);
-    this.transfers = new Transfers(db, this.accounts.slices);
-    this.ledger = new Ledger(db, this.transfers);
-    this.holds = new Holds(db);
-    this.corrections = new Corrections(db, this.accounts.slices, this.transfers);
-    this.dashboard = new DashboardItems(db);
-    this.activity = new Activity(db);
-    this.team = new Team(db);
-    this.invitations = new Invitations(db);
-    this.auditLog = new AuditLog(db);
+    super(client, tables, timeouts, connection);
+    this.keys = new Keys(this.db);
+    this.corrections = new Corrections(this.db, this.accounts.slices, this.transfers);
+    this.dashboard = new DashboardItems(this.db);
+    this.activity = new Activity(this.db);
+    this.team = new Team(this.db);
+    this.invitations = new Invitations(this.db);
+    this.auditLog = new AuditLog(this.db);
   }
 
   /** The generation ids among these that have a ledger entry (an eventually consistent read). */
   settledAmong(entries: readonly ChargeEntry[]): Promise<Set<string>> {
     return this.ledger.settledAmong(entries);
-  }
-  loadPrincipal(keyHash: string): Promise<Principal | undefined> {
-    return this.accounts.loadPrincipal(keyHash);
   }
   getAccount(accountId: string, options: { deadline?: number } = {}): Promise<AccountRecord | undefined> {
     return this.accounts.getAccount(accountId, options);
@@ -156,19 +136,6 @@ export class DynamoStore implements Store {
     return this.accounts.slices.keysDailySpend(accountId, keyIds, day);
   }
 
-  settleCharge(
-    entry: ChargeEntry,
-    options: { hold?: Hold; deadline?: number; contention?: Contention } = {},
-  ): Promise<SettleOutcome> {
-    return this.ledger.settleCharge(entry, options);
-  }
-  deferSettlement(
-    entry: ChargeEntry,
-    usageRecord: string,
-    options: { hold?: Hold; deadline?: number } = {},
-  ): Promise<'deferred' | 'already-settled'> {
-    return this.holds.deferSettlement(entry, usageRecord, options);
-  }
   topUp(
     accountId: string,
     reference: string,
@@ -204,15 +171,6 @@ export class DynamoStore implements Store {
     return topUps - corrections;
   }
 
-  placeHold(hold: Hold, options: { deadline?: number; capShareNano?: bigint } = {}): Promise<HoldOutcome> {
-    return this.holds.placeHold(hold, options);
-  }
-  releaseHold(hold: Hold, options: { onlyIfExpiredAt?: number; deadline?: number } = {}): Promise<boolean> {
-    return this.holds.releaseHold(hold, options);
-  }
-  recordUsageOnHold(hold: Hold, usageRecord: string): Promise<boolean> {
-    return this.holds.recordUsageOnHold(hold, usageRecord);
-  }
   listHolds(accountId?: string): Promise<Hold[]> {
     return this.holds.listHolds(accountId);
   }
@@ -221,11 +179,6 @@ export class DynamoStore implements Store {
   }
   completeTransfer(transfer: Transfer, now: number): Promise<TransferOutcome> {
     return this.transfers.completeTransfer(transfer, now);
-  }
-  async accountBalance(accountId: string): Promise<bigint | undefined> {
-    const head = await this.accounts.slices.head(accountId);
-    if (!head) return undefined;
-    return this.accounts.slices.balance(accountId, slicesOf(head));
   }
 
   listCreditHistory(accountId: string): Promise<LedgerEntry[]> {
