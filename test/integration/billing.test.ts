@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getStore } from '../../functions/adapters/dynamodb/index.js';
+import { getRequestStore } from '../../functions/adapters/dynamodb/index.js';
 import { type CallOptions, DynamoWireError } from '../../functions/adapters/dynamodb/wire.js';
 import { usdToNano } from '../../functions/core/money.js';
 import { billingFailures, settlements } from '../../functions/shared/observability.js';
@@ -34,20 +34,20 @@ async function expectReconciled(accountId: string) {
 }
 
 /**
- * Injects a fault into the completions function's own settlement call (its direct TransactWriteItems,
- * wire.ts, the one that writes a ledger entry): `fault(attempt, send)` decides what each attempt the
- * store makes does. Removed after the test.
+ * Injects a fault into the completions function's own settlement call (getRequestStore's direct
+ * TransactWriteItems, wire.ts, the one that writes a ledger entry): `fault(attempt, send)` decides
+ * what each attempt the store makes does. Removed after the test.
  */
 function injectSettlementFault(
   _name: string,
   fault: (attempt: number, send: () => Promise<unknown>) => Promise<unknown>,
 ) {
-  const wire = getStore().wire;
+  const wire = getRequestStore().wire;
   const original = wire.call;
   let attempt = 0;
   wire.call = (async (operation: string, input: object, options?: CallOptions) => {
     const items = (input as { TransactItems?: { Put?: { TableName?: string } }[] }).TransactItems;
-    const settlement = items?.some((item) => item.Put?.TableName === getStore().tables.ledger);
+    const settlement = items?.some((item) => item.Put?.TableName === getRequestStore().tables.ledger);
     const send = () => original.call(wire, operation as 'TransactWriteItems', input, options);
     if (operation !== 'TransactWriteItems' || !settlement) return send();
     attempt += 1;
