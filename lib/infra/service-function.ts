@@ -99,7 +99,8 @@ export const BUNDLE_BOUNDS_KIB: Readonly<Record<string, number>> = {
   // holds, the ledger and its transfers), not keys, corrections, activity, the dashboard's items, the
   // team, invitations or the audit log, which the other functions' DynamoStore adds.
   'functions/completions/handler.ts': 285,
-  'functions/account/handler.ts': 133,
+  // Account: 132.5 KiB measured on 2026-12-08 (the DynamoStore split adds its base class, 0.2 KiB).
+  'functions/account/handler.ts': 134,
   'functions/sweeper/handler.ts': 210,
   'functions/logged-usage/handler.ts': 219,
   'functions/simulator/handler.ts': 12,
