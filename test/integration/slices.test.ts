@@ -396,10 +396,13 @@ describe("a split account's total", () => {
         }
       }
     };
-    const observe = async (source: string, read: () => Promise<bigint>) => {
+    // A /credits read the function answered with its clean 503 (its DynamoDB read out of time on a
+    // busy machine) read no total: counted, not compared. Any other answer but a 200 fails.
+    const unavailable: string[] = [];
+    const observe = async (source: string, read: () => Promise<bigint | undefined>) => {
       const before = moving > 0;
       const nano = await read();
-      seen.push({ source, nano, overlapped: before || moving > 0 });
+      if (nano !== undefined) seen.push({ source, nano, overlapped: before || moving > 0 });
     };
     const readers = Array.from({ length: 4 }, async (_, r) => {
       for (let i = 0; !done; i++) {
@@ -413,7 +416,13 @@ describe("a split account's total", () => {
             const response = await fetch(`${target.baseUrl}/credits`, {
               headers: { authorization: `Bearer ${key}` },
             });
-            const balance = /"balance":(-?[0-9.]+)/.exec(await response.text())?.[1];
+            const text = await response.text();
+            if (response.status === 503) {
+              unavailable.push(text);
+              return undefined;
+            }
+            expect(response.status, text).toBe(200);
+            const balance = /"balance":(-?[0-9.]+)/.exec(text)?.[1];
             return balance === undefined ? -1n : usdToNano(balance);
           });
         else await observe('store', async () => (await store.getAccount(accountId))?.balanceNano ?? -1n);
@@ -430,6 +439,10 @@ describe("a split account's total", () => {
     expect(transfers).toBeGreaterThanOrEqual(100);
     expect(overlapped()).toBeGreaterThanOrEqual(60);
     expect(new Set(seen.map((read) => read.source))).toEqual(new Set(['store', 'reconcile', '/credits']));
+    // A 503 is the exception on a busy machine, never the rule.
+    expect(unavailable.length, unavailable.join('\n')).toBeLessThan(
+      seen.filter((read) => read.source === '/credits').length,
+    );
     expect(await balanceNano(target, accountId)).toBe(total);
   }, 120_000);
 });
