@@ -1,7 +1,8 @@
 /**
  * A slow Stripe (the stand-in answering no API call in time) gets the dashboard's own error page,
  * inside the dashboard function's timeout: its Stripe client (DASHBOARD_STRIPE_NETWORK) gives up
- * after 3 s an attempt and one retry, never CloudFront's 502 at Lambda's timeout.
+ * after 3 s an attempt and one retry, never CloudFront's 502 at Lambda's timeout: on the buy form,
+ * the Billing profile and Invoices.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDashboardApp } from '../../../functions/dashboard/app.js';
@@ -74,8 +75,17 @@ describe("the dashboard's Stripe calls", () => {
       expect(elapsed).toBeLessThan(FUNCTION_TIMEOUT_MS - MARGIN_MS);
       // Both attempts timed out, each dropped before the stand-in made a session.
       expect(standIn.stripe.sessions.size).toBe(sessions);
+      // The pages that read Stripe (the account's Customer is remembered from the checkout above):
+      // the same error page, inside the same bound.
+      for (const page of ['/dashboard/billing/profile', '/dashboard/billing/invoices']) {
+        const t0 = performance.now();
+        const answer = await browser.fetch(`${ORIGIN}${page}`);
+        expect(answer.status, page).toBe(500);
+        expect(await answer.text()).toContain('Something went wrong');
+        expect(performance.now() - t0, page).toBeLessThan(FUNCTION_TIMEOUT_MS - MARGIN_MS);
+      }
     } finally {
       standIn.setApiDelay(0);
     }
-  }, 20_000);
+  }, 40_000);
 });
